@@ -1,0 +1,5 @@
+import sys
+
+from machines.cli import main
+
+sys.exit(main())

@@ -1,0 +1,387 @@
+"""Pure graph checks over one ``MachineSpec``: the structural rule catalog.
+
+Each rule kind is one small function. Guards make the graph depend on context, so every
+check that talks about reachability runs once per context valuation (the product of the
+declared values; a handful for every bundled machine) and reports a shortest path from the
+initial state under the valuation that shows the problem.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from machines.spec import Guard, MachineSpec, Rule, Transition
+
+Context = Mapping[str, str]
+Path = tuple[Transition, ...]
+
+REQUIRED_KINDS = ("terminal_final", "all_reachable", "can_terminate")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule, with a shortest path from the initial state that shows it."""
+
+    machine: str
+    rule: str
+    kind: str
+    message: str
+    path: Path | None = None
+    context: Context = field(default_factory=lambda: MappingProxyType({}))
+
+    def describe(self) -> str:
+        text = f"{self.machine}: [{self.rule}] {self.message}"
+        if self.path is not None:
+            text += "\n    path: " + format_path(self.path, self.context)
+        return text
+
+
+def format_path(path: Path, context: Context) -> str:
+    if not path:
+        return "(the initial state itself)"
+    hops = [path[0].source]
+    for t in path:
+        hops.append(f"--{t.trigger} ({'/'.join(t.actors)})--> {t.dest}")
+    where = ", ".join(f"{k}={v}" for k, v in context.items())
+    return (f"with {where}: " if where else "") + " ".join(hops)
+
+
+class Graph:
+    """Reachability of one spec under each context valuation, computed once."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.spec = spec
+        names = list(spec.context)
+        self.valuations: tuple[Context, ...] = tuple(
+            MappingProxyType(dict(zip(names, combo, strict=True)))
+            for combo in itertools.product(*(spec.context[n].values for n in names))
+        )
+        self._parents = [self._bfs(v, frozenset()) for v in self.valuations]
+
+    def edges(self, context: Context) -> Iterator[Transition]:
+        return (t for t in self.spec.transitions if t.admits(context))
+
+    def _bfs(self, context: Context, avoid: frozenset[str]) -> dict[str, Transition | None]:
+        parents: dict[str, Transition | None] = {self.spec.initial: None}
+        out: dict[str, list[Transition]] = {}
+        for t in self.edges(context):
+            out.setdefault(t.source, []).append(t)
+        queue = deque([self.spec.initial])
+        while queue:
+            state = queue.popleft()
+            for t in out.get(state, []):
+                if t.dest not in parents and t.dest not in avoid:
+                    parents[t.dest] = t
+                    queue.append(t.dest)
+        return parents
+
+    def reachable(self, context_index: int) -> Mapping[str, Transition | None]:
+        return self._parents[context_index]
+
+    def path_to(
+        self,
+        state: str,
+        context_index: int,
+        avoid: frozenset[str] = frozenset(),
+    ) -> Path | None:
+        parents = (
+            self._parents[context_index]
+            if not avoid
+            else self._bfs(self.valuations[context_index], avoid)
+        )
+        if state not in parents:
+            return None
+        path: list[Transition] = []
+        while (t := parents[state]) is not None:
+            path.append(t)
+            state = t.source
+        return tuple(reversed(path))
+
+    def edge_witness(
+        self,
+        t: Transition,
+        also: Callable[[Context], bool] = lambda _: True,
+    ) -> tuple[Path | None, Context]:
+        """Shortest path that ends by taking ``t``, under a valuation that admits it."""
+        best: tuple[Path | None, Context] = (None, MappingProxyType({}))
+        for i, v in enumerate(self.valuations):
+            if not (t.admits(v) and also(v)):
+                continue
+            prefix = self.path_to(t.source, i)
+            if prefix is not None and (best[0] is None or len(prefix) + 1 < len(best[0])):
+                best = ((*prefix, t), v)
+            elif best[0] is None and not best[1]:
+                best = (None, v)
+        return best
+
+
+def check_structure(spec: MachineSpec) -> list[Violation]:
+    """Every violation of the spec's declared rules, its forbidden list and the rule kinds
+    every machine must declare. An empty list means the spec is structurally sound."""
+    graph = Graph(spec)
+    out: list[Violation] = []
+    declared = {r.kind for r in spec.invariants}
+    for kind in REQUIRED_KINDS:
+        if kind not in declared:
+            out.append(
+                Violation(
+                    spec.name,
+                    "required-rules",
+                    kind,
+                    f"no invariant of kind '{kind}' is declared; every machine "
+                    "must declare terminal_final, all_reachable and can_terminate",
+                )
+            )
+    out.extend(_forbidden_moves(spec, graph))
+    for rule in spec.invariants:
+        out.extend(RULE_KINDS[rule.kind](spec, rule, graph))
+    return out
+
+
+def _edge_violation(
+    spec: MachineSpec,
+    rule: Rule,
+    graph: Graph,
+    t: Transition,
+    message: str,
+    also: Callable[[Context], bool] = lambda _: True,
+) -> Violation:
+    path, context = graph.edge_witness(t, also)
+    if path is None:
+        message += f" (unreachable: no path from '{spec.initial}' reaches '{t.source}')"
+    return Violation(spec.name, rule.id, rule.kind, message, path, context)
+
+
+def _edge_text(t: Transition) -> str:
+    return f"'{t.source}' -> '{t.dest}' (trigger {t.trigger}, actor {'/'.join(t.actors)})"
+
+
+def _automatic(spec: MachineSpec, t: Transition) -> list[str]:
+    return [a for a in t.actors if spec.actors[a].automatic]
+
+
+def _forbidden_moves(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
+    for t in spec.transitions:
+        for entry in spec.forbidden:
+            if entry.matches(t.source, t.dest):
+                path, context = graph.edge_witness(t)
+                yield Violation(
+                    spec.name,
+                    "forbidden",
+                    "forbidden",
+                    f"{_edge_text(t)} is a forbidden move: {entry.reason}",
+                    path,
+                    context,
+                )
+
+
+def _terminal_final(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    for t in spec.transitions:
+        if spec.states[t.source].terminal:
+            yield _edge_violation(
+                spec, rule, graph, t, f"terminal state '{t.source}' has a way out: {_edge_text(t)}"
+            )
+
+
+def _all_reachable(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    seen = set().union(*(graph.reachable(i) for i in range(len(graph.valuations))))
+    for state in spec.states:
+        if state not in seen:
+            yield Violation(
+                spec.name,
+                rule.id,
+                rule.kind,
+                f"no path from '{spec.initial}' reaches '{state}' under any context",
+            )
+
+
+def _can_terminate(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    reported: set[str] = set()
+    goals = {s for s, st in spec.states.items() if st.terminal} | set(rule.holds)
+    for i, context in enumerate(graph.valuations):
+        can_finish = set(goals)
+        edges = list(graph.edges(context))
+        changed = True
+        while changed:
+            before = len(can_finish)
+            can_finish |= {t.source for t in edges if t.dest in can_finish}
+            changed = len(can_finish) != before
+        for state in graph.reachable(i):
+            if state not in can_finish and state not in reported:
+                reported.add(state)
+                yield Violation(
+                    spec.name,
+                    rule.id,
+                    rule.kind,
+                    f"from '{state}' no terminal state (or declared hold) can be "
+                    "reached: entities that get there are stuck forever",
+                    graph.path_to(state, i),
+                    context,
+                )
+
+
+def _only_actors_exit(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    for t in spec.transitions:
+        extra = [a for a in t.actors if a not in rule.actors]
+        if t.source in rule.states and extra:
+            yield _edge_violation(
+                spec,
+                rule,
+                graph,
+                t,
+                f"{_edge_text(t)} lets {', '.join(extra)} leave "
+                f"'{t.source}'; only {', '.join(rule.actors)} may",
+            )
+
+
+def _only_actors_enter(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    for t in spec.transitions:
+        extra = [a for a in t.actors if a not in rule.actors]
+        if t.dest in rule.states and extra:
+            yield _edge_violation(
+                spec,
+                rule,
+                graph,
+                t,
+                f"{_edge_text(t)} lets {', '.join(extra)} enter "
+                f"'{t.dest}'; only {', '.join(rule.actors)} may",
+            )
+
+
+def _only_triggers_exit(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    for t in spec.transitions:
+        if t.source in rule.states and t.trigger not in rule.triggers:
+            yield _edge_violation(
+                spec,
+                rule,
+                graph,
+                t,
+                f"{_edge_text(t)} leaves '{t.source}' by a trigger other than "
+                f"{', '.join(rule.triggers)}",
+            )
+
+
+def _only_from(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    for t in spec.transitions:
+        if t.dest in rule.states and t.source not in rule.sources:
+            yield _edge_violation(
+                spec,
+                rule,
+                graph,
+                t,
+                f"{_edge_text(t)} enters '{t.dest}' from '{t.source}'; "
+                f"allowed sources: {', '.join(rule.sources)}",
+            )
+
+
+def _within(context: Context, when: Guard) -> bool:
+    return all(context[var] in allowed for var, allowed in when.items())
+
+
+def _only_via(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    (state,) = rule.states
+    for i, context in enumerate(graph.valuations):
+        if not _within(context, rule.when):
+            continue
+        path = graph.path_to(state, i, avoid=frozenset(rule.via))
+        if path is not None:
+            yield Violation(
+                spec.name,
+                rule.id,
+                rule.kind,
+                f"'{state}' is reachable without passing through {', '.join(rule.via)}",
+                path,
+                context,
+            )
+            return
+
+
+def _only_reachable_when(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
+    for state in rule.states:
+        for i, context in enumerate(graph.valuations):
+            if _within(context, rule.when):
+                continue
+            path = graph.path_to(state, i)
+            if path is not None:
+                yield Violation(
+                    spec.name,
+                    rule.id,
+                    rule.kind,
+                    f"'{state}' is reachable outside {_guard_text(rule.when)}",
+                    path,
+                    context,
+                )
+                break
+
+
+def _automatic_enters_only_when(
+    spec: MachineSpec,
+    rule: Rule,
+    graph: Graph,
+) -> Iterable[Violation]:
+    for t in spec.transitions:
+        auto = _automatic(spec, t)
+        if t.dest not in rule.states or not auto:
+            continue
+        loose = [
+            var
+            for var, allowed in rule.when.items()
+            if var not in t.when or not t.when[var] <= allowed
+        ]
+        if loose:
+            yield _edge_violation(
+                spec,
+                rule,
+                graph,
+                t,
+                f"{_edge_text(t)}: automatic actor {', '.join(auto)} may enter '{t.dest}' "
+                f"outside {_guard_text(rule.when)}; guard the transition",
+                also=lambda c: not _within(c, rule.when),
+            )
+
+
+def _automatic_needs_evidence(
+    spec: MachineSpec,
+    rule: Rule,
+    graph: Graph,
+) -> Iterable[Violation]:
+    for t in spec.transitions:
+        auto = _automatic(spec, t)
+        if t.source in rule.sources and t.dest in rule.dests and auto and t.evidence is None:
+            yield _edge_violation(
+                spec,
+                rule,
+                graph,
+                t,
+                f"{_edge_text(t)}: automatic actor {', '.join(auto)} moves '{t.source}' to "
+                f"'{t.dest}' without stated evidence; add 'evidence:' or give the move to a "
+                "person",
+            )
+
+
+def _guard_text(when: Guard) -> str:
+    return " and ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in when.items())
+
+
+RULE_KINDS: Mapping[str, Callable[[MachineSpec, Rule, Graph], Iterable[Violation]]] = (
+    MappingProxyType(
+        {
+            "terminal_final": _terminal_final,
+            "all_reachable": _all_reachable,
+            "can_terminate": _can_terminate,
+            "only_actors_exit": _only_actors_exit,
+            "only_actors_enter": _only_actors_enter,
+            "only_triggers_exit": _only_triggers_exit,
+            "only_from": _only_from,
+            "only_via": _only_via,
+            "only_reachable_when": _only_reachable_when,
+            "automatic_enters_only_when": _automatic_enters_only_when,
+            "automatic_needs_evidence": _automatic_needs_evidence,
+        }
+    )
+)
+"""The closed catalog of structural rule kinds; the schema's enum lists the same names."""

@@ -1,0 +1,155 @@
+"""``machines.check``: judge a whole directory of definitions and report.
+
+Reads every definition without refusing broken ones (so each problem can be shown), runs
+the structural rules, and runs the exhaustive derivation check for every machine that has
+a derivation. A rule set's violation is a *finding* when its ``known_violations`` names
+the finding that records it, and a *violation* otherwise; the default rule set may have
+none at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from machines.analysis import Violation, check_structure
+from machines.derive_check import (
+    DERIVATION_INVARIANTS,
+    Counterexample,
+    DerivationReport,
+    check_derivation,
+)
+from machines.errors import SpecError, SpecUnreadable
+from machines.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec import Finding, MachineSpec
+
+
+@dataclass(frozen=True)
+class MachineSummary:
+    name: str
+    path: Path
+    states: int
+    transitions: int
+    rules: int
+    forbidden: int
+    findings: int
+
+
+@dataclass(frozen=True)
+class KnownViolation:
+    """A rule set's violation that a finding records (e.g. the seed's own algorithm)."""
+
+    machine: str
+    rule_set: str
+    finding: str
+    counterexample: Counterexample
+
+
+@dataclass
+class Report:
+    spec_dir: Path
+    machines: list[MachineSummary] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    known: list[KnownViolation] = field(default_factory=list)
+    derivations: dict[str, DerivationReport] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 on any violation, 2 when some input could not be read at all."""
+        if self.unreadable:
+            return 2
+        return 1 if self.violations else 0
+
+
+def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
+    """Check every definition in ``spec_dir`` (default: the bundled ones)."""
+    directory = Path(spec_dir) if spec_dir is not None else bundled_spec_dir()
+    report = Report(directory)
+    try:
+        paths = definition_paths(directory)
+    except SpecUnreadable as exc:
+        report.unreadable.append(str(exc))
+        return report
+    specs: dict[str, MachineSpec] = {}
+    for path in paths:
+        try:
+            spec = read_definition(path)
+        except SpecUnreadable as exc:
+            report.unreadable.append(str(exc))
+            continue
+        except SpecError as exc:
+            report.violations.extend(
+                Violation(path.stem, "definition", "definition", problem)
+                for problem in exc.problems
+            )
+            continue
+        specs[spec.name] = spec
+        report.machines.append(
+            MachineSummary(
+                spec.name,
+                path,
+                len(spec.states),
+                len(spec.transitions),
+                len(spec.invariants),
+                len(spec.forbidden),
+                len(spec.findings),
+            )
+        )
+        report.findings.extend(spec.findings)
+        report.violations.extend(check_structure(spec))
+    for spec in specs.values():
+        if spec.derivation is not None and spec.derivation.node_machine in specs:
+            _judge_derivation(report, spec, specs[spec.derivation.node_machine], max_nodes)
+    return report
+
+
+def _judge_derivation(
+    report: Report, request: MachineSpec, nodes: MachineSpec, max_nodes: int
+) -> None:
+    assert request.derivation is not None
+    derivation = request.derivation
+    result = check_derivation(request, nodes, max_nodes)
+    report.derivations[request.name] = result
+    for outcome in result.results:
+        rule_set = derivation.rule_sets[outcome.name]
+        is_default = outcome.name == derivation.default
+        broken = {c.invariant: c for c in outcome.counterexamples}
+        for invariant in rule_set.known_violations:
+            if invariant not in DERIVATION_INVARIANTS:
+                report.violations.append(
+                    Violation(
+                        request.name,
+                        f"derivation/{outcome.name}",
+                        "derivation",
+                        f"known_violations names '{invariant}', which is not a derivation "
+                        f"invariant; known: {', '.join(DERIVATION_INVARIANTS)}",
+                    )
+                )
+            elif invariant not in broken:
+                report.violations.append(
+                    Violation(
+                        request.name,
+                        f"derivation/{outcome.name}",
+                        "derivation",
+                        f"known_violations says '{invariant}' is broken, but no plan breaks it; "
+                        "remove the entry (and update its finding)",
+                    )
+                )
+        for invariant, example in broken.items():
+            recorded = rule_set.known_violations.get(invariant)
+            if recorded is not None and not is_default:
+                report.known.append(KnownViolation(request.name, outcome.name, recorded, example))
+                continue
+            why = " (the default rule set may break nothing)" if recorded is not None else ""
+            report.violations.append(
+                Violation(
+                    request.name,
+                    f"derivation/{outcome.name}/{invariant}",
+                    "derivation",
+                    f"rule set '{outcome.name}' breaks {invariant}{why}: "
+                    f"{DERIVATION_INVARIANTS[invariant]}; counterexample: {example.describe()}"
+                    + (f"; {example.plans:,} of {result.plans:,} plans" if example.plans else ""),
+                )
+            )

@@ -1,0 +1,236 @@
+"""Exhaustive check of the request derivation over every plan up to a size, and beyond.
+
+Every multiset of node kinds (node state x has_side_effect x manual gate) with up to
+``max_nodes`` nodes is enumerated and reduced to its signature (``machines.derive``); each
+distinct signature is decided by every rule set and judged against the derivation
+invariants, with the smallest plan that has it as the counterexample. Then the set of
+signatures is tested for closure under adding one more node: when it is closed, no larger
+plan can have a signature not already judged, so the verdict holds for every plan size.
+
+The invariants read the node and request machines' tags (effect-started, done,
+releases-reservation, consumes-reservation), never the rules, so they are an independent
+statement of what the rules must keep.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from machines.derive import Alphabet, Decision, Deriver, NodeKind, Signature
+from machines.spec import MachineSpec, NodeSet
+
+EFFECT_STARTED = "effect-started"
+DONE = "done"
+RELEASES = "releases-reservation"
+CONSUMES = "consumes-reservation"
+
+DERIVATION_INVARIANTS: Mapping[str, str] = MappingProxyType(
+    {
+        "no-auto-terminal-money-in-flight": (
+            f"never derive a state tagged {RELEASES} while a node with a side effect is in a "
+            f"node state tagged {EFFECT_STARTED}"
+        ),
+        "derivation-consistency": (
+            "every derived state is a legal move (or no move) from each state the derivation is "
+            "applied in, by the derivation's actor, under the context the nodes imply"
+        ),
+        "derivation-settles": "when every node is terminal, the derivation names a request state",
+        "completion-means-done": (
+            f"a derived state tagged {CONSUMES} only when every node is in a state tagged {DONE}"
+        ),
+        "no-dead-rule": "every rule decides at least one plan (otherwise the order hides it)",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    invariant: str
+    nodes: tuple[NodeKind, ...]
+    decision: Decision
+    plans: int  # how many enumerated plans violate it
+
+    def describe(self) -> str:
+        if self.invariant == "no-dead-rule":
+            return f"rule '{self.decision.rule}' decides no plan"
+        return f"{format_plan(self.nodes)} -> {self.decision.result or 'None'}" + (
+            f" (rule {self.decision.rule})" if self.decision.rule else " (no rule matched)"
+        )
+
+
+@dataclass(frozen=True)
+class RuleSetResult:
+    name: str
+    counterexamples: tuple[Counterexample, ...]
+    plans_per_rule: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class DerivationReport:
+    max_nodes: int
+    kinds: int
+    plans: int
+    signatures: int
+    closed: bool
+    seconds: float
+    results: tuple[RuleSetResult, ...]
+
+
+def format_plan(nodes: tuple[NodeKind, ...]) -> str:
+    if not nodes:
+        return "[] (an empty plan)"
+    parts = []
+    for state, side_effect, manual in nodes:
+        flags = [f for f, on in (("side effect", side_effect), ("manual_", manual)) if on]
+        parts.append(state + (f" ({', '.join(flags)})" if flags else ""))
+    return "[" + ", ".join(parts) + "]"
+
+
+class _Invariants:
+    """The derivation invariants as predicates over a signature and a decision."""
+
+    def __init__(self, request: MachineSpec, node_spec: MachineSpec) -> None:
+        self.request = request
+        started = frozenset(s for s, st in node_spec.states.items() if EFFECT_STARTED in st.tags)
+        self.money_moving = NodeSet(states=started, side_effect=True)
+        self.terminal = NodeSet(
+            states=frozenset(s for s, st in node_spec.states.items() if st.terminal)
+        )
+        self.done = NodeSet(
+            states=frozenset(s for s, st in node_spec.states.items() if DONE in st.tags)
+        )
+        self.releases = {s for s, st in request.states.items() if RELEASES in st.tags}
+        self.consumes = {s for s, st in request.states.items() if CONSUMES in st.tags}
+
+    @property
+    def predicates(self) -> tuple[NodeSet, ...]:
+        return (self.money_moving, self.terminal, self.done)
+
+    def broken(self, deriver: Deriver, sig: Signature) -> list[str]:
+        some, every = sig
+        bit = deriver.alphabet.bit
+        result = deriver.decide(sig).result
+        out = []
+        if result in self.releases and some & bit[self.money_moving]:
+            out.append("no-auto-terminal-money-in-flight")
+        if result is not None and not self._legal(deriver, result, sig):
+            out.append("derivation-consistency")
+        if result is None and every & bit[self.terminal]:
+            out.append("derivation-settles")
+        if result in self.consumes and not every & bit[self.done]:
+            out.append("completion-means-done")
+        return out
+
+    def _legal(self, deriver: Deriver, result: str, sig: Signature) -> bool:
+        derivation = deriver.derivation
+        context = deriver.context(sig)
+        return all(
+            result == source
+            or any(
+                t.source == source
+                and t.dest == result
+                and derivation.actor in t.actors
+                and t.admits(context)
+                for t in self.request.transitions
+            )
+            for source in derivation.applied_in
+        )
+
+
+def check_derivation(
+    request: MachineSpec,
+    node_spec: MachineSpec,
+    max_nodes: int = 5,
+    progress: Callable[[int], None] | None = None,
+) -> DerivationReport:
+    """Judge every rule set of ``request`` over every plan of up to ``max_nodes`` nodes."""
+    assert request.derivation is not None, "check_derivation needs a request with a derivation"
+    started = time.perf_counter()
+    invariants = _Invariants(request, node_spec)
+    derivers = [
+        Deriver.build(request, node_spec, name, invariants.predicates)
+        for name in request.derivation.rule_sets
+    ]
+    alphabet = derivers[0].alphabet
+    witness, count, plans = _enumerate(alphabet, max_nodes, progress)
+    closed = _closed(alphabet, witness.keys())
+    results = []
+    for deriver in derivers:
+        smallest: dict[str, tuple[NodeKind, ...]] = {}
+        violating: dict[str, int] = {}
+        per_rule: dict[str, int] = {r.id: 0 for r in deriver.rule_set.rules}
+        for sig, nodes in witness.items():
+            decision = deriver.decide(sig)
+            if decision.rule is not None:
+                per_rule[decision.rule] += count[sig]
+            for name in invariants.broken(deriver, sig):
+                violating[name] = violating.get(name, 0) + count[sig]
+                if name not in smallest or _smaller(nodes, smallest[name]):
+                    smallest[name] = nodes
+        found = [
+            Counterexample(name, nodes, deriver.decide(alphabet.signature(nodes)), violating[name])
+            for name, nodes in smallest.items()
+        ]
+        found += [
+            Counterexample("no-dead-rule", (), Decision(None, rule), 0)
+            for rule, n in per_rule.items()
+            if n == 0
+        ]
+        results.append(
+            RuleSetResult(deriver.rule_set.name, tuple(found), MappingProxyType(per_rule))
+        )
+    return DerivationReport(
+        max_nodes,
+        len(alphabet.kinds),
+        plans,
+        len(witness),
+        closed,
+        time.perf_counter() - started,
+        tuple(results),
+    )
+
+
+def _smaller(a: tuple[NodeKind, ...], b: tuple[NodeKind, ...]) -> bool:
+    return (len(a), a) < (len(b), b)
+
+
+def _enumerate(
+    alphabet: Alphabet,
+    max_nodes: int,
+    progress: Callable[[int], None] | None,
+) -> tuple[dict[Signature, tuple[NodeKind, ...]], dict[Signature, int], int]:
+    """Every multiset of kinds of size 0..max_nodes (kinds in non-decreasing index order),
+    depth first, carrying the two masks so each plan costs two bit operations."""
+    masks = [alphabet.mask[k] for k in alphabet.kinds]
+    kinds = alphabet.kinds
+    witness: dict[Signature, tuple[NodeKind, ...]] = {}
+    count: dict[Signature, int] = {}
+    plans = 0
+    stack: list[tuple[int, int, int, tuple[int, ...]]] = [(0, 0, alphabet.full, ())]
+    while stack:
+        start, some, every, chosen = stack.pop()
+        sig = (some, every)
+        plans += 1
+        if sig in count:
+            count[sig] += 1
+            if len(chosen) < len(witness[sig]):
+                witness[sig] = tuple(kinds[i] for i in chosen)
+        else:
+            count[sig] = 1
+            witness[sig] = tuple(kinds[i] for i in chosen)
+        if progress is not None and plans % 250_000 == 0:
+            progress(plans)
+        if len(chosen) < max_nodes:
+            for i in range(len(masks) - 1, start - 1, -1):
+                m = masks[i]
+                stack.append((i, some | m, every & m, (*chosen, i)))
+    return witness, count, plans
+
+
+def _closed(alphabet: Alphabet, signatures: object) -> bool:
+    known = set(signatures)  # type: ignore[call-overload]
+    masks = set(alphabet.mask.values())
+    return all((some | m, every & m) in known for some, every in known for m in masks)

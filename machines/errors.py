@@ -1,0 +1,83 @@
+"""The typed errors of the package.
+
+Every failure a user can cause is one of these, so a service can catch ``MachinesError`` at
+its edge and never see a bare traceback from YAML, jsonschema or ``transitions``. Messages
+name the file, machine, state or trigger involved and say what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class MachinesError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class SpecError(MachinesError):
+    """A definition cannot be used: unreadable, malformed, or inconsistent.
+
+    ``problems`` holds one line per problem found; the message lists them all so that a
+    broken file is fixed in one pass instead of one error at a time.
+    """
+
+    def __init__(self, path: Path | str | None, problems: Sequence[str]) -> None:
+        self.path = Path(path) if path is not None else None
+        self.problems = tuple(problems)
+        where = f"{self.path}: " if self.path is not None else ""
+        if len(self.problems) == 1:
+            text = f"{where}{self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            text = f"{where}{len(self.problems)} problems:\n{lines}"
+        super().__init__(text)
+
+
+class SpecUnreadable(SpecError):
+    """The input could not be read at all: a missing file, an I/O error, or YAML that does
+    not parse. ``machines check`` exits 2 for these and 1 for every other ``SpecError``."""
+
+
+class SpecViolation(SpecError):
+    """The definition parses but breaks one of its own structural rules or forbidden moves.
+
+    Raised by ``machines.load`` so that a spec which fails ``machines check`` can never be
+    put to use by accident.
+    """
+
+
+class ContextError(MachinesError, ValueError):
+    """A guard context was missing, unknown, or holds a value the machine refuses."""
+
+
+class InvalidStateTransition(MachinesError):
+    """A move the definition does not allow. The entity's state is unchanged.
+
+    The message names the machine, the current state, the trigger (or destination) and,
+    when the definition records one, the reason the move is forbidden.
+    """
+
+    def __init__(
+        self,
+        machine: str,
+        state: str,
+        *,
+        trigger: str | None = None,
+        dest: str | None = None,
+        actor: str | None = None,
+        reason: str,
+    ) -> None:
+        self.machine = machine
+        self.state = state
+        self.trigger = trigger
+        self.dest = dest
+        self.actor = actor
+        self.reason = reason
+        move = f"trigger '{trigger}'" if trigger is not None else f"move to '{dest}'"
+        by = f" by actor '{actor}'" if actor is not None else ""
+        super().__init__(f"{machine}: {move}{by} refused in state '{state}': {reason}")
+
+
+class InvalidNodeState(MachinesError, ValueError):
+    """A node handed to the request derivation is not in a state the node machine defines."""

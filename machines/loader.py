@@ -1,0 +1,548 @@
+"""Find, read and validate definitions; build the immutable IR.
+
+Three layers of checking, in order, each reporting every problem it finds with its line:
+the JSON Schema (shape, unknown keys), the cross-references (states, actors, context values,
+findings, the derivation's node states, ambiguous triggers) and, in ``load``, the
+structural rules of ``machines.analysis``. Only a definition that passes all three is handed
+to the rest of the package.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, cast
+
+import jsonschema
+
+from machines.analysis import check_structure
+from machines.errors import SpecError, SpecUnreadable, SpecViolation
+from machines.spec import (
+    EMPTY_GUARD,
+    Actor,
+    Clause,
+    ContextCase,
+    ContextVariable,
+    Derivation,
+    DerivationRule,
+    Finding,
+    Forbidden,
+    Guard,
+    MachineSpec,
+    NodeSet,
+    Quantifier,
+    Rule,
+    RuleSet,
+    State,
+    Transition,
+    suggest,
+)
+from machines.yamlsource import KeyPath, YamlSource, read_yaml
+
+SCHEMA_FILE = "machine.schema.json"
+RESERVED_TRIGGERS = frozenset({"trigger", "state", "history", "machine", "step", "model"})
+RESERVED_TRIGGER_PREFIXES = ("to_", "may_", "is_")
+
+
+def bundled_spec_dir() -> Path:
+    """The definitions shipped with the package (``machines/_spec`` in a wheel, ``spec/``
+    beside the package in a source checkout)."""
+    packaged = Path(str(resources.files("machines"))) / "_spec"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "spec"
+
+
+@functools.cache
+def _schema_validator() -> jsonschema.protocols.Validator:
+    path = bundled_spec_dir() / SCHEMA_FILE
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(schema))
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """A bundled machine name (``"effect"``) or a path to a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        if not candidate.is_file():
+            raise SpecUnreadable(candidate, ["no such definition file"])
+        return candidate
+    bundled = bundled_spec_dir()
+    path = bundled / f"{name_or_path}.yaml"
+    if not path.is_file():
+        names = sorted(p.stem for p in bundled.glob("*.yaml"))
+        raise SpecUnreadable(
+            None,
+            [
+                f"'{name_or_path}' is neither a bundled machine{suggest(str(name_or_path), names)} "
+                f"nor a YAML file; bundled machines: {', '.join(names)}"
+            ],
+        )
+    return path
+
+
+def load(name_or_path: str | Path) -> MachineSpec:
+    """Load one definition, fully validated: schema, references and structural rules.
+
+    A definition that breaks one of its own rules raises ``SpecViolation`` listing each
+    violation with a shortest path; run ``machines check`` for the full report.
+    """
+    path = resolve(name_or_path).resolve()
+    stat = path.stat()
+    return _load_checked(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
+    spec = read_definition(path)
+    violations = check_structure(spec)
+    if violations:
+        raise SpecViolation(path, [v.describe() for v in violations])
+    return spec
+
+
+def definition_paths(spec_dir: Path) -> list[Path]:
+    if not spec_dir.is_dir():
+        raise SpecUnreadable(spec_dir, ["not a directory of definitions"])
+    paths = sorted(spec_dir.glob("*.yaml"))
+    if not paths:
+        raise SpecUnreadable(spec_dir, ["no *.yaml definitions in this directory"])
+    return paths
+
+
+def read_definition(path: Path, _reading: frozenset[Path] = frozenset()) -> MachineSpec:
+    """Schema and cross-reference checks only (no structural rules): what the checker uses
+    so that it can report rule violations instead of refusing to load."""
+    source = read_yaml(path)
+    _validate_schema(source)
+    node_reader: Callable[[str], MachineSpec] = functools.partial(
+        _read_sibling, path, _reading | {path.resolve()}
+    )
+    return _Builder(source, node_reader).build()
+
+
+def _read_sibling(path: Path, reading: frozenset[Path], name: str) -> MachineSpec:
+    sibling = (path.parent / f"{name}.yaml").resolve()
+    if sibling in reading:
+        raise SpecError(path, [f"derivation.nodes '{name}' refers back to a definition being read"])
+    if not sibling.is_file():
+        raise SpecError(path, [f"derivation.nodes names '{name}', but {sibling} does not exist"])
+    return read_definition(sibling, reading)
+
+
+def _validate_schema(source: YamlSource) -> None:
+    errors = sorted(
+        _schema_validator().iter_errors(source.data),
+        key=lambda e: [str(p) for p in e.absolute_path],
+    )
+    if errors:
+        raise SpecError(source.path, [_schema_message(source, e) for e in errors])
+
+
+def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> str:
+    if error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    key_path = cast(KeyPath, tuple(error.absolute_path))
+    where = source.where(key_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(cast(dict[str, Any], error.schema).get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return (
+            f"{where}: unknown key(s) {', '.join(repr(k) for k in extra)}; "
+            f"allowed here: {', '.join(allowed)}. Remove or fix the spelling."
+        )
+    if error.validator == "required":
+        return f"{where}: {error.message}; add it (see {SCHEMA_FILE})"
+    return f"{where}: {error.message} (see {SCHEMA_FILE})"
+
+
+class _Builder:
+    """Cross-reference checks and IR construction for one parsed, schema-valid document."""
+
+    def __init__(self, source: YamlSource, read_nodes: Callable[[str], MachineSpec]) -> None:
+        self.src = source
+        self.doc: dict[str, Any] = source.data
+        self.read_nodes = read_nodes
+        self.problems: list[str] = []
+        self.states: Mapping[str, Any] = self.doc["states"]
+        self.actors: Mapping[str, Any] = self.doc["actors"]
+        self.context: Mapping[str, Any] = self.doc.get("context", {})
+        self.finding_ids = {f["id"] for f in self.doc.get("findings", [])}
+        self.name = self.doc["machine"]
+
+    def problem(self, key_path: KeyPath, text: str) -> None:
+        self.problems.append(f"{self.src.where(key_path)}: {text}")
+
+    def build(self) -> MachineSpec:
+        stem = self.src.path.stem
+        if self.name != stem:
+            self.problem(("machine",), f"machine '{self.name}' must equal the file name '{stem}'")
+        self.state_ref(("initial",), self.doc["initial"])
+        context = self.build_context()
+        transitions = self.build_transitions()
+        self.check_ambiguity(transitions)
+        spec = MachineSpec(
+            name=self.name,
+            title=self.doc["title"],
+            origin=self.doc["origin"],
+            description=self.doc["description"],
+            initial=self.doc["initial"],
+            context=context,
+            actors=MappingProxyType(
+                {n: Actor(n, a["automatic"], a["description"]) for n, a in self.actors.items()}
+            ),
+            states=self.build_states(),
+            transitions=transitions,
+            forbidden=self.build_forbidden(),
+            invariants=self.build_rules(),
+            findings=self.build_findings(),
+            derivation=self.build_derivation(),
+            path=self.src.path,
+        )
+        if self.problems:
+            raise SpecError(self.src.path, self.problems)
+        return spec
+
+    # -- references ---------------------------------------------------------------------
+
+    def state_ref(
+        self,
+        at: KeyPath,
+        name: str,
+        states: Iterable[str] | None = None,
+        machine: str | None = None,
+    ) -> None:
+        known = list(self.states if states is None else states)
+        if name not in known:
+            self.problem(
+                at,
+                f"'{name}' is not a state of machine '{machine or self.name}'"
+                f"{suggest(name, known)}; define it under states or fix the name",
+            )
+
+    def actor_ref(self, at: KeyPath, name: str) -> None:
+        if name not in self.actors:
+            self.problem(
+                at,
+                f"'{name}' is not an actor{suggest(name, self.actors)}; "
+                f"declare it under actors (known: {', '.join(self.actors)})",
+            )
+
+    def guard(self, at: KeyPath, raw: Mapping[str, list[str]] | None) -> Guard:
+        if not raw:
+            return EMPTY_GUARD
+        for var, values in raw.items():
+            spec = self.context.get(var)
+            if spec is None:
+                self.problem(
+                    (*at, var),
+                    f"'{var}' is not a context variable"
+                    f"{suggest(var, self.context)}; declare it under context",
+                )
+                continue
+            for i, value in enumerate(values):
+                if value in spec.get("excluded", {}):
+                    self.problem(
+                        (*at, var, i),
+                        f"{var}={value} is excluded from this machine; a guard cannot admit it",
+                    )
+                elif value not in spec["values"]:
+                    self.problem(
+                        (*at, var, i),
+                        f"'{value}' is not a value of '{var}'"
+                        f"{suggest(value, spec['values'])}; values: "
+                        f"{', '.join(spec['values'])}",
+                    )
+        return MappingProxyType({var: frozenset(vals) for var, vals in raw.items()})
+
+    def finding_ref(self, at: KeyPath, finding_id: str) -> None:
+        if finding_id not in self.finding_ids:
+            self.problem(
+                at,
+                f"'{finding_id}' is not a finding of this file"
+                f"{suggest(finding_id, self.finding_ids)}; add it under findings",
+            )
+
+    # -- sections -----------------------------------------------------------------------
+
+    def build_context(self) -> Mapping[str, ContextVariable]:
+        out = {}
+        for var, raw in self.context.items():
+            excluded = raw.get("excluded", {})
+            for value in excluded:
+                if value in raw["values"]:
+                    self.problem(
+                        ("context", var, "excluded", value),
+                        f"'{value}' is both a value and excluded; keep one",
+                    )
+            out[var] = ContextVariable(
+                var, tuple(raw["values"]), raw["description"], MappingProxyType(dict(excluded))
+            )
+        return MappingProxyType(out)
+
+    def build_states(self) -> Mapping[str, State]:
+        out = {}
+        seen_db: dict[str, str] = {}
+        for name, raw in self.states.items():
+            db_value = raw.get("db_value", name)
+            if db_value in seen_db:
+                self.problem(
+                    ("states", name, "db_value"),
+                    f"db_value '{db_value}' is already used by '{seen_db[db_value]}'",
+                )
+            seen_db[db_value] = name
+            out[name] = State(
+                name,
+                raw["description"],
+                raw.get("terminal", False),
+                db_value,
+                tuple(raw.get("tags", ())),
+            )
+        return MappingProxyType(out)
+
+    def build_transitions(self) -> tuple[Transition, ...]:
+        out = []
+        for i, raw in enumerate(self.doc["transitions"]):
+            at: KeyPath = ("transitions", i)
+            trigger = raw["trigger"]
+            if trigger in RESERVED_TRIGGERS or trigger.startswith(RESERVED_TRIGGER_PREFIXES):
+                self.problem(
+                    (*at, "trigger"),
+                    f"trigger name '{trigger}' is reserved (it would "
+                    "shadow a runtime attribute); choose another verb",
+                )
+            sources = _as_list(raw["source"])
+            actors = _as_list(raw["actor"])
+            for j, s in enumerate(sources):
+                self.state_ref(
+                    (*at, "source", j) if isinstance(raw["source"], list) else (*at, "source"), s
+                )
+            self.state_ref((*at, "dest"), raw["dest"])
+            for a in actors:
+                self.actor_ref((*at, "actor"), a)
+            when = self.guard((*at, "when"), raw.get("when"))
+            if "amendment" in raw:
+                self.finding_ref((*at, "amendment"), raw["amendment"])
+            for source in sources:
+                out.append(
+                    Transition(
+                        trigger=trigger,
+                        source=source,
+                        dest=raw["dest"],
+                        actors=tuple(actors),
+                        description=raw["description"],
+                        when=when,
+                        evidence=raw.get("evidence"),
+                        amendment=raw.get("amendment"),
+                    )
+                )
+        return tuple(out)
+
+    def check_ambiguity(self, transitions: tuple[Transition, ...]) -> None:
+        """Two edges with one source and trigger must never both fire for one actor and
+        context: the move would depend on definition order."""
+        for i, a in enumerate(transitions):
+            for b in transitions[i + 1 :]:
+                if a.source != b.source or a.trigger != b.trigger:
+                    continue
+                if not set(a.actors) & set(b.actors) or not _guards_overlap(a.when, b.when):
+                    continue
+                self.problem(
+                    ("transitions",),
+                    (
+                        f"trigger '{a.trigger}' from '{a.source}' is ambiguous: it goes to "
+                        f"'{a.dest}' and to '{b.dest}' for the same actor and context; give one a "
+                        "different trigger name, actor or guard"
+                    ),
+                )
+
+    def build_forbidden(self) -> tuple[Forbidden, ...]:
+        out = []
+        for i, raw in enumerate(self.doc.get("forbidden", [])):
+            sides: list[frozenset[str] | None] = []
+            for side in ("source", "dest"):
+                value = raw[side]
+                if value == "*":
+                    sides.append(None)
+                    continue
+                names = _as_list(value)
+                for n in names:
+                    self.state_ref(("forbidden", i, side), n)
+                sides.append(frozenset(names))
+            out.append(Forbidden(sides[0], sides[1], raw["reason"]))
+        return tuple(out)
+
+    def build_rules(self) -> tuple[Rule, ...]:
+        out = []
+        seen: set[str] = set()
+        triggers = {t["trigger"] for t in self.doc["transitions"]}
+        for i, raw in enumerate(self.doc["invariants"]):
+            at: KeyPath = ("invariants", i)
+            if raw["id"] in seen:
+                self.problem((*at, "id"), f"invariant id '{raw['id']}' is used twice")
+            seen.add(raw["id"])
+            states = _as_list(raw.get("state", [])) + list(raw.get("states", []))
+            for key in ("state", "states", "sources", "dests", "via", "holds"):
+                for n in _as_list(raw.get(key, [])):
+                    self.state_ref((*at, key), n)
+            for a in raw.get("actors", []):
+                self.actor_ref((*at, "actors"), a)
+            for t in raw.get("triggers", []):
+                if t not in triggers:
+                    self.problem(
+                        (*at, "triggers"),
+                        f"'{t}' is not a trigger of this machine{suggest(t, triggers)}",
+                    )
+            out.append(
+                Rule(
+                    id=raw["id"],
+                    kind=raw["rule"],
+                    description=raw["description"],
+                    states=tuple(states),
+                    actors=tuple(raw.get("actors", ())),
+                    triggers=tuple(raw.get("triggers", ())),
+                    sources=tuple(raw.get("sources", ())),
+                    dests=tuple(raw.get("dests", ())),
+                    via=tuple(raw.get("via", ())),
+                    holds=tuple(raw.get("holds", ())),
+                    when=self.guard((*at, "when"), raw.get("when")),
+                )
+            )
+        return tuple(out)
+
+    def build_findings(self) -> tuple[Finding, ...]:
+        out = []
+        seen: set[str] = set()
+        for i, raw in enumerate(self.doc.get("findings", [])):
+            if raw["id"] in seen:
+                self.problem(("findings", i, "id"), f"finding id '{raw['id']}' is used twice")
+            seen.add(raw["id"])
+            out.append(Finding(self.name, raw["id"], raw["seed"], raw["text"], raw["resolution"]))
+        return tuple(out)
+
+    def build_derivation(self) -> Derivation | None:
+        raw = self.doc.get("derivation")
+        if raw is None:
+            return None
+        at: KeyPath = ("derivation",)
+        try:
+            nodes = self.read_nodes(raw["nodes"])
+        except SpecError as exc:
+            self.problem((*at, "nodes"), f"cannot read the node machine: {exc}")
+            return None
+        for i, s in enumerate(raw["applied_in"]):
+            self.state_ref((*at, "applied_in", i), s)
+        self.actor_ref((*at, "actor"), raw["actor"])
+        rule_sets = {}
+        for name, rs in raw["rule_sets"].items():
+            rules = []
+            for j, r in enumerate(rs["rules"]):
+                rat: KeyPath = (*at, "rule_sets", name, "rules", j)
+                if r["result"] is not None:
+                    self.state_ref((*rat, "result"), r["result"])
+                rules.append(
+                    DerivationRule(
+                        r["id"],
+                        self.clauses((*rat, "when"), r["when"], nodes),
+                        r["result"],
+                        r["description"],
+                    )
+                )
+            if len({r.id for r in rules}) != len(rules):
+                self.problem((*at, "rule_sets", name), "rule ids must be unique within a set")
+            for inv, finding in rs.get("known_violations", {}).items():
+                self.finding_ref((*at, "rule_sets", name, "known_violations", inv), finding)
+            rule_sets[name] = RuleSet(
+                name,
+                rs["description"],
+                tuple(rules),
+                MappingProxyType(dict(rs.get("known_violations", {}))),
+            )
+        if raw["default"] not in rule_sets:
+            self.problem(
+                (*at, "default"),
+                f"'{raw['default']}' is not a rule set{suggest(raw['default'], rule_sets)}",
+            )
+        return Derivation(
+            node_machine=raw["nodes"],
+            applied_in=tuple(raw["applied_in"]),
+            actor=raw["actor"],
+            manual_prefix=raw["manual_prefix"],
+            default=raw["default"],
+            context=self.derivation_context((*at, "context"), raw.get("context", {}), nodes),
+            rule_sets=MappingProxyType(rule_sets),
+        )
+
+    def derivation_context(
+        self, at: KeyPath, raw: Mapping[str, list[dict[str, Any]]], nodes: MachineSpec
+    ) -> Mapping[str, tuple[ContextCase, ...]]:
+        out = {}
+        for var, cases in raw.items():
+            spec = self.context.get(var)
+            if spec is None:
+                self.problem((*at, var), f"'{var}' is not a context variable of '{self.name}'")
+                continue
+            built = []
+            for i, case in enumerate(cases):
+                if case["value"] not in spec["values"]:
+                    self.problem(
+                        (*at, var, i, "value"),
+                        f"'{case['value']}' is not a value of "
+                        f"'{var}'; values: {', '.join(spec['values'])}",
+                    )
+                is_last = i == len(cases) - 1
+                if is_last == ("when" in case):
+                    self.problem(
+                        (*at, var, i),
+                        "every case but the last needs 'when'; the last "
+                        "case has none (it is the fallback)",
+                    )
+                built.append(
+                    ContextCase(
+                        case["value"],
+                        self.clauses((*at, var, i, "when"), case.get("when", []), nodes),
+                    )
+                )
+            out[var] = tuple(built)
+        missing = set(self.context) - set(raw)
+        if missing:
+            self.problem(
+                at,
+                f"the derivation must say how nodes set every context variable; "
+                f"missing: {', '.join(sorted(missing))}",
+            )
+        return MappingProxyType(out)
+
+    def clauses(
+        self, at: KeyPath, raw: list[dict[str, Any]], nodes: MachineSpec
+    ) -> tuple[Clause, ...]:
+        out = []
+        for i, clause in enumerate(raw):
+            ((quantifier, nodeset),) = clause.items()
+            quantifier = cast(Quantifier, quantifier)
+            states = nodeset.get("state")
+            for j, s in enumerate(states or []):
+                self.state_ref((*at, i, quantifier, "state", j), s, nodes.states, nodes.name)
+            out.append(
+                Clause(
+                    quantifier,
+                    NodeSet(
+                        frozenset(states) if states is not None else None,
+                        nodeset.get("side_effect"),
+                        nodeset.get("manual"),
+                    ),
+                )
+            )
+        return tuple(out)
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _guards_overlap(a: Guard, b: Guard) -> bool:
+    return all(a[var] & b[var] for var in a.keys() & b.keys())
