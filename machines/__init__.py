@@ -3,6 +3,8 @@
 Public API only; see DESIGN.md section 4.
 """
 
+from machines.checker import Report, check
+from machines.derive import derive_request_state
 from machines.errors import (
     ContextError,
     InvalidNodeState,
@@ -14,16 +16,24 @@ from machines.errors import (
 )
 from machines.loader import load
 from machines.spec import MachineSpec, UnknownName
+from machines.states import EffectState, NodeState, OutcomeState, RequestState
 
 __all__ = [
     "ContextError",
+    "EffectState",
     "InvalidNodeState",
     "InvalidStateTransition",
     "MachineSpec",
     "MachinesError",
+    "NodeState",
+    "OutcomeState",
+    "Report",
+    "RequestState",
     "SpecError",
     "SpecUnreadable",
     "SpecViolation",
     "UnknownName",
+    "check",
+    "derive_request_state",
     "load",
 ]

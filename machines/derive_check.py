@@ -157,6 +157,11 @@ def check_derivation(
     alphabet = derivers[0].alphabet
     witness, count, plans = _enumerate(alphabet, max_nodes, progress)
     closed = _closed(alphabet, witness.keys())
+    index = {kind: i for i, kind in enumerate(alphabet.kinds)}
+
+    def rank(nodes: tuple[NodeKind, ...]) -> tuple[int, tuple[int, ...]]:
+        return len(nodes), tuple(index[k] for k in nodes)
+
     results = []
     for deriver in derivers:
         smallest: dict[str, tuple[NodeKind, ...]] = {}
@@ -168,7 +173,7 @@ def check_derivation(
                 per_rule[decision.rule] += count[sig]
             for name in invariants.broken(deriver, sig):
                 violating[name] = violating.get(name, 0) + count[sig]
-                if name not in smallest or _smaller(nodes, smallest[name]):
+                if name not in smallest or rank(nodes) < rank(smallest[name]):
                     smallest[name] = nodes
         found = [
             Counterexample(name, nodes, deriver.decide(alphabet.signature(nodes)), violating[name])
@@ -193,20 +198,17 @@ def check_derivation(
     )
 
 
-def _smaller(a: tuple[NodeKind, ...], b: tuple[NodeKind, ...]) -> bool:
-    return (len(a), a) < (len(b), b)
-
-
 def _enumerate(
-    alphabet: Alphabet,
-    max_nodes: int,
-    progress: Callable[[int], None] | None,
+    alphabet: Alphabet, max_nodes: int, progress: Callable[[int], None] | None
 ) -> tuple[dict[Signature, tuple[NodeKind, ...]], dict[Signature, int], int]:
     """Every multiset of kinds of size 0..max_nodes (kinds in non-decreasing index order),
-    depth first, carrying the two masks so each plan costs two bit operations."""
+    depth first, carrying the two masks so each plan costs two bit operations.
+
+    The witness of a signature is its smallest plan: fewest nodes, then the lowest kind
+    indices (node states in definition order), so counterexamples are canonical.
+    """
     masks = [alphabet.mask[k] for k in alphabet.kinds]
-    kinds = alphabet.kinds
-    witness: dict[Signature, tuple[NodeKind, ...]] = {}
+    best: dict[Signature, tuple[int, ...]] = {}
     count: dict[Signature, int] = {}
     plans = 0
     stack: list[tuple[int, int, int, tuple[int, ...]]] = [(0, 0, alphabet.full, ())]
@@ -214,19 +216,22 @@ def _enumerate(
         start, some, every, chosen = stack.pop()
         sig = (some, every)
         plans += 1
-        if sig in count:
-            count[sig] += 1
-            if len(chosen) < len(witness[sig]):
-                witness[sig] = tuple(kinds[i] for i in chosen)
-        else:
+        seen = best.get(sig)
+        if seen is None:
             count[sig] = 1
-            witness[sig] = tuple(kinds[i] for i in chosen)
+            best[sig] = chosen
+        else:
+            count[sig] += 1
+            if (len(chosen), chosen) < (len(seen), seen):
+                best[sig] = chosen
         if progress is not None and plans % 250_000 == 0:
             progress(plans)
         if len(chosen) < max_nodes:
             for i in range(len(masks) - 1, start - 1, -1):
                 m = masks[i]
                 stack.append((i, some | m, every & m, (*chosen, i)))
+    kinds = alphabet.kinds
+    witness = {sig: tuple(kinds[i] for i in chosen) for sig, chosen in best.items()}
     return witness, count, plans
 
 

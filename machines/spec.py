@@ -292,13 +292,18 @@ class MachineSpec:
 
     def forbidden_reason(self, source: str, dest: str) -> str | None:
         """The reason of the most specific ``forbidden`` entry for ``source -> dest``."""
+        entry = self._forbidden_entry([(source, dest)])
+        return entry.reason if entry is not None else None
+
+    def _forbidden_entry(self, moves: Iterable[tuple[str, str]]) -> Forbidden | None:
         best: Forbidden | None = None
-        for entry in self.forbidden:
-            if entry.matches(source, dest) and (
-                best is None or entry.specificity > best.specificity
-            ):
-                best = entry
-        return best.reason if best is not None else None
+        for source, dest in moves:
+            for entry in self.forbidden:
+                if entry.matches(source, dest) and (
+                    best is None or entry.specificity > best.specificity
+                ):
+                    best = entry
+        return best
 
     def step(self, state: str, trigger: str, *, actor: str, **context: str) -> str:
         """Validate one move and return the destination, without building an object.
@@ -385,13 +390,19 @@ class MachineSpec:
                 f"'{trigger}' is not a trigger of machine '{self.name}'"
                 f"{suggest(trigger, self._triggers)}"
             )
+        entry = self._forbidden_entry(
+            (state, t.dest) for t in self.transitions if t.trigger == trigger
+        )
         if self.states[state].terminal:
-            return self.forbidden_reason(state, state) or f"'{state}' is terminal"
-        for t in self.transitions:
-            if t.trigger == trigger:
-                reason = self.forbidden_reason(state, t.dest)
-                if reason is not None:
-                    return reason
+            if entry is None:
+                return f"'{state}' is terminal"
+            return (
+                entry.reason
+                if "terminal" in entry.reason
+                else f"{entry.reason} ('{state}' is terminal)"
+            )
+        if entry is not None:
+            return entry.reason
         available = ", ".join(self.triggers_from(state)) or "none"
         return f"'{trigger}' is not defined from '{state}'; triggers from '{state}': {available}"
 

@@ -1,0 +1,65 @@
+"""Shared fixtures: editable copies of the bundled definitions."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import settings
+
+from machines.loader import bundled_spec_dir
+
+Document = dict[str, Any]
+
+
+class SpecCopy:
+    """A private copy of ``spec/`` that a test can break on purpose."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "spec"
+        shutil.copytree(bundled_spec_dir(), self.path)
+
+    def file(self, machine: str) -> Path:
+        return self.path / f"{machine}.yaml"
+
+    def read(self, machine: str) -> Document:
+        data: Document = yaml.safe_load(self.file(machine).read_text())
+        return data
+
+    def write(self, machine: str, doc: Document) -> None:
+        self.file(machine).write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+
+    def edit(self, machine: str, change: Callable[[Document], None]) -> SpecCopy:
+        doc = self.read(machine)
+        change(doc)
+        self.write(machine, doc)
+        return self
+
+
+@pytest.fixture
+def spec_copy(tmp_path: Path) -> SpecCopy:
+    return SpecCopy(tmp_path)
+
+
+def transition(doc: Document, source: str, dest: str) -> Document:
+    """The single YAML transition entry from ``source`` to ``dest`` (fails if not one)."""
+    found = [
+        t
+        for t in doc["transitions"]
+        if t["dest"] == dest
+        and source in ([t["source"]] if isinstance(t["source"], str) else t["source"])
+    ]
+    assert len(found) == 1, f"expected one {source} -> {dest} entry, found {len(found)}"
+    return found[0]
+
+
+# Hypothesis profiles: "dev" for local runs, "ci" derandomized so CI failures replay
+# exactly; chosen by HYPOTHESIS_PROFILE.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
