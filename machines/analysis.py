@@ -102,21 +102,21 @@ class Graph:
         return tuple(reversed(path))
 
     def edge_witness(
-        self,
-        t: Transition,
-        also: Callable[[Context], bool] = lambda _: True,
+        self, t: Transition, also: Callable[[Context], bool] = lambda _: True
     ) -> tuple[Path | None, Context]:
-        """Shortest path that ends by taking ``t``, under a valuation that admits it."""
-        best: tuple[Path | None, Context] = (None, MappingProxyType({}))
+        """Shortest path that ends by taking ``t``, under a valuation that admits it (and
+        ``also``). Without such a path, the first admitting valuation and ``None``."""
+        best_path: Path | None = None
+        best_context: Context | None = None
         for i, v in enumerate(self.valuations):
             if not (t.admits(v) and also(v)):
                 continue
             prefix = self.path_to(t.source, i)
-            if prefix is not None and (best[0] is None or len(prefix) + 1 < len(best[0])):
-                best = ((*prefix, t), v)
-            elif best[0] is None and not best[1]:
-                best = (None, v)
-        return best
+            if prefix is not None and (best_path is None or len(prefix) + 1 < len(best_path)):
+                best_path, best_context = (*prefix, t), v
+            elif best_context is None:
+                best_context = v
+        return best_path, best_context if best_context is not None else MappingProxyType({})
 
 
 def check_structure(spec: MachineSpec) -> list[Violation]:

@@ -69,7 +69,8 @@ def resolve(name_or_path: str | Path) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         if not candidate.is_file():
-            raise SpecUnreadable(candidate, ["no such definition file"])
+            what = "a directory, not a definition file" if candidate.is_dir() else "no such file"
+            raise SpecUnreadable(candidate, [what])
         return candidate
     bundled = bundled_spec_dir()
     path = bundled / f"{name_or_path}.yaml"
