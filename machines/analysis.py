@@ -142,18 +142,31 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
     return out
 
 
-def _edge_violation(
-    spec: MachineSpec,
-    rule: Rule,
-    graph: Graph,
-    t: Transition,
-    message: str,
-    also: Callable[[Context], bool] = lambda _: True,
-) -> Violation:
-    path, context = graph.edge_witness(t, also)
-    if path is None:
-        message += f" (unreachable: no path from '{spec.initial}' reaches '{t.source}')"
-    return Violation(spec.name, rule.id, rule.kind, message, path, context)
+RuleCheck = Callable[[MachineSpec, Rule, Graph], Iterable[Violation]]
+EdgeCheck = Callable[[MachineSpec, Rule, Transition], str | None]
+"""A per-edge rule: the message when transition ``t`` breaks ``rule``, else ``None``."""
+
+
+def _edge_rule(check: EdgeCheck, outside_when: bool = False) -> RuleCheck:
+    """A rule kind judged edge by edge, each offending edge shown by a shortest path.
+
+    ``outside_when``: pick the witness valuation outside the rule's ``when``, where the
+    edge does its harm.
+    """
+
+    def run(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterator[Violation]:
+        for t in spec.transitions:
+            message = check(spec, rule, t)
+            if message is None:
+                continue
+            path, context = graph.edge_witness(
+                t, (lambda c: not _within(c, rule.when)) if outside_when else (lambda _: True)
+            )
+            if path is None:
+                message += f" (unreachable: no path from '{spec.initial}' reaches '{t.source}')"
+            yield Violation(spec.name, rule.id, rule.kind, message, path, context)
+
+    return run
 
 
 def _edge_text(t: Transition) -> str:
@@ -162,6 +175,14 @@ def _edge_text(t: Transition) -> str:
 
 def _automatic(spec: MachineSpec, t: Transition) -> list[str]:
     return [a for a in t.actors if spec.actors[a].automatic]
+
+
+def _within(context: Context, when: Guard) -> bool:
+    return all(context[var] in allowed for var, allowed in when.items())
+
+
+def _guard_text(when: Guard) -> str:
+    return " and ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in when.items())
 
 
 def _forbidden_moves(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
@@ -179,12 +200,68 @@ def _forbidden_moves(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
                 )
 
 
-def _terminal_final(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
-    for t in spec.transitions:
-        if spec.states[t.source].terminal:
-            yield _edge_violation(
-                spec, rule, graph, t, f"terminal state '{t.source}' has a way out: {_edge_text(t)}"
-            )
+def _terminal_exit(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    if not spec.states[t.source].terminal:
+        return None
+    return f"terminal state '{t.source}' has a way out: {_edge_text(t)}"
+
+
+def _exit_by_other_actor(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    extra = [a for a in t.actors if a not in rule.actors]
+    if t.source not in rule.states or not extra:
+        return None
+    return (
+        f"{_edge_text(t)} lets {', '.join(extra)} leave '{t.source}'; "
+        f"only {', '.join(rule.actors)} may"
+    )
+
+
+def _entry_by_other_actor(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    extra = [a for a in t.actors if a not in rule.actors]
+    if t.dest not in rule.states or not extra:
+        return None
+    return (
+        f"{_edge_text(t)} lets {', '.join(extra)} enter '{t.dest}'; "
+        f"only {', '.join(rule.actors)} may"
+    )
+
+
+def _exit_by_other_trigger(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    if t.source not in rule.states or t.trigger in rule.triggers:
+        return None
+    return f"{_edge_text(t)} leaves '{t.source}' by a trigger other than {', '.join(rule.triggers)}"
+
+
+def _entry_from_other_source(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    if t.dest not in rule.states or t.source in rule.sources:
+        return None
+    return (
+        f"{_edge_text(t)} enters '{t.dest}' from '{t.source}'; "
+        f"allowed sources: {', '.join(rule.sources)}"
+    )
+
+
+def _automatic_entry_unguarded(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    auto = _automatic(spec, t)
+    loose = [
+        var for var, allowed in rule.when.items() if var not in t.when or not t.when[var] <= allowed
+    ]
+    if t.dest not in rule.states or not auto or not loose:
+        return None
+    return (
+        f"{_edge_text(t)}: automatic actor {', '.join(auto)} may enter '{t.dest}' "
+        f"outside {_guard_text(rule.when)}; guard the transition"
+    )
+
+
+def _automatic_move_without_evidence(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+    auto = _automatic(spec, t)
+    if t.source not in rule.sources or t.dest not in rule.dests or not auto or t.evidence:
+        return None
+    return (
+        f"{_edge_text(t)}: automatic actor {', '.join(auto)} moves '{t.source}' to "
+        f"'{t.dest}' without stated evidence; add 'evidence:' or give the move to a person"
+    )
 
 
 def _all_reachable(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
@@ -224,64 +301,6 @@ def _can_terminate(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Viol
                 )
 
 
-def _only_actors_exit(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
-    for t in spec.transitions:
-        extra = [a for a in t.actors if a not in rule.actors]
-        if t.source in rule.states and extra:
-            yield _edge_violation(
-                spec,
-                rule,
-                graph,
-                t,
-                f"{_edge_text(t)} lets {', '.join(extra)} leave "
-                f"'{t.source}'; only {', '.join(rule.actors)} may",
-            )
-
-
-def _only_actors_enter(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
-    for t in spec.transitions:
-        extra = [a for a in t.actors if a not in rule.actors]
-        if t.dest in rule.states and extra:
-            yield _edge_violation(
-                spec,
-                rule,
-                graph,
-                t,
-                f"{_edge_text(t)} lets {', '.join(extra)} enter "
-                f"'{t.dest}'; only {', '.join(rule.actors)} may",
-            )
-
-
-def _only_triggers_exit(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
-    for t in spec.transitions:
-        if t.source in rule.states and t.trigger not in rule.triggers:
-            yield _edge_violation(
-                spec,
-                rule,
-                graph,
-                t,
-                f"{_edge_text(t)} leaves '{t.source}' by a trigger other than "
-                f"{', '.join(rule.triggers)}",
-            )
-
-
-def _only_from(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
-    for t in spec.transitions:
-        if t.dest in rule.states and t.source not in rule.sources:
-            yield _edge_violation(
-                spec,
-                rule,
-                graph,
-                t,
-                f"{_edge_text(t)} enters '{t.dest}' from '{t.source}'; "
-                f"allowed sources: {', '.join(rule.sources)}",
-            )
-
-
-def _within(context: Context, when: Guard) -> bool:
-    return all(context[var] in allowed for var, allowed in when.items())
-
-
 def _only_via(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
     (state,) = rule.states
     for i, context in enumerate(graph.valuations):
@@ -318,70 +337,19 @@ def _only_reachable_when(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterabl
                 break
 
 
-def _automatic_enters_only_when(
-    spec: MachineSpec,
-    rule: Rule,
-    graph: Graph,
-) -> Iterable[Violation]:
-    for t in spec.transitions:
-        auto = _automatic(spec, t)
-        if t.dest not in rule.states or not auto:
-            continue
-        loose = [
-            var
-            for var, allowed in rule.when.items()
-            if var not in t.when or not t.when[var] <= allowed
-        ]
-        if loose:
-            yield _edge_violation(
-                spec,
-                rule,
-                graph,
-                t,
-                f"{_edge_text(t)}: automatic actor {', '.join(auto)} may enter '{t.dest}' "
-                f"outside {_guard_text(rule.when)}; guard the transition",
-                also=lambda c: not _within(c, rule.when),
-            )
-
-
-def _automatic_needs_evidence(
-    spec: MachineSpec,
-    rule: Rule,
-    graph: Graph,
-) -> Iterable[Violation]:
-    for t in spec.transitions:
-        auto = _automatic(spec, t)
-        if t.source in rule.sources and t.dest in rule.dests and auto and t.evidence is None:
-            yield _edge_violation(
-                spec,
-                rule,
-                graph,
-                t,
-                f"{_edge_text(t)}: automatic actor {', '.join(auto)} moves '{t.source}' to "
-                f"'{t.dest}' without stated evidence; add 'evidence:' or give the move to a "
-                "person",
-            )
-
-
-def _guard_text(when: Guard) -> str:
-    return " and ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in when.items())
-
-
-RULE_KINDS: Mapping[str, Callable[[MachineSpec, Rule, Graph], Iterable[Violation]]] = (
-    MappingProxyType(
-        {
-            "terminal_final": _terminal_final,
-            "all_reachable": _all_reachable,
-            "can_terminate": _can_terminate,
-            "only_actors_exit": _only_actors_exit,
-            "only_actors_enter": _only_actors_enter,
-            "only_triggers_exit": _only_triggers_exit,
-            "only_from": _only_from,
-            "only_via": _only_via,
-            "only_reachable_when": _only_reachable_when,
-            "automatic_enters_only_when": _automatic_enters_only_when,
-            "automatic_needs_evidence": _automatic_needs_evidence,
-        }
-    )
+RULE_KINDS: Mapping[str, RuleCheck] = MappingProxyType(
+    {
+        "terminal_final": _edge_rule(_terminal_exit),
+        "all_reachable": _all_reachable,
+        "can_terminate": _can_terminate,
+        "only_actors_exit": _edge_rule(_exit_by_other_actor),
+        "only_actors_enter": _edge_rule(_entry_by_other_actor),
+        "only_triggers_exit": _edge_rule(_exit_by_other_trigger),
+        "only_from": _edge_rule(_entry_from_other_source),
+        "only_via": _only_via,
+        "only_reachable_when": _only_reachable_when,
+        "automatic_enters_only_when": _edge_rule(_automatic_entry_unguarded, outside_when=True),
+        "automatic_needs_evidence": _edge_rule(_automatic_move_without_evidence),
+    }
 )
 """The closed catalog of structural rule kinds; the schema's enum lists the same names."""

@@ -67,7 +67,11 @@ def _schema_validator() -> jsonschema.protocols.Validator:
 def resolve(name_or_path: str | Path) -> Path:
     """A bundled machine name (``"effect"``) or a path to a YAML file."""
     candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+    try:
+        is_path = candidate.suffix in (".yaml", ".yml") or candidate.exists()
+    except OSError as exc:  # a name too long for the file system, say
+        raise SpecUnreadable(None, [f"cannot use {str(name_or_path)[:80]!r}: {exc}"]) from exc
+    if is_path:
         if not candidate.is_file():
             what = "a directory, not a definition file" if candidate.is_dir() else "no such file"
             raise SpecUnreadable(candidate, [what])
@@ -152,6 +156,7 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = sorted(cast(dict[str, Any], error.schema).get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed))
+        where = source.where((*key_path, extra[0])) if extra else where
         return (
             f"{where}: unknown key(s) {', '.join(repr(k) for k in extra)}; "
             f"allowed here: {', '.join(allowed)}. Remove or fix the spelling."

@@ -61,6 +61,8 @@ def read_yaml(path: Path) -> YamlSource:
 def parse_yaml(text: str, path: Path) -> YamlSource:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError as exc:
+        raise SpecUnreadable(path, ["the YAML nests too deeply to be a definition"]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""

@@ -400,3 +400,15 @@ def test_cli_entry_points(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK: no violations" in done.stdout
+
+
+def test_schema_and_ir_list_exactly_the_rule_catalog() -> None:
+    import json
+    import typing
+
+    from machines.loader import SCHEMA_FILE, bundled_spec_dir
+    from machines.spec import RuleKind
+
+    schema = json.loads((bundled_spec_dir() / SCHEMA_FILE).read_text())
+    assert schema["$defs"]["rule"]["properties"]["rule"]["enum"] == list(RULE_KINDS)
+    assert set(typing.get_args(RuleKind)) == set(RULE_KINDS)
