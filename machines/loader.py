@@ -179,6 +179,7 @@ class _Builder:
         self.context: Mapping[str, Any] = self.doc.get("context", {})
         self.finding_ids = {f["id"] for f in self.doc.get("findings", [])}
         self.name = self.doc["machine"]
+        self.transition_index: list[int] = []  # YAML entry of each expanded transition
 
     def problem(self, key_path: KeyPath, text: str) -> None:
         self.problems.append(f"{self.src.where(key_path)}: {text}")
@@ -334,6 +335,7 @@ class _Builder:
             if "amendment" in raw:
                 self.finding_ref((*at, "amendment"), raw["amendment"])
             for source in sources:
+                self.transition_index.append(i)
                 out.append(
                     Transition(
                         trigger=trigger,
@@ -352,18 +354,18 @@ class _Builder:
         """Two edges with one source and trigger must never both fire for one actor and
         context: the move would depend on definition order."""
         for i, a in enumerate(transitions):
-            for b in transitions[i + 1 :]:
+            for j in range(i + 1, len(transitions)):
+                b = transitions[j]
                 if a.source != b.source or a.trigger != b.trigger:
                     continue
                 if not set(a.actors) & set(b.actors) or not _guards_overlap(a.when, b.when):
                     continue
+                first, second = self.transition_index[i], self.transition_index[j]
                 self.problem(
-                    ("transitions",),
-                    (
-                        f"trigger '{a.trigger}' from '{a.source}' is ambiguous: it goes to "
-                        f"'{a.dest}' and to '{b.dest}' for the same actor and context; give one a "
-                        "different trigger name, actor or guard"
-                    ),
+                    ("transitions", second),
+                    f"trigger '{a.trigger}' from '{a.source}' is ambiguous: transitions[{first}] "
+                    f"goes to '{a.dest}' and transitions[{second}] to '{b.dest}' for the same "
+                    "actor and context; give one a different trigger name, actor or guard",
                 )
 
     def build_forbidden(self) -> tuple[Forbidden, ...]:

@@ -64,23 +64,42 @@ def parse_yaml(text: str, path: Path) -> YamlSource:
     except RecursionError as exc:
         raise SpecUnreadable(path, ["the YAML nests too deeply to be a definition"]) from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecUnreadable(path, [f"{where}not valid YAML ({problem}); fix the syntax"]) from exc
-    if root is None:
+        raise SpecUnreadable(path, [f"{_yaml_problem(exc, text)}; fix the syntax"]) from exc
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
         raise SpecUnreadable(path, ["the file is empty; a definition is a YAML mapping"])
     builder = _Builder()
     try:
         data = builder.build(root, ())
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise SpecUnreadable(path, [f"cannot build the document: {exc}"]) from exc
+    except RecursionError as exc:
+        raise SpecUnreadable(path, ["the YAML nests too deeply to be a definition"]) from exc
+    except _Unbuildable as exc:
+        raise SpecUnreadable(path, [str(exc)]) from exc
+    except yaml.YAMLError as exc:
+        raise SpecUnreadable(path, [_yaml_problem(exc, text)]) from exc
     if builder.problems:
         raise SpecUnreadable(path, builder.problems)
     return YamlSource(path=path, data=data, lines=builder.lines)
 
 
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """One line: where (when PyYAML knows) and what, without PyYAML's source excerpt."""
+    mark = getattr(exc, "problem_mark", None)
+    position = getattr(exc, "position", None)
+    if mark is not None:
+        where = f"line {mark.line + 1}: "
+    elif isinstance(position, int):
+        where = f"line {text.count(chr(10), 0, position) + 1}: "
+    else:
+        where = ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}not valid YAML for a definition ({problem})"
+
+
 _MAX_VALUES = 200_000  # a definition has a few thousand; this stops alias bombs
+
+
+class _Unbuildable(Exception):
+    """The node tree cannot become a definition (recursive or exploding aliases)."""
 
 
 class _Builder:
@@ -95,10 +114,13 @@ class _Builder:
 
     def build(self, node: yaml.Node, key_path: KeyPath) -> Any:
         if id(node) in self._open:
-            raise yaml.YAMLError(f"recursive alias at {format_key_path(key_path)}")
+            raise _Unbuildable(f"a recursive alias at {format_key_path(key_path)}; remove it")
         self._budget -= 1
         if self._budget < 0:
-            raise yaml.YAMLError(f"more than {_MAX_VALUES} values (alias expansion?)")
+            raise _Unbuildable(
+                f"more than {_MAX_VALUES:,} values once aliases are expanded; a definition has "
+                "a few thousand (is this an alias bomb?)"
+            )
         self.lines.setdefault(key_path, node.start_mark.line + 1)
         self._open.add(id(node))
         try:
@@ -115,13 +137,22 @@ class _Builder:
         here = format_key_path(key_path) or "<document>"
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self.problems.append(
+                    f"line {line}: merge keys (<<) are not supported at {here}; write the keys out"
+                )
+                continue
             key = (
                 self._constructor.construct_object(key_node, deep=True)
                 if isinstance(key_node, yaml.ScalarNode)
                 else None
             )
             if not isinstance(key, str):
-                self.problems.append(f"line {line}: a key at {here} is not a string; quote it")
+                shown = key_node.value if isinstance(key_node, yaml.ScalarNode) else "a collection"
+                self.problems.append(
+                    f"line {line}: key {shown!r} at {here} is read as {type(key).__name__}, "
+                    "not a string (YAML reads yes/no/on/off and numbers that way); quote it"
+                )
                 continue
             if key in out:
                 self.problems.append(

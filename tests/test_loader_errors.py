@@ -1,0 +1,747 @@
+"""Targeted tests of the loader's error reporting.
+
+Each test writes a deliberately broken copy of a bundled definition into ``tmp_path`` and
+checks the precise ``SpecError``: its type, the file it names, the line (computed from the
+text the test wrote, never hard-coded), the key path, and the hint that says what to do.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import machines
+from machines import SpecError, SpecUnreadable, SpecViolation
+from machines.loader import bundled_spec_dir, read_definition
+
+BUNDLED = bundled_spec_dir()
+BUNDLED_NAMES = sorted(p.stem for p in BUNDLED.glob("*.yaml"))
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spec_dir(tmp_path: Path) -> Path:
+    """A private copy of the bundled definitions (request.yaml needs node.yaml beside it)."""
+    target = tmp_path / "spec"
+    shutil.copytree(BUNDLED, target)
+    return target
+
+
+def edit(path: Path, old: str, new: str) -> str:
+    """Replace the one occurrence of ``old`` in ``path``; return the new text."""
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {path.name}"
+    text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def rewrite(path: Path, change: Callable[[dict[str, Any]], None]) -> str:
+    """Load ``path`` with yaml.safe_load, apply ``change``, dump it back; return the text."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    change(doc)
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10_000)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def lines_of(text: str, pattern: str) -> list[int]:
+    """1-based numbers of the lines of ``text`` that match the regex ``pattern``."""
+    return [n for n, line in enumerate(text.splitlines(), start=1) if re.search(pattern, line)]
+
+
+def line_of(text: str, pattern: str) -> int:
+    """The 1-based number of the single line of ``text`` matching ``pattern``."""
+    found = lines_of(text, pattern)
+    assert len(found) == 1, f"{pattern!r} matches lines {found}"
+    return found[0]
+
+
+def load_error(
+    path: Path,
+    kind: type[SpecError] = SpecError,
+    loader: Callable[[Path], object] = machines.load,
+) -> SpecError:
+    """The error ``loader(path)`` raises; it must be exactly ``kind`` and name the file."""
+    with pytest.raises(SpecError) as info:
+        loader(path)
+    err = info.value
+    assert type(err) is kind, f"expected {kind.__name__}, got {type(err).__name__}: {err}"
+    assert err.path is not None
+    assert err.path.resolve() == path.resolve()
+    assert str(err).startswith(str(err.path))
+    assert err.problems
+    return err
+
+
+def only_problem(err: SpecError) -> str:
+    assert len(err.problems) == 1, err.problems
+    return err.problems[0]
+
+
+# -- unreadable input ---------------------------------------------------------------------
+
+
+def test_malformed_yaml_names_the_line(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "initial: pending\n", "initial: pending: again\n")
+    err = load_error(path, SpecUnreadable)
+    problem = only_problem(err)
+    assert problem.startswith(f"line {line_of(text, r'^initial: pending: again$')}: ")
+    assert "not valid YAML" in problem
+    assert "mapping values are not allowed here" in problem
+    assert "fix the syntax" in problem
+
+
+def test_tab_indentation_names_the_line(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    text = edit(path, "initial: in_flight\n", "initial: in_flight\n\tcolour: red\n")
+    line = line_of(text, "^\tcolour: red$")
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert problem.startswith(f"line {line}: not valid YAML")
+    assert "'\\t'" in problem
+
+
+def test_second_document_is_unreadable(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    text = path.read_text(encoding="utf-8") + "---\nmachine: outcome\n"
+    path.write_text(text, encoding="utf-8")
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert problem.startswith(f"line {line_of(text, r'^---$')}: not valid YAML")
+    assert "another document" in problem
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "   \n", "# only a comment\n"])
+def test_empty_file(spec_dir: Path, text: str) -> None:
+    path = spec_dir / "outcome.yaml"
+    path.write_text(text, encoding="utf-8")
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert "empty" in problem
+    assert "mapping" in problem
+
+
+def test_not_utf8_is_unreadable(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    path.write_bytes(b"machine: \xff\xfe outcome\n")
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert "cannot read the file" in problem
+    assert "utf-8" in problem
+
+
+def test_duplicate_top_level_key(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "initial: pending\n", "initial: pending\ninitial: executing\n")
+    # plain PyYAML would silently keep the last value
+    assert yaml.safe_load(text)["initial"] == "executing"
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert problem.startswith(f"line {line_of(text, r'^initial: executing$')}: ")
+    assert "duplicate key 'initial'" in problem
+    assert "<document>" in problem
+    assert "remove or rename" in problem
+
+
+def test_duplicate_key_inside_a_state(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(
+        path,
+        "  replayed:\n    terminal: true\n",
+        "  replayed:\n    terminal: true\n    terminal: false\n",
+    )
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert problem.startswith(f"line {line_of(text, r'^    terminal: false$')}: ")
+    assert "duplicate key 'terminal' at states.replayed" in problem
+    assert "silently keep only the last one" in problem
+
+
+def test_duplicate_state_name(spec_dir: Path) -> None:
+    """Two states with one name: PyYAML would merge them into one without a word."""
+    path = spec_dir / "outcome.yaml"
+    text = edit(
+        path,
+        "  failed:\n    terminal: true\n",
+        "  succeeded:\n    description: again\n  failed:\n    terminal: true\n",
+    )
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert problem.startswith(f"line {lines_of(text, r'^  succeeded:$')[1]}: ")
+    assert "duplicate key 'succeeded' at states" in problem
+
+
+def test_yaml_boolean_key_must_be_quoted(spec_dir: Path) -> None:
+    """YAML 1.1 reads a state called ``no`` as the boolean False."""
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "  replayed:\n", "  no:\n")
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert problem.startswith(f"line {line_of(text, r'^  no:$')}: ")
+    assert "not a string" in problem
+    assert "at states" in problem
+    assert "quote it" in problem
+
+
+# -- schema: shape and unknown keys --------------------------------------------------------
+
+
+def test_unknown_top_level_key(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "title: Effect log entry\n", "title: Effect log entry\ncolour: red\n")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line_of(text, r'^colour: red$')}, at colour: ")
+    assert "unknown key(s) 'colour'" in problem
+    assert (
+        "allowed here: actors, context, derivation, description, findings, forbidden, "
+        "initial, invariants, machine, origin, spec_version, states, title, transitions"
+    ) in problem
+    assert "Remove or fix the spelling" in problem
+
+
+def test_unknown_key_names_its_own_line(spec_dir: Path) -> None:
+    """An unknown key near the end of a long file is reported at its own line, not at
+    the line of the enclosing mapping (the document: line 1)."""
+    path = spec_dir / "effect.yaml"
+    text = path.read_text(encoding="utf-8") + "colour: red\n"
+    path.write_text(text, encoding="utf-8")
+    problem = only_problem(load_error(path))
+    assert "unknown key(s) 'colour'" in problem
+    assert problem.startswith(f"line {line_of(text, r'^colour: red$')}, ")
+
+
+def test_unknown_key_in_a_state(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(
+        path,
+        "  pending:\n    description: Registered",
+        "  pending:\n    colour: red\n    description: Registered",
+    )
+    problem = only_problem(load_error(path))
+    assert problem.startswith(
+        f"line {line_of(text, r'^    colour: red$')}, at states.pending.colour: "
+    )
+    assert "unknown key(s) 'colour'" in problem
+    assert "allowed here: db_value, description, tags, terminal" in problem
+    assert "Remove or fix the spelling" in problem
+
+
+def test_unknown_key_in_a_transition(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(
+        path, "    dest: committed\n", "    dest: committed\n    guard: {tier: [compensable]}\n"
+    )
+    index = lines_of(text, r"^  - trigger: ").index(line_of(text, r"^  - trigger: commit$"))
+    problem = only_problem(load_error(path))
+    line = line_of(text, r"^    guard: ")
+    assert problem.startswith(f"line {line}, at transitions[{index}].guard: ")
+    assert "unknown key(s) 'guard'" in problem
+    assert (
+        "allowed here: actor, amendment, description, dest, evidence, source, trigger, when"
+    ) in problem
+
+
+def test_missing_required_top_level_key(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    edit(path, "title: Effect log entry\n", "")
+    problem = only_problem(load_error(path))
+    assert problem.startswith("line 1, at <document>: ")
+    assert "'title' is a required property" in problem
+    assert "add it (see machine.schema.json)" in problem
+
+
+def test_missing_required_key_in_a_transition(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "    dest: replayed\n    actor: engine\n", "    dest: replayed\n")
+    starts = lines_of(text, r"^  - trigger: ")
+    start = line_of(text, r"^  - trigger: replay$")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {start}, at transitions[{starts.index(start)}]: ")
+    assert "'actor' is a required property" in problem
+    assert "add it" in problem
+
+
+def test_wrong_type(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(
+        path,
+        "  committed:\n    terminal: true\n",
+        '  committed:\n    terminal: "yes"\n',
+    )
+    line = line_of(text, 'terminal: "yes"')
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line}, at states.committed.terminal: ")
+    assert "'yes' is not of type 'boolean'" in problem
+    assert "machine.schema.json" in problem
+
+
+def test_bad_name_pattern(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    text = edit(path, "initial: in_flight\n", "initial: In-Flight\n")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line_of(text, r'^initial: In-Flight$')}, at initial: ")
+    assert "does not match" in problem
+
+
+def _rename_everywhere(node: Any, old: str, new: str) -> Any:
+    if node == old:
+        return new
+    if isinstance(node, dict):
+        return {(new if k == old else k): _rename_everywhere(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rename_everywhere(v, old, new) for v in node]
+    return node
+
+
+def test_name_with_trailing_newline_is_not_lower_snake(spec_dir: Path) -> None:
+    """``"failed\\n"`` is not a lower_snake name, yet it matches the schema's
+    ``^[a-z][a-z0-9_]*$``: Python's ``re.search`` lets ``$`` match before a final newline.
+    Renamed consistently, the definition loads with a state called ``'failed\\n'``."""
+    path = spec_dir / "outcome.yaml"
+    rewrite(path, lambda doc: doc.update(_rename_everywhere(doc, "failed", "failed\n")))
+    err = load_error(path)
+    assert any("states" in p and "does not match" in p for p in err.problems), err.problems
+
+
+def test_document_that_is_a_list(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    path.write_text("- a\n- b\n", encoding="utf-8")
+    problem = only_problem(load_error(path))
+    assert problem.startswith("line 1, at <document>: ")
+    assert "is not of type 'object'" in problem
+
+
+def test_every_problem_is_listed(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    edit(path, "    dest: committed\n", "    dest: comitted\n")
+    edit(path, "    actor: engine\n", "    actor: engin\n")
+    err = load_error(path)
+    assert len(err.problems) == 2
+    assert f"{err.path}: 2 problems:\n  - " in str(err)
+    assert "'comitted'" in str(err)
+    assert "'engin'" in str(err)
+
+
+# -- cross-references ---------------------------------------------------------------------
+
+
+def test_undefined_dest_suggests_close_name(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "    dest: committed\n", "    dest: comitted\n")
+    starts = lines_of(text, r"^  - trigger: ")
+    index = starts.index(line_of(text, r"^  - trigger: commit$"))
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'dest: comitted')}, at transitions[{index}].dest: "
+        "'comitted' is not a state of machine 'effect' (did you mean 'committed'?); "
+        "define it under states or fix the name"
+    )
+
+
+def test_undefined_source_in_a_list(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = rewrite(
+        path,
+        lambda doc: doc["transitions"][3].__setitem__("source", ["pending", "pendng"]),
+    )
+    problem = only_problem(load_error(path))
+    assert problem.startswith(
+        f"line {line_of(text, r'^  - pendng$')}, at transitions[3].source[1]: 'pendng'"
+    )
+    assert "(did you mean 'pending'?)" in problem
+
+
+def test_undefined_initial_state(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    text = edit(path, "initial: in_flight\n", "initial: inflight\n")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line_of(text, r'^initial: inflight$')}, at initial: ")
+    assert "(did you mean 'in_flight'?)" in problem
+
+
+def test_unknown_actor(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "    actor: engine\n", "    actor: engin\n")
+    problem = only_problem(load_error(path))
+    index = lines_of(text, r"^  - trigger: ").index(line_of(text, r"^  - trigger: replay$"))
+    assert problem.startswith(
+        f"line {line_of(text, r'actor: engin$')}, at transitions[{index}].actor: 'engin' "
+        "is not an actor (did you mean 'engine'?)"
+    )
+    assert "declare it under actors (known: proxy, engine, saga, human)" in problem
+
+
+GUARDED_APPROVE = "    when: {tier: [irreversible]}\n    description: A human approves"
+
+
+def test_guard_on_undeclared_context_variable(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, GUARDED_APPROVE, GUARDED_APPROVE.replace("tier:", "tiers:"))
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'tiers:')}, at transitions[1].when.tiers: "
+        "'tiers' is not a context variable (did you mean 'tier'?); declare it under context"
+    )
+
+
+def test_guard_with_undeclared_value(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, GUARDED_APPROVE, GUARDED_APPROVE.replace("irreversible", "irreversibel"))
+    problem = only_problem(load_error(path))
+    assert problem.startswith(
+        f"line {line_of(text, r'irreversibel')}, at transitions[1].when.tier[0]: "
+        "'irreversibel' is not a value of 'tier' (did you mean 'irreversible'?)"
+    )
+    assert "values: compensable, irreversible" in problem
+
+
+def test_guard_admitting_an_excluded_value(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, GUARDED_APPROVE, GUARDED_APPROVE.replace("[irreversible]", "[safe]"))
+    line = line_of(text, r"tier: \[safe\]")
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line}, at transitions[1].when.tier[0]: "
+        "tier=safe is excluded from this machine; a guard cannot admit it"
+    )
+
+
+def test_context_value_both_allowed_and_excluded(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(
+        path, "    values: [compensable, irreversible]\n", "    values: [compensable, safe]\n"
+    )
+    problems = load_error(path).problems
+    both = [p for p in problems if "both a value and excluded" in p]
+    assert len(both) == 1
+    assert both[0].startswith(f"line {line_of(text, r'^      safe: ')}, at context.tier.excluded")
+
+
+def _add_transition(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        doc["transitions"].append({**fields, "description": "added by the test"})
+
+    return change
+
+
+def test_duplicate_trigger_is_ambiguous(spec_dir: Path) -> None:
+    """pending --approve (human)--> approved already exists under tier=irreversible; an
+    unguarded approve by a human to rejected overlaps it."""
+    path = spec_dir / "effect.yaml"
+    text = rewrite(
+        path, _add_transition(trigger="approve", source="pending", dest="rejected", actor="human")
+    )
+    problem = only_problem(load_error(path, loader=read_definition))
+    added = len(yaml.safe_load(text)["transitions"]) - 1
+    line = [i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("- trigger: ")][added]
+    assert problem == (
+        f"line {line}, at transitions[{added}]: trigger 'approve' from 'pending' is "
+        f"ambiguous: transitions[1] goes to 'approved' and transitions[{added}] to 'rejected' "
+        "for the same actor and context; give one a different trigger name, actor or guard"
+    )
+
+
+def test_duplicate_trigger_with_shared_actor_in_a_list_is_ambiguous(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    rewrite(
+        path,
+        _add_transition(
+            trigger="replay", source=["approved", "pending"], dest="rejected", actor=["engine"]
+        ),
+    )
+    problem = only_problem(load_error(path, loader=read_definition))
+    assert "trigger 'replay' from 'pending' is ambiguous" in problem
+    assert "transitions[3] goes to 'replayed' and transitions[10] to 'rejected'" in problem
+
+
+def test_duplicate_trigger_with_disjoint_guards_is_not_ambiguous(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    rewrite(
+        path,
+        _add_transition(
+            trigger="approve",
+            source="pending",
+            dest="rejected",
+            actor="human",
+            when={"tier": ["compensable"]},
+        ),
+    )
+    spec = read_definition(path)
+    approve = [t for t in spec.transitions if t.trigger == "approve"]
+    assert [(t.dest, set(t.when["tier"])) for t in approve] == [
+        ("approved", {"irreversible"}),
+        ("rejected", {"compensable"}),
+    ]
+    assert spec.step("pending", "approve", actor="human", tier="compensable") == "rejected"
+    assert spec.step("pending", "approve", actor="human", tier="irreversible") == "approved"
+
+
+def test_duplicate_trigger_with_disjoint_actors_is_not_ambiguous(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    rewrite(
+        path, _add_transition(trigger="replay", source="pending", dest="rejected", actor="human")
+    )
+    spec = read_definition(path)
+    assert spec.step("pending", "replay", actor="engine") == "replayed"
+    assert spec.step("pending", "replay", actor="human") == "rejected"
+
+
+def test_machine_name_must_equal_file_stem(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "machine: effect\n", "machine: effects\n")
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'^machine: effects$')}, at machine: "
+        "machine 'effects' must equal the file name 'effect'"
+    )
+
+
+def test_renamed_file_must_be_renamed_inside(spec_dir: Path) -> None:
+    path = spec_dir / "effect_copy.yaml"
+    shutil.copy(spec_dir / "effect.yaml", path)
+    problem = only_problem(load_error(path))
+    assert "machine 'effect' must equal the file name 'effect_copy'" in problem
+
+
+@pytest.mark.parametrize(
+    "trigger", ["to_replayed", "may_replay", "is_replayed", "state", "trigger", "history"]
+)
+def test_reserved_trigger_name(spec_dir: Path, trigger: str) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "  - trigger: replay\n", f"  - trigger: {trigger}\n")
+    index = lines_of(text, r"^  - trigger: ").index(line_of(text, rf"^  - trigger: {trigger}$"))
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, rf'^  - trigger: {trigger}$')}, at transitions[{index}].trigger: "
+        f"trigger name '{trigger}' is reserved (it would shadow a runtime attribute); "
+        "choose another verb"
+    )
+
+
+def test_amendment_naming_missing_finding(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(
+        path,
+        "    amendment: irreversible-bypasses-approval\n",
+        "    amendment: irreversible-bypasses-aproval\n",
+    )
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'amendment: irreversible-bypasses-aproval')}, "
+        "at transitions[0].amendment: 'irreversible-bypasses-aproval' is not a finding of "
+        "this file (did you mean 'irreversible-bypasses-approval'?); add it under findings"
+    )
+
+
+def test_duplicate_invariant_ids(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "  - id: every-state-reachable\n", "  - id: terminal-final\n")
+    second = lines_of(text, r"^  - id: terminal-final$")[1]
+    index = lines_of(text[: text.index("\nfindings:")], r"^  - id: ").index(second)
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {second}, at invariants[{index}].id: invariant id 'terminal-final' is used twice"
+    )
+
+
+def test_duplicate_finding_ids(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    text = rewrite(path, lambda doc: doc["findings"].append(dict(doc["findings"][0])))
+    doc = yaml.safe_load(text)
+    first, index = doc["findings"][0]["id"], len(doc["findings"]) - 1
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {lines_of(text, rf'^- id: {first}$')[1]}, at findings[{index}].id: "
+        f"finding id '{first}' is used twice"
+    )
+
+
+def test_invariant_naming_unknown_trigger(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    text = edit(
+        path,
+        "    triggers: [reclaim, decide_landed, decide_not_landed]\n",
+        "    triggers: [reclaim, decide_landed, decide_not_lande]\n",
+    )
+    line = line_of(text, r"decide_not_lande\]")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line}, at invariants[")
+    assert "'decide_not_lande' is not a trigger of this machine" in problem
+    assert "(did you mean 'decide_not_landed'?)" in problem
+
+
+# -- the request derivation ---------------------------------------------------------------
+
+ALL_DONE = (
+    "            - all: {state: [completed, skipped]}\n"
+    "          result: completed\n"
+    "          description: Every node completed"
+)
+
+
+def test_derivation_rule_naming_missing_node_state(spec_dir: Path) -> None:
+    path = spec_dir / "request.yaml"
+    text = edit(path, ALL_DONE, ALL_DONE.replace("skipped", "skiped"))
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'skiped')}, at "
+        "derivation.rule_sets.money-safe.rules[0].when[0].all.state[1]: 'skiped' is not a "
+        "state of machine 'node' (did you mean 'skipped'?); define it under states or fix "
+        "the name"
+    )
+
+
+def test_derivation_result_naming_missing_request_state(spec_dir: Path) -> None:
+    path = spec_dir / "request.yaml"
+    text = edit(path, ALL_DONE, ALL_DONE.replace("result: completed", "result: complete"))
+    problem = only_problem(load_error(path))
+    assert problem.startswith(
+        f"line {line_of(text, r'result: complete$')}, at "
+        "derivation.rule_sets.money-safe.rules[0].result: 'complete' is not a state of "
+        "machine 'request' (did you mean 'completed'?)"
+    )
+
+
+def test_derivation_default_naming_missing_rule_set(spec_dir: Path) -> None:
+    path = spec_dir / "request.yaml"
+    text = edit(path, "  default: money-safe\n", "  default: money-saf\n")
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'default: money-saf$')}, at derivation.default: "
+        "'money-saf' is not a rule set (did you mean 'money-safe'?)"
+    )
+
+
+def test_derivation_naming_missing_node_machine(spec_dir: Path) -> None:
+    path = spec_dir / "request.yaml"
+    text = edit(path, "  nodes: node\n", "  nodes: nodes\n")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(
+        f"line {line_of(text, r'^  nodes: nodes$')}, at derivation.nodes: "
+        "cannot read the node machine"
+    )
+    assert f"{spec_dir.resolve() / 'nodes.yaml'} does not exist" in problem
+
+
+def test_derivation_reports_a_broken_node_machine(spec_dir: Path) -> None:
+    node = spec_dir / "node.yaml"
+    node_text = edit(node, "initial: blocked\n", "initial: blocked: again\n")
+    path = spec_dir / "request.yaml"
+    problem = only_problem(load_error(path))
+    assert "at derivation.nodes: cannot read the node machine" in problem
+    assert str(node.resolve()) in problem
+    assert f"line {line_of(node_text, r'^initial: blocked: again$')}: not valid YAML" in problem
+
+
+def test_derivation_naming_its_own_machine(spec_dir: Path) -> None:
+    path = spec_dir / "request.yaml"
+    text = edit(path, "  nodes: node\n", "  nodes: request\n")
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line_of(text, r'^  nodes: request$')}, at derivation.nodes: ")
+    assert "derivation.nodes 'request' refers back to a definition being read" in problem
+
+
+def test_derivation_context_must_cover_every_variable(spec_dir: Path) -> None:
+    path = spec_dir / "request.yaml"
+    text = rewrite(path, lambda doc: doc["derivation"].pop("context"))
+    problem = only_problem(load_error(path))
+    assert problem.startswith(f"line {line_of(text, r'^derivation:$')}, at derivation.context: ")
+    assert "missing: side_effects" in problem
+
+
+# -- names and paths ----------------------------------------------------------------------
+
+
+def test_load_unknown_name_lists_bundled_machines() -> None:
+    with pytest.raises(SpecUnreadable) as info:
+        machines.load("nonexistent-name")
+    err = info.value
+    assert err.path is None
+    assert only_problem(err) == (
+        "'nonexistent-name' is neither a bundled machine nor a YAML file; "
+        f"bundled machines: {', '.join(BUNDLED_NAMES)}"
+    )
+
+
+def test_load_misspelled_name_suggests_bundled_machine() -> None:
+    with pytest.raises(SpecUnreadable) as info:
+        machines.load("efect")
+    assert "(did you mean 'effect'?)" in only_problem(info.value)
+
+
+def test_load_missing_yaml_path(tmp_path: Path) -> None:
+    path = tmp_path / "missing.yaml"
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert "no such" in problem
+
+
+def test_load_directory(tmp_path: Path) -> None:
+    path = tmp_path / "dir.yaml"
+    path.mkdir()
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert "directory" in problem
+
+
+def test_load_overlong_name_is_spec_unreadable() -> None:
+    """A name too long for the file system is a SpecUnreadable, not the OSError
+    (ENAMETOOLONG) that ``Path.exists()`` raises for it."""
+    with pytest.raises(SpecUnreadable) as info:
+        machines.load("x" * 300)
+    assert "xxxxxxxx" in only_problem(info.value)
+
+
+def test_deeply_nested_yaml_is_spec_unreadable(spec_dir: Path) -> None:
+    """Deep nesting is a SpecUnreadable, not a RecursionError from yaml.compose."""
+    path = spec_dir / "outcome.yaml"
+    path.write_text("title: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    load_error(path, SpecUnreadable)
+
+
+def test_alias_bomb_is_spec_unreadable(spec_dir: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 7)]
+    path = spec_dir / "outcome.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    problem = only_problem(load_error(path, SpecUnreadable))
+    assert "once aliases are expanded" in problem
+
+
+# -- structural rules ---------------------------------------------------------------------
+
+
+def test_structural_violation_raises_spec_violation(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    rewrite(
+        path, _add_transition(trigger="reopen", source="committed", dest="executing", actor="proxy")
+    )
+    # schema and references are fine: read_definition accepts it
+    spec = read_definition(path)
+    assert spec.allows("committed", "executing")
+    err = load_error(path, SpecViolation)
+    message = str(err)
+    assert "[terminal-final] terminal state 'committed' has a way out" in message
+    assert "[forbidden]" in message
+    assert "\n    path: " in message
+    terminal = next(p for p in err.problems if "[terminal-final]" in p)
+    assert "path: with tier=compensable: pending --execute (proxy)--> executing" in terminal
+    assert terminal.endswith("--> committed --reopen (proxy)--> executing")
+
+
+def test_missing_required_rule_kind_raises_spec_violation(spec_dir: Path) -> None:
+    path = spec_dir / "outcome.yaml"
+    rewrite(
+        path,
+        lambda doc: doc.__setitem__(
+            "invariants", [r for r in doc["invariants"] if r["rule"] != "can_terminate"]
+        ),
+    )
+    read_definition(path)
+    problem = only_problem(load_error(path, SpecViolation))
+    assert "no invariant of kind 'can_terminate' is declared" in problem
+
+
+def test_bundled_definitions_load_cleanly(spec_dir: Path) -> None:
+    """The baseline every broken copy above starts from."""
+    for name in BUNDLED_NAMES:
+        assert machines.load(spec_dir / f"{name}.yaml").name == name
