@@ -166,11 +166,12 @@ def test_default_rules_keep_the_money_promises(nodes: list[Node]) -> None:
         assert REQUEST.allows("executing", str(result), side_effects=side_effects)
 
 
-class TestExhaustiveCheck:
-    @pytest.fixture(scope="class")
-    def report(self) -> DerivationReport:
-        return check_derivation(REQUEST, NODE, max_nodes=5)
+@pytest.fixture(scope="module")
+def report() -> DerivationReport:
+    return check_derivation(REQUEST, NODE, max_nodes=5)
 
+
+class TestExhaustiveCheck:
     def test_every_multiset_up_to_five_nodes_is_enumerated(self, report: DerivationReport) -> None:
         kinds = len(NODE.states) * 2 * 2  # state x has_side_effect x manual gate
         expected = sum(math.comb(kinds + k - 1, k) for k in range(6))
