@@ -41,6 +41,17 @@ class SpecCopy:
         return self
 
 
+def rename_everywhere(node: Any, old: str, new: str) -> Any:
+    """``node`` with every key or value equal to ``old`` replaced by ``new``."""
+    if node == old:
+        return new
+    if isinstance(node, dict):
+        return {(new if k == old else k): rename_everywhere(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [rename_everywhere(v, old, new) for v in node]
+    return node
+
+
 @pytest.fixture
 def spec_copy(tmp_path: Path) -> SpecCopy:
     return SpecCopy(tmp_path)

@@ -19,6 +19,7 @@ import yaml
 import machines
 from machines import SpecError, SpecUnreadable, SpecViolation
 from machines.loader import bundled_spec_dir, read_definition
+from tests.conftest import rename_everywhere
 
 BUNDLED = bundled_spec_dir()
 BUNDLED_NAMES = sorted(p.stem for p in BUNDLED.glob("*.yaml"))
@@ -284,22 +285,12 @@ def test_bad_name_pattern(spec_dir: Path) -> None:
     assert "does not match" in problem
 
 
-def _rename_everywhere(node: Any, old: str, new: str) -> Any:
-    if node == old:
-        return new
-    if isinstance(node, dict):
-        return {(new if k == old else k): _rename_everywhere(v, old, new) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_rename_everywhere(v, old, new) for v in node]
-    return node
-
-
 def test_name_with_trailing_newline_is_not_lower_snake(spec_dir: Path) -> None:
     """``"failed\\n"`` is not a lower_snake name, yet it matches the schema's
     ``^[a-z][a-z0-9_]*$``: Python's ``re.search`` lets ``$`` match before a final newline.
     Renamed consistently, the definition loads with a state called ``'failed\\n'``."""
     path = spec_dir / "outcome.yaml"
-    rewrite(path, lambda doc: doc.update(_rename_everywhere(doc, "failed", "failed\n")))
+    rewrite(path, lambda doc: doc.update(rename_everywhere(doc, "failed", "failed\n")))
     err = load_error(path)
     assert any("states" in p and "does not match" in p for p in err.problems), err.problems
 

@@ -29,6 +29,7 @@ import machines
 from machines import MachineSpec, SpecError, SpecUnreadable, SpecViolation
 from machines.checker import check
 from machines.loader import bundled_spec_dir, read_definition
+from tests.conftest import rename_everywhere
 
 BUNDLED = bundled_spec_dir()
 DOCS: dict[str, Any] = {
@@ -270,16 +271,6 @@ def insert_key(doc: Any, draw: st.DrawFn) -> Any:
     return doc
 
 
-def _rename_everywhere(node: Any, old: str, new: str) -> Any:
-    if node == old:
-        return new
-    if isinstance(node, dict):
-        return {(new if k == old else k): _rename_everywhere(v, old, new) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_rename_everywhere(v, old, new) for v in node]
-    return node
-
-
 def swap_state_name(doc: Any, draw: st.DrawFn) -> Any:
     """Replace a state name with another string: everywhere (a consistent rename, which
     may hit a reserved or badly formed name) or at one place (a dangling reference)."""
@@ -289,7 +280,7 @@ def swap_state_name(doc: Any, draw: st.DrawFn) -> Any:
     old = draw(st.sampled_from(sorted(map(str, states))))
     new = draw(st.one_of(st.sampled_from(WORDS), st.text(max_size=12), st.just(old + "x")))
     if draw(st.booleans()):
-        return _rename_everywhere(doc, old, new)
+        return rename_everywhere(doc, old, new)
     places = [p for p, node in walk(doc) if node == old] + [
         p for p, _ in walk(doc) if p and p[-1] == old
     ]
@@ -357,7 +348,7 @@ def rename_state(doc: Any, draw: st.DrawFn) -> Any:
         return doc
     old = draw(st.sampled_from(sorted(map(str, states))))
     new = draw(st.one_of(st.sampled_from(NAME_WORDS), st.just(old + "_x")))
-    return _rename_everywhere(doc, old, new)
+    return rename_everywhere(doc, old, new)
 
 
 MUTATIONS: dict[str, Callable[[Any, st.DrawFn], Any]] = {
