@@ -13,14 +13,23 @@ from machines.errors import (
     SpecError,
     SpecUnreadable,
     SpecViolation,
+    UnknownName,
 )
+from machines.history import History, HistoryView, TransitionEvent
 from machines.loader import load
-from machines.spec import MachineSpec, UnknownName
+from machines.routing import Stepper
+from machines.runtime import AsyncEntityMachine, EntityMachine, Hooks
+from machines.spec import MachineSpec
 from machines.states import EffectState, NodeState, OutcomeState, RequestState
 
 __all__ = [
+    "AsyncEntityMachine",
     "ContextError",
     "EffectState",
+    "EntityMachine",
+    "History",
+    "HistoryView",
+    "Hooks",
     "InvalidNodeState",
     "InvalidStateTransition",
     "MachineSpec",
@@ -32,6 +41,8 @@ __all__ = [
     "SpecError",
     "SpecUnreadable",
     "SpecViolation",
+    "Stepper",
+    "TransitionEvent",
     "UnknownName",
     "check",
     "derive_request_state",

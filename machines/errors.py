@@ -47,6 +47,10 @@ class SpecViolation(SpecError):
     """
 
 
+class UnknownName(MachinesError, ValueError):
+    """A state, actor or trigger name that the machine does not define."""
+
+
 class ContextError(MachinesError, ValueError):
     """A guard context was missing, unknown, or holds a value the machine refuses."""
 

@@ -21,6 +21,7 @@ import jsonschema
 
 from machines.analysis import check_structure
 from machines.errors import SpecError, SpecUnreadable, SpecViolation
+from machines.routing import suggest
 from machines.spec import (
     EMPTY_GUARD,
     Actor,
@@ -39,13 +40,16 @@ from machines.spec import (
     RuleSet,
     State,
     Transition,
-    suggest,
 )
 from machines.yamlsource import KeyPath, YamlSource, read_yaml
 
 SCHEMA_FILE = "machine.schema.json"
 RESERVED_TRIGGERS = frozenset({"trigger", "state", "history", "machine", "step", "model"})
 RESERVED_TRIGGER_PREFIXES = ("to_", "may_", "is_")
+RESERVED_CONTEXT = frozenset(
+    {"model", "state", "state_attr", "entity_id", "clock", "hooks", "actor", "detail"}
+)
+"""Keyword names ``spec.machine(...)`` and ``trigger(...)`` take for themselves."""
 
 
 def bundled_spec_dir() -> Path:
@@ -279,6 +283,12 @@ class _Builder:
     def build_context(self) -> Mapping[str, ContextVariable]:
         out = {}
         for var, raw in self.context.items():
+            if var in RESERVED_CONTEXT:
+                self.problem(
+                    ("context", var),
+                    f"context variable name '{var}' is reserved (it is "
+                    "a keyword of spec.machine() or trigger()); choose another name",
+                )
             excluded = raw.get("excluded", {})
             for value in excluded:
                 if value in raw["values"]:

@@ -7,14 +7,15 @@ trust their own data and only check what callers hand them.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
-from machines.errors import ContextError, InvalidStateTransition, MachinesError
+from machines.errors import UnknownName
+from machines.routing import Router, Stepper, suggest
+from machines.runtime import AsyncEntityMachine, EntityMachine
 
 Guard = Mapping[str, frozenset[str]]
 """Context variable -> the values under which a transition may fire."""
@@ -28,16 +29,6 @@ def _no_guard() -> Guard:
 
 def _no_names() -> Mapping[str, str]:
     return MappingProxyType({})
-
-
-class UnknownName(MachinesError, ValueError):
-    """A state, actor or trigger name that the machine does not define."""
-
-
-def suggest(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` when a close match exists, else ``''``."""
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 @dataclass(frozen=True)
@@ -217,16 +208,12 @@ class Derivation:
     rule_sets: Mapping[str, RuleSet]
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    actors: frozenset[str]
-    when: Guard
-    transition: Transition
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MachineSpec:
-    """One validated machine definition. Build it with ``machines.load``."""
+    """One validated machine definition. Build it with ``machines.load``.
+
+    Compared and hashed by identity: a spec is a loaded definition, not a value.
+    """
 
     name: str
     title: str
@@ -242,21 +229,17 @@ class MachineSpec:
     findings: tuple[Finding, ...]
     derivation: Derivation | None = None
     path: Path | None = None
-    _by_source_trigger: Mapping[tuple[str, str], tuple[_Candidate, ...]] = field(
-        init=False, repr=False, compare=False
-    )
-    _triggers: frozenset[str] = field(init=False, repr=False, compare=False)
+    _router: Router = field(init=False, repr=False, compare=False)
+    _runtime_cache: dict[Any, Any] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )  # template machines the runtime derives from this spec, built once each
 
     def __post_init__(self) -> None:
-        table: dict[tuple[str, str], list[_Candidate]] = {}
-        for t in self.transitions:
-            table.setdefault((t.source, t.trigger), []).append(
-                _Candidate(frozenset(t.actors), t.when, t)
-            )
-        object.__setattr__(
-            self, "_by_source_trigger", MappingProxyType({k: tuple(v) for k, v in table.items()})
-        )
-        object.__setattr__(self, "_triggers", frozenset(t.trigger for t in self.transitions))
+        router = Router(self)
+        object.__setattr__(self, "_router", router)
+        # The hottest path: calling spec.step calls the router's compiled step directly
+        # (one Python call instead of two). The method below documents it.
+        object.__setattr__(self, "step", router.step)
 
     # -- questions about the graph -------------------------------------------------------
 
@@ -271,7 +254,7 @@ class MachineSpec:
         """
         self._state(source)
         self._state(dest)
-        ctx = self._check_context(context)
+        ctx = self._router.check_context(context)
         return any(
             t.source == source and t.dest == dest and t.admits(ctx) for t in self.transitions
         )
@@ -279,7 +262,7 @@ class MachineSpec:
     def next_states(self, source: str, **context: str) -> tuple[str, ...]:
         """Destinations reachable in one move from ``source``, in definition order."""
         self._state(source)
-        ctx = self._check_context(context)
+        ctx = self._router.check_context(context)
         out: dict[str, None] = {}
         for t in self.transitions:
             if t.source == source and t.admits(ctx):
@@ -292,10 +275,11 @@ class MachineSpec:
 
     def forbidden_reason(self, source: str, dest: str) -> str | None:
         """The reason of the most specific ``forbidden`` entry for ``source -> dest``."""
-        entry = self._forbidden_entry([(source, dest)])
+        entry = self.forbidden_entry([(source, dest)])
         return entry.reason if entry is not None else None
 
-    def _forbidden_entry(self, moves: Iterable[tuple[str, str]]) -> Forbidden | None:
+    def forbidden_entry(self, moves: Iterable[tuple[str, str]]) -> Forbidden | None:
+        """The most specific ``forbidden`` entry matching any of ``moves``."""
         best: Forbidden | None = None
         for source, dest in moves:
             for entry in self.forbidden:
@@ -311,47 +295,31 @@ class MachineSpec:
         Raises ``InvalidStateTransition`` (nothing changes anywhere) for an unknown state,
         trigger or actor, a trigger not defined from ``state``, an actor not allowed to fire
         it, or a guard the context fails; ``ContextError`` for a context variable that is
-        unknown, missing where a guard needs it, or holds a refused value.
+        unknown, missing where a guard needs it, or holds a refused value. The object
+        runtime takes its decisions from the same compiled table.
         """
-        ctx = self._check_context(context)
-        candidates = self._by_source_trigger.get((state, trigger))
-        if candidates is None:
-            raise self._refusal(state, trigger, actor, self._why_no_edge(state, trigger))
-        if actor not in self.actors:
-            raise self._refusal(
-                state,
-                trigger,
-                actor,
-                f"'{actor}' is not an actor of machine '{self.name}'"
-                f"{suggest(actor, self.actors)}; actors: {', '.join(self.actors)}",
-            )
-        by_actor = [c for c in candidates if actor in c.actors]
-        if not by_actor:
-            allowed = sorted({a for c in candidates for a in c.actors})
-            raise self._refusal(
-                state,
-                trigger,
-                actor,
-                f"actor '{actor}' may not fire '{trigger}' from '{state}'; "
-                f"allowed: {', '.join(allowed)}",
-            )
-        for candidate in by_actor:
-            missing = [var for var in candidate.when if var not in ctx]
-            if missing:
-                var = self.context[missing[0]]
-                raise ContextError(
-                    f"{self.name}: trigger '{trigger}' from '{state}' is guarded by "
-                    f"'{var.name}'; pass {var.name}=... (one of: {', '.join(var.values)})"
-                )
-            if candidate.transition.admits(ctx):
-                return candidate.transition.dest
-        needs = "; or ".join(_describe_guard(c.when) for c in by_actor)
-        got = ", ".join(f"{k}={v}" for k, v in sorted(ctx.items()))
-        reason = f"guard not met: requires {needs}; got {got}"
-        forbidden = self.forbidden_reason(state, by_actor[0].transition.dest)
-        if forbidden is not None:
-            reason = f"{forbidden} ({reason})"
-        raise self._refusal(state, trigger, actor, reason)
+        return self._router.step(state, trigger, actor=actor, **context)
+
+    def machine(self, model: object | None = None, **options: Any) -> EntityMachine:
+        """An object for one entity, on the ``transitions`` library (``machines.runtime``).
+
+        ``model``: your own object (ORM row, dataclass) whose ``state_attr`` (default
+        ``"state"``) holds the state; without one the entity keeps its own. Options:
+        ``state`` (start here instead of the initial state), ``state_attr``, ``entity_id``,
+        ``clock``, ``hooks`` (``machines.runtime.Hooks``); any other keyword is bound context
+        (``tier="compensable"``).
+        """
+        return EntityMachine(self, model, **options)
+
+    def async_machine(self, model: object | None = None, **options: Any) -> AsyncEntityMachine:
+        """As ``machine``, for asyncio: ``await m.trigger(...)``; callbacks may be async."""
+        return AsyncEntityMachine(self, model, **options)
+
+    def stepper(self, **context: str) -> Stepper:
+        """``step`` with this context bound and validated once: ``stepper(state, trigger,
+        actor) -> dest``. The fastest way to decide many moves under one context (a
+        store's rows of one tier, a runtime's entity); same decisions, same errors."""
+        return self._router.bind(context)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -363,52 +331,3 @@ class MachineSpec:
                 f"'{name}' is not a state of machine '{self.name}'{suggest(name, self.states)}; "
                 f"states: {', '.join(self.states)}"
             ) from None
-
-    def _check_context(self, context: Mapping[str, str]) -> Mapping[str, str]:
-        for var, value in context.items():
-            spec = self.context.get(var)
-            if spec is None:
-                known = ", ".join(self.context) or "none"
-                raise ContextError(
-                    f"{self.name}: '{var}' is not a context variable{suggest(var, self.context)}; "
-                    f"known: {known}"
-                )
-            if value in spec.excluded:
-                raise ContextError(f"{self.name}: {var}={value} is refused: {spec.excluded[value]}")
-            if value not in spec.values:
-                raise ContextError(
-                    f"{self.name}: {var}={value!r} is not allowed"
-                    f"{suggest(str(value), spec.values)}; values: {', '.join(spec.values)}"
-                )
-        return context
-
-    def _why_no_edge(self, state: str, trigger: str) -> str:
-        if state not in self.states:
-            return f"'{state}' is not a state of machine '{self.name}'{suggest(state, self.states)}"
-        if trigger not in self._triggers:
-            return (
-                f"'{trigger}' is not a trigger of machine '{self.name}'"
-                f"{suggest(trigger, self._triggers)}"
-            )
-        entry = self._forbidden_entry(
-            (state, t.dest) for t in self.transitions if t.trigger == trigger
-        )
-        if self.states[state].terminal:
-            if entry is None:
-                return f"'{state}' is terminal"
-            return (
-                entry.reason
-                if "terminal" in entry.reason
-                else f"{entry.reason} ('{state}' is terminal)"
-            )
-        if entry is not None:
-            return entry.reason
-        available = ", ".join(self.triggers_from(state)) or "none"
-        return f"'{trigger}' is not defined from '{state}'; triggers from '{state}': {available}"
-
-    def _refusal(self, state: str, trigger: str, actor: str, reason: str) -> InvalidStateTransition:
-        return InvalidStateTransition(self.name, state, trigger=trigger, actor=actor, reason=reason)
-
-
-def _describe_guard(guard: Guard) -> str:
-    return " and ".join(f"{var} in [{', '.join(sorted(vals))}]" for var, vals in guard.items())

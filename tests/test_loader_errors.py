@@ -736,3 +736,13 @@ def test_bundled_definitions_load_cleanly(spec_dir: Path) -> None:
     """The baseline every broken copy above starts from."""
     for name in BUNDLED_NAMES:
         assert machines.load(spec_dir / f"{name}.yaml").name == name
+
+
+def test_reserved_context_variable_name(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = edit(path, "context:\n  tier:\n", "context:\n  state:\n")
+    problems = load_error(path, loader=read_definition).problems
+    reserved = [p for p in problems if "is reserved" in p]
+    assert reserved and reserved[0].startswith(
+        f"line {line_of(text, r'^  state:$')}, at context.state"
+    )

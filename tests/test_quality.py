@@ -14,9 +14,9 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_clean() -> None:
-    lint = _run(sys.executable, "-m", "ruff", "check", "machines", "tests")
+    lint = _run(sys.executable, "-m", "ruff", "check", "machines", "tests", "benchmarks")
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", "machines", "tests")
+    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", "machines", "tests", "benchmarks")
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 

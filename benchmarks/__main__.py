@@ -1,0 +1,69 @@
+"""``python -m benchmarks [--json PATH] [--only NAME]``: run every ratio benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from benchmarks import runtime_bench, step_bench
+from benchmarks.harness import Ratio
+
+SUITES = {"step": step_bench.run, "runtime": runtime_bench.run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--json", type=Path, default=Path("build/benchmarks.json"))
+    parser.add_argument("--only", choices=sorted(SUITES), action="append")
+    args = parser.parse_args(argv)
+    results: list[Ratio] = []
+    for name, run in SUITES.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        results.extend(run())
+    print(format_table(results))
+    if not args.only or "runtime" in args.only:
+        memory = runtime_bench.memory_per_entity()
+        print(
+            "\nmemory per entity (tracemalloc): "
+            + ", ".join(f"{name} {size:,.0f} B" for name, size in memory.items())
+        )
+    else:
+        memory = {}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "results": [asdict(r) | {"meets_goal": r.meets_goal} for r in results],
+        "memory_per_entity_bytes": memory,
+    }
+    args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"\nwritten: {args.json}")
+    return 0
+
+
+def format_table(results: list[Ratio]) -> str:
+    rows = [("benchmark", "candidate / baseline", "ratio", "goal", "", "per unit")]
+    for r in results:
+        verdict = "" if r.meets_goal is None else ("ok" if r.meets_goal else "MISSED")
+        goal = "" if r.goal is None else f"<= {r.goal:g}x"
+        per_unit = f"{r.candidate_ns:,.0f} ns vs {r.baseline_ns:,.0f} ns per {r.unit}"
+        rows.append(
+            (r.name, f"{r.candidate} / {r.baseline}", f"{r.ratio:.2f}x", goal, verdict, per_unit)
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

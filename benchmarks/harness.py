@@ -1,0 +1,73 @@
+"""Measure a candidate against a baseline as a ratio, robust to a noisy shared machine.
+
+Both are timed in alternating rounds (the order flips every round) with the same number
+of calls, and the reported ratio is the median of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Ratio:
+    name: str
+    candidate: str
+    baseline: str
+    ratio: float
+    goal: float | None
+    candidate_ns: float  # median time of one unit of work (a call, a move, an entity)
+    baseline_ns: float
+    unit: str
+    rounds: int
+
+    @property
+    def meets_goal(self) -> bool | None:
+        return None if self.goal is None else self.ratio <= self.goal
+
+
+def _time(fn: Callable[[], object]) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure_ratio(
+    name: str,
+    candidate: tuple[str, Callable[[], object]],
+    baseline: tuple[str, Callable[[], object]],
+    *,
+    units: int,
+    unit: str,
+    goal: float | None,
+    rounds: int = 11,
+) -> Ratio:
+    """Time ``candidate`` and ``baseline`` (each doing ``units`` units of work per call)."""
+    (cand_name, cand), (base_name, base) = candidate, baseline
+    cand()  # warm up caches and lazy imports
+    base()
+    ratios, cand_times, base_times = [], [], []
+    for i in range(rounds):
+        if i % 2:
+            b, c = _time(base), _time(cand)
+        else:
+            c, b = _time(cand), _time(base)
+        ratios.append(c / b)
+        cand_times.append(c)
+        base_times.append(b)
+    return Ratio(
+        name=name,
+        candidate=cand_name,
+        baseline=base_name,
+        ratio=statistics.median(ratios),
+        goal=goal,
+        candidate_ns=statistics.median(cand_times) / units * 1e9,
+        baseline_ns=statistics.median(base_times) / units * 1e9,
+        unit=unit,
+        rounds=rounds,
+    )

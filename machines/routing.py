@@ -1,0 +1,263 @@
+"""The compiled transition table: every move decision of every runtime goes through here.
+
+``spec.step`` and the object runtime both call ``Router.route``, so they cannot disagree.
+The common case (a known context, an edge that exists for this actor) is a couple of dict
+lookups; everything else falls to ``refuse``, which builds the precise error: unknown
+names, terminal states, wrong actors, failed guards, with the spec's ``forbidden`` reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
+
+from machines.errors import ContextError, InvalidStateTransition
+
+if TYPE_CHECKING:
+    from machines.spec import Guard, MachineSpec
+
+Route = tuple[tuple[tuple[str, frozenset[str]], ...], str]
+"""(guard as (variable, admitted values) pairs, destination)."""
+
+
+class _Single(NamedTuple):
+    """One edge guarded by one variable: its admitted values, each mapped to the dest."""
+
+    var: str
+    dests: dict[str, str]
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a close match exists, else ``''``."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class Router:
+    """One machine's transitions compiled for fast, fail-closed decisions.
+
+    ``_table`` maps (state, trigger, actor) to one of three shapes: a ``str`` (the
+    destination of an edge without a guard), a ``_Single`` (one edge guarded by one
+    variable: value -> destination, which also validates a context that names just that
+    variable), or a ``list`` of guarded alternatives. A miss falls to ``refuse``, which
+    finds the precise reason.
+    """
+
+    __slots__ = ("_allowed_values", "_bound", "_spec", "_table", "_triggers", "_valid_pairs")
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self._spec = spec
+        self._triggers = frozenset(t.trigger for t in spec.transitions)
+        self._allowed_values = {name: frozenset(v.values) for name, v in spec.context.items()}
+        self._valid_pairs = frozenset(
+            (var, value) for var, values in self._allowed_values.items() for value in values
+        )
+        self._bound: dict[tuple[tuple[str, str], ...], Stepper] = {}
+        grouped: dict[tuple[str, str, str], list[Route]] = {}
+        for t in spec.transitions:
+            for actor in t.actors:
+                key = (t.source, t.trigger, actor)
+                grouped.setdefault(key, []).append((tuple(t.when.items()), t.dest))
+        self._table: dict[tuple[str, str, str], str | _Single | list[Route]] = {}
+        for key, found in grouped.items():
+            if len(found) == 1 and not found[0][0]:
+                self._table[key] = found[0][1]
+            elif len(found) == 1 and len(found[0][0]) == 1:
+                ((var, admitted),), dest = found[0]
+                self._table[key] = _Single(var, dict.fromkeys(admitted, dest))
+            else:
+                self._table[key] = found
+
+    def step(self, state: str, trigger: str, *, actor: str, **context: str) -> str:
+        """The destination of this move, or raise ``InvalidStateTransition`` /
+        ``ContextError``. Nothing is changed anywhere either way. This is the hottest path
+        of the package: ``MachineSpec.step`` is this very method."""
+        route = self._table.get((state, trigger, actor))
+        if isinstance(route, str):
+            if context:
+                if len(context) == 1:
+                    ((pair),) = context.items()
+                    if pair in self._valid_pairs:
+                        return route
+                    raise self.refuse(state, trigger, actor, context)
+                if not self._valid(context):
+                    raise self.refuse(state, trigger, actor, context)
+            return route
+        if isinstance(route, _Single):
+            var, dests = route
+            if len(context) == 1:
+                dest = dests.get(context.get(var, ""))
+                if dest is not None:
+                    return dest
+            if self._valid(context) and context.get(var, "") in dests:
+                return dests[context[var]]
+        elif route is not None and self._valid(context):
+            for guard, dest in route:
+                if all(context.get(var) in admitted for var, admitted in guard):
+                    return dest
+        raise self.refuse(state, trigger, actor, context)
+
+    def bind(self, context: Mapping[str, str]) -> Stepper:
+        """A step function for one fixed context, validated once: ``(state, trigger,
+        actor) -> dest``. Every decision is precomputed into one dict; equal contexts get
+        the very same stepper (entities share it, so binding costs one lookup)."""
+        cache_key = tuple(sorted(context.items()))
+        stepper = self._bound.get(cache_key)
+        if stepper is None:
+            frozen = MappingProxyType(dict(self.check_context(context)))
+            table = {}
+            for state, trigger, actor in self._table:
+                try:
+                    table[(state, trigger, actor)] = self.step(
+                        state, trigger, actor=actor, **frozen
+                    )
+                except (InvalidStateTransition, ContextError):
+                    continue
+            stepper = self._bound[cache_key] = _make_stepper(self, table, frozen)
+        return stepper
+
+    def _valid(self, context: Mapping[str, str]) -> bool:
+        allowed_values = self._allowed_values
+        for var, value in context.items():
+            allowed = allowed_values.get(var)
+            if allowed is None or value not in allowed:
+                return False
+        return True
+
+    def refuse(
+        self, state: str, trigger: str, actor: str, context: Mapping[str, str]
+    ) -> InvalidStateTransition | ContextError:
+        """The precise error for a move ``route`` did not find (never returns a success)."""
+        spec = self._spec
+        problem = self._context_problem(context)
+        if problem is not None:
+            return problem
+        if state not in spec.states or trigger not in self._triggers:
+            return self._refusal(state, trigger, actor, self._why_no_edge(state, trigger))
+        candidates = [t for t in spec.transitions if t.source == state and t.trigger == trigger]
+        if not candidates:
+            return self._refusal(state, trigger, actor, self._why_no_edge(state, trigger))
+        if actor not in spec.actors:
+            return self._refusal(
+                state,
+                trigger,
+                actor,
+                f"'{actor}' is not an actor of machine '{spec.name}'"
+                f"{suggest(actor, spec.actors)}; actors: {', '.join(spec.actors)}",
+            )
+        by_actor = [t for t in candidates if actor in t.actors]
+        if not by_actor:
+            allowed = sorted({a for t in candidates for a in t.actors})
+            return self._refusal(
+                state,
+                trigger,
+                actor,
+                f"actor '{actor}' may not fire '{trigger}' from '{state}'; "
+                f"allowed: {', '.join(allowed)}",
+            )
+        for t in by_actor:
+            missing = [var for var in t.when if var not in context]
+            if missing:
+                var = spec.context[missing[0]]
+                return ContextError(
+                    f"{spec.name}: trigger '{trigger}' from '{state}' is guarded by "
+                    f"'{var.name}'; pass {var.name}=... (one of: {', '.join(var.values)})"
+                )
+        needs = "; or ".join(_describe_guard(t.when) for t in by_actor)
+        got = ", ".join(f"{k}={v}" for k, v in sorted(context.items()))
+        reason = f"guard not met: requires {needs}; got {got}"
+        forbidden = spec.forbidden_reason(state, by_actor[0].dest)
+        if forbidden is not None:
+            reason = f"{forbidden} ({reason})"
+        return self._refusal(state, trigger, actor, reason)
+
+    def check_context(self, context: Mapping[str, str]) -> Mapping[str, str]:
+        """``context`` itself when every variable and value is known and admitted."""
+        problem = self._context_problem(context)
+        if problem is not None:
+            raise problem
+        return context
+
+    def _context_problem(self, context: Mapping[str, str]) -> ContextError | None:
+        spec = self._spec
+        for var, value in context.items():
+            declared = spec.context.get(var)
+            if declared is None:
+                known = ", ".join(spec.context) or "none"
+                return ContextError(
+                    f"{spec.name}: '{var}' is not a context variable"
+                    f"{suggest(var, spec.context)}; known: {known}"
+                )
+            if value in declared.excluded:
+                return ContextError(
+                    f"{spec.name}: {var}={value} is refused: {declared.excluded[value]}"
+                )
+            if value not in declared.values:
+                return ContextError(
+                    f"{spec.name}: {var}={value!r} is not allowed"
+                    f"{suggest(str(value), declared.values)}; values: {', '.join(declared.values)}"
+                )
+        return None
+
+    def _why_no_edge(self, state: str, trigger: str) -> str:
+        spec = self._spec
+        if state not in spec.states:
+            return f"'{state}' is not a state of machine '{spec.name}'{suggest(state, spec.states)}"
+        if trigger not in self._triggers:
+            return (
+                f"'{trigger}' is not a trigger of machine '{spec.name}'"
+                f"{suggest(trigger, self._triggers)}"
+            )
+        entry = spec.forbidden_entry(
+            (state, t.dest) for t in spec.transitions if t.trigger == trigger
+        )
+        if spec.states[state].terminal:
+            if entry is None:
+                return f"'{state}' is terminal"
+            if "terminal" in entry.reason:
+                return entry.reason
+            return f"{entry.reason} ('{state}' is terminal)"
+        if entry is not None:
+            return entry.reason
+        available = ", ".join(spec.triggers_from(state)) or "none"
+        return f"'{trigger}' is not defined from '{state}'; triggers from '{state}': {available}"
+
+    def _refusal(self, state: str, trigger: str, actor: str, reason: str) -> InvalidStateTransition:
+        return InvalidStateTransition(
+            self._spec.name, state, trigger=trigger, actor=actor, reason=reason
+        )
+
+
+class Stepper(Protocol):
+    """``spec.step`` with its context bound: call it as ``stepper(state, trigger, actor)``.
+
+    For hot loops and runtimes that hold one entity's context: one dict lookup per move,
+    and the same decisions (and, on refusal, the same errors) as ``spec.step``. It is a
+    plain closure (the cheapest callable CPython has) carrying its ``context``.
+    """
+
+    context: Mapping[str, str]
+
+    def __call__(self, state: str, trigger: str, actor: str) -> str: ...
+
+
+def _make_stepper(
+    router: Router, table: dict[tuple[str, str, str], str], context: Mapping[str, str]
+) -> Stepper:
+    get = table.get
+    refuse = router.refuse
+
+    def stepper(state: str, trigger: str, actor: str) -> str:
+        dest = get((state, trigger, actor))
+        if dest is None:
+            raise refuse(state, trigger, actor, context)
+        return dest
+
+    setattr(stepper, "context", context)  # noqa: B010 - a function attribute, by design
+    return cast(Stepper, stepper)
+
+
+def _describe_guard(guard: Guard) -> str:
+    return " and ".join(f"{var} in [{', '.join(sorted(vals))}]" for var, vals in guard.items())

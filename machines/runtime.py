@@ -1,0 +1,439 @@
+"""Entity machines: one object per entity, on the ``transitions`` library.
+
+Why the shape: a ``transitions.Machine`` costs ~20 KB and ``add_model`` rescans its model
+list (quadratic in the number of entities). So every entity of one spec and one model
+class shares a single *template* machine, built once with ``auto_transitions=False`` and
+``send_event=True``; an entity fires the template's ``Event.trigger`` with its own model and
+never registers with it. Nothing is injected into user models (no ``is_*``/``to_*``
+methods): triggers are called through the entity machine.
+
+Every move is decided by the spec's compiled table first (``MachineSpec.stepper`` /
+``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged. The
+history event is recorded when the destination state is entered (a ``State`` subclass),
+i.e. at the moment the state changes and before any user callback, so triggers fired from user
+callbacks are recorded in the order they happen.
+"""
+
+from __future__ import annotations
+
+import _thread
+import abc
+import asyncio
+import contextvars
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from transitions import EventData, Machine, State
+from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
+
+from machines.errors import InvalidStateTransition, MachinesError, UnknownName
+from machines.history import Clock, History, HistoryView
+from machines.routing import suggest
+
+if TYPE_CHECKING:
+    from machines.spec import MachineSpec
+
+Callback = str | Callable[[EventData], Any]
+"""A model method name or a callable; it receives transitions' ``EventData``."""
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Machine-level callbacks, as in ``transitions.Machine`` (names or callables).
+
+    Each receives ``EventData``: ``event.kwargs["actor"]``, ``["detail"]`` and
+    ``["machine"]`` (the entity machine) are always there. Pass names of model methods or
+    module-level functions: entities that share hooks share one template machine.
+    """
+
+    prepare_event: tuple[Callback, ...] = ()
+    before_state_change: tuple[Callback, ...] = ()
+    after_state_change: tuple[Callback, ...] = ()
+    finalize_event: tuple[Callback, ...] = ()
+
+
+_NO_HOOKS = Hooks()
+
+
+class _RecordingState(State):
+    """A template state that records the move the moment it is entered, before any
+    ``on_enter`` callback (``state_cls`` is transitions' documented extension point)."""
+
+    def enter(self, event_data: EventData) -> None:
+        _entered(event_data.kwargs["machine"])
+        super().enter(event_data)
+
+
+class _AsyncRecordingState(AsyncState):
+    async def enter(self, event_data: AsyncEventData) -> None:  # type: ignore[override]
+        _entered(event_data.kwargs["machine"])
+        await super().enter(event_data)
+
+
+def _entered(entity: _Entity) -> None:
+    """The state just changed: record the pending move, then allow nested triggers
+    (from on_enter and after callbacks)."""
+    pending = entity._pending
+    assert pending is not None, "a state was entered outside a trigger"
+    entity._recorder().record(*pending)
+    entity._changing = False
+
+
+class _Template(Machine):
+    state_cls = _RecordingState
+
+
+class _AsyncTemplate(AsyncMachine):
+    state_cls = _AsyncRecordingState  # type: ignore[assignment]
+
+
+class _DestIs:
+    """Condition that picks one of several template edges sharing a source and trigger."""
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+
+    def __call__(self, event: EventData) -> bool:
+        return bool(event.kwargs["machine"]._pending[1] == self.dest)
+
+
+_TEMPLATES_LOCK = threading.Lock()
+
+
+def _template(
+    spec: MachineSpec, model_type: type, state_attr: str, hooks: Hooks | None, asynchronous: bool
+) -> Machine:
+    """The shared template for entities like this one, built once (under a lock) and kept
+    with the spec."""
+    key = (model_type, state_attr, hooks, asynchronous)
+    cache = spec._runtime_cache
+    machine = cache.get(key)
+    if machine is None:
+        with _TEMPLATES_LOCK:
+            machine = cache.get(key)
+            if machine is None:
+                machine = cache[key] = _build_template(
+                    spec, model_type, state_attr, hooks or _NO_HOOKS, asynchronous
+                )
+    return cast(Machine, machine)
+
+
+def _build_template(
+    spec: MachineSpec, model_type: type, state_attr: str, hooks: Hooks, asynchronous: bool
+) -> Machine:
+    states = []
+    for name in spec.states:
+        on_enter: list[Callback] = []
+        on_exit: list[Callback] = []
+        if not issubclass(model_type, _Entity):
+            if callable(getattr(model_type, f"on_enter_{name}", None)):
+                on_enter.append(f"on_enter_{name}")
+            if callable(getattr(model_type, f"on_exit_{name}", None)):
+                on_exit.append(f"on_exit_{name}")
+        states.append({"name": name, "on_enter": on_enter, "on_exit": on_exit})
+    shared: dict[tuple[str, str], int] = {}
+    for t in spec.transitions:
+        shared[(t.source, t.trigger)] = shared.get((t.source, t.trigger), 0) + 1
+    edges = [
+        {
+            "trigger": t.trigger,
+            "source": t.source,
+            "dest": t.dest,
+            "conditions": [_DestIs(t.dest)] if shared[(t.source, t.trigger)] > 1 else [],
+        }
+        for t in spec.transitions
+    ]
+    cls = _AsyncTemplate if asynchronous else _Template
+    return cls(
+        model=None,
+        states=states,
+        transitions=edges,
+        initial=spec.initial,
+        auto_transitions=False,
+        send_event=True,
+        ignore_invalid_triggers=False,
+        model_attribute=state_attr,
+        name=f"{spec.name}: ",
+        prepare_event=list(hooks.prepare_event),
+        before_state_change=list(hooks.before_state_change),
+        after_state_change=list(hooks.after_state_change),
+        finalize_event=list(hooks.finalize_event),
+    )
+
+
+class _Entity(abc.ABC):
+    """What the sync and async entity machines share: binding, state, history, decisions."""
+
+    __slots__ = (
+        "__weakref__",
+        "_attr",
+        "_changing",
+        "_clock",
+        "_context",
+        "_entity_id",
+        "_history",
+        "_model",
+        "_pending",
+        "_spec",
+        "_state",
+        "_stepper",
+        "_template",
+    )
+    _asynchronous: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        spec: MachineSpec,
+        model: object | None = None,
+        *,
+        state: str | None = None,
+        state_attr: str = "state",
+        entity_id: str | None = None,
+        clock: Clock = time.time,
+        hooks: Hooks | None = None,
+        **context: str,
+    ) -> None:
+        self._spec = spec
+        self._stepper = spec.stepper(**context)
+        self._context = self._stepper.context
+        if model is None:  # the entity keeps its state itself, in a private slot
+            if state_attr != "state":
+                raise MachinesError("state_attr is for a model of your own; pass model=...")
+            model, state_attr = self, "_state"
+            self._state: str | None = None
+        self._model = model
+        self._attr = state_attr
+        current = getattr(model, state_attr, None)
+        if current is not None and state is not None and current != state:
+            raise MachinesError(
+                f"{spec.name}: the model's {state_attr} is '{current}' but state='{state}' "
+                "was passed; pass one or the other"
+            )
+        current = current if current is not None else (state or spec.initial)
+        if current not in spec.states:
+            raise UnknownName(
+                f"{spec.name}: the model's {state_attr} '{current}' is not a state"
+                f"{suggest(str(current), spec.states)}; states: {', '.join(spec.states)}"
+            )
+        setattr(model, state_attr, current)
+        if entity_id is None:
+            own = getattr(model, "id", None)
+            entity_id = str(own) if own is not None else uuid.uuid4().hex
+        self._entity_id = entity_id
+        self._clock = clock
+        self._history: History | None = None  # created on first use: most entities are idle
+        self._template = _template(spec, type(model), state_attr, hooks, self._asynchronous)
+        self._pending: tuple[str, str, str, str, Mapping[str, str], Any] | None = None
+        self._changing = False
+
+    # -- what an entity exposes ---------------------------------------------------------
+
+    @property
+    def spec(self) -> MachineSpec:
+        return self._spec
+
+    @property
+    def model(self) -> object:
+        """The bound model (yours, or an internal holder when you passed none)."""
+        return self._model
+
+    @property
+    def state(self) -> str:
+        return str(getattr(self._model, self._attr))
+
+    @property
+    def entity_id(self) -> str:
+        return self._entity_id
+
+    @property
+    def context(self) -> Mapping[str, str]:
+        return self._context
+
+    @property
+    def history(self) -> HistoryView:
+        """Every state change of this entity, oldest first; read-only."""
+        return self._recorder().view()
+
+    def can(self, trigger: str, *, actor: str, **context: str) -> bool:
+        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes)."""
+        try:
+            self._decide(trigger, actor, context)
+        except (InvalidStateTransition, MachinesError):
+            return False
+        return True
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """``m.execute(actor="proxy")`` is ``m.trigger("execute", actor="proxy")``."""
+        spec = object.__getattribute__(self, "_spec")
+        if any(t.trigger == name for t in spec.transitions):
+            return partial(self.trigger, name)
+        triggers = sorted({t.trigger for t in spec.transitions})
+        raise AttributeError(
+            f"{type(self).__name__} of '{spec.name}' has no attribute or trigger '{name}'"
+            f"{suggest(name, triggers)}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._spec.name} {self.entity_id} in '{self.state}'>"
+
+    @abc.abstractmethod
+    def trigger(
+        self, name: str, *, actor: str, detail: Mapping[str, Any] | None = None, **context: str
+    ) -> Any:
+        """Fire ``name`` as ``actor`` (see the two subclasses)."""
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _decide(
+        self, trigger: str, actor: str, context: Mapping[str, str]
+    ) -> tuple[str, str, Mapping[str, str]]:
+        if self._changing:
+            raise InvalidStateTransition(
+                self._spec.name,
+                self.state,
+                trigger=trigger,
+                actor=actor,
+                reason="another transition of this entity is under way (fired from a prepare "
+                "or before callback); fire it from an on_enter or after callback instead",
+            )
+        source = self.state
+        if context:
+            merged = MappingProxyType({**self._context, **context})
+            return source, self._spec.step(source, trigger, actor=actor, **merged), merged
+        return source, self._stepper(source, trigger, actor), self._context
+
+    def _begin(
+        self,
+        trigger: str,
+        actor: str,
+        detail: Mapping[str, Any] | None,
+        context: Mapping[str, str],
+    ) -> tuple[dict[str, Any], str]:
+        """Decide the move and mark it pending; return transitions' kwargs and the dest."""
+        source, dest, ctx = self._decide(trigger, actor, context)
+        self._pending = (source, dest, trigger, actor, ctx, detail)
+        self._changing = True
+        return {"actor": actor, "detail": detail, "machine": self}, dest
+
+    def _recorder(self) -> History:
+        history = self._history
+        if history is None:
+            history = self._history = History(self._spec.name, self._entity_id, self._clock)
+        return history
+
+    def _not_applied(self, trigger: str) -> MachinesError:
+        return MachinesError(
+            f"{self._spec.name}: transitions did not apply '{trigger}' although the spec "
+            "allowed it; this is a bug in machines, please report it"
+        )
+
+
+class EntityMachine(_Entity):
+    """One entity's lifecycle for synchronous code. Build it with ``spec.machine(...)``.
+
+    Thread-safe: one re-entrant lock per entity serialises decide, move and record, so
+    concurrent triggers on one entity never lose or duplicate a history event.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, spec: MachineSpec, model: object | None = None, **options: Any) -> None:
+        super().__init__(spec, model, **options)
+        self._lock = _thread.RLock()  # the C lock threading.RLock wraps, without the wrapper
+
+    def trigger(
+        self, name: str, *, actor: str, detail: Mapping[str, Any] | None = None, **context: str
+    ) -> str:
+        """Fire ``name`` as ``actor``; return the new state.
+
+        Raises ``InvalidStateTransition`` (state and history unchanged) when the spec refuses
+        the move, ``ContextError`` for bad context. ``detail`` is stored, read-only, with
+        the history event. Extra keywords override the bound context for this move only.
+        """
+        with self._lock:
+            outer = self._pending  # set when fired from a callback of another move
+            if context or self._changing:
+                source, dest, ctx = self._decide(name, actor, context)
+            else:  # the common case, inlined: the bound context's precomputed table
+                source = getattr(self._model, self._attr)
+                dest = self._stepper(source, name, actor)
+                ctx = self._context
+            self._pending = (source, dest, name, actor, ctx, detail)
+            self._changing = True
+            try:
+                done = self._template.events[name].trigger(
+                    self._model, actor=actor, detail=detail, machine=self
+                )
+            finally:
+                self._pending = outer
+                self._changing = False
+            if not done:
+                raise self._not_applied(name)
+            return dest
+
+
+_MOVING: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "machines_moving", default=frozenset()
+)
+"""Ids of the async entities whose move the current context is inside. A context variable,
+not the current task: transitions runs callbacks in tasks of their own (``gather``), and
+those inherit it."""
+
+
+class AsyncEntityMachine(_Entity):
+    """One entity's lifecycle for asyncio code, on ``transitions``' ``AsyncMachine``:
+    ``await m.trigger(...)``; callbacks may be coroutines. Build it with
+    ``spec.async_machine(...)``. An ``asyncio.Lock`` per entity serialises moves; a
+    callback may await another trigger on the same entity (it runs inside the first)."""
+
+    __slots__ = ("_lock",)
+    _asynchronous: ClassVar[bool] = True
+
+    def __init__(self, spec: MachineSpec, model: object | None = None, **options: Any) -> None:
+        super().__init__(spec, model, **options)
+        self._lock = asyncio.Lock()
+
+    async def trigger(
+        self, name: str, *, actor: str, detail: Mapping[str, Any] | None = None, **context: str
+    ) -> str:
+        """As ``EntityMachine.trigger``, awaited."""
+        moving = _MOVING.get()
+        if id(self) in moving:
+            return await self._move(name, actor, detail, context)  # nested, from a callback
+        async with self._lock:
+            token = _MOVING.set(moving | {id(self)})
+            try:
+                return await self._move(name, actor, detail, context)
+            finally:
+                _MOVING.reset(token)
+
+    async def _move(
+        self, name: str, actor: str, detail: Mapping[str, Any] | None, context: Mapping[str, str]
+    ) -> str:
+        outer = self._pending
+        kwargs, dest = self._begin(name, actor, detail, context)
+        try:
+            moved = self._template.events[name].trigger(self._model, **kwargs)
+            done = await cast(Awaitable[bool], moved)  # an AsyncEvent: its trigger is a coroutine
+        finally:
+            self._pending = outer
+            self._changing = False
+        if not done:
+            raise self._not_applied(name)
+        return dest
+
+
+def build_machine(spec: MachineSpec, model: object | None = None, **options: Any) -> EntityMachine:
+    return EntityMachine(spec, model, **options)
+
+
+def build_async_machine(
+    spec: MachineSpec, model: object | None = None, **options: Any
+) -> AsyncEntityMachine:
+    return AsyncEntityMachine(spec, model, **options)
