@@ -102,6 +102,42 @@ def creation_ratio(small: int = 1_000, large: int = 100_000, rounds: int = 5) ->
     )
 
 
+def add_model_ratio(small: int = 1_000, large: int = 10_000) -> Ratio:
+    """For contrast, not a goal: one shared ``transitions.Machine`` with ``add_model`` per
+    entity, the way its docs suggest for many models (each call scans the model list)."""
+    spec = machines.load("effect")
+
+    def per_model(count: int) -> float:
+        machine = Machine(
+            model=None,
+            states=list(spec.states),
+            transitions=[
+                {"trigger": t.trigger, "source": t.source, "dest": t.dest} for t in spec.transitions
+            ],
+            initial=spec.initial,
+            auto_transitions=False,
+        )
+        models = [_Model() for _ in range(count)]
+        gc.collect()
+        start = time.perf_counter()
+        for model in models:
+            machine.add_model(model)
+        return (time.perf_counter() - start) / count
+
+    s, big = per_model(small), per_model(large)
+    return Ratio(
+        name=f"transitions add_model, {large:,} vs {small:,} models (contrast)",
+        candidate=f"per model at {large:,}",
+        baseline=f"per model at {small:,}",
+        ratio=big / s,
+        goal=None,
+        candidate_ns=big * 1e9,
+        baseline_ns=s * 1e9,
+        unit="model",
+        rounds=1,
+    )
+
+
 def memory_per_entity(count: int = 10_000) -> dict[str, float]:
     """Bytes per entity for ours and for one hand-built ``transitions.Machine`` each."""
     spec = machines.load("effect")
@@ -122,4 +158,9 @@ def memory_per_entity(count: int = 10_000) -> dict[str, float]:
 
 
 def run() -> list[Ratio]:
-    return [trigger_ratio(), creation_ratio()]
+    return [
+        trigger_ratio(),
+        creation_ratio(1_000, 10_000),
+        creation_ratio(1_000, 100_000),
+        add_model_ratio(),
+    ]

@@ -81,7 +81,7 @@ def _entered(entity: _Entity) -> None:
     (from on_enter and after callbacks)."""
     pending = entity._pending
     assert pending is not None, "a state was entered outside a trigger"
-    entity._recorder().record(*pending)
+    (entity._history or entity._recorder()).record(*pending)
     entity._changing = False
 
 
@@ -177,6 +177,7 @@ class _Entity(abc.ABC):
         "_clock",
         "_context",
         "_entity_id",
+        "_events",
         "_history",
         "_model",
         "_pending",
@@ -229,6 +230,7 @@ class _Entity(abc.ABC):
         self._clock = clock
         self._history: History | None = None  # created on first use: most entities are idle
         self._template = _template(spec, type(model), state_attr, hooks, self._asynchronous)
+        self._events = self._template.events
         self._pending: tuple[str, str, str, str, Mapping[str, str], Any] | None = None
         self._changing = False
 
@@ -367,7 +369,7 @@ class EntityMachine(_Entity):
             self._pending = (source, dest, name, actor, ctx, detail)
             self._changing = True
             try:
-                done = self._template.events[name].trigger(
+                done = self._events[name].trigger(
                     self._model, actor=actor, detail=detail, machine=self
                 )
             finally:
@@ -419,7 +421,7 @@ class AsyncEntityMachine(_Entity):
         outer = self._pending
         kwargs, dest = self._begin(name, actor, detail, context)
         try:
-            moved = self._template.events[name].trigger(self._model, **kwargs)
+            moved = self._events[name].trigger(self._model, **kwargs)
             done = await cast(Awaitable[bool], moved)  # an AsyncEvent: its trigger is a coroutine
         finally:
             self._pending = outer
