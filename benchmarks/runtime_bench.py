@@ -30,9 +30,9 @@ class _Model:
     pass
 
 
-def _hand_built(spec: machines.MachineSpec) -> Any:
-    model = _Model()
-    Machine(
+def _plain_machine(spec: machines.MachineSpec, model: object | None) -> Machine:
+    """What a ``transitions`` user writes by hand for the same states and edges."""
+    return Machine(
         model=model,
         states=list(spec.states),
         transitions=[
@@ -41,6 +41,11 @@ def _hand_built(spec: machines.MachineSpec) -> Any:
         initial=spec.initial,
         auto_transitions=False,
     )
+
+
+def _hand_built(spec: machines.MachineSpec) -> Any:
+    model = _Model()
+    _plain_machine(spec, model)
     return model
 
 

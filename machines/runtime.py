@@ -429,13 +429,3 @@ class AsyncEntityMachine(_Entity):
         if not done:
             raise self._not_applied(name)
         return dest
-
-
-def build_machine(spec: MachineSpec, model: object | None = None, **options: Any) -> EntityMachine:
-    return EntityMachine(spec, model, **options)
-
-
-def build_async_machine(
-    spec: MachineSpec, model: object | None = None, **options: Any
-) -> AsyncEntityMachine:
-    return AsyncEntityMachine(spec, model, **options)
