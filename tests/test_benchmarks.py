@@ -1,0 +1,41 @@
+"""The benchmark command stays runnable: its workloads are legal and its harness sane.
+(No timing is asserted here; ratios are reported by ``python -m benchmarks``.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.__main__ import main
+from benchmarks.harness import measure_ratio
+from benchmarks.workloads import every_transition
+
+
+def test_every_benchmark_move_is_legal() -> None:
+    moves = every_transition()
+    assert len({(m.machine.name, m.state, m.trigger, m.actor) for m in moves}) == len(moves)
+    for m in moves:
+        assert m.machine.step(m.state, m.trigger, actor=m.actor, **m.context) == m.dest
+
+
+def test_harness_reports_the_median_ratio() -> None:
+    work = list(range(2000))
+    ratio = measure_ratio(
+        "same",
+        ("a", lambda: sum(work)),
+        ("b", lambda: sum(work)),
+        units=len(work),
+        unit="item",
+        goal=None,
+        rounds=3,
+    )
+    assert ratio.rounds == 3 and ratio.meets_goal is None
+    assert 0 < ratio.ratio < 10 and ratio.candidate_ns > 0
+
+
+def test_step_suite_writes_json(tmp_path: Path, capsys: object) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["--only", "step", "--json", str(out)]) == 0
+    written = json.loads(out.read_text())
+    names = [r["name"] for r in written["results"]]
+    assert "step, context bound once" in names and all(r["ratio"] > 0 for r in written["results"])
