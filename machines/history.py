@@ -125,11 +125,13 @@ class History(HistoryView):
         context: Mapping[str, str] = NO_CONTEXT,
         detail: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one move, stamped by the clock. ``context`` and ``detail`` are copied
-        into read-only mappings unless they already are one (``Stepper.context`` is)."""
+        """Append one move, stamped by the clock. ``detail`` is always copied into a
+        read-only mapping (shallow). ``context`` is copied too unless it already is a
+        read-only mapping: pass one you never mutate underneath, such as
+        ``Stepper.context`` (that saves a copy per move on the hot path)."""
         if context.__class__ is not MappingProxyType:
             context = MappingProxyType(dict(context))
-        if detail is not None and detail.__class__ is not MappingProxyType:
+        if detail is not None:
             detail = MappingProxyType(dict(detail))
         self._records.append((source, dest, trigger, actor, detail, context, self._clock()))
 

@@ -59,3 +59,11 @@ def test_json_lines_round_trip() -> None:
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["seq"] for line in lines] == [1, 2, 3]
     assert TransitionEvent(**lines[0]) == filled()[0]
+
+
+def test_a_read_only_detail_is_still_copied() -> None:
+    underneath = {"result": "ok"}
+    history = History("m", "e", clock=lambda: 0.0)
+    history.record("a", "b", "t", "x", detail=MappingProxyType(underneath))
+    underneath["result"] = "rewritten later"
+    assert history[0].detail == {"result": "ok"}
