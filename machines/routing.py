@@ -99,6 +99,10 @@ class Router:
                     return dest
         raise self.refuse(state, trigger, actor, context)
 
+    @property
+    def triggers(self) -> frozenset[str]:
+        return self._triggers
+
     def bind(self, context: Mapping[str, str]) -> Stepper:
         """A step function for one fixed context, validated once: ``(state, trigger,
         actor) -> dest``. Every decision is precomputed into one dict; equal contexts get

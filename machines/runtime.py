@@ -242,7 +242,7 @@ class _Entity(abc.ABC):
 
     @property
     def model(self) -> object:
-        """The bound model (yours, or an internal holder when you passed none)."""
+        """The bound model: yours, or the entity itself when you passed none."""
         return self._model
 
     @property
@@ -263,22 +263,22 @@ class _Entity(abc.ABC):
         return self._recorder().view()
 
     def can(self, trigger: str, *, actor: str, **context: str) -> bool:
-        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes)."""
+        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes). A bad
+        context still raises ``ContextError``: that is a mistake, not a "no"."""
         try:
             self._decide(trigger, actor, context)
-        except (InvalidStateTransition, MachinesError):
+        except InvalidStateTransition:
             return False
         return True
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         """``m.execute(actor="proxy")`` is ``m.trigger("execute", actor="proxy")``."""
         spec = object.__getattribute__(self, "_spec")
-        if any(t.trigger == name for t in spec.transitions):
+        if name in spec.triggers:
             return partial(self.trigger, name)
-        triggers = sorted({t.trigger for t in spec.transitions})
         raise AttributeError(
             f"{type(self).__name__} of '{spec.name}' has no attribute or trigger '{name}'"
-            f"{suggest(name, triggers)}"
+            f"{suggest(name, sorted(spec.triggers))}"
         )
 
     def __repr__(self) -> str:

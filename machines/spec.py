@@ -243,6 +243,11 @@ class MachineSpec:
 
     # -- questions about the graph -------------------------------------------------------
 
+    @property
+    def triggers(self) -> frozenset[str]:
+        """Every trigger name of the machine."""
+        return self._router.triggers
+
     def is_terminal(self, state: str) -> bool:
         return self._state(state).terminal
 
