@@ -1,0 +1,140 @@
+"""SQL schema generated from a spec: the database itself refuses what the spec forbids.
+
+Per machine ``m``:
+
+- ``m_moves``: every legal (source, dest, trigger, actor) with the guard's context values
+  (NULL: any value), one row per admitted combination. Data, not code, so the triggers
+  below stay the same whatever the spec says.
+- ``m_entities``: one row per entity; ``state`` has a CHECK over the spec's states. A row
+  can only be inserted in the initial state with no moves, never deleted, and its state
+  (and move count) can only change together with a matching, legal history row.
+- ``m_history``: append-only (UPDATE and DELETE abort); an inserted event must be a legal
+  move by its actor under its context, continue the entity's history without a gap, and
+  start from the entity's current state.
+
+``sqlite_schema`` is what the SQLite store runs and what ``machines export --format sql``
+prints; the PostgreSQL dialect follows the same plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from machines.spec import MachineSpec
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _in_list(values: object) -> str:
+    return ", ".join(_quote(str(v)) for v in values)  # type: ignore[attr-defined]
+
+
+def legal_moves(spec: MachineSpec) -> list[tuple[str, str, str, str, tuple[str | None, ...]]]:
+    """(source, dest, trigger, actor, guard values per context variable) rows."""
+    variables = list(spec.context)
+    rows = []
+    for t in spec.transitions:
+        choices = [sorted(t.when[v]) if v in t.when else [None] for v in variables]
+        for actor in t.actors:
+            for values in itertools.product(*choices):
+                rows.append((t.source, t.dest, t.trigger, actor, tuple(values)))
+    return rows
+
+
+def sqlite_schema(spec: MachineSpec) -> str:
+    """The DDL (idempotent: IF NOT EXISTS everywhere) for one machine on SQLite."""
+    m = spec.name
+    variables = list(spec.context)
+    ctx_columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
+    ctx_names = "".join(f", ctx_{v}" for v in variables)
+    ctx_match = "".join(
+        f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = json_extract(NEW.context, '$.{v}'))"
+        for v in variables
+    )
+    states = _in_list(spec.states)
+    moves = ",\n  ".join(
+        "("
+        + ", ".join(
+            [_quote(s), _quote(d), _quote(tr), _quote(a)]
+            + ["NULL" if x is None else _quote(x) for x in values]
+        )
+        + ")"
+        for s, d, tr, a, values in legal_moves(spec)
+    )
+    abort = f"SELECT RAISE(ABORT, '{m}:"
+    return f"""-- machine '{m}': generated from the spec by machines; do not edit by hand
+CREATE TABLE IF NOT EXISTS {m}_moves (
+  source TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  trigger TEXT NOT NULL,
+  actor TEXT NOT NULL{ctx_columns}
+);
+INSERT INTO {m}_moves (source, dest, trigger, actor{ctx_names})
+SELECT * FROM (VALUES
+  {moves}
+) WHERE NOT EXISTS (SELECT 1 FROM {m}_moves);
+CREATE TRIGGER IF NOT EXISTS {m}_moves_frozen_update BEFORE UPDATE ON {m}_moves
+BEGIN {abort} the legal moves come from the spec and never change'); END;
+CREATE TRIGGER IF NOT EXISTS {m}_moves_frozen_delete BEFORE DELETE ON {m}_moves
+BEGIN {abort} the legal moves come from the spec and never change'); END;
+
+CREATE TABLE IF NOT EXISTS {m}_entities (
+  key TEXT PRIMARY KEY,
+  state TEXT NOT NULL CHECK (state IN ({states})),
+  context TEXT NOT NULL DEFAULT '{{}}',
+  data TEXT NOT NULL DEFAULT '{{}}',
+  scope TEXT,
+  ordinal INTEGER NOT NULL,
+  moves INTEGER NOT NULL DEFAULT 0 CHECK (moves >= 0),
+  version INTEGER NOT NULL DEFAULT 1,
+  created_at REAL NOT NULL,
+  updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {m}_entities_scope ON {m}_entities (scope, ordinal);
+CREATE UNIQUE INDEX IF NOT EXISTS {m}_entities_ordinal ON {m}_entities (ordinal);
+CREATE TRIGGER IF NOT EXISTS {m}_entities_start BEFORE INSERT ON {m}_entities
+WHEN NEW.state IS NOT {_quote(spec.initial)} OR NEW.moves IS NOT 0
+BEGIN {abort} an entity starts in {spec.initial} with no moves'); END;
+CREATE TRIGGER IF NOT EXISTS {m}_entities_no_delete BEFORE DELETE ON {m}_entities
+BEGIN {abort} entities are never deleted'); END;
+CREATE TRIGGER IF NOT EXISTS {m}_entities_fixed BEFORE UPDATE OF key, context, scope, ordinal
+ON {m}_entities
+WHEN NEW.key IS NOT OLD.key OR NEW.context IS NOT OLD.context OR NEW.scope IS NOT OLD.scope
+  OR NEW.ordinal IS NOT OLD.ordinal
+BEGIN {abort} key, context, scope and ordinal never change'); END;
+CREATE TRIGGER IF NOT EXISTS {m}_entities_legal_move BEFORE UPDATE ON {m}_entities
+WHEN (NEW.state IS NOT OLD.state OR NEW.moves IS NOT OLD.moves)
+  AND NOT (NEW.moves = OLD.moves + 1 AND EXISTS (
+    SELECT 1 FROM {m}_history h
+    WHERE h.entity = NEW.key AND h.seq = NEW.moves AND h.source = OLD.state
+      AND h.dest = NEW.state))
+BEGIN {abort} a state change needs its legal history event (illegal UPDATE refused)'); END;
+
+CREATE TABLE IF NOT EXISTS {m}_history (
+  entity TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  trigger TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  detail TEXT,
+  context TEXT NOT NULL,
+  at REAL NOT NULL,
+  PRIMARY KEY (entity, seq)
+);
+CREATE TRIGGER IF NOT EXISTS {m}_history_no_update BEFORE UPDATE ON {m}_history
+BEGIN {abort} history is append-only (UPDATE refused)'); END;
+CREATE TRIGGER IF NOT EXISTS {m}_history_no_delete BEFORE DELETE ON {m}_history
+BEGIN {abort} history is append-only (DELETE refused)'); END;
+CREATE TRIGGER IF NOT EXISTS {m}_history_legal BEFORE INSERT ON {m}_history
+WHEN NOT EXISTS (
+    SELECT 1 FROM {m}_moves mv
+    WHERE mv.source = NEW.source AND mv.dest = NEW.dest AND mv.trigger = NEW.trigger
+      AND mv.actor = NEW.actor{ctx_match})
+  OR NOT EXISTS (
+    SELECT 1 FROM {m}_entities e
+    WHERE e.key = NEW.entity AND e.state = NEW.source AND e.moves + 1 = NEW.seq)
+BEGIN {abort} not a legal next move of this entity (the spec forbids it)'); END;
+"""

@@ -1,0 +1,147 @@
+"""What every store shares: the row type, the errors, the protocol, the move rules.
+
+A store keeps, per machine, one row per entity (keyed by its idempotency key / call
+signature / id) and that entity's append-only history. Rows are only ever created in the
+machine's initial state and only ever change state through ``Transaction.move``, which
+decides the move with the spec (``spec.step``), checks that nobody wrote the row since it
+was read (compare-and-set on ``version``: the fencing token), and writes the new state and
+its history event in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from machines.errors import MachinesError
+from machines.history import TransitionEvent
+from machines.spec import MachineSpec
+
+
+class StoreError(MachinesError):
+    """The store cannot do what was asked (bad URL, broken database, unknown machine)."""
+
+
+class StaleWrite(StoreError):
+    """The row changed since it was read: a concurrent writer, or a lease taken over.
+    Nothing was written; re-read and decide again."""
+
+
+class RecordExists(StoreError):
+    """A row with this key exists but belongs to another scope or context."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One entity as stored. ``version`` grows on every write and fences writers."""
+
+    machine: str
+    key: str
+    state: str
+    context: Mapping[str, str]
+    data: Mapping[str, Any]
+    scope: str | None
+    ordinal: int  # creation order within the machine (LIFO compensation sorts on it)
+    moves: int  # number of state changes = length of the history
+    version: int
+    created_at: float
+    updated_at: float
+
+
+class Transaction(Protocol):
+    """One atomic unit of work. Leaving the ``with`` block by an exception rolls it back."""
+
+    def insert(
+        self,
+        machine: str,
+        key: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        data: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> tuple[Row, bool]:
+        """Create the row in the initial state, or return the existing one: ``(row,
+        created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``)."""
+
+    def get(self, machine: str, key: str) -> Row | None: ...
+
+    def move(
+        self,
+        row: Row,
+        trigger: str,
+        *,
+        actor: str,
+        context: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        """Fire ``trigger`` on ``row`` (as read at ``row.version``): the new row.
+
+        Raises ``InvalidStateTransition`` when the spec refuses, ``StaleWrite`` when the
+        row changed since it was read. ``data`` replaces the row's data when given."""
+
+    def update(self, row: Row, data: Mapping[str, Any]) -> Row:
+        """Replace the data of ``row`` (as read) without a state change; ``StaleWrite``
+        when it changed since."""
+
+    def history(self, machine: str, key: str) -> list[TransitionEvent]: ...
+
+    def scope(self, machine: str, scope: str) -> list[Row]:
+        """Rows of one scope (a session, a request), oldest first."""
+
+
+class Store(Protocol):
+    url: str
+
+    def transaction(self) -> AbstractContextManager[Transaction]: ...
+
+    def specs(self) -> Mapping[str, MachineSpec]: ...
+
+    def close(self) -> None: ...
+
+
+def decide_move(
+    specs: Mapping[str, MachineSpec],
+    row: Row,
+    trigger: str,
+    actor: str,
+    context: Mapping[str, str] | None,
+) -> tuple[str, Mapping[str, str]]:
+    """The destination and full context of a move, decided by the spec; raises
+    ``InvalidStateTransition`` / ``ContextError`` exactly as ``spec.step`` does."""
+    spec = spec_for(specs, row.machine)
+    full = MappingProxyType({**row.context, **context}) if context else row.context
+    return spec.step(row.state, trigger, actor=actor, **full), full
+
+
+def spec_for(specs: Mapping[str, MachineSpec], machine: str) -> MachineSpec:
+    try:
+        return specs[machine]
+    except KeyError:
+        raise StoreError(
+            f"this store has no machine '{machine}'; it has: {', '.join(sorted(specs))}"
+        ) from None
+
+
+def encode(value: Mapping[str, Any] | None) -> str:
+    """JSON for a data, context or detail column; refuses what JSON cannot hold."""
+    try:
+        return json.dumps(dict(value or {}), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store {value!r} as JSON: {exc}") from exc
+
+
+def decode(text: str | None) -> Mapping[str, Any]:
+    return MappingProxyType(json.loads(text)) if text else MappingProxyType({})
+
+
+def frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+def rows_in_order(rows: Iterator[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: r.ordinal)
