@@ -85,3 +85,46 @@ class InvalidStateTransition(MachinesError):
 
 class InvalidNodeState(MachinesError, ValueError):
     """A node handed to the request derivation is not in a state the node machine defines."""
+
+
+class EffectError(MachinesError):
+    """How an effect under an idempotency key stands, when that is not a result."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class EffectFailed(EffectError):
+    """The effect provably did not happen; the recorded error is replayed to every caller."""
+
+    def __init__(self, key: str, error_type: str, error_message: str) -> None:
+        self.error_type = error_type
+        self.error_message = error_message
+        super().__init__(key, f"effect '{key}' failed: {error_type}: {error_message}")
+
+
+class EffectIndeterminate(EffectError):
+    """Nobody can tell whether the effect happened. It is parked: nothing runs it again
+    until a caller reclaims it or a person decides at the gate."""
+
+    def __init__(self, key: str, reason: str, *, gate_open: bool = False) -> None:
+        self.reason = reason
+        self.gate_open = gate_open
+        hint = (
+            "a person decides at the gate (decide)"
+            if gate_open
+            else "reclaim it if repeating is safe, or decide it"
+        )
+        super().__init__(key, f"effect '{key}' is indeterminate ({reason}); {hint}")
+
+
+class EffectInProgress(EffectError):
+    """Another worker holds a live lease on the key; try again later."""
+
+    def __init__(self, key: str, owner: str, lease_until: float) -> None:
+        self.owner = owner
+        self.lease_until = lease_until
+        super().__init__(
+            key, f"effect '{key}' is running under {owner}'s lease until {lease_until:.3f}"
+        )

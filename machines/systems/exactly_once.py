@@ -1,0 +1,311 @@
+"""The exactly-once executor (seed 004): run an effect at most once per idempotency key.
+
+Life of a key, on the ``outcome`` machine:
+
+1. **Claim.** The first caller inserts the key ``in_flight`` with its lease (owner, expiry)
+   in a durable transaction *before* running anything. Later callers get the recorded
+   result (``succeeded``), the recorded error (``failed``), ``EffectIndeterminate``
+   (parked) or ``EffectInProgress`` (a live lease elsewhere). A key whose lease expired was
+   abandoned mid-run: its holder may have run the effect, so it is parked, never re-run.
+2. **Run.** The holder calls the effect. Retries happen here, inside ``in_flight`` under the
+   one lease, and only after an error the classifier says proves the effect did not happen.
+3. **Settle.** A result is stored (``succeed``); an error classified as "did not happen"
+   is stored (``fail``); anything else (an unknown error, a timeout after sending, a lost
+   lease, a failed store write, an unstorable result, a crash) ends ``indeterminate``.
+   Writes are fenced by the row version taken with the claim: a holder whose lease was
+   taken over cannot write a result.
+4. **Leave indeterminate** only explicitly: ``reclaim`` (the caller declares the effect safe
+   to repeat; the next ``run`` executes it again) or ``decide`` (a person answers the gate).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from machines.errors import EffectFailed, EffectIndeterminate, EffectInProgress, MachinesError
+from machines.history import Clock
+from machines.store.records import Row, StaleWrite, Store, StoreError, Transaction
+
+MACHINE = "outcome"
+
+
+class Verdict(StrEnum):
+    """What an exception proves about the effect."""
+
+    RETRY = "retry"  # it did not happen and may succeed if tried again (within the lease)
+    FAILED = "failed"  # it did not happen and will not
+    INDETERMINATE = "indeterminate"  # it may have happened
+
+
+Classifier = Callable[[BaseException], Verdict]
+
+
+def fail_closed(error: BaseException) -> Verdict:
+    """The default classifier: no exception proves anything, so every one is indeterminate."""
+    return Verdict.INDETERMINATE
+
+
+def not_sent(
+    *failed: type[BaseException], retry: tuple[type[BaseException], ...] = ()
+) -> Classifier:
+    """A classifier from exception types the caller knows are raised *before* sending:
+    ``retry`` types may be tried again, ``failed`` types end the key failed; everything
+    else stays indeterminate."""
+
+    def classify(error: BaseException) -> Verdict:
+        if isinstance(error, retry):
+            return Verdict.RETRY
+        if isinstance(error, failed):
+            return Verdict.FAILED
+        return Verdict.INDETERMINATE
+
+    return classify
+
+
+@dataclass(frozen=True)
+class _Replay:
+    value: Any
+
+
+class ExactlyOnce:
+    """``ExactlyOnce(store).run(key, fn)``: ``fn`` runs at most once per ``key`` (plus once
+    per explicit ``reclaim``); every later call replays what was recorded."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        classify: Classifier = fail_closed,
+        retries: int = 0,
+        lease_seconds: float = 30.0,
+        on_indeterminate: Literal["fail", "gate"] = "fail",
+        clock: Clock = time.time,
+        worker: str | None = None,
+    ) -> None:
+        if on_indeterminate not in ("fail", "gate"):
+            raise MachinesError(
+                f"on_indeterminate must be 'fail' or 'gate', not {on_indeterminate!r}"
+            )
+        if retries < 0 or lease_seconds <= 0:
+            raise MachinesError("retries must be >= 0 and lease_seconds > 0")
+        if MACHINE not in store.specs():
+            raise MachinesError(f"the store has no '{MACHINE}' machine")
+        self.store = store
+        self.classify = classify
+        self.retries = retries
+        self.lease_seconds = lease_seconds
+        self.on_indeterminate = on_indeterminate
+        self.clock = clock
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    # -- the two ways to run ------------------------------------------------------------
+
+    def run(self, key: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` for ``key`` at most once; replay the recorded outcome otherwise."""
+        claim = self._claim(key)
+        if isinstance(claim, _Replay):
+            return claim.value
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                value = fn()
+            except BaseException as error:
+                self._after_error(claim, attempt, error)  # returns only to retry
+                continue
+            return self._after_value(claim, attempt, value)
+
+    async def arun(self, key: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``run`` for async callables: ``await eo.arun(key, lambda: charge(card))``."""
+        claim = self._claim(key)
+        if isinstance(claim, _Replay):
+            return claim.value
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                value = await fn()
+            except BaseException as error:
+                self._after_error(claim, attempt, error)
+                continue
+            return self._after_value(claim, attempt, value)
+
+    # -- the explicit ways out of indeterminate -----------------------------------------
+
+    def reclaim(self, key: str, *, by: str, reason: str) -> None:
+        """Declare the effect safe to repeat: the key goes back ``in_flight`` with no
+        holder, and the next ``run`` executes ``fn`` again under a fresh claim."""
+        with self.store.transaction() as tx:
+            row = self._existing(tx, key)
+            data = {
+                **row.data,
+                "owner": None,
+                "lease_until": None,
+                "reclaims": row.data.get("reclaims", 0) + 1,
+                "gate": None,
+            }
+            tx.move(row, "reclaim", actor="caller", detail={"by": by, "reason": reason}, data=data)
+
+    def decide(self, key: str, *, landed: bool, by: str, reason: str, result: Any = None) -> None:
+        """A person's answer to "did this land?": ``landed`` records ``result`` as the
+        outcome (later callers get it); otherwise the key fails with the decision as its
+        error."""
+        with self.store.transaction() as tx:
+            row = self._existing(tx, key)
+            gate = {
+                **(row.data.get("gate") or {}),
+                "state": "decided",
+                "landed": landed,
+                "by": by,
+                "reason": reason,
+                "decided_at": self.clock(),
+            }
+            detail = {"by": by, "reason": reason}
+            if landed:
+                tx.move(
+                    row,
+                    "decide_landed",
+                    actor="operator",
+                    detail=detail,
+                    data={**row.data, "gate": gate, "result": result},
+                )
+            else:
+                error = {
+                    "type": "GateDecision",
+                    "message": f"{by} decided it did not land: {reason}",
+                }
+                tx.move(
+                    row,
+                    "decide_not_landed",
+                    actor="operator",
+                    detail=detail,
+                    data={**row.data, "gate": gate, "error": error},
+                )
+
+    def outcome(self, key: str) -> Row | None:
+        """The stored row of ``key`` (state, data: result, error, lease, gate), if any."""
+        with self.store.transaction() as tx:
+            return tx.get(MACHINE, key)
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _existing(self, tx: Transaction, key: str) -> Row:
+        row = tx.get(MACHINE, key)
+        if row is None:
+            raise MachinesError(f"no effect is recorded under key '{key}'")
+        return row
+
+    def _lease(self) -> dict[str, Any]:
+        return {"owner": self.worker, "lease_until": self.clock() + self.lease_seconds}
+
+    def _claim(self, key: str) -> Row | _Replay:
+        """Take the key (durably, before anything runs) or report what is recorded."""
+        parked: EffectIndeterminate | None = None
+        with self.store.transaction() as tx:
+            row, created = tx.insert(
+                MACHINE, key, data={**self._lease(), "runs": 1, "attempts": 0, "reclaims": 0}
+            )
+            if created:
+                return row
+            if row.state == "succeeded":
+                return _Replay(row.data.get("result"))
+            if row.state == "failed":
+                error = row.data.get("error") or {}
+                raise EffectFailed(key, error.get("type", "?"), error.get("message", ""))
+            if row.state == "indeterminate":
+                raise self._indeterminate(row, row.data.get("reason", "parked"))
+            owner, until = row.data.get("owner"), row.data.get("lease_until")
+            if owner is None:  # reclaimed: free for a fresh claim
+                return tx.update(
+                    row,
+                    {
+                        **row.data,
+                        **self._lease(),
+                        "runs": row.data.get("runs", 0) + 1,
+                        "attempts": 0,
+                    },
+                )
+            if until is not None and until > self.clock():
+                raise EffectInProgress(key, owner, until)
+            reason = f"the lease of {owner} expired before a result was stored"
+            row = self._park(tx, row, reason)
+            parked = self._indeterminate(row, reason)
+        raise parked
+
+    def _after_error(self, claim: Row, attempt: int, error: BaseException) -> None:
+        """Retry (return), or settle the key and raise what the caller must see."""
+        verdict = self.classify(error) if isinstance(error, Exception) else Verdict.INDETERMINATE
+        lease_left = self.clock() < claim.data["lease_until"]
+        if verdict is Verdict.RETRY and attempt <= self.retries and lease_left:
+            return
+        if verdict in (Verdict.RETRY, Verdict.FAILED):
+            message = str(error) or type(error).__name__
+            recorded = {"type": type(error).__name__, "message": message}
+            try:
+                self._settle(
+                    claim,
+                    "fail",
+                    {"error": recorded, "attempts": attempt},
+                    {"attempts": attempt, "error": recorded["type"]},
+                )
+            except (StaleWrite, StoreError) as store_error:
+                raise self._park_after_write_failure(claim, store_error) from error
+            raise EffectFailed(claim.key, recorded["type"], message) from error
+        reason = f"{type(error).__name__} after the effect was started: {error}"
+        parked = self._park_quietly(claim, reason)
+        if not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, SystemExit, CancelledError: parked, then re-raised
+        raise parked from error
+
+    def _after_value(self, claim: Row, attempt: int, value: Any) -> Any:
+        try:
+            self._settle(
+                claim, "succeed", {"result": value, "attempts": attempt}, {"attempts": attempt}
+            )
+        except StaleWrite as lost:
+            raise self._indeterminate(
+                claim, f"the lease was lost before the result was stored ({lost})"
+            ) from lost
+        except StoreError as failed:
+            raise self._park_after_write_failure(claim, failed) from failed
+        return value
+
+    def _settle(
+        self, claim: Row, trigger: str, fields: Mapping[str, Any], detail: Mapping[str, Any]
+    ) -> None:
+        with self.store.transaction() as tx:
+            data = {**claim.data, **fields, "owner": None, "lease_until": None}
+            tx.move(
+                claim, trigger, actor="worker", detail={"worker": self.worker, **detail}, data=data
+            )
+
+    def _park(self, tx: Transaction, row: Row, reason: str) -> Row:
+        data: dict[str, Any] = {**row.data, "owner": None, "lease_until": None, "reason": reason}
+        if self.on_indeterminate == "gate":
+            data["gate"] = {"state": "open", "opened_at": self.clock()}
+        return tx.move(
+            row, "park", actor="worker", detail={"worker": self.worker, "reason": reason}, data=data
+        )
+
+    def _park_quietly(self, claim: Row, reason: str) -> EffectIndeterminate:
+        """Park our own claim; if even that write fails, the expired lease will park it."""
+        try:
+            with self.store.transaction() as tx:
+                row = self._park(tx, claim, reason)
+            return self._indeterminate(row, reason)
+        except (StaleWrite, StoreError) as store_error:
+            return self._indeterminate(claim, f"{reason}; parking failed too ({store_error})")
+
+    def _park_after_write_failure(self, claim: Row, failure: Exception) -> EffectIndeterminate:
+        return self._park_quietly(claim, f"the outcome could not be stored: {failure}")
+
+    def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
+        gate = row.data.get("gate") or {}
+        return EffectIndeterminate(row.key, reason, gate_open=gate.get("state") == "open")
