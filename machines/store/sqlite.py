@@ -69,11 +69,13 @@ class SQLiteStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
+                # check_same_thread=False only so that close() can close every thread's
+                # connection; each connection is used by its own thread alone.
                 conn = sqlite3.connect(
                     self.path,
                     timeout=self._busy_timeout,
                     isolation_level=None,
-                    check_same_thread=True,
+                    check_same_thread=False,
                 )
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc

@@ -1,0 +1,236 @@
+"""The store contract, on memory and SQLite alike, and what the SQLite database refuses
+on its own (raw SQL, no Python in the way)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import machines
+from machines.errors import ContextError, InvalidStateTransition
+from machines.store import RecordExists, StaleWrite, Store, StoreError, open_store
+from machines.store.ddl import sqlite_schema
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/s.db"
+    opened = open_store(url, clock=lambda: 1000.0)
+    yield opened
+    opened.close()
+
+
+def compensable(store: Store, key: str = "sig-1", scope: str | None = "session-1") -> None:
+    with store.transaction() as tx:
+        tx.insert("effect", key, context={"tier": "compensable"}, scope=scope)
+
+
+class TestContract:
+    def test_insert_starts_in_the_initial_state_and_never_overwrites(self, store: Store) -> None:
+        with store.transaction() as tx:
+            row, created = tx.insert(
+                "effect", "k", context={"tier": "compensable"}, data={"tool": "charge"}, scope="s"
+            )
+            assert created and row.state == "pending" and row.moves == 0 and row.version == 1
+            again, created_again = tx.insert(
+                "effect", "k", context={"tier": "compensable"}, data={"tool": "other"}, scope="s"
+            )
+            assert not created_again and again.data == {"tool": "charge"}
+
+    def test_same_key_in_another_scope_or_context_is_refused(self, store: Store) -> None:
+        compensable(store, "k", "s")
+        for scope, tier in (("t", "compensable"), ("s", "irreversible")):
+            with pytest.raises(RecordExists), store.transaction() as tx:
+                tx.insert("effect", "k", context={"tier": tier}, scope=scope)
+
+    def test_move_records_state_and_history_together(self, store: Store) -> None:
+        compensable(store)
+        with store.transaction() as tx:
+            row = tx.get("effect", "sig-1")
+            assert row is not None
+            row = tx.move(row, "execute", actor="proxy", detail={"by": "proxy-1"})
+            row = tx.move(row, "commit", actor="proxy", data={"result": [1, 2]})
+        with store.transaction() as tx:
+            events = tx.history("effect", "sig-1")
+            stored = tx.get("effect", "sig-1")
+        assert stored is not None and stored.state == "committed" and stored.moves == 2
+        assert stored.data == {"result": [1, 2]}
+        assert [(e.seq, e.source, e.dest, e.trigger, e.actor) for e in events] == [
+            (1, "pending", "executing", "execute", "proxy"),
+            (2, "executing", "committed", "commit", "proxy"),
+        ]
+        assert events[0].detail == {"by": "proxy-1"} and events[0].context == {
+            "tier": "compensable"
+        }
+
+    def test_illegal_move_writes_nothing(self, store: Store) -> None:
+        compensable(store)
+        with store.transaction() as tx:
+            row = tx.get("effect", "sig-1")
+            assert row is not None
+            with pytest.raises(InvalidStateTransition, match="must execute before"):
+                tx.move(row, "commit", actor="proxy")
+            with pytest.raises(InvalidStateTransition, match="may not fire"):
+                tx.move(row, "execute", actor="human")
+        with store.transaction() as tx:
+            assert tx.history("effect", "sig-1") == []
+            assert tx.get("effect", "sig-1") == row
+
+    def test_stale_row_is_fenced(self, store: Store) -> None:
+        compensable(store)
+        with store.transaction() as tx:
+            old = tx.get("effect", "sig-1")
+            assert old is not None
+            tx.update(old, {"lease": "mine"})
+            with pytest.raises(StaleWrite):
+                tx.move(old, "execute", actor="proxy")
+            with pytest.raises(StaleWrite):
+                tx.update(old, {"lease": "theirs"})
+
+    def test_an_exception_rolls_the_whole_transaction_back(self, store: Store) -> None:
+        compensable(store, "a")
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            row = tx.get("effect", "a")
+            assert row is not None
+            tx.move(row, "execute", actor="proxy")
+            tx.insert("effect", "b", context={"tier": "compensable"})
+            raise RuntimeError("crash between writes")
+        with store.transaction() as tx:
+            row = tx.get("effect", "a")
+            assert row is not None and row.state == "pending" and row.moves == 0
+            assert tx.history("effect", "a") == [] and tx.get("effect", "b") is None
+
+    def test_scope_lists_rows_in_creation_order(self, store: Store) -> None:
+        for key in ("third", "first", "second"):
+            compensable(store, key, "s1")
+        compensable(store, "elsewhere", "s2")
+        with store.transaction() as tx:
+            assert [r.key for r in tx.scope("effect", "s1")] == ["third", "first", "second"]
+
+    def test_bad_context_and_data_are_refused(self, store: Store) -> None:
+        with pytest.raises(ContextError, match="tier=safe is refused"), store.transaction() as tx:
+            tx.insert("effect", "k", context={"tier": "safe"})
+        with pytest.raises(StoreError, match="as JSON"), store.transaction() as tx:
+            tx.insert("effect", "k", context={"tier": "compensable"}, data={"x": object()})
+        with store.transaction() as tx:
+            assert tx.get("effect", "k") is None
+
+    def test_unknown_machine_is_named(self, store: Store) -> None:
+        with pytest.raises(StoreError, match="no machine 'invoice'"), store.transaction() as tx:
+            tx.get("invoice", "k")
+
+
+def test_unknown_store_url_is_refused() -> None:
+    with pytest.raises(StoreError, match="unsupported store URL"):
+        open_store("redis://localhost")
+    with pytest.raises(StoreError, match="needs a file path"):
+        open_store("sqlite:///")
+
+
+class TestTheDatabaseRefusesOnItsOwn:
+    """Raw SQL against the generated schema: the triggers, not the Python, say no."""
+
+    @pytest.fixture
+    def db(self, tmp_path: Path) -> Iterator[sqlite3.Connection]:
+        store = open_store(f"sqlite:///{tmp_path}/raw.db")
+        compensable(store)
+        with store.transaction() as tx:
+            row = tx.get("effect", "sig-1")
+            assert row is not None
+            tx.move(row, "execute", actor="proxy")
+        store.close()
+        conn = sqlite3.connect(tmp_path / "raw.db", isolation_level=None)
+        yield conn
+        conn.close()
+
+    @pytest.mark.parametrize(
+        ("sql", "why"),
+        [
+            ("UPDATE effect_entities SET state = 'committed'", "needs its legal history event"),
+            (
+                "UPDATE effect_entities SET state = 'compensated', moves = 2",
+                "needs its legal history event",
+            ),
+            ("UPDATE effect_entities SET moves = 5", "needs its legal history event"),
+            ('UPDATE effect_entities SET context = \'{"tier": "irreversible"}\'', "never change"),
+            ("DELETE FROM effect_entities", "never deleted"),
+            (
+                "INSERT INTO effect_entities (key, state, ordinal, created_at, updated_at) "
+                "VALUES ('x', 'committed', 99, 0, 0)",
+                "starts in pending",
+            ),
+            ("UPDATE effect_history SET actor = 'human'", "append-only"),
+            ("DELETE FROM effect_history", "append-only"),
+            (
+                "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'approved', "
+                "'approve', "
+                "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
+                "not a legal next move",
+            ),
+            (
+                "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', "
+                "'commit', "
+                "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
+                "not a legal next move",
+            ),
+            (
+                "INSERT INTO effect_history VALUES ('sig-1', 7, 'executing', 'committed', "
+                "'commit', "
+                "'proxy', NULL, '{\"tier\": \"compensable\"}', 0)",
+                "not a legal next move",
+            ),
+            ("DELETE FROM effect_moves", "never change"),
+            (
+                "INSERT INTO effect_entities (key, state, ordinal, created_at, updated_at) "
+                "VALUES ('y', 'limbo', 98, 0, 0)",
+                "starts in pending",
+            ),
+        ],
+    )
+    def test_raw_sql_is_refused(self, db: sqlite3.Connection, sql: str, why: str) -> None:
+        with pytest.raises(sqlite3.DatabaseError, match=why):
+            db.execute(sql)
+        state, moves = db.execute("SELECT state, moves FROM effect_entities").fetchone()
+        assert (state, moves) == ("executing", 1)
+        assert db.execute("SELECT count(*) FROM effect_history").fetchone() == (1,)
+
+    def test_a_legal_move_in_raw_sql_is_accepted(self, db: sqlite3.Connection) -> None:
+        """The triggers encode the spec, not a blanket ban: history first, then the state."""
+        db.execute("BEGIN")
+        db.execute(
+            "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', "
+            "'commit', 'proxy', NULL, '{\"tier\": \"compensable\"}', 0)"
+        )
+        db.execute("UPDATE effect_entities SET state = 'committed', moves = 2")
+        db.execute("COMMIT")
+        assert db.execute("SELECT state FROM effect_entities").fetchone() == ("committed",)
+
+
+def test_database_made_for_another_spec_version_is_refused(tmp_path: Path) -> None:
+    open_store(f"sqlite:///{tmp_path}/v.db").close()
+    spec = machines.load("outcome")
+    source = (spec.path or Path()).read_text()
+    changed = tmp_path / "spec"
+    changed.mkdir()
+    (changed / "outcome.yaml").write_text(
+        source.replace("  - trigger: park\n", "  - trigger: park\n    evidence: none\n")
+    )  # moves unchanged
+    assert machines.load(changed / "outcome.yaml")  # still valid, same moves: accepted
+    open_store(f"sqlite:///{tmp_path}/v.db", [machines.load(changed / "outcome.yaml")]).close()
+    (changed / "outcome.yaml").write_text(
+        source.replace("    actor: caller\n", "    actor: [caller, operator]\n")
+    )
+    with pytest.raises(StoreError, match="another version of its spec"):
+        open_store(f"sqlite:///{tmp_path}/v.db", [machines.load(changed / "outcome.yaml")])
+
+
+def test_generated_schema_names_every_state_and_legal_move() -> None:
+    spec = machines.load("effect")
+    ddl = sqlite_schema(spec)
+    states = ", ".join(f"'{state}'" for state in spec.states)
+    assert f"state TEXT NOT NULL CHECK (state IN ({states}))" in ddl
+    assert "('pending', 'executing', 'execute', 'proxy', 'compensable')" in ddl
+    assert "('pending', 'replayed', 'replay', 'engine', NULL)" in ddl
