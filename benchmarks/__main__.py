@@ -9,10 +9,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks import runtime_bench, step_bench
+from benchmarks import runtime_bench, step_bench, store_bench
 from benchmarks.harness import Ratio
 
-SUITES = {"step": step_bench.run, "runtime": runtime_bench.run}
+SUITES = {"step": step_bench.run, "runtime": runtime_bench.run, "store": store_bench.run}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +51,8 @@ def format_table(results: list[Ratio]) -> str:
     rows = [("benchmark", "candidate / baseline", "ratio", "goal", "", "per unit")]
     for r in results:
         verdict = "" if r.meets_goal is None else ("ok" if r.meets_goal else "MISSED")
-        goal = "" if r.goal is None else f"<= {r.goal:g}x"
+        sign = ">=" if r.higher_is_better else "<="
+        goal = "" if r.goal is None else f"{sign} {r.goal:g}x"
         per_unit = f"{r.candidate_ns:,.0f} ns vs {r.baseline_ns:,.0f} ns per {r.unit}"
         rows.append(
             (r.name, f"{r.candidate} / {r.baseline}", f"{r.ratio:.2f}x", goal, verdict, per_unit)

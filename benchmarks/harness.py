@@ -24,10 +24,13 @@ class Ratio:
     baseline_ns: float
     unit: str
     rounds: int
+    higher_is_better: bool = False  # throughput ratios: candidate per second / baseline's
 
     @property
     def meets_goal(self) -> bool | None:
-        return None if self.goal is None else self.ratio <= self.goal
+        if self.goal is None:
+            return None
+        return self.ratio >= self.goal if self.higher_is_better else self.ratio <= self.goal
 
 
 def _time(fn: Callable[[], object]) -> float:
@@ -70,4 +73,40 @@ def measure_ratio(
         baseline_ns=statistics.median(base_times) / units * 1e9,
         unit=unit,
         rounds=rounds,
+    )
+
+
+def throughput_ratio(
+    name: str,
+    candidate: tuple[str, Callable[[], float]],
+    baseline: tuple[str, Callable[[], float]],
+    *,
+    units: int,
+    unit: str,
+    goal: float | None,
+    rounds: int = 5,
+) -> Ratio:
+    """Like ``measure_ratio`` for work that times itself (each call returns its seconds,
+    setup excluded); the ratio is candidate throughput over baseline throughput."""
+    (cand_name, cand), (base_name, base) = candidate, baseline
+    ratios, cand_times, base_times = [], [], []
+    for i in range(rounds):
+        if i % 2:
+            b, c = base(), cand()
+        else:
+            c, b = cand(), base()
+        ratios.append(b / c)
+        cand_times.append(c)
+        base_times.append(b)
+    return Ratio(
+        name=name,
+        candidate=cand_name,
+        baseline=base_name,
+        ratio=statistics.median(ratios),
+        goal=goal,
+        candidate_ns=statistics.median(cand_times) / units * 1e9,
+        baseline_ns=statistics.median(base_times) / units * 1e9,
+        unit=unit,
+        rounds=rounds,
+        higher_is_better=True,
     )

@@ -39,3 +39,21 @@ def test_step_suite_writes_json(tmp_path: Path, capsys: object) -> None:
     written = json.loads(out.read_text())
     names = [r["name"] for r in written["results"]]
     assert "step, context bound once" in names and all(r["ratio"] > 0 for r in written["results"])
+
+
+def test_store_benchmark_sides_do_the_same_work(tmp_path: Path) -> None:
+    """Both sides of the claims/s ratio end with every key succeeded."""
+    import sqlite3
+
+    from benchmarks import store_bench
+
+    conn = store_bench._raw_connection(tmp_path / "raw.db")
+    store_bench._raw_one_transaction(conn, "k")
+    store_bench._raw_two_transactions(conn, "j")
+    assert conn.execute("SELECT key, state FROM outcome ORDER BY key").fetchall() == [
+        ("j", "succeeded"),
+        ("k", "succeeded"),
+    ]
+    assert isinstance(conn, sqlite3.Connection)
+    seconds = store_bench._ours(1)()
+    assert seconds > 0

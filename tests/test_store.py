@@ -158,8 +158,8 @@ class TestTheDatabaseRefusesOnItsOwn:
             ('UPDATE effect_entities SET context = \'{"tier": "irreversible"}\'', "never change"),
             ("DELETE FROM effect_entities", "never deleted"),
             (
-                "INSERT INTO effect_entities (key, state, ordinal, created_at, updated_at) "
-                "VALUES ('x', 'committed', 99, 0, 0)",
+                "INSERT INTO effect_entities (key, state, created_at, updated_at) "
+                "VALUES ('x', 'committed', 0, 0)",
                 "starts in pending",
             ),
             ("UPDATE effect_history SET actor = 'human'", "append-only"),
@@ -184,8 +184,8 @@ class TestTheDatabaseRefusesOnItsOwn:
             ),
             ("DELETE FROM effect_moves", "never change"),
             (
-                "INSERT INTO effect_entities (key, state, ordinal, created_at, updated_at) "
-                "VALUES ('y', 'limbo', 98, 0, 0)",
+                "INSERT INTO effect_entities (key, state, created_at, updated_at) "
+                "VALUES ('y', 'limbo', 0, 0)",
                 "starts in pending",
             ),
         ],

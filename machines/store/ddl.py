@@ -5,7 +5,8 @@ Per machine ``m``:
 - ``m_moves``: every legal (source, dest, trigger, actor) with the guard's context values
   (NULL: any value), one row per admitted combination. Data, not code, so the triggers
   below stay the same whatever the spec says.
-- ``m_entities``: one row per entity; ``state`` has a CHECK over the spec's states. A row
+- ``m_entities``: one row per entity (its rowid is the creation order: rows are never
+  deleted); ``state`` has a CHECK over the spec's states. A row
   can only be inserted in the initial state with no moves, never deleted, and its state
   (and move count) can only change together with a matching, legal history row.
 - ``m_history``: append-only (UPDATE and DELETE abort); an inserted event must be a legal
@@ -86,24 +87,21 @@ CREATE TABLE IF NOT EXISTS {m}_entities (
   context TEXT NOT NULL DEFAULT '{{}}',
   data TEXT NOT NULL DEFAULT '{{}}',
   scope TEXT,
-  ordinal INTEGER NOT NULL,
   moves INTEGER NOT NULL DEFAULT 0 CHECK (moves >= 0),
   version INTEGER NOT NULL DEFAULT 1,
   created_at REAL NOT NULL,
   updated_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {m}_entities_scope ON {m}_entities (scope, ordinal);
-CREATE UNIQUE INDEX IF NOT EXISTS {m}_entities_ordinal ON {m}_entities (ordinal);
+CREATE INDEX IF NOT EXISTS {m}_entities_scope ON {m}_entities (scope);
 CREATE TRIGGER IF NOT EXISTS {m}_entities_start BEFORE INSERT ON {m}_entities
 WHEN NEW.state IS NOT {_quote(spec.initial)} OR NEW.moves IS NOT 0
 BEGIN {abort} an entity starts in {spec.initial} with no moves'); END;
 CREATE TRIGGER IF NOT EXISTS {m}_entities_no_delete BEFORE DELETE ON {m}_entities
 BEGIN {abort} entities are never deleted'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_entities_fixed BEFORE UPDATE OF key, context, scope, ordinal
+CREATE TRIGGER IF NOT EXISTS {m}_entities_fixed BEFORE UPDATE OF key, context, scope
 ON {m}_entities
 WHEN NEW.key IS NOT OLD.key OR NEW.context IS NOT OLD.context OR NEW.scope IS NOT OLD.scope
-  OR NEW.ordinal IS NOT OLD.ordinal
-BEGIN {abort} key, context, scope and ordinal never change'); END;
+BEGIN {abort} key, context and scope never change'); END;
 CREATE TRIGGER IF NOT EXISTS {m}_entities_legal_move BEFORE UPDATE ON {m}_entities
 WHEN (NEW.state IS NOT OLD.state OR NEW.moves IS NOT OLD.moves)
   AND NOT (NEW.moves = OLD.moves + 1 AND EXISTS (

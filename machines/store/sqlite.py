@@ -31,7 +31,8 @@ from machines.store.records import (
     spec_for,
 )
 
-_COLUMNS = "key, state, context, data, scope, ordinal, moves, version, created_at, updated_at"
+_COLUMNS = "key, state, context, data, scope, rowid, moves, version, created_at, updated_at"
+_INSERTED = "key, state, context, data, scope, moves, version, created_at, updated_at"
 
 
 def fingerprint(spec: MachineSpec) -> str:
@@ -199,9 +200,7 @@ class _SQLiteTransaction:
         spec.stepper(**(context or {}))  # validates the context (ContextError)
         now = self._clock()
         created = self._execute(
-            f"INSERT INTO {machine}_entities ({_COLUMNS}) "
-            f"SELECT ?, ?, ?, ?, ?, COALESCE(MAX(ordinal), 0) + 1, 0, 1, ?, ? "
-            f"FROM {machine}_entities WHERE true "
+            f"INSERT INTO {machine}_entities ({_INSERTED}) VALUES (?, ?, ?, ?, ?, 0, 1, ?, ?) "
             f"ON CONFLICT (key) DO NOTHING RETURNING {_COLUMNS}",
             (key, spec.initial, encode(context), encode(data), scope, now, now),
         ).fetchone()
@@ -236,34 +235,40 @@ class _SQLiteTransaction:
     ) -> Row:
         dest, full = decide_move(self._specs, row, trigger, actor, context)
         m, now = row.machine, self._clock()
-        current = self.get(m, row.key)
-        if current is None or current.version != row.version:
-            raise StaleWrite(
-                f"{m} '{row.key}' changed since it was read (version "
-                f"{row.version} -> {current.version if current else 'gone'})"
+        try:
+            # The history trigger refuses an event that does not continue the row as stored,
+            # so a row moved since it was read fails here; the UPDATE fences the version.
+            self._conn.execute(
+                f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
+                f"context, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.key,
+                    row.moves + 1,
+                    row.state,
+                    dest,
+                    trigger,
+                    actor,
+                    None if detail is None else encode(detail),
+                    encode(full),
+                    now,
+                ),
             )
-        self._execute(
-            f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
-            f"context, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.key,
-                row.moves + 1,
-                row.state,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else encode(detail),
-                encode(full),
-                now,
-            ),
-        )
+        except sqlite3.IntegrityError as exc:
+            raise self._stale_or_refused(row, exc) from exc
         updated = self._execute(
             f"UPDATE {m}_entities SET state = ?, moves = moves + 1, version = version + 1, "
             f"data = ?, updated_at = ? WHERE key = ? AND version = ? RETURNING {_COLUMNS}",
             (dest, encode(row.data if data is None else data), now, row.key, row.version),
         ).fetchone()
-        assert updated is not None, "the version was checked inside this transaction"
+        if updated is None:  # the caller's with-block rolls the history event back
+            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
         return self._row(m, updated)
+
+    def _stale_or_refused(self, row: Row, error: sqlite3.IntegrityError) -> StoreError:
+        current = self.get(row.machine, row.key)
+        if current is None or current.version != row.version:
+            return StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
+        return StoreError(f"the database refused the write: {error}")
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
         m = row.machine
@@ -304,7 +309,7 @@ class _SQLiteTransaction:
         return [
             self._row(machine, values)
             for values in self._conn.execute(
-                f"SELECT {_COLUMNS} FROM {machine}_entities WHERE scope = ? ORDER BY ordinal",
+                f"SELECT {_COLUMNS} FROM {machine}_entities WHERE scope = ? ORDER BY rowid",
                 (scope,),
             )
         ]
