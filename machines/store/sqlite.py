@@ -19,7 +19,7 @@ from typing import Any
 
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
-from machines.store.ddl import legal_moves, sqlite_schema
+from machines.store.ddl import sqlite_schema
 from machines.store.records import (
     RecordExists,
     Row,
@@ -36,9 +36,8 @@ _INSERTED = "key, state, context, data, scope, moves, version, created_at, updat
 
 
 def fingerprint(spec: MachineSpec) -> str:
-    """What the stored schema depends on; a database made for another version is refused."""
-    text = repr((spec.initial, list(spec.states), legal_moves(spec)))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """The generated schema's digest; a database made for another one is refused."""
+    return hashlib.sha256(sqlite_schema(spec).encode()).hexdigest()[:16]
 
 
 class SQLiteStore:
