@@ -11,6 +11,9 @@ from typing import TextIO
 
 from machines.checker import Report, check
 from machines.derive_check import DERIVATION_INVARIANTS
+from machines.errors import SpecError, SpecUnreadable
+from machines.export import FORMATS, export
+from machines.loader import load
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,12 +46,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="do not print the findings, only the summary and violations",
     )
+    export_cmd = commands.add_parser(
+        "export",
+        help="print one machine for other tools: json (any language) or sql (the store schema)",
+    )
+    export_cmd.add_argument("machine", help="a bundled machine name or a path to a YAML file")
+    export_cmd.add_argument("--format", choices=FORMATS, default="json")
     args = parser.parse_args(argv)
+    if args.command == "export":
+        return _export(args.machine, args.format)
     if args.max_nodes < 1:
         parser.error("--max-nodes must be at least 1")
     report = check(args.spec_dir, max_nodes=args.max_nodes)
     print_report(report, sys.stdout, findings=not args.no_findings)
     return report.exit_code
+
+
+def _export(machine: str, fmt: str) -> int:
+    try:
+        spec = load(machine)
+    except SpecUnreadable as exc:
+        print(f"machines export: {exc}", file=sys.stderr)
+        return 2
+    except SpecError as exc:
+        print(f"machines export: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(export(spec, fmt))
+    return 0
 
 
 def print_report(report: Report, out: TextIO, findings: bool = True) -> None:

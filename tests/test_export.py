@@ -1,0 +1,40 @@
+"""``machines export``: the JSON other languages load and the SQL the store runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import machines
+from machines.cli import main
+from machines.store.ddl import sqlite_schema
+
+
+@pytest.mark.parametrize("name", ["effect", "outcome", "node", "request"])
+def test_json_export_carries_the_whole_definition(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = machines.load(name)
+    assert main(["export", name, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["machine"] == name and doc["initial"] == spec.initial
+    assert list(doc["states"]) == list(spec.states)
+    assert [(t["source"], t["trigger"], t["dest"]) for t in doc["transitions"]] == [
+        (t.source, t.trigger, t.dest) for t in spec.transitions
+    ]
+    assert {f["id"] for f in doc["findings"]} == {f.id for f in spec.findings}
+    assert ("derivation" in doc) == (spec.derivation is not None)
+    for t, exported in zip(spec.transitions, doc["transitions"], strict=True):
+        for var, values in exported["when"].items():
+            assert set(values) == set(t.when[var])
+
+
+def test_sql_export_is_the_store_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "effect", "--format", "sql"]) == 0
+    assert capsys.readouterr().out == sqlite_schema(machines.load("effect"))
+
+
+def test_export_of_an_unknown_machine_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "nope"]) == 2
+    assert "did you mean 'node'" in capsys.readouterr().err
