@@ -1,0 +1,513 @@
+"""The effect log (seed 000, UndoLog): intercept tool calls, run each at most once per call
+signature, replay cached results, hold Irreversible calls for a human, undo a failed
+session's Compensable calls newest first.
+
+Life of a call signature, on the ``effect`` machine (one row per signature, its history
+written by the store in the same transaction as every state change):
+
+1. **Tier.** ``safe`` calls run directly and never enter the log (finding
+   ``safe-tier-outside-the-machine``). ``compensable`` and ``irreversible`` calls are
+   registered ``pending`` under their signature before anything runs; any other tier is
+   refused by the spec (``ContextError``).
+2. **Claim.** In the same transaction as the registration, a Compensable ``pending`` call
+   moves ``execute`` and an ``approved`` Irreversible call moves ``resume``: both land in
+   ``executing``, so of many concurrent callers exactly one claims the run. An Irreversible
+   call still ``pending`` stays there and its caller gets ``EffectAwaitingApproval``
+   until a human calls ``approve`` or ``reject``.
+3. **Run and settle.** A returned value is stored with ``commit``; it must survive JSON
+   unchanged, because every replay returns it. An exception the classifier says proves the
+   call did not take effect moves ``fail`` (back to ``pending``, the error recorded) and is
+   re-raised; a later call runs it again (an Irreversible one only after a fresh approval).
+   Any other exception -- the default classifier trusts none -- leaves the effect
+   ``executing``: the outcome is unknown, nothing here runs it again, and a failed
+   session's saga may compensate it (``EffectOutcomeUnknown``).
+4. **Replay.** A call whose signature is ``committed`` runs nothing and returns the cached
+   result; the replay is counted on the record (``replay_count``, ``last_replayed_at``)
+   without a state change, because one record per signature can never take the table's
+   ``pending -> replayed`` edge (finding ``replay-vs-unique-signature``).
+5. **Undo.** ``compensate(session, ...)`` walks the session's effects newest first and runs
+   the compensation of each Compensable effect left ``executing`` (the only state the saga
+   may compensate from; committed work cannot be undone, finding
+   ``committed-cannot-be-undone``). Every move is its own transaction, so a crash mid-saga
+   leaves each effect in a state its history explains.
+
+Every other state refuses to run with a typed error; nothing is ever run twice on a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar, cast
+
+from machines.errors import EffectError, MachinesError
+from machines.history import Clock, TransitionEvent
+from machines.store.records import Row, Store, StoreError, Transaction
+from machines.systems.exactly_once import Classifier, Verdict, fail_closed
+
+MACHINE = "effect"
+SAFE = "safe"
+COMPENSABLE = "compensable"
+
+T = TypeVar("T")
+
+Compensation = Callable[[Row], object]
+"""Undoes one effect; gets the effect's row (tool, signature, data). Raising means failure."""
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+class EffectNotFound(EffectError):
+    """No effect is recorded under the signature."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            key, f"no effect is recorded under call signature '{key}'; check the signature"
+        )
+
+
+class EffectAwaitingApproval(EffectError):
+    """An Irreversible call is ``pending``: it runs only after a human approves it."""
+
+    def __init__(self, key: str, last_error: Mapping[str, Any] | None) -> None:
+        self.last_error = last_error
+        again = (
+            f" again (its approved run failed: {last_error.get('type')}: "
+            f"{last_error.get('message')}; approval is consumed by a run)"
+            if last_error
+            else ""
+        )
+        super().__init__(
+            key,
+            f"irreversible effect '{key}' is pending approval{again}; nothing ran. A human "
+            "must approve(...) or reject(...) it, then call again",
+        )
+
+
+class EffectRejected(EffectError):
+    """A human rejected the Irreversible call; it never runs and the session halts."""
+
+    def __init__(self, key: str, by: str | None) -> None:
+        self.by = by
+        super().__init__(
+            key,
+            f"irreversible effect '{key}' was rejected by {by or 'a human'}; it never runs. "
+            "Halt the session",
+        )
+
+
+class EffectStillExecuting(EffectError):
+    """The effect is ``executing``: another caller is running it now, or a run ended with
+    an unknown outcome. Nothing runs it again; call again later for the cached result, or
+    let the session's saga compensate it. (Catch this to handle ``EffectOutcomeUnknown``
+    too.)"""
+
+    def __init__(
+        self,
+        key: str,
+        runner: str | None,
+        started_at: float | None,
+        *,
+        why: str = "it is still running, or its outcome is unknown",
+        todo: str = "Call again later for the cached result, or compensate the failed session",
+    ) -> None:
+        self.runner = runner
+        self.started_at = started_at
+        since = f" since {started_at:.3f}" if started_at is not None else ""
+        super().__init__(
+            key,
+            f"effect '{key}' is executing under {runner or 'an unknown runner'}{since}: "
+            f"{why}; nothing runs it again. {todo}",
+        )
+
+
+class EffectOutcomeUnknown(EffectStillExecuting):
+    """This call's run raised an error that does not prove the call had no effect; the
+    effect stays ``executing`` (the original error is the ``__cause__``)."""
+
+    def __init__(
+        self, key: str, runner: str | None, started_at: float | None, error: Exception
+    ) -> None:
+        self.error_type = type(error).__name__
+        self.error_message = str(error)
+        super().__init__(
+            key,
+            runner,
+            started_at,
+            why=f"it raised {self.error_type}: {error} after it was sent, so whether it took "
+            "effect is unknown",
+            todo="Check upstream by hand, or compensate the failed session",
+        )
+
+
+class EffectNotRecorded(EffectError):
+    """The run finished but its outcome could not be written. ``result`` holds the value
+    the run returned (``None`` after an error), so it is not lost; the log keeps the effect
+    as it was (``executing``, unless something else moved it meanwhile)."""
+
+    def __init__(self, key: str, reason: str, result: Any = None) -> None:
+        self.reason = reason
+        self.result = result
+        super().__init__(
+            key,
+            f"effect '{key}' ran but its outcome could not be recorded: {reason}. The log "
+            "keeps the effect as it stood (executing, unless the saga took it over), so "
+            "nothing runs it again; record the outcome by hand or compensate the session",
+        )
+
+
+class EffectClosed(EffectError):
+    """The effect is being undone or has ended without a result to replay (compensating,
+    compensated, compensation_failed, replayed): it never runs again."""
+
+    def __init__(self, key: str, state: str) -> None:
+        self.state = state
+        super().__init__(
+            key,
+            f"effect '{key}' is '{state}': it has no result to replay and never runs "
+            "again; use a new call signature if the call must be made afresh",
+        )
+
+
+# -- the saga's report ---------------------------------------------------------------------
+
+
+class UndoStep(NamedTuple):
+    """What the saga did with one effect: its signature, the state it ended in, and why."""
+
+    signature: str
+    state: str
+    reason: str
+
+
+_NOT_COMPENSATED = {
+    "pending": "it never ran (or provably did not take effect): nothing to undo",
+    "committed": (
+        "committed is terminal and the spec cannot undo it (finding "
+        "committed-cannot-be-undone); undo it by hand if it must be"
+    ),
+    "compensating": (
+        "another saga is compensating it, or one stopped mid-way: whether its compensation "
+        "ran is unknown; check it by hand"
+    ),
+    "compensated": "already compensated",
+    "compensation_failed": "an earlier compensation gave up; a person must repair it",
+    "replayed": "a replay: nothing ran",
+}
+
+
+@dataclass(frozen=True)
+class _Replay:
+    value: Any
+
+
+# -- the log -------------------------------------------------------------------------------
+
+
+class EffectLog:
+    """``EffectLog(store).call(signature, fn, tier=..., tool=..., session=...)``: ``fn``
+    runs at most once per signature; later calls replay the cached result or get a typed
+    error that says why nothing ran."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        classify: Classifier = fail_closed,
+        clock: Clock = time.time,
+        worker: str | None = None,
+    ) -> None:
+        if MACHINE not in store.specs():
+            raise MachinesError(f"the store has no '{MACHINE}' machine")
+        self.store = store
+        self.classify = classify
+        self.clock = clock
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    # -- the intercept path ----------------------------------------------------------------
+
+    def call(
+        self,
+        signature: str,
+        fn: Callable[[], T],
+        tier: str = COMPENSABLE,
+        tool: str | None = None,
+        session: str | None = None,
+    ) -> T:
+        """Run ``fn`` under ``signature`` at most once; replay or refuse otherwise.
+
+        A signature belongs to one tier and one session: asking for it with another raises
+        ``RecordExists``."""
+        if tier == SAFE:
+            return fn()
+        claim = self._claim(signature, tier, tool, session)
+        if isinstance(claim, _Replay):
+            return cast(T, claim.value)
+        return self._run(claim, fn)
+
+    # -- the human decisions on Irreversible calls -----------------------------------------
+
+    def approve(self, signature: str, *, by: str, reason: str = "") -> Row:
+        """A human approves a pending Irreversible call; the next ``call`` runs it."""
+        return self._decide(signature, "approve", by, reason)
+
+    def reject(self, signature: str, *, by: str, reason: str = "") -> Row:
+        """A human rejects a pending Irreversible call; it never runs."""
+        return self._decide(signature, "reject", by, reason)
+
+    # -- the saga --------------------------------------------------------------------------
+
+    def compensate(
+        self, session: str, compensations: Mapping[str, Compensation], *, retries: int = 0
+    ) -> list[UndoStep]:
+        """Undo a failed session newest first; one ``UndoStep`` per effect, in that order.
+
+        Each Compensable effect left ``executing`` moves ``compensate``, then its tool's
+        compensation runs (1 + ``retries`` attempts) and it ends ``compensated`` or
+        ``compensation_failed``. An effect whose tool has no compensation fails closed: it
+        ends ``compensation_failed`` (a person must repair it) without anything run. Every
+        other effect is left as it is, with the reason in its step."""
+        if retries < 0:
+            raise MachinesError(f"retries must be >= 0, not {retries}")
+        with self.store.transaction() as tx:
+            signatures = [row.key for row in tx.scope(MACHINE, session)]
+        return [self._undo(key, session, compensations, retries) for key in reversed(signatures)]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def effect(self, signature: str) -> Row | None:
+        """The stored row of ``signature`` (state, tier, data: tool, result, error,
+        replay_count, last_replayed_at, compensation), if any."""
+        with self.store.transaction() as tx:
+            return tx.get(MACHINE, signature)
+
+    def history(self, signature: str) -> list[TransitionEvent]:
+        """Every state change of ``signature``, oldest first."""
+        with self.store.transaction() as tx:
+            return tx.history(MACHINE, signature)
+
+    # -- claim -----------------------------------------------------------------------------
+
+    def _claim(self, key: str, tier: str, tool: str | None, session: str | None) -> Row | _Replay:
+        """Register the call and, in the same transaction, claim its run or decide why not.
+        A refusal is raised only after the registration is committed."""
+        with self.store.transaction() as tx:
+            row, _ = tx.insert(
+                MACHINE, key, context={"tier": tier}, data=_fresh(tool), scope=session
+            )
+            decision = self._claim_or_refuse(tx, row)
+        if isinstance(decision, EffectError):
+            raise decision
+        return decision
+
+    def _claim_or_refuse(self, tx: Transaction, row: Row) -> Row | _Replay | EffectError:
+        if row.state == "pending" and row.context.get("tier") == COMPENSABLE:
+            return self._start(tx, row, "execute", "a new Compensable call is routed upstream")
+        if row.state == "approved":
+            return self._start(tx, row, "resume", "the approved Irreversible call is resumed")
+        if row.state == "committed":
+            return self._replay(tx, row)
+        if row.state == "pending":
+            return EffectAwaitingApproval(row.key, row.data.get("error"))
+        if row.state == "executing":
+            return EffectStillExecuting(row.key, row.data.get("runner"), row.data.get("started_at"))
+        if row.state == "rejected":
+            return EffectRejected(row.key, _decided_by(tx, row))
+        return EffectClosed(row.key, row.state)
+
+    def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Row:
+        data = {
+            **row.data,
+            "runs": row.data.get("runs", 0) + 1,
+            "runner": self.worker,
+            "started_at": self.clock(),
+        }
+        return tx.move(
+            row, trigger, actor="proxy", detail={"worker": self.worker, "reason": reason}, data=data
+        )
+
+    def _replay(self, tx: Transaction, row: Row) -> _Replay:
+        """Serve the cached result and count the replay on the committed record."""
+        data = {
+            **row.data,
+            "replay_count": row.data.get("replay_count", 0) + 1,
+            "last_replayed_at": self.clock(),
+        }
+        tx.update(row, data)
+        return _Replay(row.data.get("result"))
+
+    # -- run and settle --------------------------------------------------------------------
+
+    def _run(self, claim: Row, fn: Callable[[], T]) -> T:
+        """Run the claimed call once. A BaseException that is not an Exception (interrupt,
+        exit) propagates untouched and leaves the effect ``executing``: outcome unknown."""
+        try:
+            value = fn()
+        except Exception as error:
+            if self._provably_not_happened(error):
+                self._reset(claim, error)
+                raise
+            raise EffectOutcomeUnknown(
+                claim.key, claim.data.get("runner"), claim.data.get("started_at"), error
+            ) from error
+        self._commit(claim, value)
+        return value
+
+    def _provably_not_happened(self, error: Exception) -> bool:
+        return self.classify(error) in (Verdict.FAILED, Verdict.RETRY)
+
+    def _commit(self, claim: Row, value: Any) -> None:
+        problem = _unstorable(value)
+        if problem is not None:
+            raise EffectNotRecorded(claim.key, problem, value)
+        data = {**claim.data, "result": value, "error": None}
+        detail = {"worker": self.worker, "reason": "the tool returned a result"}
+        try:
+            with self.store.transaction() as tx:
+                tx.move(claim, "commit", actor="proxy", detail=detail, data=data)
+        except StoreError as failure:
+            raise EffectNotRecorded(claim.key, str(failure), value) from failure
+
+    def _reset(self, claim: Row, error: Exception) -> None:
+        """Back to pending with the error: the classifier says the call did not happen."""
+        recorded = {"type": type(error).__name__, "message": str(error)}
+        detail = {
+            "worker": self.worker,
+            "reason": "the call provably did not take effect",
+            "error": recorded,
+        }
+        data = {**claim.data, "error": recorded, "runner": None, "started_at": None}
+        try:
+            with self.store.transaction() as tx:
+                tx.move(claim, "fail", actor="proxy", detail=detail, data=data)
+        except StoreError as failure:
+            raise EffectNotRecorded(
+                claim.key, f"{recorded['type']} could not be recorded ({failure})"
+            ) from failure
+
+    # -- human decisions -------------------------------------------------------------------
+
+    def _decide(self, key: str, trigger: str, by: str, reason: str) -> Row:
+        if not by.strip():
+            raise MachinesError(f"{trigger} of effect '{key}' needs the name of who decides (by=)")
+        with self.store.transaction() as tx:
+            row = tx.get(MACHINE, key)
+            if row is None:
+                raise EffectNotFound(key)
+            return tx.move(row, trigger, actor="human", detail={"by": by, "reason": reason})
+
+    # -- the saga's steps ------------------------------------------------------------------
+
+    def _undo(
+        self, key: str, session: str, compensations: Mapping[str, Compensation], retries: int
+    ) -> UndoStep:
+        with self.store.transaction() as tx:
+            row = tx.get(MACHINE, key)
+            if row is None:
+                raise EffectNotFound(key)
+            skip = _not_compensable(row)
+            if skip is not None:
+                return UndoStep(key, row.state, skip)
+            row = tx.move(
+                row,
+                "compensate",
+                actor="saga",
+                detail={"session": session, "reason": "the session failed: undo newest first"},
+                data={**row.data, "compensation": {"session": session, "started_at": self.clock()}},
+            )
+        tool = row.data.get("tool")
+        action = compensations.get(tool) if isinstance(tool, str) else None
+        if action is None:
+            return self._finish(row, session, 0, f"no compensation is registered for tool {tool!r}")
+        attempts, error = _attempt(action, row, retries)
+        return self._finish(row, session, attempts, error)
+
+    def _finish(self, row: Row, session: str, attempts: int, error: str | None) -> UndoStep:
+        trigger = "compensation_succeeded" if error is None else "compensation_exhausted"
+        reason = (
+            f"compensated after {attempts} attempt(s)"
+            if error is None
+            else f"compensation failed after {attempts} attempt(s): {error}; repair by hand"
+        )
+        record = {
+            **(row.data.get("compensation") or {}),
+            "attempts": attempts,
+            "error": error,
+            "finished_at": self.clock(),
+        }
+        with self.store.transaction() as tx:
+            done = tx.move(
+                row,
+                trigger,
+                actor="saga",
+                detail={"session": session, "attempts": attempts, "reason": reason},
+                data={**row.data, "compensation": record},
+            )
+        return UndoStep(row.key, done.state, reason)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _fresh(tool: str | None) -> dict[str, Any]:
+    return {
+        "tool": tool,
+        "result": None,
+        "error": None,
+        "runs": 0,
+        "runner": None,
+        "started_at": None,
+        "replay_count": 0,
+        "last_replayed_at": None,
+        "compensation": None,
+    }
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why ``value`` cannot be cached for replay, or None. A replay must return the result
+    unchanged, so a value JSON would alter (a tuple, non-string keys) is refused too."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"the result {value!r} cannot be stored as JSON ({exc})"
+    if json.loads(text) != value:
+        return (
+            f"the result {value!r} would come back from JSON as {text}, so a replay could "
+            "not return it unchanged; return plain JSON values (lists, str-keyed dicts)"
+        )
+    return None
+
+
+def _decided_by(tx: Transaction, row: Row) -> str | None:
+    """Who made the last human decision on ``row``, from its history."""
+    for event in reversed(tx.history(MACHINE, row.key)):
+        if event.actor == "human" and event.detail is not None:
+            by = event.detail.get("by")
+            return by if isinstance(by, str) else None
+    return None
+
+
+def _not_compensable(row: Row) -> str | None:
+    """Why the saga leaves ``row`` alone, or None when it must compensate it."""
+    if row.context.get("tier") != COMPENSABLE:
+        return f"{row.context.get('tier')} effects are never compensated; check it by hand"
+    return _NOT_COMPENSATED.get(row.state)
+
+
+def _attempt(action: Compensation, row: Row, retries: int) -> tuple[int, str | None]:
+    """Run ``action`` up to 1 + ``retries`` times: (attempts made, last error or None)."""
+    error: str | None = None
+    for attempt in range(1, retries + 2):
+        try:
+            action(row)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            continue
+        return attempt, None
+    return retries + 1, error
