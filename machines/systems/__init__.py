@@ -12,8 +12,24 @@ from machines.systems.effectlog import (
     UndoStep,
 )
 from machines.systems.exactly_once import ExactlyOnce, Verdict, fail_closed, not_sent
+from machines.systems.transfer import (
+    CALLBACKS,
+    CallbackFailed,
+    Executor,
+    ManualGate,
+    Movement,
+    PlanError,
+    PlanNode,
+    TransferConfigError,
+    TransferEngine,
+    TransferError,
+    TransferRefused,
+    UnknownTransfer,
+)
 
 __all__ = [
+    "CALLBACKS",
+    "CallbackFailed",
     "EffectAwaitingApproval",
     "EffectClosed",
     "EffectLog",
@@ -23,7 +39,17 @@ __all__ = [
     "EffectRejected",
     "EffectStillExecuting",
     "ExactlyOnce",
+    "Executor",
+    "ManualGate",
+    "Movement",
+    "PlanError",
+    "PlanNode",
+    "TransferConfigError",
+    "TransferEngine",
+    "TransferError",
+    "TransferRefused",
     "UndoStep",
+    "UnknownTransfer",
     "Verdict",
     "fail_closed",
     "not_sent",

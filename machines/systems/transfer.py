@@ -15,10 +15,12 @@ built this way:
   (``side_effects``) is computed from the nodes by the derivation on every request move,
   so the spec itself refuses ``fail`` and ``cancel`` once a side-effect node started.
 - **Fail closed around the venue call.** Executors are called outside transactions. A
-  node is marked ``sent`` (durably, compare-and-set on its version) before ``submit()`` is
-  called; a ``submit()`` or ``observe()`` that raises, answers nonsense or never reports
-  back moves the node to ``unknown``, which only ``reconcile`` leaves. ``prepare()`` runs
-  before anything is sent, so its errors fail the node with the error as evidence.
+  node enters ``submitting`` marked ``sent`` (durably, compare-and-set on its version) in
+  the transaction right before ``submit()`` is called, so ``submitting`` always means "a
+  call is out", as the spec's effect-started tag says. A ``submit()`` or ``observe()``
+  that raises, answers nonsense or never reports back (``submit_timeout``) moves the node
+  to ``unknown``, which only ``reconcile`` leaves. ``prepare()`` runs before anything is
+  sent, so its errors fail the node with the error as evidence.
 - **Nothing new starts once the plan cannot finish.** While a node failed, the engine
   dispatches no ready node and abandons nodes still being prepared or signed (nothing was
   sent), so the derivation can settle on ``failed`` instead of sending money for a doomed
@@ -71,7 +73,6 @@ PrepareAnswer = Literal["sign", "submit"]
 SubmitAnswer = Literal["accepted", "completed", "failed", "unknown"]
 ObserveAnswer = Literal["completed", "failed", "pending", "unknown"]
 
-_PREPARE = {"sign": "request_signature", "submit": "submit"}
 _SUBMIT = {"accepted": "accept", "completed": "complete", "failed": "fail", "unknown": "lose_track"}
 _OBSERVE = {"completed": "complete", "failed": "fail", "unknown": "lose_track"}
 _RECONCILE = {
@@ -251,6 +252,10 @@ class _Reply:
     answer: str | None
     error: str | None
 
+    def record(self, at: float) -> dict[str, Any]:
+        """What the node's data keeps of its last executor call."""
+        return {"call": self.call, "answer": self.answer, "error": self.error, "at": at}
+
     @property
     def evidence(self) -> str:
         if self.error is not None:
@@ -263,7 +268,15 @@ class _Reply:
 
 class TransferEngine:
     """``TransferEngine(store, executors, callbacks)``: submit plans, move requests through
-    approval, and ``run`` them; see the module docstring for the rules it keeps."""
+    approval, and ``run`` them; see the module docstring for the rules it keeps.
+
+    ``executors`` maps the names plans use to ``Executor`` objects; ``callbacks`` maps
+    names of ``CALLBACKS`` to ``callable(request_id, payload)``, called after the commit.
+    ``clock`` stamps node data and times ``submit_timeout``: how long a ``submit`` call may
+    stay out before a step declares its node unknown (a crashed or lost call; a reply that
+    arrives later cannot overwrite that). ``engine_id`` is the actor id of the engine's own
+    moves (``detail["by"]``); by default host, process and a random suffix.
+    """
 
     def __init__(
         self,
@@ -411,16 +424,18 @@ class TransferEngine:
         return RequestState(self.request(request_id).state)
 
     def sign(self, request_id: str, node: str, *, by: str) -> NodeState:
-        """The external signer signed: awaiting_signature -> submitting. Accepted only
-        while the request executes and nothing failed; the next step sends it."""
+        """The external signer signed: awaiting_signature -> submitting, and the engine
+        sends the transaction at once. Refused while the request is not executing
+        unhindered (a node failed: the next step abandons the unsent node)."""
         with self._session(request_id) as s:
-            if s.mode is not _Mode.DISPATCH:
-                raise TransferRefused(
-                    f"request '{request_id}' is {s.request.state} ({s.mode} mode); a "
-                    f"signature for '{node}' is accepted only while it executes unhindered"
-                )
-            s.move_node(s.node(node), "sign", SIGNER, _said(by))
-        return NodeState(s.node(node).state)
+            row = s.node(node)
+        if self._send(request_id, row, "sign", SIGNER, _said(by)) is None:
+            state = self.request(request_id).state
+            raise TransferRefused(
+                f"request '{request_id}' is {state}; the signature for '{node}' is accepted "
+                "only while the request executes and no node failed"
+            )
+        return self.nodes(request_id)[node].state
 
     def refuse_signature(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
         """The signer refused: the node fails (nothing was sent)."""
@@ -479,7 +494,7 @@ class TransferEngine:
         row = nodes[name]
         if version is not None and row.version != version:
             return []
-        mode = _mode(request, list(nodes.values()))
+        mode = _mode(request, nodes.values())
         if row.state == NodeState.READY:
             return self._dispatch(request_id, row, mode)
         if row.state == NodeState.PREPARING:
@@ -487,7 +502,7 @@ class TransferEngine:
         if row.state == NodeState.AWAITING_SIGNATURE:
             return self._abandon(request_id, row) if mode is _Mode.HALT else []
         if row.state == NodeState.SUBMITTING:
-            return self._send(request_id, row, mode)
+            return self._recover_send(request_id, row)
         if row.state == NodeState.SUBMITTED and mode in _FOLLOWING:
             detail = {"by": self.engine_id}
             return self._apply(request_id, row, "start_observing", OBSERVER, detail, _FOLLOWING)
@@ -513,7 +528,10 @@ class TransferEngine:
         if mode is not _Mode.DISPATCH:
             return []
         reply = self._ask(request_id, row, "prepare")
-        trigger = _PREPARE.get(reply.answer or "", "fail")
+        if reply.answer == "submit":
+            detail = _said(self.engine_id, evidence=reply.evidence)
+            return self._send(request_id, row, "submit", EXECUTOR, detail, reply) or []
+        trigger = "request_signature" if reply.answer == "sign" else "fail"
         return self._report(request_id, row, trigger, EXECUTOR, reply, _DISPATCHING)
 
     def _abandon(self, request_id: str, row: Row) -> list[Movement]:
@@ -521,39 +539,45 @@ class TransferEngine:
         detail = _said(self.engine_id, evidence=why)
         return self._apply(request_id, row, "fail", EXECUTOR, detail, _HALTED)
 
-    def _send(self, request_id: str, row: Row, mode: _Mode) -> list[Movement]:
-        """Mark the node sent (durably, fenced), then call ``submit`` once. A mark found
-        at step time means a call that never reported: after ``submit_timeout`` the node
-        goes unknown, never sent again."""
-        sent = row.data.get("sent")
-        if sent is not None:
-            if self.clock() - sent["at"] < self.submit_timeout:
-                return []  # another call is still out
-            why = (
-                f"submit() started by {sent['by']} did not report back within "
-                f"{self.submit_timeout:g}s; the money may have moved"
-            )
-            return self._apply(
-                request_id, row, "lose_track", EXECUTOR, _said(self.engine_id, evidence=why), _ANY
-            )
-        if mode is not _Mode.DISPATCH:
-            return []
-        claimed = self._mark_sent(request_id, row)
-        if claimed is None:
-            return []
-        reply = self._ask(request_id, claimed, "submit")
-        trigger = _SUBMIT.get(reply.answer or "", "lose_track")
-        return self._report(request_id, claimed, trigger, EXECUTOR, reply, _ANY)
-
-    def _mark_sent(self, request_id: str, row: Row) -> Row | None:
+    def _send(
+        self,
+        request_id: str,
+        row: Row,
+        trigger: str,
+        actor: str,
+        detail: Mapping[str, Any],
+        reply: _Reply | None = None,
+    ) -> list[Movement] | None:
+        """Move into submitting and mark the node sent in one fenced transaction, then
+        call ``submit`` once. So a node is never submitting without a call behind it.
+        None when the request may not start sending (or the node moved meanwhile)."""
+        data = {**row.data, "sent": {"by": self.engine_id, "at": self.clock()}}
+        if reply is not None:
+            data["last"] = reply.record(self.clock())
         try:
             with self._session(request_id) as s:
                 if s.mode is not _Mode.DISPATCH:
                     return None
-                sent = {"by": self.engine_id, "at": self.clock()}
-                return s.update_node(row, {**row.data, "sent": sent})
+                sending = s.move_node(row, trigger, actor, detail, data)
         except StaleWrite:
             return None
+        answer = self._ask(request_id, sending, "submit")
+        outcome = _SUBMIT.get(answer.answer or "", "lose_track")
+        return s.moved + self._report(request_id, sending, outcome, EXECUTOR, answer, _ANY)
+
+    def _recover_send(self, request_id: str, row: Row) -> list[Movement]:
+        """A submitting node found by a step: its ``submit`` call is still out, or never
+        reported back (a crash). After ``submit_timeout`` it goes unknown, never resent."""
+        sent = row.data.get("sent")
+        if sent is not None and self.clock() - sent["at"] < self.submit_timeout:
+            return []
+        who = f"by {sent['by']} " if sent else ""
+        why = (
+            f"submit() started {who}did not report back within {self.submit_timeout:g}s; "
+            "the money may have moved"
+        )
+        detail = _said(self.engine_id, evidence=why)
+        return self._apply(request_id, row, "lose_track", EXECUTOR, detail, _ANY)
 
     def _observe(self, request_id: str, row: Row) -> list[Movement]:
         reply = self._ask(request_id, row, "observe")
@@ -580,8 +604,7 @@ class TransferEngine:
         reply: _Reply,
         needs: frozenset[_Mode],
     ) -> list[Movement]:
-        last = {"call": reply.call, "answer": reply.answer, "error": reply.error}
-        data = {**row.data, "last": {**last, "at": self.clock()}}
+        data = {**row.data, "last": reply.record(self.clock())}
         detail = _said(self.engine_id, evidence=reply.evidence)
         return self._apply(request_id, row, trigger, actor, detail, needs, data)
 
@@ -685,7 +708,7 @@ class _Session:
 
     @property
     def mode(self) -> _Mode:
-        return _mode(self.request, list(self.nodes.values()))
+        return _mode(self.request, self.nodes.values())
 
     def node(self, name: str) -> Row:
         try:
@@ -714,11 +737,6 @@ class _Session:
         self.nodes[moved.data["name"]] = moved
         self._record(row, moved, trigger, actor)
         return moved
-
-    def update_node(self, row: Row, data: Mapping[str, Any]) -> Row:
-        updated = self.tx.update(row, data)
-        self.nodes[updated.data["name"]] = updated
-        return updated
 
     def move_request(self, trigger: str, actor: str, detail: Mapping[str, Any]) -> Row:
         """A request move under the guard context the nodes imply, with the seed's

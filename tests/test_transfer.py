@@ -1,0 +1,747 @@
+"""TransferEngine on memory and SQLite, with fake venues scripted per node: the seed's
+scenarios end where the spec says, every move is a legal audited event, and a transfer is
+never failed (nor its reservation released) while money may be on its way."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from machines.errors import InvalidStateTransition
+from machines.states import NodeState, RequestState
+from machines.store import Store, open_store
+from machines.systems.transfer import (
+    CallbackFailed,
+    Executor,
+    ManualGate,
+    ObserveAnswer,
+    PlanError,
+    PlanNode,
+    PrepareAnswer,
+    SubmitAnswer,
+    TransferConfigError,
+    TransferEngine,
+    TransferRefused,
+    UnknownTransfer,
+)
+
+Answer = str | BaseException
+STARTED = {"submitting", "submitted", "observing", "unknown", "completed"}
+
+
+class Crash(BaseException):
+    """The process dies inside an executor call (nothing in the engine catches it)."""
+
+
+class FakeClock:
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeVenue:
+    """Answers scripted per node and call; the last answer repeats, an exception is raised.
+    Unscripted calls succeed (prepare: submit, submit: accepted, observe: completed)."""
+
+    DEFAULTS: Mapping[str, Answer] = {
+        "prepare": "submit",
+        "submit": "accepted",
+        "observe": "completed",
+    }
+
+    def __init__(self, script: Mapping[str, Mapping[str, Sequence[Answer]]] | None = None) -> None:
+        self.script = {
+            n: {c: list(a) for c, a in calls.items()} for n, calls in (script or {}).items()
+        }
+        self.calls: list[tuple[str, str]] = []
+
+    def _answer(self, call: str, node: PlanNode) -> str:
+        self.calls.append((call, node.name))
+        queue = self.script.get(node.name, {}).get(call)
+        answer = (queue.pop(0) if len(queue) > 1 else queue[0]) if queue else self.DEFAULTS[call]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def prepare(self, node: PlanNode) -> PrepareAnswer:
+        return cast(PrepareAnswer, self._answer("prepare", node))
+
+    def submit(self, node: PlanNode) -> SubmitAnswer:
+        return cast(SubmitAnswer, self._answer("submit", node))
+
+    def observe(self, node: PlanNode) -> ObserveAnswer:
+        return cast(ObserveAnswer, self._answer("observe", node))
+
+    def count(self, call: str, node: str) -> int:
+        return self.calls.count((call, node))
+
+
+class Recorder:
+    """Every callback, in order: (name, request id, payload)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Mapping[str, Any]]] = []
+
+    def callbacks(self) -> dict[str, Any]:
+        names = ("frontier_advanced", "request_completed", "request_failed", "request_attention")
+        return {name: self._for(name) for name in names}
+
+    def _for(self, name: str) -> Any:
+        return lambda request_id, payload: self.events.append((name, request_id, payload))
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.events]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/t.db"
+    opened = open_store(url)
+    yield opened
+    opened.close()
+
+
+def node(
+    name: str, kind: str, side_effect: bool, *after: str, executor: str = "venue"
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "has_side_effect": side_effect,
+        "executor": executor,
+        "after": list(after),
+    }
+
+
+CEX = [
+    node("withdraw", "action", True),
+    node("withdraw_observe", "observe", False, "withdraw"),
+    node("deposit_observe", "observe", False, "withdraw_observe"),
+]
+
+
+def engine_for(
+    store: Store,
+    venue: FakeVenue,
+    recorder: Recorder | None = None,
+    **options: Any,
+) -> TransferEngine:
+    executors: dict[str, Executor] = {"venue": venue, "gate": ManualGate()}
+    callbacks = recorder.callbacks() if recorder else None
+    return TransferEngine(store, executors, callbacks, engine_id="engine-1", **options)
+
+
+def executing(engine: TransferEngine, request_id: str, plan: Sequence[Mapping[str, Any]]) -> None:
+    engine.submit(request_id, plan)
+    engine.validate(request_id)
+    engine.request_approval(request_id)
+    engine.approve(request_id, by="alice")
+    assert engine.start(request_id) == RequestState.EXECUTING
+
+
+def drive(engine: TransferEngine, request_id: str, steps: int = 12) -> RequestState:
+    """Step a fixed number of times: ``run`` returns as soon as nothing moves, which a
+    pending observation causes; a real engine would call it again later."""
+    for _ in range(steps):
+        engine.step(request_id)
+    return RequestState(engine.request(request_id).state)
+
+
+def states(engine: TransferEngine, request_id: str) -> dict[str, str]:
+    return {name: n.state.value for name, n in engine.nodes(request_id).items()}
+
+
+def events(store: Store, machine: str, key: str) -> list[Any]:
+    with store.transaction() as tx:
+        return tx.history(machine, key)
+
+
+def snapshot(store: Store, request_id: str) -> list[tuple[str, int, int]]:
+    """(key, version, history length) of the request and every node: any write shows."""
+    with store.transaction() as tx:
+        rows = [tx.get("request", request_id), *tx.scope("node", request_id)]
+        return [(r.key, r.version, len(tx.history(r.machine, r.key))) for r in rows if r]
+
+
+def assert_audited(store: Store, engine: TransferEngine, request_id: str) -> None:
+    """Every history replays legally from the initial state through ``spec.step`` with its
+    recorded actor and context, ends at the row's state, and names who moved (``by``)."""
+    specs = store.specs()
+    keys = [("request", request_id)] + [
+        ("node", f"{request_id}/{n}") for n in engine.nodes(request_id)
+    ]
+    for machine, key in keys:
+        spec, state = specs[machine], specs[machine].initial
+        for seq, event in enumerate(events(store, machine, key), start=1):
+            assert (event.seq, event.source) == (seq, state), f"{key}: broken chain at {seq}"
+            assert event.actor in spec.actors, f"{key}: unknown actor {event.actor}"
+            assert (
+                spec.step(event.source, event.trigger, actor=event.actor, **event.context)
+                == event.dest
+            )
+            assert event.detail and isinstance(event.detail.get("by"), str) and event.detail["by"]
+            state = event.dest
+        with store.transaction() as tx:
+            row = tx.get(machine, key)
+        assert row is not None and row.state == state
+
+
+def request_dests(store: Store, request_id: str) -> list[str]:
+    return [e.dest for e in events(store, "request", request_id)]
+
+
+# -- the seed's scenarios -------------------------------------------------------------------
+
+
+def test_happy_path_cex_plan_completes_and_consumes_the_reservation(store: Store) -> None:
+    venue, recorder = FakeVenue(), Recorder()
+    engine = engine_for(store, venue, recorder)
+    executing(engine, "r1", CEX)
+    assert engine.run("r1") == RequestState.COMPLETED
+    row = engine.request("r1")
+    assert row.data["reservation"] == "consumed"
+    assert row.data["current_frontier"] == []
+    assert set(states(engine, "r1").values()) == {"completed"}
+    withdraw = [(e.trigger, e.actor) for e in events(store, "node", "r1/withdraw")]
+    assert withdraw == [
+        ("wake", "planner"),
+        ("prepare", "executor"),
+        ("submit", "executor"),
+        ("accept", "executor"),
+        ("start_observing", "observer"),
+        ("complete", "observer"),
+    ]
+    assert recorder.names == ["frontier_advanced"] * 3 + ["request_completed"]
+    frontiers = [p["frontier"] for name, _, p in recorder.events if name == "frontier_advanced"]
+    assert frontiers == [["withdraw"], ["withdraw_observe"], ["deposit_observe"]]
+    assert recorder.events[-1][2]["reservation"] == "consumed"
+    assert venue.count("submit", "withdraw") == 1
+    assert_audited(store, engine, "r1")
+
+
+def test_join_wakes_only_after_every_branch_completed(store: Store) -> None:
+    venue = FakeVenue({"slow": {"observe": ["pending"] * 4 + ["completed"]}})
+    engine = engine_for(store, venue)
+    plan = [
+        node("withdraw", "action", True),
+        node("slow", "observe", False, "withdraw"),
+        node("fast", "observe", False, "withdraw"),
+        node("join", "observe", False, "slow", "fast"),
+    ]
+    executing(engine, "r2", plan)
+    join_waited_for_slow = False
+    for _ in range(20):  # a pending observation moves nothing, so step past it
+        engine.step("r2")
+        now = states(engine, "r2")
+        if now["join"] != "blocked":
+            assert now["slow"] == now["fast"] == "completed"
+        join_waited_for_slow |= now["fast"] == "completed" and now["join"] == "blocked"
+    assert join_waited_for_slow
+    assert engine.request("r2").state == RequestState.COMPLETED
+    assert_audited(store, engine, "r2")
+
+
+def test_failure_after_money_moved_escalates_and_holds_the_reservation(store: Store) -> None:
+    venue, recorder = FakeVenue({"deposit_observe": {"observe": ["failed"]}}), Recorder()
+    engine = engine_for(store, venue, recorder)
+    executing(engine, "r3", CEX)
+    assert engine.run("r3") == RequestState.MANUAL_INTERVENTION
+    assert engine.request("r3").data["reservation"] == "held"
+    assert recorder.names[-1] == "request_attention"
+    escalation = events(store, "request", "r3")[-1]
+    assert (escalation.trigger, escalation.actor) == ("escalate", "system")
+    assert (
+        escalation.detail is not None and escalation.detail["rule"] == "stopped-after-money-moved"
+    )
+    assert escalation.context["side_effects"] == "started"
+    # resuming cannot undo a failed node: the derivation escalates again at once
+    assert engine.resume("r3", by="carol") == RequestState.MANUAL_INTERVENTION
+    with pytest.raises(TransferRefused, match="evidence"):
+        engine.confirm_completed("r3", by="carol", evidence=" ")
+    done = engine.confirm_completed("r3", by="carol", evidence="deposit found in the ledger")
+    assert done == RequestState.COMPLETED
+    assert engine.request("r3").data["reservation"] == "consumed"
+    assert recorder.names[-1] == "request_completed"
+    assert "failed" not in request_dests(store, "r3")
+    assert_audited(store, engine, "r3")
+
+
+@pytest.mark.parametrize(
+    ("script", "never_called"),
+    [
+        ({"prepare": [RuntimeError("insufficient balance")]}, "submit"),
+        ({"submit": ["failed"]}, "observe"),
+    ],
+    ids=["prepare-raises", "venue-refuses"],
+)
+def test_failure_before_money_moved_fails_and_releases(
+    store: Store, script: dict[str, list[Answer]], never_called: str
+) -> None:
+    venue, recorder = FakeVenue({"withdraw": script}), Recorder()
+    engine = engine_for(store, venue, recorder)
+    executing(engine, "r4", CEX)
+    assert engine.run("r4") == RequestState.FAILED
+    assert engine.request("r4").data["reservation"] == "released"
+    assert recorder.names[-1] == "request_failed"
+    assert venue.count(never_called, "withdraw") == 0
+    assert states(engine, "r4") == {
+        "withdraw": "failed",
+        "withdraw_observe": "blocked",
+        "deposit_observe": "blocked",
+    }
+    last = events(store, "node", "r4/withdraw")[-1]
+    assert last.detail is not None and last.detail["evidence"].startswith(next(iter(script)))
+    failure = events(store, "request", "r4")[-1]
+    assert (failure.trigger, failure.context["side_effects"]) == ("fail", "none")
+    assert_audited(store, engine, "r4")
+
+
+def test_unknown_side_effect_beside_a_failure_is_never_failed(store: Store) -> None:
+    venue = FakeVenue(
+        {
+            "withdraw": {"submit": [TimeoutError("no answer from the exchange")]},
+            "balance_check": {"observe": ["pending", "pending", "pending", "failed"]},
+        }
+    )
+    recorder = Recorder()
+    engine = engine_for(store, venue, recorder)
+    plan = [
+        node("withdraw", "action", True),
+        node("balance_check", "observe", False),
+        node("deposit_observe", "observe", False, "withdraw", "balance_check"),
+    ]
+    executing(engine, "r5", plan)
+    assert engine.run("r5") == RequestState.EXECUTING  # balance_check still pending
+    assert drive(engine, "r5") == RequestState.MANUAL_INTERVENTION
+    assert states(engine, "r5")["withdraw"] == "unknown"
+    assert states(engine, "r5")["balance_check"] == "failed"
+    assert engine.request("r5").data["reservation"] == "held"
+    assert "request_failed" not in recorder.names
+    assert events(store, "request", "r5")[-1].detail["rule"] == "stopped-with-money-in-flight"
+    lost = events(store, "node", "r5/withdraw")[-1]
+    assert (lost.trigger, lost.dest) == ("lose_track", "unknown")
+    assert "TimeoutError" in lost.detail["evidence"]
+    assert drive(engine, "r5") == RequestState.MANUAL_INTERVENTION  # nothing touches unknown
+    assert venue.count("submit", "withdraw") == 1
+    assert engine.reconcile("r5", "withdraw", "completed", by="recon-7") == NodeState.COMPLETED
+    assert engine.resume("r5", by="carol") == RequestState.MANUAL_INTERVENTION
+    settled = engine.confirm_failed("r5", by="carol", evidence="withdrawal returned by hand")
+    assert settled == RequestState.FAILED
+    assert request_dests(store, "r5").count("failed") == 1  # only the operator's decision
+    assert_audited(store, engine, "r5")
+
+
+def test_money_in_flight_is_still_followed_in_manual_intervention(store: Store) -> None:
+    venue = FakeVenue(
+        {
+            "withdraw": {"observe": ["pending", "pending", "completed"]},
+            "check": {"observe": ["pending", "failed"]},
+        }
+    )
+    engine = engine_for(store, venue)
+    plan = [node("withdraw", "action", True), node("check", "observe", False)]
+    executing(engine, "r18", plan)
+    engine.step("r18")
+    engine.step("r18")
+    engine.step("r18")
+    assert states(engine, "r18") == {"withdraw": "observing", "check": "failed"}
+    assert engine.request("r18").state == RequestState.MANUAL_INTERVENTION
+    assert drive(engine, "r18") == RequestState.MANUAL_INTERVENTION
+    assert states(engine, "r18")["withdraw"] == "completed"  # watched to the end
+    assert [e.trigger for e in events(store, "request", "r18")][-1] == "escalate"
+    assert engine.request("r18").data["reservation"] == "held"
+    assert_audited(store, engine, "r18")
+
+
+@pytest.mark.parametrize(
+    ("evidence", "final", "reservation"),
+    [
+        ("submitted", RequestState.COMPLETED, "consumed"),
+        ("completed", RequestState.COMPLETED, "consumed"),
+        ("failed", RequestState.FAILED, "released"),
+    ],
+)
+def test_reconciliation_is_the_way_out_of_unknown(
+    store: Store, evidence: str, final: RequestState, reservation: str
+) -> None:
+    venue = FakeVenue({"withdraw": {"submit": [ConnectionResetError("dropped")]}})
+    engine = engine_for(store, venue)
+    executing(engine, "r6", CEX)
+    assert engine.run("r6") == RequestState.EXECUTING  # unknown awaits reconciliation
+    assert states(engine, "r6")["withdraw"] == "unknown"
+    with pytest.raises(InvalidStateTransition, match="side_effects"):
+        engine.cancel("r6", by="bob")
+    engine.reconcile("r6", "withdraw", evidence, by="recon-7")
+    assert engine.run("r6") == final
+    assert engine.request("r6").data["reservation"] == reservation
+    assert venue.count("submit", "withdraw") == 1
+    out = [e for e in events(store, "node", "r6/withdraw") if e.source == "unknown"]
+    assert [(e.actor, e.detail["by"]) for e in out] == [("reconciler", "recon-7")]
+    assert_audited(store, engine, "r6")
+
+
+def test_reconcile_is_refused_outside_unknown_and_writes_nothing(store: Store) -> None:
+    engine = engine_for(store, FakeVenue())
+    executing(engine, "r7", CEX)
+    engine.step("r7")  # withdraw: ready -> preparing; the rest blocked
+    before = snapshot(store, "r7")
+    for name in ("withdraw", "deposit_observe"):
+        with pytest.raises(InvalidStateTransition, match="reconcile_completed"):
+            engine.reconcile("r7", name, "completed", by="recon-7")
+    with pytest.raises(TransferRefused, match="submitted, completed, failed"):
+        engine.reconcile("r7", "withdraw", "probably", by="recon-7")
+    with pytest.raises(UnknownTransfer, match="no node 'ghost'"):
+        engine.reconcile("r7", "ghost", "completed", by="recon-7")
+    assert snapshot(store, "r7") == before
+
+
+@pytest.mark.parametrize(
+    ("kind", "gate_moves"),
+    [
+        ("action", [("prepare", "executor"), ("submit", "executor"), ("complete", "executor")]),
+        ("observe", [("start_observing", "observer"), ("complete", "observer")]),
+    ],
+)
+def test_manual_gate_waits_for_an_operator_then_runs_on(
+    store: Store, kind: str, gate_moves: list[tuple[str, str]]
+) -> None:
+    venue, recorder = FakeVenue(), Recorder()
+    engine = engine_for(store, venue, recorder)
+    plan = [
+        node("withdraw", "action", True),
+        node("manual_confirm", kind, False, "withdraw", executor="gate"),
+        node("deposit_observe", "observe", False, "manual_confirm"),
+    ]
+    executing(engine, "r8", plan)
+    assert engine.run("r8") == RequestState.WAITING_MANUAL_ACTION
+    assert engine.request("r8").data == {
+        **engine.request("r8").data,
+        "reservation": "held",
+        "current_frontier": ["manual_confirm"],
+    }
+    assert recorder.names[-1] == "request_attention"
+    assert engine.step("r8") == []  # step never passes a gate
+    # resume alone changes nothing: the gate is still ready and nothing else runs
+    assert engine.resume("r8", by="dana") == RequestState.WAITING_MANUAL_ACTION
+    before = snapshot(store, "r8")
+    with pytest.raises(TransferRefused, match="not a manual gate"):
+        engine.complete_manual("r8", "deposit_observe", by="dana")
+    assert snapshot(store, "r8") == before
+    assert engine.complete_manual("r8", "manual_confirm", by="dana") == RequestState.EXECUTING
+    gate = events(store, "node", "r8/manual_confirm")
+    assert [(e.trigger, e.actor) for e in gate] == [("wake", "planner"), *gate_moves]
+    assert gate[1].detail == {"by": "engine-1", "approved_by": "dana"}
+    assert states(engine, "r8")["deposit_observe"] == "ready"
+    assert engine.run("r8") == RequestState.COMPLETED
+    resumed = [e for e in events(store, "request", "r8") if e.trigger == "resume"]
+    assert [e.detail["by"] for e in resumed] == ["dana", "dana"]
+    assert_audited(store, engine, "r8")
+
+
+def test_signatures_come_from_the_signer(store: Store) -> None:
+    venue = FakeVenue({"withdraw": {"prepare": ["sign"]}})
+    engine = engine_for(store, venue)
+    executing(engine, "r9", CEX)
+    assert engine.run("r9") == RequestState.EXECUTING
+    assert states(engine, "r9")["withdraw"] == "awaiting_signature"
+    assert engine.sign("r9", "withdraw", by="hsm-1") == NodeState.SUBMITTED  # sent at once
+    assert engine.run("r9") == RequestState.COMPLETED
+    signed = [e for e in events(store, "node", "r9/withdraw") if e.trigger == "sign"]
+    assert [(e.actor, e.detail["by"]) for e in signed] == [("signer", "hsm-1")]
+    assert_audited(store, engine, "r9")
+
+
+def test_refused_signature_fails_safely(store: Store) -> None:
+    venue, recorder = FakeVenue({"withdraw": {"prepare": ["sign"]}}), Recorder()
+    engine = engine_for(store, venue, recorder)
+    executing(engine, "r10", CEX)
+    engine.run("r10")
+    engine.refuse_signature("r10", "withdraw", by="hsm-1", reason="limit exceeded")
+    assert engine.request("r10").state == RequestState.FAILED
+    assert engine.request("r10").data["reservation"] == "released"
+    assert recorder.names[-1] == "request_failed"
+    assert_audited(store, engine, "r10")
+
+
+def test_unsent_work_is_abandoned_once_the_plan_cannot_finish(store: Store) -> None:
+    """A failure beside a side-effect node still being signed: the derivation waits, the
+    engine abandons the unsigned node (nothing was sent), and the transfer fails safely."""
+    venue = FakeVenue({"withdraw": {"prepare": ["sign"]}, "balance_check": {"observe": ["failed"]}})
+    engine = engine_for(store, venue)
+    plan = [node("withdraw", "action", True), node("balance_check", "observe", False)]
+    executing(engine, "r11", plan)
+    engine.step("r11")
+    engine.step("r11")
+    assert states(engine, "r11") == {"withdraw": "awaiting_signature", "balance_check": "failed"}
+    assert engine.request("r11").state == RequestState.EXECUTING  # stopped-while-preparing-money
+    assert engine.run("r11") == RequestState.FAILED
+    assert engine.request("r11").data["reservation"] == "released"
+    abandoned = events(store, "node", "r11/withdraw")[-1]
+    assert "abandoned" in abandoned.detail["evidence"]
+    assert venue.count("submit", "withdraw") == 0
+    with pytest.raises(TransferRefused, match="failed"):
+        engine.sign("r11", "withdraw", by="hsm-1")
+    assert_audited(store, engine, "r11")
+
+
+def test_cancel_before_money_moves_releases_everything(store: Store) -> None:
+    venue, recorder = FakeVenue(), Recorder()
+    engine = engine_for(store, venue, recorder)
+    executing(engine, "r12", CEX)
+    engine.step("r12")  # withdraw preparing: nothing sent yet
+    assert engine.cancel("r12", by="bob", reason="customer asked") == RequestState.CANCELLED
+    assert set(states(engine, "r12").values()) == {"cancelled", "failed"}
+    assert states(engine, "r12")["withdraw"] == "failed"  # abandoned while preparing
+    assert engine.request("r12").data["reservation"] == "released"
+    assert engine.request("r12").data["current_frontier"] == []
+    assert recorder.names[-1] == "request_failed"
+    assert engine.run("r12") == RequestState.CANCELLED
+    assert venue.calls == []
+    assert_audited(store, engine, "r12")
+
+
+def test_cancel_is_refused_once_a_side_effect_started(store: Store) -> None:
+    venue = FakeVenue({"withdraw": {"observe": ["pending"]}})
+    engine = engine_for(store, venue)
+    executing(engine, "r13", CEX)
+    engine.run("r13")
+    assert states(engine, "r13")["withdraw"] == "observing"
+    before = snapshot(store, "r13")
+    with pytest.raises(InvalidStateTransition, match="side_effects"):
+        engine.cancel("r13", by="bob")
+    assert snapshot(store, "r13") == before
+    assert engine.request("r13").data["reservation"] == "held"
+
+
+# -- the request's own lifecycle ------------------------------------------------------------
+
+
+def test_double_moves_are_refused_and_write_nothing(store: Store) -> None:
+    engine = engine_for(store, FakeVenue())
+    engine.submit("r14", CEX)
+    engine.validate("r14")
+    engine.request_approval("r14")
+    assert engine.approve("r14", by="alice") == RequestState.APPROVED
+    before = snapshot(store, "r14")
+    with pytest.raises(InvalidStateTransition, match="approve"):
+        engine.approve("r14", by="alice")
+    with pytest.raises(InvalidStateTransition, match="resume"):
+        engine.resume("r14", by="alice")
+    assert snapshot(store, "r14") == before
+    assert engine.start("r14") == RequestState.EXECUTING
+    before = snapshot(store, "r14")
+    with pytest.raises(InvalidStateTransition, match="start"):
+        engine.start("r14")
+    with pytest.raises(TransferRefused, match="'by' must be a non-empty string"):
+        engine.cancel("r14", by="")
+    assert snapshot(store, "r14") == before
+
+
+@pytest.mark.parametrize(
+    ("decision", "final"),
+    [
+        ("fail_validation", RequestState.FAILED),
+        ("reject", RequestState.REJECTED),
+        ("expire", RequestState.EXPIRED),
+        ("fail_before_start", RequestState.FAILED),
+    ],
+)
+def test_requests_stopped_before_execution_release_their_reservation(
+    store: Store, decision: str, final: RequestState
+) -> None:
+    recorder = Recorder()
+    engine = engine_for(store, FakeVenue(), recorder)
+    engine.submit("r15", CEX)
+    if decision == "fail_validation":
+        reached = engine.validate("r15", problems=["destination address malformed"])
+    else:
+        engine.validate("r15")
+        engine.request_approval("r15")
+        if decision == "reject":
+            reached = engine.reject("r15", by="alice")
+        elif decision == "expire":
+            reached = engine.expire("r15")
+        else:
+            engine.approve("r15", by="alice")
+            reached = engine.fail_before_start("r15", reason="venue in maintenance")
+    assert reached == final
+    assert engine.request("r15").data["reservation"] == "released"
+    assert recorder.names == ["request_failed"]
+    assert events(store, "request", "r15")[-1].trigger == decision
+    assert set(states(engine, "r15").values()) == {"blocked"}
+    assert_audited(store, engine, "r15")
+
+
+def test_submitting_the_same_plan_twice_is_a_no_op(store: Store) -> None:
+    engine = engine_for(store, FakeVenue())
+    assert engine.submit("r16", CEX) == RequestState.RECEIVED
+    engine.validate("r16")
+    before = snapshot(store, "r16")
+    assert engine.submit("r16", CEX) == RequestState.VALIDATED
+    assert snapshot(store, "r16") == before
+    with pytest.raises(PlanError, match="different plan"):
+        engine.submit("r16", CEX[:1])
+
+
+def test_a_failing_callback_is_reported_after_the_commit(store: Store) -> None:
+    seen: list[str] = []
+
+    def broken(request_id: str, payload: Mapping[str, Any]) -> None:
+        raise RuntimeError("dashboard down")
+
+    def completed(request_id: str, payload: Mapping[str, Any]) -> None:
+        seen.append(request_id)
+
+    callbacks = {"frontier_advanced": broken, "request_completed": completed}
+    engine = TransferEngine(store, {"venue": FakeVenue()}, callbacks, engine_id="engine-1")
+    engine.submit("r19", CEX[:1])
+    engine.validate("r19")
+    engine.request_approval("r19")
+    engine.approve("r19", by="alice")
+    with pytest.raises(CallbackFailed, match=r"frontier_advanced .*dashboard down"):
+        engine.start("r19")
+    assert engine.request("r19").state == RequestState.EXECUTING  # committed all the same
+    assert engine.run("r19") == RequestState.COMPLETED
+    assert seen == ["r19"]
+
+
+# -- plans that cannot run ------------------------------------------------------------------
+
+BAD_PLANS: dict[str, tuple[list[Any], str]] = {
+    "cycle": (
+        [
+            node("a", "action", True, "c"),
+            node("b", "observe", False, "a"),
+            node("c", "observe", False, "b"),
+        ],
+        "cycle: .*a -> b -> c",
+    ),
+    "self-loop": ([node("a", "action", True, "a")], "cycle: a -> a"),
+    "dangling-edge": ([node("a", "action", True, "ghost")], "node 'a' runs after 'ghost'"),
+    "duplicate-name": (
+        [node("a", "action", True), node("a", "observe", False)],
+        "node 'a' is defined 2",
+    ),
+    "unknown-executor": (
+        [node("a", "action", True, executor="upbit")],
+        "node 'a': unknown executor 'upbit'",
+    ),
+    "unknown-key": (
+        [{**node("a", "action", True), "retries": 3}],
+        "node 'a': unknown key 'retries'",
+    ),
+    "missing-field": (
+        [{"name": "a", "kind": "action", "executor": "venue"}],
+        "node 'a': missing 'has_side_effect'",
+    ),
+    "bad-kind": ([node("a", "signer", True)], "node 'a': kind 'signer'"),
+    "empty": ([], "empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PLANS))
+def test_bad_plans_are_refused_before_anything_is_written(store: Store, case: str) -> None:
+    plan, message = BAD_PLANS[case]
+    engine = engine_for(store, FakeVenue())
+    with pytest.raises(PlanError, match=message):
+        engine.submit("bad", plan)
+    with store.transaction() as tx:
+        assert tx.get("request", "bad") is None
+        assert tx.scope("node", "bad") == []
+
+
+def test_plan_error_lists_every_problem() -> None:
+    engine = engine_for(open_store("memory://"), FakeVenue())
+    plan = [{"name": "a/b", "kind": "action"}, node("c", "observe", "yes")]  # type: ignore[arg-type]
+    with pytest.raises(PlanError) as caught:
+        engine.submit("r/1", plan)
+    assert len(caught.value.problems) == 5
+    assert "request id 'r/1'" in str(caught.value)
+
+
+def test_bad_configuration_is_refused_at_construction() -> None:
+    store = open_store("memory://")
+    with pytest.raises(TransferConfigError, match="unknown callback 'request_done'"):
+        TransferEngine(store, {}, {"request_done": lambda rid, payload: None})
+
+    class Half:
+        def prepare(self, node: PlanNode) -> PrepareAnswer:
+            return "submit"
+
+        def submit(self, node: PlanNode) -> SubmitAnswer:
+            return "completed"
+
+    with pytest.raises(TransferConfigError, match=r"executor 'half' \(Half\) lacks observe;"):
+        TransferEngine(store, {"half": Half()})  # type: ignore[dict-item]
+
+
+# -- crashes and the invariant over every script ---------------------------------------------
+
+
+def test_a_submit_that_never_reported_back_goes_unknown_and_is_never_resent(store: Store) -> None:
+    clock = FakeClock()
+    venue = FakeVenue({"withdraw": {"submit": [Crash(), "accepted"]}})
+    engine = engine_for(store, venue, clock=clock, submit_timeout=60)
+    executing(engine, "r17", CEX)
+    engine.step("r17")
+    with pytest.raises(Crash):
+        engine.step("r17")  # prepared, marked sent, and the process dies inside submit()
+    assert states(engine, "r17")["withdraw"] == "submitting"
+    restarted = engine_for(store, venue, clock=clock, submit_timeout=60)
+    assert restarted.step("r17") == []  # the call might still be out
+    clock.now += 61
+    assert [m.dest for m in restarted.step("r17")] == ["unknown"]
+    assert restarted.run("r17") == RequestState.EXECUTING
+    assert venue.count("submit", "withdraw") == 1
+    assert_audited(store, restarted, "r17")
+
+
+SUBMIT_ANSWERS: list[Answer] = ["accepted", "completed", "failed", "unknown", TimeoutError(), "?"]
+OBSERVE_ANSWERS: list[Answer] = ["completed", "failed", "unknown", ValueError("garbled")]
+WITHDRAW_SCRIPTS: list[dict[str, list[Answer]]] = [
+    {"prepare": [RuntimeError("preflight")]},
+    {"prepare": ["maybe"]},
+    *(
+        {"submit": [submit], "observe": [observe]}
+        for submit, observe in itertools.product(SUBMIT_ANSWERS, OBSERVE_ANSWERS)
+    ),
+]
+CHECK_SCRIPTS: list[list[Answer]] = [
+    ["completed"],
+    ["failed"],
+    ["pending", "pending", "pending", "failed"],
+]
+
+
+def test_never_failed_or_released_while_money_may_be_moving(store: Store) -> None:
+    """Every combination of venue answers on a two-branch plan: after every step, a
+    request that is failed or released its reservation has no side-effect node that
+    started, and the request histories enter failed only with side_effects=none."""
+    outcomes = set()
+    for index, (withdraw, check) in enumerate(itertools.product(WITHDRAW_SCRIPTS, CHECK_SCRIPTS)):
+        venue = FakeVenue({"withdraw": withdraw, "check": {"observe": check}})
+        engine = engine_for(store, venue)
+        rid = f"p{index}"
+        plan = [
+            node("withdraw", "action", True),
+            node("check", "observe", False),
+            node("deposit", "observe", False, "withdraw", "check"),
+        ]
+        executing(engine, rid, plan)
+        for _ in range(10):
+            engine.step(rid)
+            row, nodes = engine.request(rid), engine.nodes(rid)
+            if row.state in ("failed", "cancelled") or row.data["reservation"] == "released":
+                assert not [n for n in nodes.values() if n.has_side_effect and n.state in STARTED]
+        for event in events(store, "request", rid):
+            if event.dest == "failed":
+                assert event.context["side_effects"] == "none"
+        outcomes.add(row.state)
+    assert outcomes == {"completed", "failed", "manual_intervention", "executing"}
