@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import yaml
 from hypothesis import settings
 
 from machines.loader import bundled_spec_dir
+from machines.store import Store, open_store
 
 Document = dict[str, Any]
 
@@ -50,6 +51,28 @@ def rename_everywhere(node: Any, old: str, new: str) -> Any:
     if isinstance(node, list):
         return [rename_everywhere(v, old, new) for v in node]
     return node
+
+
+class FakeClock:
+    """An injectable clock a test moves by hand: ``clock.now += 31``."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def store_url(kind: str, tmp_path: Path, name: str = "store.db") -> str:
+    return "memory://" if kind == "memory" else f"sqlite:///{tmp_path}/{name}"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Each test that takes ``store`` runs once on memory:// and once on SQLite."""
+    opened = open_store(store_url(request.param, tmp_path))
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -30,14 +30,7 @@ from machines.systems.effectlog import (
     UndoStep,
 )
 from machines.systems.exactly_once import not_sent
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.conftest import FakeClock
 
 
 class Counter:

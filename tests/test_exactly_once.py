@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +23,7 @@ from machines.errors import (
 )
 from machines.store import Store, open_store
 from machines.systems import ExactlyOnce, Verdict, not_sent
-
-
-class FakeClock:
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/eo.db"
-    opened = open_store(url)
-    yield opened
-    opened.close()
+from tests.conftest import FakeClock
 
 
 class Card:

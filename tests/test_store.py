@@ -15,14 +15,6 @@ from machines.store import RecordExists, StaleWrite, Store, StoreError, open_sto
 from machines.store.ddl import sqlite_schema
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/s.db"
-    opened = open_store(url, clock=lambda: 1000.0)
-    yield opened
-    opened.close()
-
-
 def compensable(store: Store, key: str = "sig-1", scope: str | None = "session-1") -> None:
     with store.transaction() as tx:
         tx.insert("effect", key, context={"tier": "compensable"}, scope=scope)

@@ -5,8 +5,7 @@ never failed (nor its reservation released) while money may be on its way."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import pytest
@@ -28,6 +27,7 @@ from machines.systems.transfer import (
     TransferRefused,
     UnknownTransfer,
 )
+from tests.conftest import FakeClock
 
 Answer = str | BaseException
 STARTED = {"submitting", "submitted", "observing", "unknown", "completed"}
@@ -35,14 +35,6 @@ STARTED = {"submitting", "submitted", "observing", "unknown", "completed"}
 
 class Crash(BaseException):
     """The process dies inside an executor call (nothing in the engine catches it)."""
-
-
-class FakeClock:
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeVenue:
@@ -98,14 +90,6 @@ class Recorder:
     @property
     def names(self) -> list[str]:
         return [name for name, _, _ in self.events]
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path}/t.db"
-    opened = open_store(url)
-    yield opened
-    opened.close()
 
 
 def node(
