@@ -50,29 +50,20 @@ def measure_ratio(
     goal: float | None,
     rounds: int = 11,
 ) -> Ratio:
-    """Time ``candidate`` and ``baseline`` (each doing ``units`` units of work per call)."""
+    """Time ``candidate`` and ``baseline`` (each doing ``units`` units of work per call);
+    the ratio is candidate time over baseline time (lower is better)."""
     (cand_name, cand), (base_name, base) = candidate, baseline
     cand()  # warm up caches and lazy imports
     base()
-    ratios, cand_times, base_times = [], [], []
-    for i in range(rounds):
-        if i % 2:
-            b, c = _time(base), _time(cand)
-        else:
-            c, b = _time(cand), _time(base)
-        ratios.append(c / b)
-        cand_times.append(c)
-        base_times.append(b)
-    return Ratio(
-        name=name,
-        candidate=cand_name,
-        baseline=base_name,
-        ratio=statistics.median(ratios),
-        goal=goal,
-        candidate_ns=statistics.median(cand_times) / units * 1e9,
-        baseline_ns=statistics.median(base_times) / units * 1e9,
+    return _compare(
+        name,
+        (cand_name, lambda: _time(cand)),
+        (base_name, lambda: _time(base)),
+        units=units,
         unit=unit,
+        goal=goal,
         rounds=rounds,
+        throughput=False,
     )
 
 
@@ -86,8 +77,24 @@ def throughput_ratio(
     goal: float | None,
     rounds: int = 5,
 ) -> Ratio:
-    """Like ``measure_ratio`` for work that times itself (each call returns its seconds,
-    setup excluded); the ratio is candidate throughput over baseline throughput."""
+    """For work that times itself (each call returns its seconds, setup excluded); the
+    ratio is candidate throughput over baseline throughput (higher is better)."""
+    return _compare(
+        name, candidate, baseline, units=units, unit=unit, goal=goal, rounds=rounds, throughput=True
+    )
+
+
+def _compare(
+    name: str,
+    candidate: tuple[str, Callable[[], float]],
+    baseline: tuple[str, Callable[[], float]],
+    *,
+    units: int,
+    unit: str,
+    goal: float | None,
+    rounds: int,
+    throughput: bool,
+) -> Ratio:
     (cand_name, cand), (base_name, base) = candidate, baseline
     ratios, cand_times, base_times = [], [], []
     for i in range(rounds):
@@ -95,7 +102,7 @@ def throughput_ratio(
             b, c = base(), cand()
         else:
             c, b = cand(), base()
-        ratios.append(b / c)
+        ratios.append(b / c if throughput else c / b)
         cand_times.append(c)
         base_times.append(b)
     return Ratio(
@@ -108,5 +115,5 @@ def throughput_ratio(
         baseline_ns=statistics.median(base_times) / units * 1e9,
         unit=unit,
         rounds=rounds,
-        higher_is_better=True,
+        higher_is_better=throughput,
     )
