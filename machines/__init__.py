@@ -7,6 +7,10 @@ from machines.checker import Report, check
 from machines.derive import derive_request_state
 from machines.errors import (
     ContextError,
+    EffectError,
+    EffectFailed,
+    EffectIndeterminate,
+    EffectInProgress,
     InvalidNodeState,
     InvalidStateTransition,
     MachinesError,
@@ -25,6 +29,10 @@ from machines.states import EffectState, NodeState, OutcomeState, RequestState
 __all__ = [
     "AsyncEntityMachine",
     "ContextError",
+    "EffectError",
+    "EffectFailed",
+    "EffectInProgress",
+    "EffectIndeterminate",
     "EffectState",
     "EntityMachine",
     "History",

@@ -101,6 +101,8 @@ class TestContract:
         compensable(store, "elsewhere", "s2")
         with store.transaction() as tx:
             assert [r.key for r in tx.scope("effect", "s1")] == ["third", "first", "second"]
+            assert [r.key for r in tx.rows("effect")] == ["third", "first", "second", "elsewhere"]
+            assert tx.rows("outcome") == []
 
     def test_bad_context_and_data_are_refused(self, store: Store) -> None:
         with pytest.raises(ContextError, match="tier=safe is refused"), store.transaction() as tx:

@@ -181,8 +181,11 @@ class _MemoryTransaction:
         return list(self._store._history.get((machine, key), ()))
 
     def scope(self, machine: str, scope: str) -> list[Row]:
+        return [r for r in self.rows(machine) if r.scope == scope]
+
+    def rows(self, machine: str) -> list[Row]:
         spec_for(self._store._specs, machine)
         return sorted(
-            (r for (m, _), r in self._store._rows.items() if m == machine and r.scope == scope),
+            (r for (m, _), r in self._store._rows.items() if m == machine),
             key=lambda r: r.ordinal,
         )

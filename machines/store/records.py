@@ -93,6 +93,9 @@ class Transaction(Protocol):
     def scope(self, machine: str, scope: str) -> list[Row]:
         """Rows of one scope (a session, a request), oldest first."""
 
+    def rows(self, machine: str) -> list[Row]:
+        """Every row of a machine, oldest first (audits, invariant checks)."""
+
 
 class Store(Protocol):
     url: str

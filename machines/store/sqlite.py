@@ -304,11 +304,16 @@ class _SQLiteTransaction:
         ]
 
     def scope(self, machine: str, scope: str) -> list[Row]:
+        return self._select(machine, "WHERE scope = ?", (scope,))
+
+    def rows(self, machine: str) -> list[Row]:
+        return self._select(machine, "", ())
+
+    def _select(self, machine: str, where: str, params: tuple[Any, ...]) -> list[Row]:
         spec_for(self._specs, machine)
         return [
             self._row(machine, values)
             for values in self._conn.execute(
-                f"SELECT {_COLUMNS} FROM {machine}_entities WHERE scope = ? ORDER BY rowid",
-                (scope,),
+                f"SELECT {_COLUMNS} FROM {machine}_entities {where} ORDER BY rowid", params
             )
         ]
