@@ -37,10 +37,7 @@ Every other state refuses to run with a typed error; nothing is ever run twice o
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
@@ -48,7 +45,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from machines.errors import EffectError, MachinesError
 from machines.history import Clock, TransitionEvent
 from machines.store.records import Row, Store, StoreError, Transaction
-from machines.systems.exactly_once import Classifier, Verdict, fail_closed
+from machines.systems.exactly_once import Classifier, Verdict, fail_closed, process_identity
 
 MACHINE = "effect"
 SAFE = "safe"
@@ -228,7 +225,7 @@ class EffectLog:
         self.store = store
         self.classify = classify
         self.clock = clock
-        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.worker = worker or process_identity()
 
     # -- the intercept path ----------------------------------------------------------------
 

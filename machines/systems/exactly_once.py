@@ -36,6 +36,11 @@ from machines.store.records import Row, StaleWrite, Store, StoreError, Transacti
 MACHINE = "outcome"
 
 
+def process_identity(prefix: str = "") -> str:
+    """``host:pid:random`` naming this process in leases and audit details."""
+    return f"{prefix}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
 class Verdict(StrEnum):
     """What an exception proves about the effect."""
 
@@ -103,7 +108,7 @@ class ExactlyOnce:
         self.lease_seconds = lease_seconds
         self.on_indeterminate = on_indeterminate
         self.clock = clock
-        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.worker = worker or process_identity()
 
     # -- the two ways to run ------------------------------------------------------------
 

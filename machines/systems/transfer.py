@@ -34,10 +34,7 @@ built this way:
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +47,7 @@ from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.states import NodeState, RequestState
 from machines.store.records import Row, StaleWrite, Store, Transaction
+from machines.systems.exactly_once import process_identity
 
 REQUEST, NODE = "request", "node"
 
@@ -299,9 +297,7 @@ class TransferEngine:
         _check_executors(self.executors)
         _check_callbacks(self.callbacks)
         self.clock = clock
-        self.engine_id = (
-            engine_id or f"engine:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        )
+        self.engine_id = engine_id or process_identity("engine:")
         self.submit_timeout = submit_timeout
         self.request_spec: MachineSpec = specs[REQUEST]
         self.node_spec: MachineSpec = specs[NODE]
