@@ -729,3 +729,62 @@ def test_never_failed_or_released_while_money_may_be_moving(store: Store) -> Non
                 assert event.context["side_effects"] == "none"
         outcomes.add(row.state)
     assert outcomes == {"completed", "failed", "manual_intervention", "executing"}
+
+
+def test_a_busy_venue_sends_the_node_back_to_ready_then_it_runs(store: Store) -> None:
+    venue = FakeVenue({"withdraw": {"prepare": ["retry", "submit"]}})
+    engine = engine_for(store, venue)
+    executing(engine, "r30", CEX)
+    engine.step("r30")  # ready -> preparing
+    engine.step("r30")  # prepare() says retry
+    assert states(engine, "r30")["withdraw"] == "ready"
+    assert drive(engine, "r30") == RequestState.COMPLETED
+    assert venue.count("submit", "withdraw") == 1
+    assert [e.trigger for e in events(store, "node", "r30/withdraw")][:4] == [
+        "wake",
+        "prepare",
+        "retry",
+        "prepare",
+    ]
+    assert_audited(store, engine, "r30")
+
+
+def test_an_expired_signature_request_is_retried_not_sent(store: Store) -> None:
+    venue = FakeVenue({"withdraw": {"prepare": ["sign", "submit"]}})
+    engine = engine_for(store, venue)
+    executing(engine, "r31", CEX)
+    engine.run("r31")
+    assert engine.retry("r31", "withdraw", reason="signature request expired") == NodeState.READY
+    assert drive(engine, "r31") == RequestState.COMPLETED
+    assert venue.count("submit", "withdraw") == 1
+    with pytest.raises(InvalidStateTransition):  # completed: nothing to retry
+        engine.retry("r31", "withdraw", reason="again")
+    assert_audited(store, engine, "r31")
+
+
+def test_a_skipped_node_counts_as_done_for_its_successors(store: Store) -> None:
+    plan = [
+        node("fx_quote", "observe", False),
+        node("withdraw", "action", True, "fx_quote"),
+    ]
+    venue = FakeVenue()
+    engine = engine_for(store, venue)
+    executing(engine, "r32", plan)
+    with pytest.raises(TransferRefused, match="reason"):
+        engine.skip("r32", "withdraw", by="planner-1", reason="")
+    assert engine.skip("r32", "fx_quote", by="planner-1", reason="same currency") == "skipped"
+    assert states(engine, "r32") == {"fx_quote": "skipped", "withdraw": "ready"}
+    assert drive(engine, "r32") == RequestState.COMPLETED
+    assert venue.count("observe", "fx_quote") == 0
+    with pytest.raises(TransferRefused, match="completed"):
+        engine.skip("r32", "withdraw", by="planner-1", reason="late")
+    assert_audited(store, engine, "r32")
+
+
+def test_skipping_is_refused_outside_execution(store: Store) -> None:
+    engine = engine_for(store, FakeVenue())
+    engine.submit("r33", CEX)
+    before = snapshot(store, "r33")
+    with pytest.raises(TransferRefused, match="received"):
+        engine.skip("r33", "withdraw", by="planner-1", reason="not needed")
+    assert snapshot(store, "r33") == before

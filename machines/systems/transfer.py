@@ -67,10 +67,11 @@ CALLBACKS = ("frontier_advanced", "request_completed", "request_failed", "reques
 PLAN_KEYS = ("name", "kind", "has_side_effect", "executor", "after")
 REQUIRED_KEYS = ("name", "kind", "has_side_effect", "executor")
 
-PrepareAnswer = Literal["sign", "submit"]
+PrepareAnswer = Literal["sign", "submit", "retry"]
 SubmitAnswer = Literal["accepted", "completed", "failed", "unknown"]
 ObserveAnswer = Literal["completed", "failed", "pending", "unknown"]
 
+_PREPARE = {"sign": "request_signature", "retry": "retry"}
 _SUBMIT = {"accepted": "accept", "completed": "complete", "failed": "fail", "unknown": "lose_track"}
 _OBSERVE = {"completed": "complete", "failed": "fail", "unknown": "lose_track"}
 _RECONCILE = {
@@ -174,8 +175,9 @@ class Executor(Protocol):
     """Talks to one venue. Called outside any transaction, at most once per move.
 
     - ``prepare``: preflight checks, before anything is sent. ``"sign"`` (action nodes
-      only) waits for the external signer; ``"submit"`` goes on to sending. Raising fails
-      the node with the error as evidence.
+      only) waits for the external signer; ``"submit"`` goes on to sending; ``"retry"``
+      (not now, e.g. the venue is busy) puts the node back to ready for a later step.
+      Raising fails the node with the error as evidence.
     - ``submit``: sends the operation. ``"accepted"`` (the venue took it), ``"completed"``
       (final in the response), ``"failed"`` (certainly refused), ``"unknown"``. Raising
       means the money may have moved: the node goes ``unknown``.
@@ -440,6 +442,27 @@ class TransferEngine:
             s.move_node(s.node(node), "fail", SIGNER, detail)
         return NodeState(s.node(node).state)
 
+    def retry(self, request_id: str, node: str, *, reason: str) -> NodeState:
+        """Put a node that sent nothing yet (preparing, or awaiting a signature that will
+        not come, e.g. it expired) back to ready; a later step dispatches it afresh."""
+        detail = _said(self.engine_id, reason=_required(reason, "reason"))
+        with self._session(request_id) as s:
+            s.move_node(s.node(node), "retry", EXECUTOR, detail)
+        return NodeState(s.node(node).state)
+
+    def skip(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
+        """The planner decided a conditional node is not needed (blocked or ready only:
+        nothing of it ran). Skipped counts as done, so its successors may wake."""
+        detail = _said(by, reason=_required(reason, "reason"))
+        with self._session(request_id) as s:
+            if s.request.state != RequestState.EXECUTING:
+                raise TransferRefused(
+                    f"request '{request_id}' is {s.request.state}; nodes are skipped only "
+                    "while it executes"
+                )
+            s.move_node(s.node(node), "skip", PLANNER, detail)
+        return NodeState(s.node(node).state)
+
     def reconcile(
         self, request_id: str, node: str, evidence: str, *, by: str, note: str = ""
     ) -> NodeState:
@@ -527,7 +550,7 @@ class TransferEngine:
         if reply.answer == "submit":
             detail = _said(self.engine_id, evidence=reply.evidence)
             return self._send(request_id, row, "submit", EXECUTOR, detail, reply) or []
-        trigger = "request_signature" if reply.answer == "sign" else "fail"
+        trigger = _PREPARE.get(reply.answer or "", "fail")
         return self._report(request_id, row, trigger, EXECUTOR, reply, _DISPATCHING)
 
     def _abandon(self, request_id: str, row: Row) -> list[Movement]:
