@@ -277,7 +277,9 @@ def no_auto_terminal_money_in_flight(
     previous: Snapshot | None,
 ) -> list[Breach]:
     """Unknown nodes leave only by reconciliation; an automatic actor never puts a request in
-    a reservation-releasing state once a node with a side effect has started."""
+    a reservation-releasing state while a node with a side effect is in an effect-started
+    state (money on its way, of unknown fate, or landed). A node the venue certainly
+    refused (submitting -> failed) moved no money, so it does not count."""
     node_spec, request_spec = specs.get("node"), specs.get("request")
     if node_spec is None or request_spec is None:
         return []
@@ -297,7 +299,7 @@ def no_auto_terminal_money_in_flight(
                         (ev,),
                     )
                 )
-        if n.data.get("has_side_effect") and started & {ev.dest for ev in n.history}:
+        if n.data.get("has_side_effect") and n.state in started:
             moved.setdefault(n.scope or "", []).append(n)
     for r in snap.of("request"):
         last = r.history[-1] if r.history else None

@@ -199,8 +199,7 @@ def test_happy_path_cex_plan_completes_and_consumes_the_reservation(store: Store
         ("prepare", "executor"),
         ("submit", "executor"),
         ("accept", "executor"),
-        ("start_observing", "observer"),
-        ("complete", "observer"),
+        ("complete", "observer"),  # the first observation was final: no observing
     ]
     assert recorder.names == ["frontier_advanced"] * 3 + ["request_completed"]
     frontiers = [p["frontier"] for name, _, p in recorder.events if name == "frontier_advanced"]
@@ -788,3 +787,42 @@ def test_skipping_is_refused_outside_execution(store: Store) -> None:
     with pytest.raises(TransferRefused, match="received"):
         engine.skip("r33", "withdraw", by="planner-1", reason="not needed")
     assert snapshot(store, "r33") == before
+
+
+def test_a_ready_node_of_a_doomed_plan_is_abandoned_not_left_ready(store: Store) -> None:
+    venue = FakeVenue({"withdraw": {"prepare": ["sign"]}, "check": {"observe": ["failed"]}})
+    engine = engine_for(store, venue)
+    plan = [
+        node("quote", "observe", False),
+        node("convert", "action", False, "quote"),
+        node("withdraw", "action", True),
+        node("check", "observe", False),
+    ]
+    executing(engine, "r34", plan)
+    engine.step("r34")
+    engine.step("r34")
+    assert states(engine, "r34") == {
+        "quote": "completed",
+        "convert": "ready",  # woken as check failed: it must never run
+        "withdraw": "awaiting_signature",
+        "check": "failed",
+    }
+    assert engine.run("r34") == RequestState.FAILED
+    assert states(engine, "r34")["convert"] == "failed"
+    abandoned = events(store, "node", "r34/convert")[-1]
+    assert (abandoned.source, abandoned.actor) == ("ready", "executor")
+    assert "abandoned" in abandoned.detail["evidence"]
+    assert venue.count("prepare", "convert") == 0
+    assert_audited(store, engine, "r34")
+
+
+def test_a_pending_first_observation_starts_watching(store: Store) -> None:
+    venue = FakeVenue({"withdraw": {"observe": ["pending", "failed"]}})
+    engine = engine_for(store, venue)
+    executing(engine, "r35", CEX)
+    drive(engine, "r35")
+    triggers = [e.trigger for e in events(store, "node", "r35/withdraw")]
+    assert triggers == ["wake", "prepare", "submit", "accept", "start_observing", "fail"]
+    assert venue.count("observe", "withdraw") == 2
+    assert engine.request("r35").state == RequestState.FAILED  # the venue said: not moved
+    assert_audited(store, engine, "r35")

@@ -22,9 +22,10 @@ built this way:
   to ``unknown``, which only ``reconcile`` leaves. ``prepare()`` runs before anything is
   sent, so its errors fail the node with the error as evidence.
 - **Nothing new starts once the plan cannot finish.** While a node failed, the engine
-  dispatches no ready node and abandons nodes still being prepared or signed (nothing was
-  sent), so the derivation can settle on ``failed`` instead of sending money for a doomed
-  transfer. Money already in flight is still followed, also in ``manual_intervention``.
+  dispatches no ready node and abandons (fails, as their executor) nodes that are ready,
+  being prepared or being signed (nothing was sent), so the derivation can settle on
+  ``failed`` instead of sending money for a doomed transfer. Money already in flight is
+  still followed, also in ``manual_intervention``.
 - **Manual gates** (nodes named ``manual_...``) are never dispatched by ``step``: they stay
   ready, so the request derives ``waiting_manual_action``. ``complete_manual`` records the
   operator's action on the gate, resumes the request and drives the gate through its own
@@ -522,10 +523,7 @@ class TransferEngine:
             return self._abandon(request_id, row) if mode is _Mode.HALT else []
         if row.state == NodeState.SUBMITTING:
             return self._recover_send(request_id, row)
-        if row.state == NodeState.SUBMITTED and mode in _FOLLOWING:
-            detail = {"by": self.engine_id}
-            return self._apply(request_id, row, "start_observing", OBSERVER, detail, _FOLLOWING)
-        if row.state == NodeState.OBSERVING and mode in _FOLLOWING:
+        if row.state in (NodeState.SUBMITTED, NodeState.OBSERVING) and mode in _FOLLOWING:
             return self._observe(request_id, row)
         return []
 
@@ -536,6 +534,8 @@ class TransferEngine:
         return "prepare", EXECUTOR
 
     def _dispatch(self, request_id: str, row: Row, mode: _Mode) -> list[Movement]:
+        if mode is _Mode.HALT:
+            return self._abandon(request_id, row)  # it will never run: say so
         if mode is not _Mode.DISPATCH or row.data["name"].startswith(self.manual_prefix):
             return []  # a ready manual gate waits for complete_manual
         trigger, actor = self._first_move(row)
@@ -599,9 +599,14 @@ class TransferEngine:
         return self._apply(request_id, row, "lose_track", EXECUTOR, detail, _ANY)
 
     def _observe(self, request_id: str, row: Row) -> list[Movement]:
+        """Ask the venue about a submitted or observing node. A first "pending" moves a
+        submitted node to observing (it is being watched); a final answer moves it
+        straight to its end, from either state."""
         reply = self._ask(request_id, row, "observe")
         if reply.answer == "pending":
-            return []
+            if row.state == NodeState.OBSERVING:
+                return []
+            return self._report(request_id, row, "start_observing", OBSERVER, reply, _FOLLOWING)
         trigger = _OBSERVE.get(reply.answer or "", "lose_track")
         return self._report(request_id, row, trigger, OBSERVER, reply, _ANY)
 
