@@ -342,8 +342,9 @@ class _Builder:
             for a in actors:
                 self.actor_ref((*at, "actor"), a)
             when = self.guard((*at, "when"), raw.get("when"))
-            if "amendment" in raw:
-                self.finding_ref((*at, "amendment"), raw["amendment"])
+            for key in ("amendment", "unreachable_in_systems"):
+                if key in raw:
+                    self.finding_ref((*at, key), raw[key])
             for source in sources:
                 self.transition_index.append(i)
                 out.append(
@@ -356,6 +357,7 @@ class _Builder:
                         when=when,
                         evidence=raw.get("evidence"),
                         amendment=raw.get("amendment"),
+                        unreachable_in_systems=raw.get("unreachable_in_systems"),
                     )
                 )
         return tuple(out)

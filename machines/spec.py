@@ -71,6 +71,9 @@ class Transition:
     when: Guard = field(default_factory=_no_guard)
     evidence: str | None = None
     amendment: str | None = None
+    unreachable_in_systems: str | None = None
+    """A finding id saying why no reference system can take this edge; the coverage gate
+    of the system suites does not ask for it."""
 
     def admits(self, context: Mapping[str, str]) -> bool:
         """True when no guarded variable given in ``context`` has a value outside the guard.
@@ -247,6 +250,13 @@ class MachineSpec:
     def triggers(self) -> frozenset[str]:
         """Every trigger name of the machine."""
         return self._router.triggers
+
+    @property
+    def unreachable_in_systems(self) -> frozenset[tuple[str, str, str]]:
+        """(source, trigger, dest) of the edges no reference system takes, by finding."""
+        return frozenset(
+            (t.source, t.trigger, t.dest) for t in self.transitions if t.unreachable_in_systems
+        )
 
     def is_terminal(self, state: str) -> bool:
         return self._state(state).terminal

@@ -239,7 +239,8 @@ def test_unknown_key_in_a_transition(spec_dir: Path) -> None:
     assert problem.startswith(f"line {line}, at transitions[{index}].guard: ")
     assert "unknown key(s) 'guard'" in problem
     assert (
-        "allowed here: actor, amendment, description, dest, evidence, source, trigger, when"
+        "allowed here: actor, amendment, description, dest, evidence, source, trigger, "
+        "unreachable_in_systems, when"
     ) in problem
 
 
@@ -746,3 +747,14 @@ def test_reserved_context_variable_name(spec_dir: Path) -> None:
     assert reserved and reserved[0].startswith(
         f"line {line_of(text, r'^  state:$')}, at context.state"
     )
+
+
+def test_unreachable_in_systems_must_name_a_finding(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    edit(
+        path,
+        "    unreachable_in_systems: replay-vs-unique-signature\n",
+        "    unreachable_in_systems: no-such-finding\n",
+    )
+    problem = only_problem(load_error(path))
+    assert "unreachable_in_systems" in problem and "no-such-finding" in problem
