@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,10 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import settings
 
 from machines.loader import bundled_spec_dir
 from machines.store import Store, open_store
+from machines.testing.profiles import load_profile
 
 Document = dict[str, Any]
 
@@ -92,8 +91,4 @@ def transition(doc: Document, source: str, dest: str) -> Document:
     return found[0]
 
 
-# Hypothesis profiles: "dev" for local runs, "ci" derandomized so CI failures replay
-# exactly; chosen by HYPOTHESIS_PROFILE.
-settings.register_profile("dev", deadline=None)
-settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+load_profile()  # dev, ci or thorough, from HYPOTHESIS_PROFILE (machines.testing.profiles)

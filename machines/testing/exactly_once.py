@@ -26,8 +26,7 @@ store wrapped by ``FaultyStore`` and also checks the named invariants on its sna
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,22 +34,20 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from machines.errors import EffectFailed, EffectIndeterminate, EffectInProgress, MachinesError
-from machines.invariants import check_invariants, snapshot
-from machines.store import Store, open_store
-from machines.store.records import StoreError, Transaction
+from machines.store import open_store
 from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing.coverage import Coverage
+from machines.testing.faults import (
+    Fault,
+    FaultyStore,
+    NotSent,
+    SimulatedCrash,
+    Specs,
+    StoreWatch,
+)
 
 KEYS = ("k1", "k2", "k3")
 LEASE = 30.0
-
-
-class NotSent(Exception):
-    """Raised by an effect before anything left the process: proof it did not happen."""
-
-
-class SimulatedCrash(BaseException):
-    """The process dies here: nothing after this point runs (not even a park)."""
 
 
 class Behaviour(enum.Enum):
@@ -76,57 +73,13 @@ class ExactlyOnceAdapter(Protocol):
 
     def advance_clock(self, seconds: float) -> None: ...
 
-    def fail_next_write(self, how: str) -> None:
+    def fail_next_write(self, how: Fault | None) -> None:
         """Make the next store write raise a store error (``"error"``) or kill the process
-        (``"crash"``: raise ``SimulatedCrash``); implementations without a store may
-        ignore it."""
+        (``"crash"``: raise ``SimulatedCrash``); None clears it. Implementations without a
+        store may ignore it."""
 
     def check(self) -> list[str]:
         """Implementation-specific consistency problems (empty when none)."""
-
-
-class FaultyStore:
-    """Wraps a store; the next transaction that writes can be made to fail or to die."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self.url = store.url
-        self.pending: str | None = None
-
-    def specs(self) -> Any:
-        return self._store.specs()
-
-    def close(self) -> None:
-        self._store.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        with self._store.transaction() as tx:
-            yield _FaultyTransaction(tx, self)
-
-
-class _FaultyTransaction:
-    def __init__(self, tx: Transaction, owner: FaultyStore) -> None:
-        self._tx = tx
-        self._owner = owner
-
-    def _maybe_fail(self) -> None:
-        how, self._owner.pending = self._owner.pending, None
-        if how == "error":
-            raise StoreError("injected: the database went away mid-write")
-        if how == "crash":
-            raise SimulatedCrash()
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._tx, name)
-        if name in ("move", "update"):  # a write after the claim: where faults matter
-
-            def write(*args: Any, **kwargs: Any) -> Any:
-                self._maybe_fail()
-                return attribute(*args, **kwargs)
-
-            return write
-        return attribute
 
 
 @dataclass
@@ -135,12 +88,14 @@ class ReferenceAdapter:
 
     url: str = "memory://"
     coverage: Coverage | None = None
+    specs: Specs = None
     now: float = 1_000.0
     store: FaultyStore = field(init=False)
-    previous: Any = None
+    watch: StoreWatch = field(init=False)
 
     def __post_init__(self) -> None:
-        self.store = FaultyStore(open_store(self.url))
+        self.store = FaultyStore(open_store(self.url, self.specs))
+        self.watch = StoreWatch(self.store, self.coverage)
 
     def _executor(self, worker: str) -> ExactlyOnce:
         return ExactlyOnce(
@@ -165,18 +120,11 @@ class ReferenceAdapter:
     def advance_clock(self, seconds: float) -> None:
         self.now += seconds
 
-    def fail_next_write(self, how: str) -> None:
+    def fail_next_write(self, how: Fault | None) -> None:
         self.store.pending = how
 
     def check(self) -> list[str]:
-        snap = snapshot(self.store)
-        breaches = check_invariants(self.store.specs(), snap, self.previous)
-        self.previous = snap
-        if self.coverage is not None:
-            for entity in snap.entities.values():
-                for e in entity.history:
-                    self.coverage.record(e.machine, e.source, e.trigger, e.dest)
-        return [b.describe() for b in breaches]
+        return self.watch.check()
 
 
 @dataclass

@@ -1,0 +1,102 @@
+"""What the system suites share: injected faults and the reference systems' own checks.
+
+``FaultyStore`` wraps any store so the next write (insert, move or update) can fail the
+way a database fails (``StoreError``) or the way a process dies (``SimulatedCrash``, which
+no ``except Exception`` catches, so nothing after it runs, not even a park).
+``StoreWatch`` snapshots a reference system's store after every step, checks the named
+invariants against the previous snapshot, and records the edges the histories took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from machines.invariants import Snapshot, check_invariants, snapshot
+from machines.loader import load
+from machines.spec import MachineSpec
+from machines.store import BUNDLED, Store
+from machines.store.records import StoreError, Transaction
+from machines.testing.coverage import Coverage
+
+Fault = Literal["error", "crash"]
+Specs = Mapping[str, MachineSpec] | None
+"""The specs a reference system runs on (None: the bundled ones)."""
+WRITES = frozenset({"insert", "move", "update"})
+
+
+class NotSent(Exception):
+    """Raised by an effect before anything left the process: proof it did not happen."""
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here: nothing after this point runs (not even a park)."""
+
+
+class FaultyStore:
+    """Wraps a store; the next write of any transaction can be made to fail or to die."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.url = store.url
+        self.pending: Fault | None = None
+
+    def specs(self) -> Any:
+        return self._store.specs()
+
+    def close(self) -> None:
+        self._store.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        with self._store.transaction() as tx:
+            yield _FaultyTransaction(tx, self)
+
+
+class _FaultyTransaction:
+    def __init__(self, tx: Transaction, owner: FaultyStore) -> None:
+        self._tx = tx
+        self._owner = owner
+
+    def _maybe_fail(self) -> None:
+        how, self._owner.pending = self._owner.pending, None
+        if how == "error":
+            raise StoreError("injected: the database went away mid-write")
+        if how == "crash":
+            raise SimulatedCrash()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._tx, name)
+        if name in WRITES:
+
+            def write(*args: Any, **kwargs: Any) -> Any:
+                self._maybe_fail()
+                return attribute(*args, **kwargs)
+
+            return write
+        return attribute
+
+
+class StoreWatch:
+    """The named invariants over successive snapshots of one store, plus edge coverage.
+
+    The invariants are judged by the bundled specs (the published promises), not by the
+    specs the store runs: a system run on a broken (mutated) spec must be caught."""
+
+    def __init__(self, store: FaultyStore | Store, coverage: Coverage | None = None) -> None:
+        self.store = store
+        self.coverage = coverage
+        self.previous: Snapshot | None = None
+        self.judge = {name: load(name) for name in store.specs() if name in BUNDLED}
+
+    def check(self, runs: Mapping[tuple[str, str], int] | None = None) -> list[str]:
+        """Every breach, described; ``runs``: (machine, key) -> upstream runs observed."""
+        snap = snapshot(self.store, runs)
+        breaches = check_invariants(self.judge, snap, self.previous)
+        self.previous = snap
+        if self.coverage is not None:
+            for entity in snap.entities.values():
+                for e in entity.history:
+                    self.coverage.record(e.machine, e.source, e.trigger, e.dest)
+        return [b.describe() for b in breaches]

@@ -1,0 +1,183 @@
+"""The stateful system suites against the reference systems (memory and SQLite), the
+edge-coverage gate over every machine, and proof that each suite catches a broken system.
+
+Sized by ``machines.testing.profiles.scaled``: ``HYPOTHESIS_PROFILE=thorough`` runs the
+same tests with twenty times the examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+import machines
+from machines.systems import EffectLog, ExactlyOnce, TransferEngine, transfer
+from machines.systems.transfer import _Mode
+from machines.testing import Coverage
+from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
+from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
+from machines.testing.profiles import scaled
+from machines.testing.transfer import ReferenceTransfer, TransferAdapter, TransferSuite, Venue
+
+COVERAGE = Coverage()
+"""Every edge any suite below took, on any store; the gate test reads it last."""
+
+
+def sqlite_url(tmp: Path) -> str:
+    return f"sqlite:///{tmp / 'suite.db'}"
+
+
+# -- exactly-once ---------------------------------------------------------------------------
+
+
+class ExactlyOnceOnMemory(ExactlyOnceSuite):
+    def make_adapter(self) -> ExactlyOnceAdapter:
+        return ReferenceAdapter("memory://", coverage=COVERAGE)
+
+
+def test_exactly_once_on_memory() -> None:
+    run_state_machine_as_test(ExactlyOnceOnMemory, settings=scaled(200))
+
+
+def test_exactly_once_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
+    class OnSQLite(ExactlyOnceSuite):
+        def make_adapter(self) -> ExactlyOnceAdapter:
+            return ReferenceAdapter(sqlite_url(tmp_path_factory.mktemp("eo")), coverage=COVERAGE)
+
+    run_state_machine_as_test(OnSQLite, settings=scaled(25))
+
+
+# -- effect log -----------------------------------------------------------------------------
+
+
+class EffectLogOnMemory(EffectLogSuite):
+    def make_adapter(self) -> EffectLogAdapter:
+        return ReferenceEffectLog("memory://", coverage=COVERAGE)
+
+
+def test_effect_log_on_memory() -> None:
+    run_state_machine_as_test(EffectLogOnMemory, settings=scaled(200, 30))
+
+
+def test_effect_log_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
+    class OnSQLite(EffectLogSuite):
+        def make_adapter(self) -> EffectLogAdapter:
+            url = sqlite_url(tmp_path_factory.mktemp("log"))
+            return ReferenceEffectLog(url, coverage=COVERAGE)
+
+    run_state_machine_as_test(OnSQLite, settings=scaled(25, 30))
+
+
+# -- transfer engine ------------------------------------------------------------------------
+
+
+class TransferOnMemory(TransferSuite):
+    def make_adapter(self, venue: Venue) -> TransferAdapter:
+        return ReferenceTransfer(venue, "memory://", coverage=COVERAGE)
+
+
+def test_transfer_engine_on_memory() -> None:
+    run_state_machine_as_test(TransferOnMemory, settings=scaled(250, 60))
+
+
+def test_transfer_engine_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
+    class OnSQLite(TransferSuite):
+        def make_adapter(self, venue: Venue) -> TransferAdapter:
+            url = sqlite_url(tmp_path_factory.mktemp("transfer"))
+            return ReferenceTransfer(venue, url, coverage=COVERAGE)
+
+    run_state_machine_as_test(OnSQLite, settings=scaled(30, 40))
+
+
+# -- the gate: every edge of every machine ----------------------------------------------------
+
+
+def test_every_edge_is_exercised(capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs after the suites above (pytest keeps file order). An edge no system can take
+    is declared in its spec (``unreachable_in_systems``) with the finding that says why."""
+    specs = [machines.load(name) for name in ("effect", "outcome", "node", "request")]
+    with capsys.disabled():
+        print("\nedge coverage of the system suites:\n" + COVERAGE.table(specs))
+    missing = {
+        spec.name: [e for e in COVERAGE.missing(spec) if e not in spec.unreachable_in_systems]
+        for spec in specs
+    }
+    assert not any(missing.values()), COVERAGE.table(specs)
+
+
+# -- each suite catches a broken system -----------------------------------------------------
+
+HUNT = settings(scaled(300, 30), phases=[Phase.generate])
+
+
+def test_the_exactly_once_suite_catches_an_executor_that_retries_parked_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A classic bug: treat indeterminate as 'try again'."""
+    original = ExactlyOnce._claim
+
+    def optimistic(self, key):  # type: ignore[no-untyped-def]
+        row = self.outcome(key)
+        if row is not None and row.state == "indeterminate":
+            self.reclaim(key, by="bug", reason="retrying on a guess")
+        return original(self, key)
+
+    monkeypatch.setattr(ExactlyOnce, "_claim", optimistic)
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(ExactlyOnceOnMemory, settings=HUNT)
+
+
+def test_the_effect_log_suite_catches_a_log_that_reruns_unknown_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The classic bug: a call whose outcome is unknown is 'retried' by the next caller."""
+    original = EffectLog._claim_or_refuse
+
+    def rerun_unknown(self, tx, row):  # type: ignore[no-untyped-def]
+        if row.state == "executing":
+            row = tx.move(row, "fail", actor="proxy", detail={"reason": "retry on a guess"})
+        return original(self, tx, row)
+
+    monkeypatch.setattr(EffectLog, "_claim_or_refuse", rerun_unknown)
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(EffectLogOnMemory, settings=HUNT)
+
+
+def test_the_effect_log_suite_catches_an_irreversible_call_run_without_approval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = EffectLog._claim_or_refuse
+
+    def no_human(self, tx, row):  # type: ignore[no-untyped-def]
+        if row.state == "pending" and row.context["tier"] == "irreversible":
+            row = tx.move(row, "approve", actor="human", detail={"by": "the proxy itself"})
+        return original(self, tx, row)
+
+    monkeypatch.setattr(EffectLog, "_claim_or_refuse", no_human)
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(EffectLogOnMemory, settings=HUNT)
+
+
+def test_the_transfer_suite_catches_an_engine_that_resends_after_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A submit that never reported back is sent again instead of declared unknown."""
+
+    def resend(self, request_id, row):  # type: ignore[no-untyped-def]
+        reply = self._ask(request_id, row, "submit")
+        return self._report(request_id, row, "accept", "executor", reply, frozenset(_Mode))
+
+    monkeypatch.setattr(TransferEngine, "_recover_send", resend)
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(TransferOnMemory, settings=settings(HUNT, max_examples=400))
+
+
+def test_the_transfer_suite_catches_an_engine_that_fails_money_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An engine that treats a lost submit as failed releases money that may be moving."""
+    monkeypatch.setitem(transfer._SUBMIT, "unknown", "fail")
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(TransferOnMemory, settings=settings(HUNT, max_examples=400))
