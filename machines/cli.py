@@ -52,9 +52,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     export_cmd.add_argument("machine", help="a bundled machine name or a path to a YAML file")
     export_cmd.add_argument("--format", choices=FORMATS, default="json")
+    mutate_cmd = commands.add_parser(
+        "mutate",
+        help="break the definitions on purpose (a catalog of mutations) and show that "
+        "machines check or the stateful suites catch every one",
+        description="Exit 0 when every mutation is caught, 1 when one survives.",
+    )
+    mutate_cmd.add_argument("ids", nargs="*", metavar="ID", help="only these mutations")
+    mutate_cmd.add_argument(
+        "--examples",
+        type=int,
+        default=300,
+        metavar="N",
+        help="most suite runs per mutation before it counts as surviving (default 300)",
+    )
+    mutate_cmd.add_argument("--list", action="store_true", help="list the catalog and exit")
     args = parser.parse_args(argv)
     if args.command == "export":
         return _export(args.machine, args.format)
+    if args.command == "mutate":
+        return _mutate(args.ids or None, args.examples, args.list)
     if args.max_nodes < 1:
         parser.error("--max-nodes must be at least 1")
     report = check(args.spec_dir, max_nodes=args.max_nodes)
@@ -73,6 +90,28 @@ def _export(machine: str, fmt: str) -> int:
         return 1
     sys.stdout.write(export(spec, fmt))
     return 0
+
+
+def _mutate(ids: list[str] | None, examples: int, list_only: bool) -> int:
+    from machines.mutation import CATALOG, Kill, run_catalog, summary
+
+    if list_only:
+        for m in CATALOG:
+            print(f"{m.id:<42} {m.machine:<8} {m.description}")
+        return 0
+
+    def progress(k: Kill) -> None:
+        verdict = f"caught by {k.caught_by}" if k.caught_by else "SURVIVED"
+        print(f"{k.mutation.id:<42} {verdict:<32} {k.seconds:6.2f} s", flush=True)
+        print(f"    {k.evidence[:160]}", flush=True)
+
+    try:
+        kills = run_catalog(ids, examples=examples, progress=progress)
+    except KeyError as exc:
+        print(f"machines mutate: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print("\n" + summary(kills))
+    return 0 if all(k.caught_by for k in kills) else 1
 
 
 def print_report(report: Report, out: TextIO, findings: bool = True) -> None:

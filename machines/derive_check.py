@@ -41,6 +41,12 @@ DERIVATION_INVARIANTS: Mapping[str, str] = MappingProxyType(
         "completion-means-done": (
             f"a derived state tagged {CONSUMES} only when every node is in a state tagged {DONE}"
         ),
+        "context-matches-money": (
+            f"the context the nodes imply refuses the guarded moves into a state tagged "
+            f"{RELEASES} exactly while a node with a side effect is in a node state tagged "
+            f"{EFFECT_STARTED} (never fewer: money released in flight; never more: a transfer "
+            "that moved no money could not be cancelled)"
+        ),
         "no-dead-rule": "every rule decides at least one plan (otherwise the order hides it)",
     }
 )
@@ -104,6 +110,10 @@ class _Invariants:
         )
         self.releases = {s for s, st in request.states.items() if RELEASES in st.tags}
         self.consumes = {s for s, st in request.states.items() if CONSUMES in st.tags}
+        derived = set(request.derivation.context) if request.derivation else set()
+        self.money_guarded = [
+            t for t in request.transitions if t.dest in self.releases and derived & set(t.when)
+        ]
 
     @property
     def predicates(self) -> tuple[NodeSet, ...]:
@@ -122,6 +132,10 @@ class _Invariants:
             out.append("derivation-settles")
         if result in self.consumes and not every & bit[self.done]:
             out.append("completion-means-done")
+        context = deriver.context(sig)
+        moving = bool(some & bit[self.money_moving])
+        if self.money_guarded and moving == any(t.admits(context) for t in self.money_guarded):
+            out.append("context-matches-money")
         return out
 
     def _legal(self, deriver: Deriver, result: str, sig: Signature) -> bool:

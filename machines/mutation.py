@@ -1,0 +1,412 @@
+"""Mutation check: break the specs on purpose and see every break caught.
+
+Each ``Mutation`` edits one bundled definition the way a careless change would (an
+automatic exit from a fail-closed state, a terminal state with an exit, a dropped guard,
+a dropped derivation rule, a lost tag, ...). ``kill`` writes the mutated copy of
+``spec/`` to a folder and runs the detectors in order, cheapest first:
+
+1. ``machines check``: the schema, the structural rules and the derivation proof;
+2. the stateful suite of the system that runs on the mutated machine, with the mutated
+   specs as the system's specs and the bundled specs as the judge of the invariants.
+
+A mutation no detector catches *survives*: the checks have a blind spot, and
+``machines mutate`` (and CI) fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+from machines.checker import check
+from machines.errors import SpecError
+from machines.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec import MachineSpec
+
+Document = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One deliberate break of ``machine``'s definition."""
+
+    id: str
+    machine: str
+    description: str
+    change: Callable[[Document], None]
+
+
+@dataclass(frozen=True)
+class Kill:
+    """What became of one mutation: which detector caught it (None: it survived), the
+    evidence, and the seconds from the start of detection to the catch."""
+
+    mutation: Mutation
+    caught_by: str | None
+    evidence: str
+    seconds: float
+
+
+# -- editing a definition -------------------------------------------------------------------
+
+
+def _edge(doc: Document, source: str, trigger: str) -> Document:
+    for t in doc["transitions"]:
+        sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
+        if t["trigger"] == trigger and source in sources:
+            return t  # type: ignore[no-any-return]
+    raise KeyError(f"no {source} --{trigger}--> edge")
+
+
+def _set(source: str, trigger: str, **values: Any) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        _edge(doc, source, trigger).update(values)
+
+    return change
+
+
+def _drop_key(source: str, trigger: str, key: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        del _edge(doc, source, trigger)[key]
+
+    return change
+
+
+def _add(source: str, trigger: str, dest: str, actor: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        doc["transitions"].append(
+            {
+                "trigger": trigger,
+                "source": source,
+                "dest": dest,
+                "actor": actor,
+                "evidence": "mutated in on purpose",
+                "description": "A mutation.",
+            }
+        )
+
+    return change
+
+
+def _drop_edge(source: str, trigger: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        doc["transitions"].remove(_edge(doc, source, trigger))
+
+    return change
+
+
+def _untag(state: str, tag: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        doc["states"][state]["tags"].remove(tag)
+
+    return change
+
+
+def _drop_rule(rule_set: str, rule: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        rules = doc["derivation"]["rule_sets"][rule_set]["rules"]
+        rules[:] = [r for r in rules if r["id"] != rule]
+
+    return change
+
+
+def _derived_context(drop_state: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        for option in doc["derivation"]["context"]["side_effects"]:
+            for condition in option.get("when", []):
+                for test in condition.values():
+                    test["state"].remove(drop_state)
+
+    return change
+
+
+def _default_rule_set(name: str) -> Callable[[Document], None]:
+    def change(doc: Document) -> None:
+        doc["derivation"]["default"] = name
+
+    return change
+
+
+CATALOG: tuple[Mutation, ...] = (
+    Mutation(
+        "outcome-auto-exit-indeterminate",
+        "outcome",
+        "a worker may leave indeterminate on its own (indeterminate -> failed)",
+        _add("indeterminate", "give_up", "failed", "worker"),
+    ),
+    Mutation(
+        "outcome-reclaim-by-worker",
+        "outcome",
+        "a reclaim made by an automatic actor (the worker retries a parked key)",
+        _set("indeterminate", "reclaim", actor="worker"),
+    ),
+    Mutation(
+        "outcome-terminal-exit",
+        "outcome",
+        "a terminal state with an exit (succeeded -> in_flight)",
+        _add("succeeded", "rerun", "in_flight", "caller"),
+    ),
+    Mutation(
+        "outcome-skip-in-flight",
+        "outcome",
+        "a skipped state: indeterminate decided landed straight from a worker's park",
+        _set("indeterminate", "decide_landed", actor="worker"),
+    ),
+    Mutation(
+        "outcome-no-decide-not-landed",
+        "outcome",
+        "a dropped edge: an operator can no longer decide that a parked effect did not land",
+        _drop_edge("indeterminate", "decide_not_landed"),
+    ),
+    Mutation(
+        "effect-execute-unguarded",
+        "effect",
+        "the tier guard removed from execute: an irreversible call skips approval",
+        _drop_key("pending", "execute", "when"),
+    ),
+    Mutation(
+        "effect-approve-unguarded",
+        "effect",
+        "the tier guard removed from approve",
+        _drop_key("pending", "approve", "when"),
+    ),
+    Mutation(
+        "effect-skip-executing",
+        "effect",
+        "a skipped state: pending -> committed without executing",
+        _add("pending", "commit", "committed", "proxy"),
+    ),
+    Mutation(
+        "effect-committed-exit",
+        "effect",
+        "a terminal state with an exit: committed effects compensated",
+        _add("committed", "compensate", "compensating", "saga"),
+    ),
+    Mutation(
+        "effect-no-provable-failure",
+        "effect",
+        "a dropped edge: a call that provably did not happen cannot go back to pending",
+        _drop_edge("executing", "fail"),
+    ),
+    Mutation(
+        "node-unknown-auto-terminal",
+        "node",
+        "unknown auto-terminalized: the executor fails an unknown node",
+        _add("unknown", "give_up", "failed", "executor"),
+    ),
+    Mutation(
+        "node-reconcile-by-executor",
+        "node",
+        "reconciliation by an automatic actor instead of the reconciler",
+        _set("unknown", "reconcile_failed", actor="executor"),
+    ),
+    Mutation(
+        "node-completed-without-evidence",
+        "node",
+        "an automatic completion that records no evidence",
+        _drop_key("submitting", "complete", "evidence"),
+    ),
+    Mutation(
+        "node-backward",
+        "node",
+        "a backward move: completed -> submitting",
+        _add("completed", "resend", "submitting", "executor"),
+    ),
+    Mutation(
+        "node-submitting-not-started",
+        "node",
+        "submitting loses its effect-started tag (money in flight not counted)",
+        _untag("submitting", "effect-started"),
+    ),
+    Mutation(
+        "node-observer-cannot-lose-track",
+        "node",
+        "a dropped edge: an observation that cannot tell has nowhere to go",
+        _drop_edge("observing", "lose_track"),
+    ),
+    Mutation(
+        "request-fail-unguarded",
+        "request",
+        "the side_effects guard removed from executing -> failed",
+        _drop_key("executing", "fail", "when"),
+    ),
+    Mutation(
+        "request-cancel-unguarded",
+        "request",
+        "the side_effects guard removed from cancel",
+        _drop_key("executing", "cancel", "when"),
+    ),
+    Mutation(
+        "request-auto-confirm",
+        "request",
+        "manual_intervention settled by the system instead of an operator",
+        _set("manual_intervention", "confirm_failed", actor="system"),
+    ),
+    Mutation(
+        "derivation-no-manual-intervention-rule",
+        "request",
+        "a dropped manual_intervention rule: failure after money moved",
+        _drop_rule("money-safe", "stopped-after-money-moved"),
+    ),
+    Mutation(
+        "derivation-no-in-flight-rule",
+        "request",
+        "a dropped rule: failure while money is in flight",
+        _drop_rule("money-safe", "stopped-with-money-in-flight"),
+    ),
+    Mutation(
+        "derivation-submitting-not-money",
+        "request",
+        "the derived side_effects context forgets submitting nodes",
+        _derived_context("submitting"),
+    ),
+    Mutation(
+        "derivation-seed-rules-default",
+        "request",
+        "the seed's own rules (qtg-v3) made the default",
+        _default_rule_set("qtg-v3"),
+    ),
+)
+
+
+# -- detection ------------------------------------------------------------------------------
+
+
+def _suite_for(machine: str) -> Callable[[Mapping[str, MachineSpec]], type[RuleBasedStateMachine]]:
+    """The stateful suite whose system runs on ``machine``, bound to given specs."""
+    from machines.testing.effectlog import EffectLogSuite, ReferenceEffectLog
+    from machines.testing.exactly_once import ExactlyOnceSuite, ReferenceAdapter
+    from machines.testing.transfer import ReferenceTransfer, TransferSuite, Venue
+
+    def exactly_once(specs: Mapping[str, MachineSpec]) -> type[RuleBasedStateMachine]:
+        class Mutant(ExactlyOnceSuite):
+            def make_adapter(self) -> ReferenceAdapter:
+                return ReferenceAdapter(specs=specs)
+
+        return Mutant
+
+    def effect_log(specs: Mapping[str, MachineSpec]) -> type[RuleBasedStateMachine]:
+        class Mutant(EffectLogSuite):
+            def make_adapter(self) -> ReferenceEffectLog:
+                return ReferenceEffectLog(specs=specs)
+
+        return Mutant
+
+    def transfer(specs: Mapping[str, MachineSpec]) -> type[RuleBasedStateMachine]:
+        class Mutant(TransferSuite):
+            def make_adapter(self, venue: Venue) -> ReferenceTransfer:
+                return ReferenceTransfer(venue, specs=specs)
+
+        return Mutant
+
+    by_machine = {
+        "outcome": exactly_once,
+        "effect": effect_log,
+        "node": transfer,
+        "request": transfer,
+    }
+    return by_machine[machine]
+
+
+def write_mutant(mutation: Mutation, folder: Path) -> Path:
+    """A copy of the bundled ``spec/`` in ``folder`` with ``mutation`` applied."""
+    target = folder / "spec"
+    shutil.copytree(bundled_spec_dir(), target)
+    path = target / f"{mutation.machine}.yaml"
+    doc: Document = yaml.safe_load(path.read_text())
+    mutation.change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    return target
+
+
+def kill(mutation: Mutation, *, examples: int = 300) -> Kill:
+    """Run the detectors on ``mutation`` until one catches it."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutation.id}-") as tmp:
+        spec_dir = write_mutant(mutation, Path(tmp))
+        report = check(spec_dir)
+        if report.exit_code != 0:
+            first = (report.violations or [])[:1]
+            evidence = first[0].describe() if first else "; ".join(report.unreadable)
+            return Kill(mutation, "machines check", evidence, time.perf_counter() - started)
+        try:
+            specs = {spec.name: spec for spec in map(read_definition, definition_paths(spec_dir))}
+        except SpecError as error:  # check would have said so; kept to fail closed
+            return Kill(mutation, "machines check", str(error), time.perf_counter() - started)
+        suite = _suite_for(mutation.machine)(specs)
+        hunt = settings(
+            max_examples=examples,
+            stateful_step_count=60,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        try:
+            run_state_machine_as_test(suite, settings=hunt)  # type: ignore[no-untyped-call]
+        except Exception as caught:  # any failure of the suite is a catch
+            evidence = str(caught).strip().splitlines()[0] if str(caught).strip() else repr(caught)
+            name = suite.__mro__[1].__name__
+            return Kill(mutation, name, evidence, time.perf_counter() - started)
+    return Kill(mutation, None, "no detector caught it", time.perf_counter() - started)
+
+
+def run_catalog(
+    ids: Iterable[str] | None = None,
+    *,
+    examples: int = 300,
+    progress: Callable[[Kill], None] | None = None,
+) -> list[Kill]:
+    """``kill`` every mutation of the catalog (or those named by ``ids``)."""
+    chosen = _select(ids)
+    kills = []
+    for mutation in chosen:
+        result = kill(mutation, examples=examples)
+        kills.append(result)
+        if progress is not None:
+            progress(result)
+    return kills
+
+
+def _select(ids: Iterable[str] | None) -> Sequence[Mutation]:
+    if ids is None:
+        return CATALOG
+    known = {m.id: m for m in CATALOG}
+    wanted = list(ids)
+    unknown = [i for i in wanted if i not in known]
+    if unknown:
+        raise KeyError(f"unknown mutation(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[i] for i in wanted]
+
+
+def summary(kills: Sequence[Kill]) -> str:
+    """Kill rate and median seconds to detection, overall and per detector."""
+    caught = [k for k in kills if k.caught_by is not None]
+    rate = 100 * len(caught) / max(1, len(kills))
+    lines = [f"killed {len(caught)}/{len(kills)} mutations ({rate:.0f}%)"]
+    if caught:
+        lines.append(
+            f"median seconds to detection: {statistics.median(k.seconds for k in caught):.2f}"
+        )
+    by: dict[str, list[float]] = {}
+    for k in caught:
+        by.setdefault(k.caught_by or "", []).append(k.seconds)
+    for detector, seconds in sorted(by.items()):
+        lines.append(
+            f"  {detector}: {len(seconds)} caught, median {statistics.median(seconds):.2f} s"
+        )
+    survivors = [k.mutation.id for k in kills if k.caught_by is None]
+    if survivors:
+        lines.append("SURVIVED: " + ", ".join(survivors))
+    return "\n".join(lines)

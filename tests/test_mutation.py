@@ -1,0 +1,69 @@
+"""The mutation check: every mutation of the catalog is caught, by ``machines check`` or
+by a stateful suite, and the catalog is as wide as it claims."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from machines.mutation import CATALOG, kill, run_catalog, summary, write_mutant
+
+
+def test_the_catalog_is_wide() -> None:
+    assert len(CATALOG) >= 15
+    assert len({m.id for m in CATALOG}) == len(CATALOG)
+    assert set(Counter(m.machine for m in CATALOG)) == {"effect", "outcome", "node", "request"}
+
+
+@pytest.mark.parametrize("mutation", CATALOG, ids=[m.id for m in CATALOG])
+def test_each_mutation_really_changes_its_definition(mutation, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder = write_mutant(mutation, tmp_path)
+    original = (Path(__file__).parents[1] / "spec" / f"{mutation.machine}.yaml").read_text()
+    assert yaml.safe_load((folder / f"{mutation.machine}.yaml").read_text()) != yaml.safe_load(
+        original
+    )
+
+
+def test_every_mutation_is_caught(capsys: pytest.CaptureFixture[str]) -> None:
+    kills = run_catalog()
+    with capsys.disabled():
+        print("\n" + summary(kills))
+    survivors = [k.mutation.id for k in kills if k.caught_by is None]
+    assert not survivors, summary(kills)
+    assert {k.caught_by for k in kills} >= {"machines check", "EffectLogSuite", "TransferSuite"}
+
+
+def test_a_harmless_change_survives_so_the_detectors_are_not_trivially_loud() -> None:
+    """The control: a mutation that changes only a description must not be 'caught'."""
+    from machines.mutation import Mutation
+
+    def reword(doc: dict) -> None:  # type: ignore[type-arg]
+        doc["description"] = doc["description"] + " (reworded)"
+
+    control = Mutation("control-reword", "outcome", "a reworded description", reword)
+    result = kill(control, examples=20)
+    assert result.caught_by is None, result.evidence
+
+
+def test_the_mutate_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from machines.cli import main
+
+    assert main(["mutate", "outcome-terminal-exit"]) == 0
+    out = capsys.readouterr().out
+    assert "caught by machines check" in out and "killed 1/1 mutations (100%)" in out
+    assert main(["mutate", "no-such-mutation"]) == 2
+    assert "unknown mutation(s) no-such-mutation" in capsys.readouterr().err
+    assert main(["mutate", "--list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(CATALOG)
+
+
+def test_a_survivor_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If a detector goes blind, the command (and so CI) says so with exit 1."""
+    from machines import mutation
+    from machines.cli import main
+
+    monkeypatch.setattr(mutation, "check", lambda spec_dir: type("R", (), {"exit_code": 0})())
+    assert main(["mutate", "node-submitting-not-started", "--examples", "5"]) == 1
