@@ -9,10 +9,15 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks import runtime_bench, step_bench, store_bench
+from benchmarks import runtime_bench, step_bench, store_bench, suite_bench
 from benchmarks.harness import Ratio
 
-SUITES = {"step": step_bench.run, "runtime": runtime_bench.run, "store": store_bench.run}
+SUITES = {
+    "step": step_bench.run,
+    "runtime": runtime_bench.run,
+    "store": store_bench.run,
+    "suites": suite_bench.run,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,119 @@
+"""The property suites: Hypothesis steps per second per suite, and mutation detection.
+
+Steps per second depend on the machine, so each suite is compared with an empty
+Hypothesis state machine (one rule that does nothing, same settings) run in the same
+process: the ratio is the suite's throughput over Hypothesis' own ceiling. The mutation
+catalog's median seconds to detection are compared with one clean ``machines check``
+(most mutations are caught by it; a ratio near 1 means detection costs one check).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from benchmarks.harness import Ratio, _compare
+from machines.checker import check
+from machines.mutation import run_catalog
+from machines.testing.effectlog import EffectLogSuite
+from machines.testing.exactly_once import ExactlyOnceSuite
+from machines.testing.transfer import TransferSuite
+
+STEPS = 30
+EXAMPLES = 20
+SUITES: dict[str, type[RuleBasedStateMachine]] = {
+    "ExactlyOnceSuite": ExactlyOnceSuite,
+    "EffectLogSuite": EffectLogSuite,
+    "TransferSuite": TransferSuite,
+}
+
+
+class _Empty(RuleBasedStateMachine):
+    @rule()
+    def nothing(self) -> None:
+        pass
+
+
+def _counting(
+    suite: type[RuleBasedStateMachine], counter: list[int]
+) -> type[RuleBasedStateMachine]:
+    """``suite`` with its steps counted (plus one per run: see ``count_steps``)."""
+
+    class Counted(suite):  # type: ignore[valid-type,misc]
+        @invariant()
+        def count_steps(self) -> None:
+            """Invariants run once before the first step and after every step."""
+            counter[0] += 1
+
+    return Counted
+
+
+def _steps_timer(suite: type[RuleBasedStateMachine]) -> Callable[[], float]:
+    """Seconds one run of ``EXAMPLES`` x ``STEPS`` takes, scaled to exactly that many
+    steps (Hypothesis may run a few fewer)."""
+    run_settings = settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+
+    def timed() -> float:
+        counter = [0]
+        machine = _counting(suite, counter)
+        start = time.perf_counter()
+        run_state_machine_as_test(machine, settings=run_settings)  # type: ignore[no-untyped-call]
+        seconds = time.perf_counter() - start
+        steps = counter[0] - EXAMPLES
+        return seconds * EXAMPLES * STEPS / max(1, steps)
+
+    return timed
+
+
+def run() -> list[Ratio]:
+    baseline = ("empty state machine", _steps_timer(_Empty))
+    results = [
+        _compare(
+            f"{name} steps/s",
+            (name, _steps_timer(suite)),
+            baseline,
+            units=EXAMPLES * STEPS,
+            unit="step",
+            goal=None,
+            rounds=3,
+            throughput=True,
+        )
+        for name, suite in SUITES.items()
+    ]
+    results.append(mutation_detection())
+    return results
+
+
+def mutation_detection() -> Ratio:
+    """Median seconds to catch a catalog mutation over seconds of one clean check."""
+    checks = []
+    for _ in range(3):
+        start = time.perf_counter()
+        check()
+        checks.append(time.perf_counter() - start)
+    kills = run_catalog()
+    seconds = [k.seconds for k in kills if k.caught_by]
+    median_check, median_kill = statistics.median(checks), statistics.median(seconds)
+    return Ratio(
+        name=f"mutation detection ({len(seconds)}/{len(kills)} caught)",
+        candidate="median seconds to detect a mutation",
+        baseline="one clean machines check",
+        ratio=median_kill / median_check,
+        goal=None,
+        candidate_ns=median_kill * 1e9,
+        baseline_ns=median_check * 1e9,
+        unit="mutation",
+        rounds=len(kills),
+    )
