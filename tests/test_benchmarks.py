@@ -57,3 +57,10 @@ def test_store_benchmark_sides_do_the_same_work(tmp_path: Path) -> None:
     assert isinstance(conn, sqlite3.Connection)
     seconds = store_bench._ours(1)()
     assert seconds > 0
+
+
+def test_suite_benchmark_counts_steps() -> None:
+    from benchmarks import suite_bench
+
+    seconds = suite_bench._steps_timer(suite_bench._Empty)()
+    assert seconds > 0
