@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -453,19 +454,26 @@ class TransferSuite(RuleBasedStateMachine):
         runs go deep along one kind of trouble instead of every run drowning in a little
         of everything."""
         self.twists = twists
-        setup = SCENARIOS[scenario]
-        if setup is not None:
-            request = self._submit(setup.plan)
-            self._approve(request, setup.until)
-            self.script = {key: list(answers) for key, answers in setup.answers.items()}
-            for _ in range(setup.steps):
-                with self._outage():
-                    self.adapter.step(request, ENGINES[0])
-            self.script = None
-            got = (self._state(request), self.adapter.node_states(request))
-            assert got == setup.expect, f"scenario {scenario} drifted: {got} != {setup.expect}"
+        if not self.set_up(scenario):
+            event(f"scenario {scenario!r} did not reach its expected state")
         while len(self.plans) < LIVE:
             self._submit(plans[len(self.plans)])
+
+    def set_up(self, scenario: str) -> bool:
+        """Play ``scenario`` on a new request; whether it reached ``expect``. A system that
+        behaves otherwise (another rule set, your engine) is not wrong for that: the run
+        goes on from wherever it is."""
+        setup = SCENARIOS[scenario]
+        if setup is None:
+            return True
+        request = self._submit(setup.plan)
+        self._approve(request, setup.until)
+        self.script = {key: list(answers) for key, answers in setup.answers.items()}
+        for _ in range(setup.steps):
+            with self._outage():
+                self.adapter.step(request, ENGINES[0])
+        self.script = None
+        return (self._state(request), self.adapter.node_states(request)) == setup.expect
 
     def _submit(self, plan: str) -> str:
         request = REQUEST_IDS[len(self.plans)]
