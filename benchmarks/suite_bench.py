@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from benchmarks.harness import Ratio, _compare
 from machines.checker import check
 from machines.mutation import run_catalog
 from machines.testing.effectlog import EffectLogSuite
 from machines.testing.exactly_once import ExactlyOnceSuite
+from machines.testing.profiles import run_suite
 from machines.testing.transfer import TransferSuite
 
 STEPS = 30
@@ -69,7 +70,7 @@ def _steps_timer(suite: type[RuleBasedStateMachine]) -> Callable[[], float]:
         counter = [0]
         machine = _counting(suite, counter)
         start = time.perf_counter()
-        run_state_machine_as_test(machine, settings=run_settings)  # type: ignore[no-untyped-call]
+        run_suite(machine, run_settings)
         seconds = time.perf_counter() - start
         steps = counter[0] - EXAMPLES
         return seconds * EXAMPLES * STEPS / max(1, steps)

@@ -93,7 +93,17 @@ def _export(machine: str, fmt: str) -> int:
 
 
 def _mutate(ids: list[str] | None, examples: int, list_only: bool) -> int:
-    from machines.mutation import CATALOG, Kill, run_catalog, summary
+    try:
+        from machines.mutation import CATALOG, Kill, run_catalog, summary
+    except ModuleNotFoundError as missing:
+        if missing.name != "hypothesis":
+            raise
+        print(
+            "machines mutate: the stateful suites need Hypothesis; "
+            "install it with: pip install 'machines[testing]'",
+            file=sys.stderr,
+        )
+        return 2
 
     if list_only:
         for m in CATALOG:

@@ -26,12 +26,13 @@ from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine
 
 from machines.checker import check
 from machines.errors import SpecError
 from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import MachineSpec
+from machines.testing.profiles import run_suite
 
 Document = dict[str, Any]
 
@@ -354,7 +355,7 @@ def kill(mutation: Mutation, *, examples: int = 300) -> Kill:
             suppress_health_check=list(HealthCheck),
         )
         try:
-            run_state_machine_as_test(suite, settings=hunt)  # type: ignore[no-untyped-call]
+            run_suite(suite, hunt)
         except Exception as caught:  # any failure of the suite is a catch
             evidence = str(caught).strip().splitlines()[0] if str(caught).strip() else repr(caught)
             name = suite.__mro__[1].__name__

@@ -22,7 +22,9 @@ from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, 
 from machines.testing.profiles import scaled
 from machines.testing.transfer import (
     SCENARIOS,
+    STARTS,
     ReferenceTransfer,
+    Start,
     TransferAdapter,
     TransferSuite,
     Venue,
@@ -88,6 +90,17 @@ class TransferOnMemory(TransferSuite):
 
 def test_transfer_engine_on_memory() -> None:
     run_state_machine_as_test(TransferOnMemory, settings=scaled(250, 60))
+
+
+@pytest.mark.parametrize("start", STARTS, ids=[f"{s} then {t[0] if t else '-'}" for s, t in STARTS])
+def test_transfer_engine_from_each_start(start: Start) -> None:
+    """Every scenario and every way out of it, each pinned for a few derandomized runs:
+    the deep corners are covered whatever Hypothesis happens to draw in the big run."""
+
+    class FromThisStart(TransferOnMemory):
+        starts = (start,)
+
+    run_state_machine_as_test(FromThisStart, settings=settings(scaled(3, 30), derandomize=True))
 
 
 def test_transfer_engine_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -13,8 +13,11 @@ Suites size their runs with ``scaled(examples, steps)`` rather than a fixed
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import cast
 
 from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 ENV = "HYPOTHESIS_PROFILE"
 PROFILES = ("dev", "ci", "thorough")
@@ -46,3 +49,12 @@ def scaled(examples: int, steps: int = 25) -> settings:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
+
+
+_RUN = cast(Callable[..., None], run_state_machine_as_test)
+
+
+def run_suite(suite: type[RuleBasedStateMachine], run_settings: settings) -> None:
+    """``run_state_machine_as_test`` with a type signature on every Hypothesis release
+    (older ones ship it untyped, which strict mypy refuses to call)."""
+    _RUN(suite, settings=run_settings)

@@ -325,15 +325,20 @@ LIFECYCLE = {
 class Scenario:
     """A scripted start for one run's first request: approve it as far as ``until``, then
     ``steps`` engine steps with the venue answering from ``answers`` ((node, call) ->
-    answers in order; anything else moves on). ``expect`` guards against drift."""
+    answers in order; anything else moves on); ``expect`` is where that lands on the
+    reference engine. Then one of ``then`` ((operation, node, fixed arguments)) is done at
+    once, so every way out of the corner is taken early and often (``step`` is an engine
+    step; ``step after the timeout`` moves the clock first)."""
 
     plan: str
     until: str
     steps: int
     answers: Mapping[tuple[str, str], Sequence[str | type[BaseException]]]
     expect: tuple[str, Mapping[str, str]]
+    then: Sequence[tuple[str, str, Mapping[str, Any]]] = ()
 
 
+_UNTOUCHED = {"withdraw": "blocked", "withdraw_observe": "blocked"}
 SCENARIOS: Mapping[str, Scenario | None] = {
     "a fresh start": None,
     "awaiting approval": Scenario(
@@ -341,14 +346,16 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         "pending_approval",
         0,
         {},
-        ("pending_approval", {"withdraw": "blocked", "withdraw_observe": "blocked"}),
+        ("pending_approval", _UNTOUCHED),
+        then=[("approve", "", {}), ("reject", "", {}), ("expire", "", {})],
     ),
     "approved, not started": Scenario(
         "withdraw",
         "approved",
         0,
         {},
-        ("approved", {"withdraw": "blocked", "withdraw_observe": "blocked"}),
+        ("approved", _UNTOUCHED),
+        then=[("start", "", {}), ("fail_before_start", "", {})],
     ),
     "a signature awaited": Scenario(
         "withdraw",
@@ -356,6 +363,11 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         2,
         {("withdraw", "prepare"): ["sign"]},
         ("executing", {"withdraw": "awaiting_signature", "withdraw_observe": "blocked"}),
+        then=[
+            ("sign", "withdraw", {}),
+            ("refuse_signature", "withdraw", {}),
+            ("retry", "withdraw", {}),
+        ],
     ),
     "a send that never reported back": Scenario(
         "withdraw",
@@ -363,6 +375,7 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         2,
         {("withdraw", "submit"): [SimulatedCrash]},
         ("executing", {"withdraw": "submitting", "withdraw_observe": "blocked"}),
+        then=[("step after the timeout", "", {}), ("cancel", "", {})],
     ),
     "a send refused": Scenario(
         "withdraw",
@@ -377,6 +390,10 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         2,
         {("withdraw", "submit"): ["unknown"]},
         ("executing", {"withdraw": "unknown", "withdraw_observe": "blocked"}),
+        then=[
+            ("reconcile", "withdraw", {"evidence": evidence})
+            for evidence in ("submitted", "completed", "failed")
+        ],
     ),
     "money moved, then a failure": Scenario(
         "withdraw",
@@ -384,6 +401,7 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         4,
         {("withdraw", "submit"): ["completed"], ("withdraw_observe", "observe"): ["failed"]},
         ("manual_intervention", {"withdraw": "completed", "withdraw_observe": "failed"}),
+        then=[("resume", "", {}), ("confirm_failed", "", {}), ("confirm_completed", "", {})],
     ),
     "at the manual gate": Scenario(
         "branching",
@@ -399,6 +417,7 @@ SCENARIOS: Mapping[str, Scenario | None] = {
                 "deposit": "blocked",
             },
         ),
+        then=[("complete_manual", "manual_review", {}), ("resume", "", {}), ("cancel", "", {})],
     ),
     "a doomed plan, still signing": Scenario(
         "parallel",
@@ -414,9 +433,19 @@ SCENARIOS: Mapping[str, Scenario | None] = {
                 "check": "failed",
             },
         ),
+        then=[("step", "", {})],
     ),
 }
 """How runs start; Hypothesis draws one per run, so every deep corner is visited early."""
+
+Then = tuple[str, str, Mapping[str, Any]]
+Start = tuple[str, Then | None]
+STARTS: Sequence[Start] = [
+    (name, then)
+    for name, setup in sorted(SCENARIOS.items())
+    for then in (list(setup.then) if setup is not None and setup.then else [None])
+]
+"""Every (scenario, what is done next) pair: a run starts with one of them."""
 
 
 class TransferSuite(RuleBasedStateMachine):
@@ -436,8 +465,11 @@ class TransferSuite(RuleBasedStateMachine):
         self.twists: dict[str, set[object]] = {c: set(a[1:]) for c, a in ANSWERS.items()}
         self.script: dict[tuple[str, str], list[str | type[BaseException]]] | None = None
 
+    starts: Sequence[Start] = STARTS
+    """The starts this suite draws from; a subclass may pin one (see tests/test_suites)."""
+
     @initialize(
-        scenario=st.sampled_from(sorted(SCENARIOS)),
+        data=st.data(),
         plans=st.lists(st.sampled_from(sorted(PLANS)), min_size=LIVE, max_size=LIVE),
         twists=st.fixed_dictionaries(
             {
@@ -446,16 +478,31 @@ class TransferSuite(RuleBasedStateMachine):
             }
         ),
     )
-    def submit(self, scenario: str, plans: list[str], twists: dict[str, set[object]]) -> None:
+    def submit(
+        self,
+        data: st.DataObject,
+        plans: list[str],
+        twists: dict[str, set[object]],
+    ) -> None:
         """A fresh engine per run (built in ``__init__``) with ``LIVE`` requests, the first
-        one set up by ``scenario`` (see ``SCENARIOS``).
+        one set up by a start drawn from ``starts`` (a scenario and what happens next).
 
         Swarm testing: each run allows only a few of the venue's unhappy answers, so some
         runs go deep along one kind of trouble instead of every run drowning in a little
         of everything."""
         self.twists = twists
+        scenario, then = data.draw(st.sampled_from(self.starts), label="start")
         if not self.set_up(scenario):
             event(f"scenario {scenario!r} did not reach its expected state")
+        if then is not None:
+            operation, node, arguments = then
+            if operation.startswith("step"):
+                if operation == "step after the timeout":
+                    self.adapter.advance_clock(SUBMIT_TIMEOUT + 1)
+                with self._outage(data):
+                    self.adapter.step(REQUEST_IDS[0], ENGINES[0])
+            else:
+                self._operate(data, REQUEST_IDS[0], operation, node, arguments)
         while len(self.plans) < LIVE:
             self._submit(plans[len(self.plans)])
 
@@ -566,8 +613,17 @@ class TransferSuite(RuleBasedStateMachine):
         """Anything at all, mostly refused: a refusal must write nothing."""
         self._operate(data, self._pick(data), operation, node)
 
-    def _operate(self, data: st.DataObject, request: str, operation: str, node: str) -> None:
-        arguments = OPERATIONS[operation](data, node)
+    def _operate(
+        self,
+        data: st.DataObject,
+        request: str,
+        operation: str,
+        node: str,
+        fixed: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Do ``operation`` (arguments drawn, or ``fixed`` where given); a refusal must
+        write nothing."""
+        arguments = {**OPERATIONS[operation](data, node), **(fixed or {})}
         before = self.adapter.fingerprint()
         with self._outage(data):
             try:
