@@ -27,6 +27,7 @@ from machines.systems.transfer import (
     TransferRefused,
     UnknownTransfer,
 )
+from machines.testing.transfer import plan_node as node
 from tests.conftest import FakeClock
 
 Answer = str | BaseException
@@ -90,18 +91,6 @@ class Recorder:
     @property
     def names(self) -> list[str]:
         return [name for name, _, _ in self.events]
-
-
-def node(
-    name: str, kind: str, side_effect: bool, *after: str, executor: str = "venue"
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "kind": kind,
-        "has_side_effect": side_effect,
-        "executor": executor,
-        "after": list(after),
-    }
 
 
 CEX = [

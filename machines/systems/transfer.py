@@ -49,6 +49,7 @@ from machines.spec import MachineSpec
 from machines.states import NodeState, RequestState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems.exactly_once import process_identity
+from machines.systems.plans import node_data, validate_plan
 
 REQUEST, NODE = "request", "node"
 
@@ -65,8 +66,6 @@ PLANNER, EXECUTOR, SIGNER, OBSERVER, RECONCILER = (
 CALLBACKS = ("frontier_advanced", "request_completed", "request_failed", "request_attention")
 """Every callback name the engine fires; ``callbacks`` may name only these."""
 
-PLAN_KEYS = ("name", "kind", "has_side_effect", "executor", "after")
-REQUIRED_KEYS = ("name", "kind", "has_side_effect", "executor")
 
 PrepareAnswer = Literal["sign", "submit", "retry"]
 SubmitAnswer = Literal["accepted", "completed", "failed", "unknown"]
@@ -342,7 +341,7 @@ class TransferEngine:
                     f"{request_id}/{node['name']}",
                     scope=request_id,
                     context={"kind": node["kind"]},
-                    data=_node_data(node, nodes),
+                    data=node_data(node, nodes),
                 )
         return RequestState(row.state)
 
@@ -696,23 +695,11 @@ class TransferEngine:
         self, request_id: str, plan: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """The plan as stored (every key present), or ``PlanError`` with every problem."""
-        problems = _id_problems(request_id)
-        if isinstance(plan, str | bytes) or not isinstance(plan, Sequence):
-            raise PlanError(request_id, [*problems, "the plan must be a list of node mappings"])
-        if not plan:
-            raise PlanError(request_id, [*problems, "the plan is empty; it needs nodes"])
         kinds = self.node_spec.context["kind"].values
-        nodes: list[dict[str, Any]] = []
-        for index, node in enumerate(plan):
-            found = _node_problems(index, node, kinds, self.executors)
-            problems += found
-            if not found:
-                nodes.append({"after": [], **node})
-        if not problems:
-            problems = _graph_problems(nodes)
+        nodes, problems = validate_plan(request_id, plan, kinds, self.executors)
         if problems:
             raise PlanError(request_id, problems)
-        return [{key: node[key] for key in PLAN_KEYS} for node in nodes]
+        return nodes
 
 
 class _Session:
@@ -880,94 +867,3 @@ def _check_callbacks(callbacks: Mapping[str, object]) -> None:
             )
         if not callable(callback):
             raise TransferConfigError(f"callback '{name}' is not callable: {callback!r}")
-
-
-def _id_problems(request_id: object) -> list[str]:
-    if not isinstance(request_id, str) or not request_id or "/" in request_id:
-        return [f"request id {request_id!r} must be a non-empty string without '/'"]
-    return []
-
-
-def _node_problems(
-    index: int, node: object, kinds: Sequence[str], executors: Mapping[str, object]
-) -> list[str]:
-    """What is wrong with one node entry on its own (its edges are checked later)."""
-    if not isinstance(node, Mapping):
-        return [f"node #{index} must be a mapping, not {type(node).__name__}"]
-    name = node.get("name")
-    label = f"node '{name}'" if isinstance(name, str) else f"node #{index}"
-    problems = [
-        f"{label}: unknown key '{key}'; keys: {', '.join(PLAN_KEYS)}"
-        for key in node
-        if key not in PLAN_KEYS
-    ]
-    problems += [f"{label}: missing '{key}'" for key in REQUIRED_KEYS if key not in node]
-    if "name" in node and (not isinstance(name, str) or not name or "/" in name):
-        problems.append(f"{label}: name must be a non-empty string without '/'; got {name!r}")
-    if "kind" in node and node["kind"] not in kinds:
-        problems.append(f"{label}: kind {node['kind']!r} is not one of {', '.join(kinds)}")
-    if "has_side_effect" in node and not isinstance(node["has_side_effect"], bool):
-        problems.append(f"{label}: has_side_effect must be true or false")
-    if "executor" in node and node["executor"] not in executors:
-        known = ", ".join(executors) or "none"
-        problems.append(f"{label}: unknown executor {node['executor']!r}; executors: {known}")
-    after = node.get("after", [])
-    if not isinstance(after, list) or not all(isinstance(p, str) for p in after):
-        problems.append(f"{label}: 'after' must be a list of node names")
-    elif len(set(after)) != len(after):
-        problems.append(f"{label}: 'after' names a predecessor twice")
-    return problems
-
-
-def _graph_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Duplicate names, dangling edges, then cycles."""
-    names = [n["name"] for n in nodes]
-    problems = [
-        f"node '{n}' is defined {names.count(n)} times"
-        for n in dict.fromkeys(names)
-        if names.count(n) > 1
-    ]
-    known = set(names)
-    for node in nodes:
-        problems += [
-            f"node '{node['name']}' runs after '{p}', which is not in the plan"
-            for p in node["after"]
-            if p not in known
-        ]
-    if problems:
-        return problems
-    cycle = _find_cycle({n["name"]: n["after"] for n in nodes})
-    return [f"the plan has a cycle: {' -> '.join(cycle)}"] if cycle else []
-
-
-def _find_cycle(after: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """A cycle of the predecessor graph as a closed path of names, or None."""
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> list[str] | None:
-        if name in path:
-            return [*path[path.index(name) :], name][::-1]
-        if name in done:
-            return None
-        for predecessor in after[name]:
-            found = visit(predecessor, [*path, name])
-            if found:
-                return found
-        done.add(name)
-        return None
-
-    for name in after:
-        found = visit(name, [])
-        if found:
-            return found
-    return None
-
-
-def _node_data(node: Mapping[str, Any], plan: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    return {
-        "name": node["name"],
-        "has_side_effect": node["has_side_effect"],
-        "executor": node["executor"],
-        "predecessors": list(node["after"]),
-        "successors": [n["name"] for n in plan if node["name"] in n["after"]],
-    }

@@ -59,13 +59,14 @@ IN_FLIGHT = frozenset({"submitting", "submitted", "observing", "unknown"})
 DONE = frozenset({"completed", "skipped"})
 
 
-def _node(
-    name: str, kind: str, money: bool, *after: str, executor: str = "venue"
+def plan_node(
+    name: str, kind: str, side_effect: bool, *after: str, executor: str = "venue"
 ) -> dict[str, Any]:
+    """One plan entry: ``plan_node("deposit", "action", True, "withdraw")``."""
     return {
         "name": name,
         "kind": kind,
-        "has_side_effect": money,
+        "has_side_effect": side_effect,
         "executor": executor,
         "after": list(after),
     }
@@ -73,20 +74,20 @@ def _node(
 
 PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
     "withdraw": [
-        _node("withdraw", "action", True),
-        _node("withdraw_observe", "observe", False, "withdraw"),
+        plan_node("withdraw", "action", True),
+        plan_node("withdraw_observe", "observe", False, "withdraw"),
     ],
     "parallel": [
-        _node("quote", "observe", False),
-        _node("convert", "action", False, "quote"),
-        _node("withdraw", "action", True),
-        _node("check", "observe", False),
+        plan_node("quote", "observe", False),
+        plan_node("convert", "action", False, "quote"),
+        plan_node("withdraw", "action", True),
+        plan_node("check", "observe", False),
     ],
     "branching": [
-        _node("fx_quote", "observe", False),
-        _node("withdraw", "action", True),
-        _node("manual_review", "action", False, "fx_quote", "withdraw", executor="gate"),
-        _node("deposit", "action", True, "manual_review"),
+        plan_node("fx_quote", "observe", False),
+        plan_node("withdraw", "action", True),
+        plan_node("manual_review", "action", False, "fx_quote", "withdraw", executor="gate"),
+        plan_node("deposit", "action", True, "manual_review"),
     ],
 }
 NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
