@@ -8,6 +8,7 @@ are worked out by hand from the graphs, not copied from the checker's output.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import pytest
 from machines.analysis import RULE_KINDS
 from machines.checker import check
 from machines.cli import main
+from machines.derive_check import DERIVATION_INVARIANTS
 from tests.conftest import Document, SpecCopy, transition
 
 
@@ -387,6 +389,53 @@ class TestDerivationBreakages:
         code, out = run_check(spec_copy.path, capsys, "--no-findings")
         assert code == 1
         assert "rule 'unknown-awaits-reconciliation' decides no plan" in out
+
+    @pytest.mark.parametrize(
+        ("change", "plan"),
+        [
+            # too loose: a withdrawal being sent does not count as money moving
+            ("remove", "[submitting (side effect)]"),
+            # too strict: a withdrawal still being prepared counts, so it cannot be cancelled
+            ("add", "[preparing (side effect)]"),
+        ],
+    )
+    def test_a_derived_context_that_disagrees_with_the_tags_is_caught(
+        self, spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str], change: str, plan: str
+    ) -> None:
+        def edit(d: Document) -> None:
+            started = d["derivation"]["context"]["side_effects"][0]["when"][0]["any"]["state"]
+            if change == "remove":
+                started.remove("submitting")
+            else:
+                started.append("preparing")
+
+        spec_copy.edit("request", edit)
+        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        assert code == 1
+        assert "[derivation/money-safe/context-matches-money]" in out
+        assert plan in out
+
+    def test_completion_with_a_failed_node_is_caught(
+        self, spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        def sloppy(d: Document) -> None:
+            rule = d["derivation"]["rule_sets"]["money-safe"]["rules"][0]
+            rule["when"][0]["all"]["state"].append("failed")
+
+        spec_copy.edit("request", sloppy)
+        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        assert code == 1
+        assert "[derivation/money-safe/completion-means-done]" in out
+        assert "[failed] -> completed (rule all-done)" in out
+
+
+def test_every_derivation_invariant_is_proven_able_to_fail() -> None:
+    """Each derivation invariant is named by a breakage assertion in this file."""
+    source = Path(__file__).read_text()
+    broken = {i for i in DERIVATION_INVARIANTS if re.search(rf"derivation/[\w-]+/{i}\b", source)}
+    if "decides no plan" in source:
+        broken.add("no-dead-rule")
+    assert broken == set(DERIVATION_INVARIANTS), set(DERIVATION_INVARIANTS) - broken
 
 
 def test_cli_entry_points(tmp_path: Path) -> None:
