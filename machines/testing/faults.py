@@ -94,9 +94,11 @@ class StoreWatch:
         """Every breach, described; ``runs``: (machine, key) -> upstream runs observed."""
         snap = snapshot(self.store, runs)
         breaches = check_invariants(self.judge, snap, self.previous)
-        self.previous = snap
-        if self.coverage is not None:
-            for entity in snap.entities.values():
-                for e in entity.history:
+        if self.coverage is not None:  # only the events since the previous snapshot
+            before = self.previous.entities if self.previous is not None else {}
+            for key, entity in snap.entities.items():
+                seen = len(before[key].history) if key in before else 0
+                for e in entity.history[seen:]:
                     self.coverage.record(e.machine, e.source, e.trigger, e.dest)
+        self.previous = snap
         return [b.describe() for b in breaches]
