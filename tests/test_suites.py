@@ -15,7 +15,6 @@ from hypothesis.stateful import run_state_machine_as_test
 import machines
 from machines.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine, transfer
-from machines.systems.transfer import _Mode
 from machines.testing import Coverage
 from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
 from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
@@ -189,7 +188,7 @@ def test_the_transfer_suite_catches_an_engine_that_resends_after_a_crash(
 
     def resend(self, request_id, row):  # type: ignore[no-untyped-def]
         reply = self._ask(request_id, row, "submit")
-        return self._report(request_id, row, "accept", "executor", reply, frozenset(_Mode))
+        return self._report(request_id, row, "accept", "executor", reply)
 
     monkeypatch.setattr(TransferEngine, "_recover_send", resend)
     with pytest.raises(AssertionError):

@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 
 from machines.errors import InvalidStateTransition
+from machines.loader import load
 from machines.states import NodeState, RequestState
 from machines.store import Store, open_store
 from machines.systems.transfer import (
@@ -27,6 +28,7 @@ from machines.systems.transfer import (
     TransferRefused,
     UnknownTransfer,
 )
+from machines.systems.transfer_policy import NODE_MOVES, REQUEST_CALLS
 from machines.testing.transfer import plan_node as node
 from tests.conftest import FakeClock
 
@@ -815,3 +817,42 @@ def test_a_pending_first_observation_starts_watching(store: Store) -> None:
     assert venue.count("observe", "withdraw") == 2
     assert engine.request("r35").state == RequestState.FAILED  # the venue said: not moved
     assert_audited(store, engine, "r35")
+
+
+def test_a_node_move_outside_the_policy_is_refused_and_writes_nothing(store: Store) -> None:
+    """The node machine allows an operator to cancel a blocked node, but the engine does
+    that only as part of cancelling the whole request (transfer_policy): a cancel of one
+    node while the request executes would strand the plan, so it is refused."""
+    engine = engine_for(store, FakeVenue())
+    executing(engine, "r30", CEX)
+    before = snapshot(store, "r30")
+    blocked = next(name for name, state in states(engine, "r30").items() if state == "blocked")
+    with (
+        pytest.raises(TransferRefused, match=r"dispatch mode.*by cancel as operator"),
+        engine._session("r30") as s,
+    ):
+        s.move_node(s.node(blocked), "cancel", "operator", {"by": "mallory"})
+    assert snapshot(store, "r30") == before
+
+
+def test_every_request_call_of_the_policy_is_an_engine_method() -> None:
+    """The explorer lets people and callers make exactly the REQUEST_CALLS moves; each must
+    be something the engine's API really offers, and every API move must be listed."""
+    spec_triggers = {t.trigger for t in load("request").transitions}
+    assert spec_triggers >= REQUEST_CALLS
+    methods = {"fail_validation": "validate"}  # validate(problems=...) fails the request
+    assert all(callable(getattr(TransferEngine, methods.get(n, n))) for n in REQUEST_CALLS)
+    derived = spec_triggers - REQUEST_CALLS
+    assert derived and not any(hasattr(TransferEngine, name) for name in derived)
+
+
+def test_the_policy_only_names_moves_the_node_machine_has() -> None:
+    node_spec = load("node")
+    edges = {(t.source, t.trigger) for t in node_spec.transitions}
+    for move in NODE_MOVES:
+        assert (move.source, move.trigger) in edges, move
+        assert any(
+            move.actor in t.actors
+            for t in node_spec.transitions
+            if (t.source, t.trigger) == (move.source, move.trigger)
+        ), move

@@ -36,10 +36,9 @@ built this way:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Literal, Protocol
 
 from machines.derive import Deriver, Signature
@@ -50,6 +49,7 @@ from machines.states import NodeState, RequestState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems.exactly_once import process_identity
 from machines.systems.plans import node_data, validate_plan
+from machines.systems.transfer_policy import Mode, allowed, request_mode
 
 REQUEST, NODE = "request", "node"
 
@@ -79,7 +79,6 @@ _RECONCILE = {
     "completed": "reconcile_completed",
     "failed": "reconcile_failed",
 }
-_STOPPED = frozenset({NodeState.FAILED, NodeState.CANCELLED})
 _RESERVATION_BY_TAG = {
     "consumes-reservation": "consumed",
     "releases-reservation": "released",
@@ -219,29 +218,6 @@ class Movement:
     dest: str
     trigger: str
     actor: str
-
-
-class _Mode(StrEnum):
-    """What the engine may do with a request's nodes, from the request state."""
-
-    DISPATCH = "dispatch"  # executing, nothing failed: new work may start
-    HALT = "halt"  # executing, a node failed: no new work; unsent work is abandoned
-    FOLLOW = "follow"  # manual_intervention: money already in flight is still watched
-    IDLE = "idle"  # any other state: the nodes are left alone
-
-
-_DISPATCHING = frozenset({_Mode.DISPATCH})
-_HALTED = frozenset({_Mode.HALT})
-_FOLLOWING = frozenset({_Mode.DISPATCH, _Mode.HALT, _Mode.FOLLOW})
-_ANY = frozenset(_Mode)
-
-
-def _mode(request: Row, nodes: Iterable[Row]) -> _Mode:
-    if request.state == RequestState.EXECUTING:
-        return _Mode.HALT if any(n.state in _STOPPED for n in nodes) else _Mode.DISPATCH
-    if request.state == RequestState.MANUAL_INTERVENTION:
-        return _Mode.FOLLOW
-    return _Mode.IDLE
 
 
 @dataclass(frozen=True)
@@ -493,7 +469,7 @@ class TransferEngine:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
             if s.request.state == RequestState.WAITING_MANUAL_ACTION:
                 s.move_request("resume", OPERATOR, _said(by, reason=f"did the action of {node}"))
-            if s.mode is not _Mode.DISPATCH:
+            if s.mode is not Mode.DISPATCH:
                 raise TransferRefused(
                     f"request '{request_id}' is {s.request.state} ({s.mode} mode); gate "
                     f"'{node}' can be passed only while the request executes unhindered"
@@ -513,16 +489,16 @@ class TransferEngine:
         row = nodes[name]
         if version is not None and row.version != version:
             return []
-        mode = _mode(request, nodes.values())
+        mode = request_mode(request.state, (n.state for n in nodes.values()))
         if row.state == NodeState.READY:
             return self._dispatch(request_id, row, mode)
         if row.state == NodeState.PREPARING:
             return self._prepare(request_id, row, mode)
         if row.state == NodeState.AWAITING_SIGNATURE:
-            return self._abandon(request_id, row) if mode is _Mode.HALT else []
+            return self._abandon(request_id, row) if mode is Mode.HALT else []
         if row.state == NodeState.SUBMITTING:
             return self._recover_send(request_id, row)
-        if row.state in (NodeState.SUBMITTED, NodeState.OBSERVING) and mode in _FOLLOWING:
+        if row.state in (NodeState.SUBMITTED, NodeState.OBSERVING) and mode is not Mode.IDLE:
             return self._observe(request_id, row)
         return []
 
@@ -532,30 +508,30 @@ class TransferEngine:
             return "start_observing", OBSERVER
         return "prepare", EXECUTOR
 
-    def _dispatch(self, request_id: str, row: Row, mode: _Mode) -> list[Movement]:
-        if mode is _Mode.HALT:
+    def _dispatch(self, request_id: str, row: Row, mode: Mode) -> list[Movement]:
+        if mode is Mode.HALT:
             return self._abandon(request_id, row)  # it will never run: say so
-        if mode is not _Mode.DISPATCH or row.data["name"].startswith(self.manual_prefix):
+        if mode is not Mode.DISPATCH or row.data["name"].startswith(self.manual_prefix):
             return []  # a ready manual gate waits for complete_manual
         trigger, actor = self._first_move(row)
-        return self._apply(request_id, row, trigger, actor, {"by": self.engine_id}, _DISPATCHING)
+        return self._apply(request_id, row, trigger, actor, {"by": self.engine_id})
 
-    def _prepare(self, request_id: str, row: Row, mode: _Mode) -> list[Movement]:
-        if mode is _Mode.HALT:
+    def _prepare(self, request_id: str, row: Row, mode: Mode) -> list[Movement]:
+        if mode is Mode.HALT:
             return self._abandon(request_id, row)
-        if mode is not _Mode.DISPATCH:
+        if mode is not Mode.DISPATCH:
             return []
         reply = self._ask(request_id, row, "prepare")
         if reply.answer == "submit":
             detail = _said(self.engine_id, evidence=reply.evidence)
             return self._send(request_id, row, "submit", EXECUTOR, detail, reply) or []
         trigger = _PREPARE.get(reply.answer or "", "fail")
-        return self._report(request_id, row, trigger, EXECUTOR, reply, _DISPATCHING)
+        return self._report(request_id, row, trigger, EXECUTOR, reply)
 
     def _abandon(self, request_id: str, row: Row) -> list[Movement]:
         why = "abandoned before anything was sent: another node of the plan failed"
         detail = _said(self.engine_id, evidence=why)
-        return self._apply(request_id, row, "fail", EXECUTOR, detail, _HALTED)
+        return self._apply(request_id, row, "fail", EXECUTOR, detail)
 
     def _send(
         self,
@@ -574,14 +550,14 @@ class TransferEngine:
             data["last"] = reply.record(self.clock())
         try:
             with self._session(request_id) as s:
-                if s.mode is not _Mode.DISPATCH:
+                if not allowed(s.mode, row.state, trigger, actor):
                     return None
                 sending = s.move_node(row, trigger, actor, detail, data)
         except StaleWrite:
             return None
         answer = self._ask(request_id, sending, "submit")
         outcome = _SUBMIT.get(answer.answer or "", "lose_track")
-        return s.moved + self._report(request_id, sending, outcome, EXECUTOR, answer, _ANY)
+        return s.moved + self._report(request_id, sending, outcome, EXECUTOR, answer)
 
     def _recover_send(self, request_id: str, row: Row) -> list[Movement]:
         """A submitting node found by a step: its ``submit`` call is still out, or never
@@ -595,7 +571,7 @@ class TransferEngine:
             "the money may have moved"
         )
         detail = _said(self.engine_id, evidence=why)
-        return self._apply(request_id, row, "lose_track", EXECUTOR, detail, _ANY)
+        return self._apply(request_id, row, "lose_track", EXECUTOR, detail)
 
     def _observe(self, request_id: str, row: Row) -> list[Movement]:
         """Ask the venue about a submitted or observing node. A first "pending" moves a
@@ -605,9 +581,9 @@ class TransferEngine:
         if reply.answer == "pending":
             if row.state == NodeState.OBSERVING:
                 return []
-            return self._report(request_id, row, "start_observing", OBSERVER, reply, _FOLLOWING)
+            return self._report(request_id, row, "start_observing", OBSERVER, reply)
         trigger = _OBSERVE.get(reply.answer or "", "lose_track")
-        return self._report(request_id, row, trigger, OBSERVER, reply, _ANY)
+        return self._report(request_id, row, trigger, OBSERVER, reply)
 
     def _ask(self, request_id: str, row: Row, call: str) -> _Reply:
         """Call the node's executor outside any transaction; an exception is an answer."""
@@ -625,11 +601,10 @@ class TransferEngine:
         trigger: str,
         actor: str,
         reply: _Reply,
-        needs: frozenset[_Mode],
     ) -> list[Movement]:
         data = {**row.data, "last": reply.record(self.clock())}
         detail = _said(self.engine_id, evidence=reply.evidence)
-        return self._apply(request_id, row, trigger, actor, detail, needs, data)
+        return self._apply(request_id, row, trigger, actor, detail, data)
 
     def _apply(
         self,
@@ -638,14 +613,13 @@ class TransferEngine:
         trigger: str,
         actor: str,
         detail: Mapping[str, Any],
-        needs: frozenset[_Mode],
         data: Mapping[str, Any] | None = None,
     ) -> list[Movement]:
-        """Move ``row`` if the request is (still) in a mode that allows it and nobody
-        moved the node since it was read; otherwise nothing."""
+        """Move ``row`` if the request is (still) in a mode that allows the move
+        (``transfer_policy``) and nobody moved the node since it was read; else nothing."""
         try:
             with self._session(request_id) as s:
-                if s.mode not in needs:
+                if not allowed(s.mode, row.state, trigger, actor):
                     return []
                 s.move_node(row, trigger, actor, detail, data)
         except StaleWrite:
@@ -718,8 +692,8 @@ class _Session:
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
 
     @property
-    def mode(self) -> _Mode:
-        return _mode(self.request, self.nodes.values())
+    def mode(self) -> Mode:
+        return request_mode(self.request.state, (n.state for n in self.nodes.values()))
 
     def node(self, name: str) -> Row:
         try:
@@ -744,7 +718,14 @@ class _Session:
         detail: Mapping[str, Any],
         data: Mapping[str, Any] | None = None,
     ) -> Row:
+        mode = self.mode
         moved = self.tx.move(row, trigger, actor=actor, detail=detail, data=data)
+        if not allowed(mode, row.state, trigger, actor):
+            raise TransferRefused(
+                f"request '{self.request_id}' is {self.request.state} ({mode} mode): the engine "
+                f"does not move node '{row.data['name']}' from {row.state} by {trigger} as "
+                f"{actor} now (machines.systems.transfer_policy)"
+            )
         self.nodes[moved.data["name"]] = moved
         self._record(row, moved, trigger, actor)
         return moved
