@@ -49,7 +49,13 @@ from machines.states import NodeState, RequestState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems.exactly_once import process_identity
 from machines.systems.plans import node_data, validate_plan
-from machines.systems.transfer_policy import Mode, allowed, request_mode
+from machines.systems.transfer_policy import (
+    REQUEST_CALLS,
+    Mode,
+    allowed,
+    first_move,
+    request_mode,
+)
 
 REQUEST, NODE = "request", "node"
 
@@ -326,30 +332,30 @@ class TransferEngine:
         (``fail_validation``); none validates it."""
         if problems:
             detail = {"by": self.engine_id, "problems": list(problems)}
-            return self._request_move(request_id, "fail_validation", SYSTEM, detail)
-        return self._request_move(request_id, "validate", SYSTEM, {"by": self.engine_id})
+            return self._request_move(request_id, "fail_validation", detail)
+        return self._request_move(request_id, "validate", {"by": self.engine_id})
 
     def request_approval(self, request_id: str) -> RequestState:
-        return self._request_move(request_id, "request_approval", SYSTEM, {"by": self.engine_id})
+        return self._request_move(request_id, "request_approval", {"by": self.engine_id})
 
     def approve(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
-        return self._request_move(request_id, "approve", OPERATOR, _said(by, reason=reason))
+        return self._request_move(request_id, "approve", _said(by, reason=reason))
 
     def reject(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
-        return self._request_move(request_id, "reject", OPERATOR, _said(by, reason=reason))
+        return self._request_move(request_id, "reject", _said(by, reason=reason))
 
     def expire(self, request_id: str, *, by: str | None = None) -> RequestState:
         """The approval window closed (``by``: the timer's id, default the engine's)."""
-        return self._request_move(request_id, "expire", TIMER, _said(by or self.engine_id))
+        return self._request_move(request_id, "expire", _said(by or self.engine_id))
 
     def fail_before_start(self, request_id: str, *, reason: str) -> RequestState:
         detail = _said(self.engine_id, reason=reason)
-        return self._request_move(request_id, "fail_before_start", SYSTEM, detail)
+        return self._request_move(request_id, "fail_before_start", detail)
 
     def start(self, request_id: str) -> RequestState:
         """approved -> executing; the nodes without predecessors wake in the same
         transaction and ``frontier_advanced`` fires."""
-        return self._request_move(request_id, "start", SYSTEM, {"by": self.engine_id})
+        return self._request_move(request_id, "start", {"by": self.engine_id})
 
     def cancel(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
         """Cancel a request before any money moved (the spec refuses it after). Nodes not
@@ -357,7 +363,7 @@ class TransferEngine:
         the cancellation as evidence); anything else is left as it stands."""
         detail = _said(by, reason=reason)
         with self._session(request_id) as s:
-            s.move_request("cancel", OPERATOR, detail)
+            s.move_request("cancel", REQUEST_CALLS["cancel"], detail)
             for row in list(s.nodes.values()):
                 if row.state in (NodeState.BLOCKED, NodeState.READY):
                     s.move_node(row, "cancel", OPERATOR, detail)
@@ -369,15 +375,15 @@ class TransferEngine:
     def resume(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
         """waiting_manual_action / manual_intervention -> executing. The derivation runs
         at once, so a request whose nodes still imply a stop goes straight back."""
-        return self._request_move(request_id, "resume", OPERATOR, _said(by, reason=reason))
+        return self._request_move(request_id, "resume", _said(by, reason=reason))
 
     def confirm_failed(self, request_id: str, *, by: str, evidence: str) -> RequestState:
         detail = _said(by, evidence=_required(evidence, "evidence"))
-        return self._request_move(request_id, "confirm_failed", OPERATOR, detail)
+        return self._request_move(request_id, "confirm_failed", detail)
 
     def confirm_completed(self, request_id: str, *, by: str, evidence: str) -> RequestState:
         detail = _said(by, evidence=_required(evidence, "evidence"))
-        return self._request_move(request_id, "confirm_completed", OPERATOR, detail)
+        return self._request_move(request_id, "confirm_completed", detail)
 
     # -- driving the nodes ------------------------------------------------------------------
 
@@ -468,14 +474,16 @@ class TransferEngine:
             if gate.state != NodeState.READY:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
             if s.request.state == RequestState.WAITING_MANUAL_ACTION:
-                s.move_request("resume", OPERATOR, _said(by, reason=f"did the action of {node}"))
+                s.move_request(
+                    "resume", REQUEST_CALLS["resume"], _said(by, reason=f"did the action of {node}")
+                )
             if s.mode is not Mode.DISPATCH:
                 raise TransferRefused(
                     f"request '{request_id}' is {s.request.state} ({s.mode} mode); gate "
                     f"'{node}' can be passed only while the request executes unhindered"
                 )
             data = {**gate.data, "manual": {"by": _required(by, "by"), "at": self.clock()}}
-            trigger, actor = self._first_move(gate)
+            trigger, actor = first_move(gate.context["kind"])
             s.move_node(gate, trigger, actor, {"by": self.engine_id, "approved_by": by}, data)
         while any(m.key == gate.key for m in self._advance(request_id, node)):
             pass
@@ -502,18 +510,12 @@ class TransferEngine:
             return self._observe(request_id, row)
         return []
 
-    def _first_move(self, row: Row) -> tuple[str, str]:
-        """Observe nodes start watching; action nodes start preparing."""
-        if row.context["kind"] == "observe":
-            return "start_observing", OBSERVER
-        return "prepare", EXECUTOR
-
     def _dispatch(self, request_id: str, row: Row, mode: Mode) -> list[Movement]:
         if mode is Mode.HALT:
             return self._abandon(request_id, row)  # it will never run: say so
         if mode is not Mode.DISPATCH or row.data["name"].startswith(self.manual_prefix):
             return []  # a ready manual gate waits for complete_manual
-        trigger, actor = self._first_move(row)
+        trigger, actor = first_move(row.context["kind"])
         return self._apply(request_id, row, trigger, actor, {"by": self.engine_id})
 
     def _prepare(self, request_id: str, row: Row, mode: Mode) -> list[Movement]:
@@ -629,10 +631,11 @@ class TransferEngine:
     # -- transactions -----------------------------------------------------------------------
 
     def _request_move(
-        self, request_id: str, trigger: str, actor: str, detail: Mapping[str, Any]
+        self, request_id: str, trigger: str, detail: Mapping[str, Any]
     ) -> RequestState:
+        """One API call on the request, made as the actor ``REQUEST_CALLS`` names."""
         with self._session(request_id) as s:
-            s.move_request(trigger, actor, detail)
+            s.move_request(trigger, REQUEST_CALLS[trigger], detail)
         return RequestState(s.request.state)
 
     @contextmanager

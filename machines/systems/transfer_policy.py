@@ -56,7 +56,8 @@ class NodeMove:
 
     ``gates`` says whether a manual gate may make it: a gate is dispatched only by
     ``complete_manual`` and its executor (``ManualGate``) always lets an approved gate
-    through, so the executor answers that refuse or delay do not apply to it.
+    through, so the executor answers that refuse or delay do not apply to it. ``kind``
+    limits a move to nodes of one kind (how the engine dispatches each kind).
     """
 
     source: N
@@ -65,6 +66,7 @@ class NodeMove:
     modes: frozenset[Mode]
     via: Via
     gates: bool = True
+    kind: str | None = None
 
 
 DISPATCHING = frozenset({Mode.DISPATCH})
@@ -82,10 +84,10 @@ NODE_MOVES: tuple[NodeMove, ...] = (
     NodeMove(N.READY, "skip", "planner", EXECUTING, _PERSON),
     NodeMove(N.BLOCKED, "cancel", "operator", CANCELLED, Via.CANCEL),
     NodeMove(N.READY, "cancel", "operator", CANCELLED, Via.CANCEL),
-    NodeMove(N.READY, "prepare", "executor", DISPATCHING, _STEP, gates=False),
-    NodeMove(N.READY, "start_observing", "observer", DISPATCHING, _STEP, gates=False),
-    NodeMove(N.READY, "prepare", "executor", DISPATCHING, Via.MANUAL),
-    NodeMove(N.READY, "start_observing", "observer", DISPATCHING, Via.MANUAL),
+    NodeMove(N.READY, "prepare", "executor", DISPATCHING, _STEP, gates=False, kind="action"),
+    NodeMove(N.READY, "start_observing", "observer", DISPATCHING, _STEP, False, "observe"),
+    NodeMove(N.READY, "prepare", "executor", DISPATCHING, Via.MANUAL, kind="action"),
+    NodeMove(N.READY, "start_observing", "observer", DISPATCHING, Via.MANUAL, kind="observe"),
     NodeMove(N.READY, "fail", "executor", HALTED, _STEP),  # abandoned: the plan failed
     NodeMove(N.PREPARING, "submit", "executor", DISPATCHING, _STEP),
     NodeMove(N.PREPARING, "request_signature", "executor", DISPATCHING, _STEP, gates=False),
@@ -118,6 +120,15 @@ NODE_MOVES: tuple[NodeMove, ...] = (
 )
 
 
+def first_move(kind: str) -> tuple[str, str]:
+    """(trigger, actor) by which the engine dispatches a ready node of ``kind``: action
+    nodes start preparing, observe nodes start watching."""
+    for m in NODE_MOVES:
+        if m.source == N.READY and m.via is Via.STEP and m.kind == kind:
+            return m.trigger, m.actor
+    raise LookupError(f"the engine has no way to dispatch a node of kind '{kind}'")
+
+
 def _modes_by_move(moves: Iterable[NodeMove]) -> Mapping[tuple[str, str, str], frozenset[Mode]]:
     out: dict[tuple[str, str, str], frozenset[Mode]] = {}
     for m in moves:
@@ -135,21 +146,21 @@ def allowed(mode: Mode, source: str, trigger: str, actor: str) -> bool:
     return mode in MODES_BY_MOVE.get((source, trigger, actor), frozenset())
 
 
-REQUEST_CALLS = frozenset(
+REQUEST_CALLS: Mapping[str, str] = MappingProxyType(
     {
-        "validate",
-        "fail_validation",
-        "request_approval",
-        "approve",
-        "reject",
-        "expire",
-        "start",
-        "fail_before_start",
-        "cancel",
-        "resume",
-        "confirm_failed",
-        "confirm_completed",
+        "validate": "system",
+        "fail_validation": "system",
+        "request_approval": "system",
+        "approve": "operator",
+        "reject": "operator",
+        "expire": "timer",
+        "start": "system",
+        "fail_before_start": "system",
+        "cancel": "operator",
+        "resume": "operator",
+        "confirm_failed": "operator",
+        "confirm_completed": "operator",
     }
 )
-"""Request triggers the engine's API makes on a caller's or person's behalf; every other
+"""Request triggers the engine's API makes, by the actor it makes them as; every other
 request move is the derivation's."""

@@ -1,0 +1,590 @@
+"""The transfer engine as an explorable model: one request and its plan, every interleaving.
+
+A state is the request's state, every node's state and whether each node was ever sent
+(entered ``submitting``), packed into one int. An action is anything the engine, its
+venue or a person can do next, taken from the same definitions the engine runs on:
+
+- node moves from ``machines.systems.transfer_policy`` (what the engine dispatches,
+  abandons or follows in each request mode, and what signers, reconcilers and planners
+  may do), kept only where ``spec/node.yaml`` allows them for the node's kind. The venue
+  may give any answer, a call may be lost (a crash: a submitting node later times out to
+  unknown), and two engines interleave freely, because every engine move is one fenced
+  transaction on the current state;
+- request calls (``REQUEST_CALLS``: approve, cancel, resume, confirm, ...) under the
+  guard context the nodes imply, cancel with its node moves, and ``complete_manual``;
+- after each, what the engine's transaction does before it commits: wake the successors
+  of done nodes and apply the derived request state (``machines.derive``, the rule set
+  in use) when it is a legal move.
+
+Invariants checked on every move (ids as in DESIGN.md section 6 and ``machines check``):
+
+- ``no-auto-terminal-money-in-flight``: no automatic move releases the reservation while
+  a side-effect node is in an effect-started state, and only a reconciler leaves unknown;
+- ``derivation-consistency``: the derived state is always a legal move, so it is applied;
+- ``completion-means-done``: nothing automatic completes a request with a node not done;
+- ``exactly-once``: no node is ever sent (enters submitting) twice;
+- ``terminal-final``: nothing moves out of a terminal state.
+
+Nodes that are interchangeable (same kind, side effect, gate-ness, predecessors and
+successors, e.g. two parallel withdrawals) are a symmetry: states that differ only by
+swapping them are explored once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import NamedTuple
+
+from machines.derive import Deriver
+from machines.errors import InvalidStateTransition, MachinesError
+from machines.spec import MachineSpec
+from machines.systems.transfer_policy import (
+    NODE_MOVES,
+    REQUEST_CALLS,
+    STOPPED,
+    Mode,
+    NodeMove,
+    Via,
+    request_mode,
+)
+
+EFFECT_STARTED, DONE = "effect-started", "done"
+RELEASES, CONSUMES = "releases-reservation", "consumes-reservation"
+SUBMITTING, UNKNOWN, BLOCKED, READY = "submitting", "unknown", "blocked", "ready"
+EXECUTING, WAITING_MANUAL = "executing", "waiting_manual_action"
+
+INVARIANTS = (
+    "no-auto-terminal-money-in-flight",
+    "derivation-consistency",
+    "completion-means-done",
+    "exactly-once",
+    "terminal-final",
+)
+WHAT = {
+    "no-auto-terminal-money-in-flight": "an automatic move released the reservation while "
+    "money may be moving, or something other than reconciliation left unknown",
+    "derivation-consistency": "the nodes imply a request state the request cannot move to, "
+    "so it stays executing with a decision left unapplied",
+    "completion-means-done": "an automatic move completed the request with a node not done",
+    "exactly-once": "a node was sent a second time",
+    "terminal-final": "something moved out of a terminal state",
+}
+_MODES = tuple(Mode)
+MODES = len(_MODES)
+
+
+Context = tuple[tuple[str, str], ...]
+
+
+class PlanInfo(NamedTuple):
+    """What a plan's node states imply (memoised per node-state tuple)."""
+
+    halted: bool  # a node stopped: the engine starts nothing new
+    context: Context  # the request's guard context (side_effects=...)
+    result: str | None  # the derived request state, None for no change yet
+    moving: bool  # a side-effect node is in an effect-started state
+    all_done: bool  # every node is done
+    wake: int  # the delta that wakes every blocked node whose predecessors are done
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node of a scope's plan."""
+
+    name: str
+    kind: str  # action | observe
+    side_effect: bool
+    after: tuple[str, ...] = ()
+
+
+SCOPES: Mapping[str, tuple[Step, ...]] = {
+    "withdraw": (
+        Step("withdraw", "action", True),
+        Step("withdraw_observe", "observe", False, ("withdraw",)),
+    ),
+    "parallel": (
+        Step("quote", "observe", False),
+        Step("withdraw_a", "action", True, ("quote",)),
+        Step("withdraw_b", "action", True, ("quote",)),
+        Step("check", "observe", False, ("withdraw_a", "withdraw_b")),
+    ),
+    "gated": (
+        Step("fx_quote", "observe", False),
+        Step("withdraw", "action", True),
+        Step("manual_review", "action", False, ("fx_quote", "withdraw")),
+        Step("deposit", "action", True, ("manual_review",)),
+    ),
+    "wide": (
+        Step("quote", "observe", False),
+        Step("convert", "action", False, ("quote",)),
+        Step("withdraw", "action", True, ("quote",)),
+        Step("manual_release", "action", False, ("convert", "withdraw")),
+        Step("deposit", "action", True, ("manual_release",)),
+    ),
+    "broad": (
+        Step("quote", "observe", False),
+        Step("convert", "action", False, ("quote",)),
+        Step("withdraw_a", "action", True, ("quote",)),
+        Step("withdraw_b", "action", True, ("quote",)),
+        Step("manual_release", "action", False, ("convert", "withdraw_a", "withdraw_b")),
+        Step("deposit", "action", True, ("manual_release",)),
+        Step("check", "observe", False, ("manual_release",)),
+    ),
+}
+"""Plans explored by ``machines explore transfer``: a withdrawal and its observation; a
+parallel branch of two withdrawals; parallel work joined at a manual gate; and the widest,
+five nodes with a conversion, two movements of money and a gate."""
+
+DEFAULT_SCOPES = ("withdraw", "parallel", "gated")
+
+
+class TransferModel:
+    """``machines.explore.Model`` of the transfer engine for one plan and one rule set."""
+
+    name = "transfer"
+
+    def __init__(
+        self,
+        request_spec: MachineSpec,
+        node_spec: MachineSpec,
+        plan: Sequence[Step],
+        *,
+        scope: str = "custom",
+        rules: str | None = None,
+        symmetry: bool = True,
+    ) -> None:
+        self.deriver = Deriver.build(request_spec, node_spec, rules)
+        derivation = self.deriver.derivation
+        self.scope = scope if rules is None else f"{scope} (rules {rules})"
+        self.request_spec, self.node_spec, self.plan = request_spec, node_spec, tuple(plan)
+        self.r_names = tuple(request_spec.states)
+        self.n_names = tuple(node_spec.states)
+        self.r_index = {s: i for i, s in enumerate(self.r_names)}
+        self.n_index = {s: i for i, s in enumerate(self.n_names)}
+        self.r_bits = max(1, (len(self.r_names) - 1).bit_length())
+        self.n_bits = max(1, (len(self.n_names) - 1).bit_length())
+        self.n_mask = (1 << self.n_bits) - 1
+        self.r_mask = (1 << self.r_bits) - 1
+        size = len(self.plan)
+        self.shift = tuple(self.r_bits + self.n_bits * i for i in range(size))
+        sent_base = self.r_bits + self.n_bits * size
+        self.sent_at = tuple(sent_base + i for i in range(size))
+        self.sent = tuple(1 << at for at in self.sent_at)
+        self.nodes_mask = (1 << (self.n_bits * size)) - 1
+        flag_base = sent_base + size
+        self.flag = {inv: 1 << (flag_base + i) for i, inv in enumerate(INVARIANTS)}
+        self.flag_floor = 1 << flag_base
+        self.names = tuple(step.name for step in self.plan)
+        self.gates = tuple(s.name.startswith(derivation.manual_prefix) for s in self.plan)
+        names = set(self.names)
+        for step in self.plan:
+            unknown = [p for p in step.after if p not in names]
+            if unknown:
+                raise MachinesError(f"scope {scope}: node '{step.name}' waits for {unknown}")
+        self.preds = tuple(tuple(self.names.index(p) for p in s.after) for s in self.plan)
+        node_states = node_spec.states
+        self.started = frozenset(
+            self.n_index[s] for s, st in node_states.items() if EFFECT_STARTED in st.tags
+        )
+        self.done = frozenset(self.n_index[s] for s, st in node_states.items() if DONE in st.tags)
+        self.n_terminal = frozenset(
+            self.n_index[s] for s in node_states if node_spec.is_terminal(s)
+        )
+        r_states = request_spec.states
+        self.releases = frozenset(
+            self.r_index[s] for s, st in r_states.items() if RELEASES in st.tags
+        )
+        self.consumes = frozenset(
+            self.r_index[s] for s, st in r_states.items() if CONSUMES in st.tags
+        )
+        self.r_terminal = frozenset(
+            self.r_index[s] for s in r_states if request_spec.is_terminal(s)
+        )
+        self.applied_in = frozenset(self.r_index[s] for s in derivation.applied_in)
+        self.derivation_actor = derivation.actor
+        self.executing = self.r_index[EXECUTING]
+        self.blocked, self.ready = self.n_index[BLOCKED], self.n_index[READY]
+        self.orbits = tuple(
+            tuple((self.shift[i], self.sent_at[i]) for i in orbit)
+            for orbit in (self._orbits() if symmetry else ())
+        )
+        self.mode_of = tuple(
+            (_MODES.index(request_mode(r, [])), _MODES.index(request_mode(r, ["failed"])))
+            for r in self.r_names
+        )
+        self.per_node = tuple(
+            zip(range(size), self.shift, self._node_table(), self.gates, strict=True)
+        )
+        self.manual = self._manual_moves()
+        self._cancel = self._cancel_moves()
+        self._wakes = self._can_wake()
+        self.pred_mask = tuple(sum(1 << p for p in preds) for preds in self.preds)
+        self.stopped = frozenset(self.n_index[s] for s in STOPPED)
+        alphabet = self.deriver.alphabet
+        self.kind_mask = tuple(
+            tuple(alphabet.mask[(name, step.side_effect, gate)] for name in self.n_names)
+            for step, gate in zip(self.plan, self.gates, strict=True)
+        )
+        self._plan_memo: dict[int, PlanInfo] = {}
+        self._context_memo: dict[tuple[int, int], Context] = {}
+        self._derived_memo: dict[tuple[str, Context], str | None] = {}
+        self._calls_memo: dict[
+            tuple[int, tuple[tuple[str, str], ...]], list[tuple[str, int, int, bool, bool, bool]]
+        ] = {}
+        self._settled: dict[int, int] = {}
+
+    # -- the Model protocol -----------------------------------------------------------------
+
+    def initial(self) -> list[int]:
+        return [
+            self.r_index[self.request_spec.initial]
+            | self._pack_nodes([self.n_index[self.node_spec.initial]] * len(self.plan))
+        ]
+
+    def successors(self, state: int) -> list[int]:
+        pres = self._pre_states(state, None)
+        settled = self._settled
+        out = [settled.get(pre) for pre in pres]
+        if None in out:
+            settle, canonical = self._settle, self.canonical
+            for k, post in enumerate(out):
+                if post is None:
+                    pre = pres[k]
+                    out[k] = settled[pre] = canonical(settle(pre))
+        return out  # type: ignore[return-value]  # every None was replaced above
+
+    def moves(self, state: int) -> list[tuple[str, int]]:
+        labels: list[str] = []
+        pres = self._pre_states(state, labels)
+        out = []
+        for label, pre in zip(labels, pres, strict=True):
+            post = self._settle(pre)
+            follow = self._settle_labels(pre, post)
+            out.append((label + follow, post))
+        return out
+
+    def canonical(self, state: int) -> int:
+        """Sort the (state, sent) fields of each group of interchangeable nodes."""
+        n_mask = self.n_mask
+        for positions in self.orbits:
+            fields = [((state >> sh) & n_mask, (state >> at) & 1) for sh, at in positions]
+            ordered = sorted(fields)
+            if ordered == fields:
+                continue
+            for (sh, at), (node, sent) in zip(positions, ordered, strict=True):
+                state = state & ~((n_mask << sh) | (1 << at)) | (node << sh) | (sent << at)
+        return state
+
+    def breaches(self, state: int) -> list[tuple[str, str]]:
+        return [(inv, WHAT[inv]) for inv, bit in self.flag.items() if state & bit]
+
+    def describe(self, state: int) -> str:
+        nodes = ", ".join(
+            f"{name}={self.n_names[(state >> sh) & self.n_mask]}"
+            + (" (sent)" if state & bit else "")
+            for name, sh, bit in zip(self.names, self.shift, self.sent, strict=True)
+        )
+        return f"request {self.r_names[state & self.r_mask]}; {nodes}"
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def _pre_states(self, state: int, labels: list[str] | None) -> list[int]:
+        """Every state one action leads to before the engine settles it."""
+        out: list[int] = []
+        r = state & self.r_mask
+        halted, context, _, moving, all_done, _ = self._plan_info(state)
+        mode = self.mode_of[r][halted]
+        n_mask, ready, resent = self.n_mask, self.ready, self.flag["exactly-once"]
+        for i, sh, entries_of, gate in self.per_node:
+            ns = (state >> sh) & n_mask
+            for delta, sent, flags, label in entries_of[ns * MODES + mode]:
+                nxt = state + delta | flags
+                if sent:
+                    nxt |= resent if nxt & sent else sent
+                out.append(nxt)
+                if labels is not None:
+                    labels.append(label)
+            if gate and ns == ready:
+                self._pass_gate(state, i, r, context, out, labels)
+        calls = self._calls_memo.get((r, context))
+        if calls is None:
+            calls = self._calls(r, context)
+        for label, dest, flags, cancels, releases, consumes in calls:
+            nxt = (state & ~self.r_mask) | dest | flags
+            if releases and moving:
+                nxt |= self.flag["no-auto-terminal-money-in-flight"]
+            if consumes and not all_done:
+                nxt |= self.flag["completion-means-done"]
+            if cancels:
+                nxt = self._cancel_nodes(nxt)
+            out.append(nxt)
+            if labels is not None:
+                labels.append(label)
+        return out
+
+    def _pass_gate(
+        self,
+        state: int,
+        i: int,
+        r: int,
+        context: tuple[tuple[str, str], ...],
+        out: list[int],
+        labels: list[str] | None,
+    ) -> None:
+        """``complete_manual``: resume a waiting request, then (only in dispatch mode) the
+        gate's first move, in one transaction; anything else is refused and writes nothing."""
+        said = "complete_manual"
+        if r == self.r_index.get(WAITING_MANUAL):
+            try:
+                dest = self.request_spec.step(
+                    WAITING_MANUAL, "resume", actor=REQUEST_CALLS["resume"], **dict(context)
+                )
+            except InvalidStateTransition:
+                return
+            r = self.r_index[dest]
+            said += f" (request {WAITING_MANUAL} --resume--> {dest})"
+        if self.mode_of[r][self._plan_info(state).halted] != _MODES.index(Mode.DISPATCH):
+            return
+        move = self.manual[i]
+        if move is None:
+            return
+        delta, flags, label = move
+        out.append((state & ~self.r_mask) + delta | r | flags)
+        if labels is not None:
+            labels.append(f"{said}: {label}")
+
+    def _cancel_nodes(self, state: int) -> int:
+        for i, sh in enumerate(self.shift):
+            ns = (state >> sh) & self.n_mask
+            dest = self._cancel[i].get(ns)
+            if dest is not None:
+                state += (dest - ns) << sh
+        return state
+
+    # -- what a transaction does before it commits --------------------------------------------
+
+    def _settle(self, pre: int) -> int:
+        """Wake (while executing), then apply the derived state if it is a legal move."""
+        r = pre & self.r_mask
+        if r != self.executing:
+            return pre
+        info = self._plan_info(pre)
+        state = pre
+        if info.wake:
+            state += info.wake
+            info = self._plan_info(state)
+        if r not in self.applied_in or info.result is None or info.result == self.r_names[r]:
+            return state
+        key = (info.result, info.context)
+        dest = self._derived_memo.get(key, "")
+        if dest == "":
+            dest = self._derived_memo[key] = self._derived_dest(*key)
+        if dest is None:
+            return state | self.flag["derivation-consistency"]
+        flags = 0
+        d = self.r_index[dest]
+        if d in self.releases and info.moving:
+            flags |= self.flag["no-auto-terminal-money-in-flight"]
+        if d in self.consumes and not info.all_done:
+            flags |= self.flag["completion-means-done"]
+        return (state & ~self.r_mask) | d | flags
+
+    def _settle_labels(self, pre: int, post: int) -> str:
+        said = []
+        for name, sh in zip(self.names, self.shift, strict=True):
+            if (pre >> sh) & self.n_mask == self.blocked and (
+                post >> sh
+            ) & self.n_mask == self.ready:
+                said.append(f"{name} wakes")
+        before, after = pre & self.r_mask, post & self.r_mask
+        if before != after:
+            said.append(f"derived: request {self.r_names[before]} -> {self.r_names[after]}")
+        elif post & self.flag["derivation-consistency"]:
+            result = self._plan_info(post).result
+            said.append(f"derived {result}, which the request cannot move to from here")
+        return "; then " + ", ".join(said) if said else ""
+
+    def _derived_dest(self, result: str, context: tuple[tuple[str, str], ...]) -> str | None:
+        """As the engine: the first transition to ``result`` the derivation's actor may take
+        under the context the nodes imply."""
+        state = self.r_names[self.executing]
+        for t in self.request_spec.transitions:
+            if t.source != state or t.dest != result or self.derivation_actor not in t.actors:
+                continue
+            try:
+                return self.request_spec.step(
+                    state, t.trigger, actor=self.derivation_actor, **dict(context)
+                )
+            except InvalidStateTransition:
+                continue
+        return None
+
+    def _plan_info(self, state: int) -> PlanInfo:
+        """What the node states imply, memoised on the node states alone."""
+        key = (state >> self.r_bits) & self.nodes_mask
+        info = self._plan_memo.get(key)
+        if info is None:
+            info = self._plan_memo[key] = self._compute_plan_info(key)
+        return info
+
+    def _compute_plan_info(self, key: int) -> PlanInfo:
+        some, every, done, wake = 0, self.deriver.alphabet.full, 0, 0
+        halted = moving = False
+        states = []
+        for i in range(len(self.plan)):
+            ns = (key >> (self.n_bits * i)) & self.n_mask
+            states.append(ns)
+            mask = self.kind_mask[i][ns]
+            some |= mask
+            every &= mask
+            if ns in self.done:
+                done |= 1 << i
+            halted = halted or ns in self.stopped
+            moving = moving or (self.plan[i].side_effect and ns in self.started)
+        for i, ns in enumerate(states):
+            pred_mask = self.pred_mask[i]
+            if self._wakes[i] and ns == self.blocked and done & pred_mask == pred_mask:
+                wake += (self.ready - self.blocked) << self.shift[i]
+        sig = (some, every)
+        context = self._context_memo.get(sig)
+        if context is None:
+            context = self._context_memo[sig] = tuple(sorted(self.deriver.context(sig).items()))
+        all_done = done == (1 << len(self.plan)) - 1
+        return PlanInfo(halted, context, self.deriver.decide(sig).result, moving, all_done, wake)
+
+    def _calls(
+        self, r: int, context: tuple[tuple[str, str], ...]
+    ) -> list[tuple[str, int, int, bool, bool, bool]]:
+        """(label, destination, flags, cancels the nodes, releases the reservation
+        automatically, consumes it automatically) of every request call the spec allows
+        from ``r`` under ``context``."""
+        key = (r, context)
+        calls = self._calls_memo.get(key)
+        if calls is None:
+            calls = []
+            source = self.r_names[r]
+            for trigger, actor in REQUEST_CALLS.items():
+                try:
+                    dest = self.request_spec.step(source, trigger, actor=actor, **dict(context))
+                except InvalidStateTransition:
+                    continue
+                d = self.r_index[dest]
+                flags = self.flag["terminal-final"] if r in self.r_terminal else 0
+                automatic = self.request_spec.actors[actor].automatic
+                label = f"{trigger} ({actor}): request {source} -> {dest}"
+                calls.append(
+                    (
+                        label,
+                        d,
+                        flags,
+                        trigger == "cancel",
+                        automatic and d in self.releases,
+                        automatic and d in self.consumes,
+                    )
+                )
+            self._calls_memo[key] = calls
+        return calls
+
+    # -- tables built once ----------------------------------------------------------------------
+
+    def _legal(self, step: Step, move: NodeMove) -> str | None:
+        if move.kind is not None and move.kind != step.kind:
+            return None
+        try:
+            return self.node_spec.step(move.source, move.trigger, actor=move.actor, kind=step.kind)
+        except InvalidStateTransition:
+            return None
+
+    def _node_table(self) -> tuple[tuple[tuple[tuple[int, int, int, str], ...], ...], ...]:
+        """[node][node state * MODES + mode] -> (delta, sent bit when it enters submitting
+        else 0, flags, label) of every move a step or a person may make on that node."""
+        table = []
+        submitting = self.n_index.get(SUBMITTING)
+        for i, step in enumerate(self.plan):
+            flat: list[list[tuple[int, int, int, str]]] = [
+                [] for _ in range(len(self.n_names) * MODES)
+            ]
+            for ns, source in enumerate(self.n_names):
+                for move in NODE_MOVES:
+                    if move.source != source or move.via not in (Via.STEP, Via.PERSON):
+                        continue
+                    if self.gates[i] and not move.gates:
+                        continue
+                    dest = self._legal(step, move)
+                    if dest is None:
+                        continue
+                    d = self.n_index[dest]
+                    sent = self.sent[i] if d == submitting else 0
+                    label = f"{step.name}: {source} --{move.trigger} ({move.actor})--> {dest}"
+                    entry = (
+                        (d - ns) << self.shift[i],
+                        sent,
+                        self._node_flags(ns, move.actor),
+                        label,
+                    )
+                    for m, mode in enumerate(_MODES):
+                        if mode in move.modes and entry not in flat[ns * MODES + m]:
+                            flat[ns * MODES + m].append(entry)
+            table.append(tuple(tuple(entries) for entries in flat))
+        return tuple(table)
+
+    def _node_flags(self, ns: int, actor: str) -> int:
+        flags = self.flag["terminal-final"] if ns in self.n_terminal else 0
+        if self.n_names[ns] == UNKNOWN and actor != "reconciler":
+            flags |= self.flag["no-auto-terminal-money-in-flight"]
+        return flags
+
+    def _manual_moves(self) -> tuple[tuple[int, int, str] | None, ...]:
+        """Per node: (delta, flags, label) of ``complete_manual``'s first gate move."""
+        out: list[tuple[int, int, str] | None] = []
+        for i, step in enumerate(self.plan):
+            found = None
+            if self.gates[i]:
+                for move in NODE_MOVES:
+                    if move.via is not Via.MANUAL or move.source != READY:
+                        continue
+                    dest = self._legal(step, move)
+                    if dest is not None:
+                        d = self.n_index[dest]
+                        label = f"{step.name}: ready --{move.trigger} ({move.actor})--> {dest}"
+                        found = ((d - self.ready) << self.shift[i], 0, label)
+                        break
+            out.append(found)
+        return tuple(out)
+
+    def _cancel_moves(self) -> tuple[dict[int, int], ...]:
+        """Per node: node state -> the state cancelling the request leaves it in."""
+        out = []
+        for step in self.plan:
+            moves: dict[int, int] = {}
+            for move in NODE_MOVES:
+                if move.via is Via.CANCEL and Mode.IDLE in move.modes:
+                    dest = self._legal(step, move)
+                    if dest is not None:
+                        moves.setdefault(self.n_index[move.source], self.n_index[dest])
+            out.append(moves)
+        return tuple(out)
+
+    def _can_wake(self) -> tuple[bool, ...]:
+        wake = [m for m in NODE_MOVES if m.via is Via.SETTLE and m.source == BLOCKED]
+        return tuple(
+            any(Mode.DISPATCH in m.modes and self._legal(step, m) == READY for m in wake)
+            for step in self.plan
+        )
+
+    def _orbits(self) -> tuple[tuple[int, ...], ...]:
+        """Groups of interchangeable nodes (same class, same predecessors and successors)."""
+
+        def signature(i: int) -> tuple[object, ...]:
+            step = self.plan[i]
+            succs = frozenset(j for j, p in enumerate(self.preds) if i in p)
+            return (step.kind, step.side_effect, self.gates[i], frozenset(self.preds[i]), succs)
+
+        ordered = sorted(range(len(self.plan)), key=lambda i: repr(signature(i)))
+        groups = (tuple(g) for _, g in groupby(ordered, key=lambda i: repr(signature(i))))
+        return tuple(tuple(sorted(g)) for g in groups if len(g) > 1)
+
+    def _pack_nodes(self, states: Iterable[int]) -> int:
+        return sum(s << sh for s, sh in zip(states, self.shift, strict=True))
