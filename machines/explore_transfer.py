@@ -234,6 +234,7 @@ class TransferModel:
             tuple[int, tuple[tuple[str, str], ...]], list[tuple[str, int, int, bool, bool, bool]]
         ] = {}
         self._settled: dict[int, int] = {}
+        self.resent = self.flag["exactly-once"]
 
     # -- the Model protocol -----------------------------------------------------------------
 
@@ -294,32 +295,37 @@ class TransferModel:
         """Every state one action leads to before the engine settles it."""
         out: list[int] = []
         r = state & self.r_mask
-        halted, context, _, moving, all_done, _ = self._plan_info(state)
-        mode = self.mode_of[r][halted]
-        n_mask, ready, resent = self.n_mask, self.ready, self.flag["exactly-once"]
+        info = self._plan_memo.get((state >> self.r_bits) & self.nodes_mask)
+        if info is None:
+            info = self._plan_info(state)
+        mode = self.mode_of[r][info.halted]
+        n_mask, ready, resent = self.n_mask, self.ready, self.resent
+        append = out.append
         for i, sh, entries_of, gate in self.per_node:
             ns = (state >> sh) & n_mask
-            for delta, sent, flags, label in entries_of[ns * MODES + mode]:
-                nxt = state + delta | flags
-                if sent:
-                    nxt |= resent if nxt & sent else sent
-                out.append(nxt)
-                if labels is not None:
-                    labels.append(label)
+            entries = entries_of[ns * MODES + mode]
+            if entries:
+                for delta, sent, flags, label in entries:
+                    nxt = state + delta | flags
+                    if sent:
+                        nxt |= resent if nxt & sent else sent
+                    append(nxt)
+                    if labels is not None:
+                        labels.append(label)
             if gate and ns == ready:
-                self._pass_gate(state, i, r, context, out, labels)
-        calls = self._calls_memo.get((r, context))
+                self._pass_gate(state, i, r, info.context, out, labels)
+        calls = self._calls_memo.get((r, info.context))
         if calls is None:
-            calls = self._calls(r, context)
+            calls = self._calls(r, info.context)
         for label, dest, flags, cancels, releases, consumes in calls:
             nxt = (state & ~self.r_mask) | dest | flags
-            if releases and moving:
+            if releases and info.moving:
                 nxt |= self.flag["no-auto-terminal-money-in-flight"]
-            if consumes and not all_done:
+            if consumes and not info.all_done:
                 nxt |= self.flag["completion-means-done"]
             if cancels:
                 nxt = self._cancel_nodes(nxt)
-            out.append(nxt)
+            append(nxt)
             if labels is not None:
                 labels.append(label)
         return out
