@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks import runtime_bench, step_bench, store_bench, suite_bench
+from benchmarks import explore_bench, runtime_bench, step_bench, store_bench, suite_bench
 from benchmarks.harness import Ratio
 
 SUITES = {
@@ -17,6 +17,7 @@ SUITES = {
     "runtime": runtime_bench.run,
     "store": store_bench.run,
     "suites": suite_bench.run,
+    "explore": explore_bench.run,
 }
 
 

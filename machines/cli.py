@@ -11,7 +11,8 @@ from typing import TextIO
 
 from machines.checker import Report, check
 from machines.derive_check import DERIVATION_INVARIANTS
-from machines.errors import SpecError, SpecUnreadable
+from machines.errors import MachinesError, SpecError, SpecUnreadable
+from machines.explore import SYSTEMS, ProgressBar, build_model, explore, scopes_of
 from machines.export import FORMATS, export
 from machines.loader import load
 
@@ -67,11 +68,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="most suite runs per mutation before it counts as surviving (default 300)",
     )
     mutate_cmd.add_argument("--list", action="store_true", help="list the catalog and exit")
+    explore_cmd = commands.add_parser(
+        "explore",
+        help="exhaustively explore every reachable state of a reference system in small "
+        "scopes, checking the invariants on every move",
+        description="Exit 0 when every scope holds every invariant, 1 on a violation (its "
+        "shortest trace is printed), 2 on a bad argument or unreadable definitions.",
+    )
+    explore_cmd.add_argument("system", choices=SYSTEMS)
+    explore_cmd.add_argument(
+        "--scope",
+        action="append",
+        metavar="NAME",
+        help="a scope to explore (repeatable; default: the system's default scopes; "
+        "'all' for every scope)",
+    )
+    explore_cmd.add_argument(
+        "--rules", default=None, help="transfer only: the derivation rule set (e.g. qtg-v3)"
+    )
+    explore_cmd.add_argument("--spec-dir", type=Path, default=None)
+    explore_cmd.add_argument(
+        "--max-states",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop a scope after N distinct states (it is then reported as not exhausted)",
+    )
+    explore_cmd.add_argument(
+        "--no-symmetry", action="store_true", help="explore symmetric twins separately"
+    )
     args = parser.parse_args(argv)
     if args.command == "export":
         return _export(args.machine, args.format)
     if args.command == "mutate":
         return _mutate(args.ids or None, args.examples, args.list)
+    if args.command == "explore":
+        return _explore(args)
     if args.max_nodes < 1:
         parser.error("--max-nodes must be at least 1")
     report = check(args.spec_dir, max_nodes=args.max_nodes)
@@ -122,6 +154,49 @@ def _mutate(ids: list[str] | None, examples: int, list_only: bool) -> int:
         return 2
     print("\n" + summary(kills))
     return 0 if all(k.caught_by for k in kills) else 1
+
+
+def _explore(args: argparse.Namespace) -> int:
+    every, default = scopes_of(args.system)
+    chosen = args.scope or list(default)
+    if "all" in chosen:
+        chosen = list(every)
+    try:
+        models = [
+            build_model(
+                args.system,
+                scope,
+                rules=args.rules,
+                spec_dir=args.spec_dir,
+                symmetry=not args.no_symmetry,
+            )
+            for scope in chosen
+        ]
+    except KeyError as exc:
+        print(f"machines explore: {exc.args[0]}", file=sys.stderr)
+        return 2
+    except MachinesError as exc:
+        print(f"machines explore: {exc}", file=sys.stderr)
+        return 2
+    results = []
+    for model in models:
+        bar = ProgressBar(sys.stderr, f"{model.name} / {model.scope}")
+        result = explore(model, max_states=args.max_states, progress=bar)
+        bar.done()
+        results.append(result)
+        print(result.summary(), flush=True)
+        for violation in result.violations:
+            print(violation.render(), flush=True)
+    states = sum(r.states for r in results)
+    seconds = sum(r.seconds for r in results)
+    broken = sum(len(r.violations) for r in results)
+    exhausted = sum(r.complete for r in results)
+    print(
+        f"\n{'FAILED' if broken else 'OK'}: {exhausted} of {len(results)} scope(s) exhausted, "
+        f"{states:,} distinct states in {seconds:.2f} s ({states / max(seconds, 1e-9):,.0f} "
+        f"states/s); {broken} invariant violation(s)"
+    )
+    return 1 if broken else 0
 
 
 def print_report(report: Report, out: TextIO, findings: bool = True) -> None:

@@ -19,7 +19,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, TextIO
+
+from machines.loader import load
+from machines.spec import MachineSpec
 
 
 class Model(Protocol):
@@ -61,11 +65,15 @@ class Violation:
     trace: tuple[str, ...]
     state: str
 
+    @property
+    def moves(self) -> int:
+        return len(self.trace) - 1  # the first line names the initial state
+
     def render(self) -> str:
-        steps = "\n".join(f"    {i}. {label}" for i, label in enumerate(self.trace, 1))
+        steps = "\n".join(f"    {i}. {label}" for i, label in enumerate(self.trace))
         return (
             f"  {self.invariant}: {self.message}\n"
-            f"    shortest trace ({len(self.trace)} moves):\n{steps}\n"
+            f"    shortest trace ({self.moves} moves):\n{steps}\n"
             f"    reached: {self.state}"
         )
 
@@ -207,3 +215,60 @@ class ProgressBar:
         if self.live:
             self.out.write("\r" + " " * 100 + "\r")
             self.out.flush()
+
+
+SYSTEMS = ("transfer", "exactly-once")
+
+
+def scopes_of(system: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every scope, the scopes explored by default) of a system."""
+    if system == "transfer":
+        from machines import explore_transfer as t
+
+        return tuple(t.SCOPES), t.DEFAULT_SCOPES
+    if system == "exactly-once":
+        from machines import explore_outcome as o
+
+        return tuple(o.SCOPES), o.DEFAULT_SCOPES
+    raise KeyError(f"unknown system '{system}'; systems: {', '.join(SYSTEMS)}")
+
+
+def build_model(
+    system: str,
+    scope: str,
+    *,
+    rules: str | None = None,
+    spec_dir: Path | None = None,
+    symmetry: bool = True,
+    judged_by_bundled: bool = False,
+) -> Model:
+    """The model of ``system`` in ``scope``, on the bundled definitions or ``spec_dir``'s;
+    ``judged_by_bundled`` judges the invariants by the bundled definitions' tags even when
+    the system runs on ``spec_dir``'s (a mutated copy must not judge itself)."""
+    every, _ = scopes_of(system)
+    if scope not in every:
+        raise KeyError(f"{system} has no scope '{scope}'; scopes: {', '.join(every)}")
+
+    def spec(name: str) -> MachineSpec:
+        return load(name if spec_dir is None else spec_dir / f"{name}.yaml")
+
+    if system == "transfer":
+        from machines.explore_transfer import SCOPES, TransferModel
+
+        return TransferModel(
+            spec("request"),
+            spec("node"),
+            SCOPES[scope],
+            scope=scope,
+            rules=rules,
+            symmetry=symmetry,
+        )
+    if rules is not None:
+        raise KeyError("--rules applies to the transfer system only")
+    from machines.explore_outcome import SCOPES as OUTCOME_SCOPES
+    from machines.explore_outcome import OutcomeModel
+
+    bounds = OUTCOME_SCOPES[scope]
+    return OutcomeModel(
+        spec("outcome"), bounds, label=f"{scope} ({bounds.name})", symmetry=symmetry
+    )

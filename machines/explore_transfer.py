@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from machines.derive import Deriver
 from machines.errors import InvalidStateTransition, MachinesError
@@ -55,13 +55,9 @@ RELEASES, CONSUMES = "releases-reservation", "consumes-reservation"
 SUBMITTING, UNKNOWN, BLOCKED, READY = "submitting", "unknown", "blocked", "ready"
 EXECUTING, WAITING_MANUAL = "executing", "waiting_manual_action"
 
-INVARIANTS = (
-    "no-auto-terminal-money-in-flight",
-    "derivation-consistency",
-    "completion-means-done",
-    "exactly-once",
-    "terminal-final",
-)
+MONEY_CONTEXT = "side_effects"
+"""The request's guard variable for "money may have moved"; its ``none`` value must mean
+that no side-effect node started (``machines check``: context-matches-money)."""
 WHAT = {
     "no-auto-terminal-money-in-flight": "an automatic move released the reservation while "
     "money may be moving, or something other than reconciliation left unknown",
@@ -99,6 +95,14 @@ class Step:
     after: tuple[str, ...] = ()
 
 
+def steps_of(plan: Sequence[Mapping[str, Any]]) -> tuple[Step, ...]:
+    """A scope from a plan as ``TransferEngine.submit`` takes it."""
+    return tuple(
+        Step(n["name"], n["kind"], bool(n["has_side_effect"]), tuple(n.get("after", ())))
+        for n in plan
+    )
+
+
 SCOPES: Mapping[str, tuple[Step, ...]] = {
     "withdraw": (
         Step("withdraw", "action", True),
@@ -134,10 +138,12 @@ SCOPES: Mapping[str, tuple[Step, ...]] = {
     ),
 }
 """Plans explored by ``machines explore transfer``: a withdrawal and its observation; a
-parallel branch of two withdrawals; parallel work joined at a manual gate; and the widest,
-five nodes with a conversion, two movements of money and a gate."""
+parallel branch of two withdrawals; parallel work joined at a manual gate; five nodes
+with a conversion, two movements of money and a gate; and ``broad``, seven nodes with
+three parallel branches (about 280,000 states: the benchmark's scope, explored by
+``--scope all``)."""
 
-DEFAULT_SCOPES = ("withdraw", "parallel", "gated")
+DEFAULT_SCOPES = ("withdraw", "parallel", "gated", "wide")
 
 
 class TransferModel:
@@ -154,6 +160,7 @@ class TransferModel:
         scope: str = "custom",
         rules: str | None = None,
         symmetry: bool = True,
+        judge: tuple[MachineSpec, MachineSpec] | None = None,
     ) -> None:
         self.deriver = Deriver.build(request_spec, node_spec, rules)
         derivation = self.deriver.derivation
@@ -173,8 +180,16 @@ class TransferModel:
         self.sent_at = tuple(sent_base + i for i in range(size))
         self.sent = tuple(1 << at for at in self.sent_at)
         self.nodes_mask = (1 << (self.n_bits * size)) - 1
+        judge_request, judge_node = judge or (request_spec, node_spec)
+        money_rules = [
+            rule
+            for rule in judge_request.invariants
+            if rule.kind == "only_reachable_when"
+            and rule.when == {MONEY_CONTEXT: frozenset({"none"})}
+        ]
+        self.what = {**WHAT, **{rule.id: rule.description for rule in money_rules}}
         flag_base = sent_base + size
-        self.flag = {inv: 1 << (flag_base + i) for i, inv in enumerate(INVARIANTS)}
+        self.flag = {inv: 1 << (flag_base + i) for i, inv in enumerate(self.what)}
         self.flag_floor = 1 << flag_base
         self.names = tuple(step.name for step in self.plan)
         self.gates = tuple(s.name.startswith(derivation.manual_prefix) for s in self.plan)
@@ -184,24 +199,24 @@ class TransferModel:
             if unknown:
                 raise MachinesError(f"scope {scope}: node '{step.name}' waits for {unknown}")
         self.preds = tuple(tuple(self.names.index(p) for p in s.after) for s in self.plan)
-        node_states = node_spec.states
-        self.started = frozenset(
-            self.n_index[s] for s, st in node_states.items() if EFFECT_STARTED in st.tags
-        )
-        self.done = frozenset(self.n_index[s] for s, st in node_states.items() if DONE in st.tags)
+        self.done = self._node_states(node_spec, DONE)  # what wakes successors
+        # The invariants are judged by ``judge`` (request and node definitions), by default
+        # the ones the model runs on; a mutated copy is judged by the bundled originals.
+        self.started = self._node_states(judge_node, EFFECT_STARTED)
+        self.judged_done = self._node_states(judge_node, DONE)
         self.n_terminal = frozenset(
-            self.n_index[s] for s in node_states if node_spec.is_terminal(s)
+            self.n_index[s] for s in judge_node.states if judge_node.is_terminal(s)
         )
-        r_states = request_spec.states
-        self.releases = frozenset(
-            self.r_index[s] for s, st in r_states.items() if RELEASES in st.tags
-        )
-        self.consumes = frozenset(
-            self.r_index[s] for s, st in r_states.items() if CONSUMES in st.tags
-        )
+        self.releases = self._request_states(judge_request, RELEASES)
+        self.consumes = self._request_states(judge_request, CONSUMES)
         self.r_terminal = frozenset(
-            self.r_index[s] for s in r_states if request_spec.is_terminal(s)
+            self.r_index[s] for s in judge_request.states if judge_request.is_terminal(s)
         )
+        self.before_money: dict[int, int] = {}
+        for rule in money_rules:
+            for name in rule.states:
+                index = self.r_index[name]
+                self.before_money[index] = self.before_money.get(index, 0) | self.flag[rule.id]
         self.applied_in = frozenset(self.r_index[s] for s in derivation.applied_in)
         self.derivation_actor = derivation.actor
         self.executing = self.r_index[EXECUTING]
@@ -231,7 +246,7 @@ class TransferModel:
         self._context_memo: dict[tuple[int, int], Context] = {}
         self._derived_memo: dict[tuple[str, Context], str | None] = {}
         self._calls_memo: dict[
-            tuple[int, tuple[tuple[str, str], ...]], list[tuple[str, int, int, bool, bool, bool]]
+            tuple[int, tuple[tuple[str, str], ...]], list[tuple[str, int, int, bool, int, int]]
         ] = {}
         self._settled: dict[int, int] = {}
         self.resent = self.flag["exactly-once"]
@@ -279,7 +294,19 @@ class TransferModel:
         return state
 
     def breaches(self, state: int) -> list[tuple[str, str]]:
-        return [(inv, WHAT[inv]) for inv, bit in self.flag.items() if state & bit]
+        return [(inv, self.what[inv]) for inv, bit in self.flag.items() if state & bit]
+
+    def encode(
+        self, request_state: str, node_states: Mapping[str, str], sent: Iterable[str] = ()
+    ) -> int:
+        """The packed state of a request and its nodes as a store holds them (``sent``:
+        the nodes whose data records a send), e.g. to ask whether the explorer saw it."""
+        state = self.r_index[request_state]
+        for name, sh in zip(self.names, self.shift, strict=True):
+            state |= self.n_index[node_states[name]] << sh
+        for name in sent:
+            state |= self.sent[self.names.index(name)]
+        return state
 
     def describe(self, state: int) -> str:
         nodes = ", ".join(
@@ -317,12 +344,12 @@ class TransferModel:
         calls = self._calls_memo.get((r, info.context))
         if calls is None:
             calls = self._calls(r, info.context)
-        for label, dest, flags, cancels, releases, consumes in calls:
+        for label, dest, flags, cancels, money_flags, done_flags in calls:
             nxt = (state & ~self.r_mask) | dest | flags
-            if releases and info.moving:
-                nxt |= self.flag["no-auto-terminal-money-in-flight"]
-            if consumes and not info.all_done:
-                nxt |= self.flag["completion-means-done"]
+            if info.moving:
+                nxt |= money_flags
+            if not info.all_done:
+                nxt |= done_flags
             if cancels:
                 nxt = self._cancel_nodes(nxt)
             append(nxt)
@@ -389,10 +416,8 @@ class TransferModel:
             dest = self._derived_memo[key] = self._derived_dest(*key)
         if dest is None:
             return state | self.flag["derivation-consistency"]
-        flags = 0
         d = self.r_index[dest]
-        if d in self.releases and info.moving:
-            flags |= self.flag["no-auto-terminal-money-in-flight"]
+        flags = self._money_flags(d, self.derivation_actor) if info.moving else 0
         if d in self.consumes and not info.all_done:
             flags |= self.flag["completion-means-done"]
         return (state & ~self.r_mask) | d | flags
@@ -436,7 +461,7 @@ class TransferModel:
         return info
 
     def _compute_plan_info(self, key: int) -> PlanInfo:
-        some, every, done, wake = 0, self.deriver.alphabet.full, 0, 0
+        some, every, done, judged, wake = 0, self.deriver.alphabet.full, 0, 0, 0
         halted = moving = False
         states = []
         for i in range(len(self.plan)):
@@ -447,6 +472,8 @@ class TransferModel:
             every &= mask
             if ns in self.done:
                 done |= 1 << i
+            if ns in self.judged_done:
+                judged |= 1 << i
             halted = halted or ns in self.stopped
             moving = moving or (self.plan[i].side_effect and ns in self.started)
         for i, ns in enumerate(states):
@@ -457,15 +484,15 @@ class TransferModel:
         context = self._context_memo.get(sig)
         if context is None:
             context = self._context_memo[sig] = tuple(sorted(self.deriver.context(sig).items()))
-        all_done = done == (1 << len(self.plan)) - 1
+        all_done = judged == (1 << len(self.plan)) - 1
         return PlanInfo(halted, context, self.deriver.decide(sig).result, moving, all_done, wake)
 
     def _calls(
         self, r: int, context: tuple[tuple[str, str], ...]
-    ) -> list[tuple[str, int, int, bool, bool, bool]]:
-        """(label, destination, flags, cancels the nodes, releases the reservation
-        automatically, consumes it automatically) of every request call the spec allows
-        from ``r`` under ``context``."""
+    ) -> list[tuple[str, int, int, bool, int, int]]:
+        """(label, destination, flags, cancels the nodes, flags if money is moving, flags
+        if a node is not done) of every request call the spec allows from ``r`` under
+        ``context``."""
         key = (r, context)
         calls = self._calls_memo.get(key)
         if calls is None:
@@ -479,19 +506,23 @@ class TransferModel:
                 d = self.r_index[dest]
                 flags = self.flag["terminal-final"] if r in self.r_terminal else 0
                 automatic = self.request_spec.actors[actor].automatic
-                label = f"{trigger} ({actor}): request {source} -> {dest}"
-                calls.append(
-                    (
-                        label,
-                        d,
-                        flags,
-                        trigger == "cancel",
-                        automatic and d in self.releases,
-                        automatic and d in self.consumes,
-                    )
+                done_flags = (
+                    self.flag["completion-means-done"] if automatic and d in self.consumes else 0
                 )
+                label = f"{trigger} ({actor}): request {source} -> {dest}"
+                money_flags = self._money_flags(d, actor)
+                calls.append((label, d, flags, trigger == "cancel", money_flags, done_flags))
             self._calls_memo[key] = calls
         return calls
+
+    def _money_flags(self, dest: int, actor: str) -> int:
+        """The breaches of entering request state ``dest`` as ``actor`` while a side-effect
+        node may have moved money: an automatic release of the reservation, and entering
+        a state the judge's rules reserve for before money moves."""
+        flags = self.before_money.get(dest, 0)
+        if dest in self.releases and self.request_spec.actors[actor].automatic:
+            flags |= self.flag["no-auto-terminal-money-in-flight"]
+        return flags
 
     # -- tables built once ----------------------------------------------------------------------
 
@@ -591,6 +622,12 @@ class TransferModel:
         ordered = sorted(range(len(self.plan)), key=lambda i: repr(signature(i)))
         groups = (tuple(g) for _, g in groupby(ordered, key=lambda i: repr(signature(i))))
         return tuple(tuple(sorted(g)) for g in groups if len(g) > 1)
+
+    def _node_states(self, spec: MachineSpec, tag: str) -> frozenset[int]:
+        return frozenset(self.n_index[s] for s, st in spec.states.items() if tag in st.tags)
+
+    def _request_states(self, spec: MachineSpec, tag: str) -> frozenset[int]:
+        return frozenset(self.r_index[s] for s, st in spec.states.items() if tag in st.tags)
 
     def _pack_nodes(self, states: Iterable[int]) -> int:
         return sum(s << sh for s, sh in zip(states, self.shift, strict=True))

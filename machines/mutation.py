@@ -6,8 +6,11 @@ a dropped derivation rule, a lost tag, ...). ``kill`` writes the mutated copy of
 ``spec/`` to a folder and runs the detectors in order, cheapest first:
 
 1. ``machines check``: the schema, the structural rules and the derivation proof;
-2. the stateful suite of the system that runs on the mutated machine, with the mutated
-   specs as the system's specs and the bundled specs as the judge of the invariants.
+2. ``machines explore``: every reachable state of the system that runs on the mutated
+   machine (transfer, exactly-once) in its default scopes;
+3. the stateful suite of that system, with the mutated specs as the system's specs.
+
+Detectors 2 and 3 judge the invariants by the bundled specs: a mutant never judges itself.
 
 A mutation no detector catches *survives*: the checks have a blind spot, and
 ``machines mutate`` (and CI) fail.
@@ -29,7 +32,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 from machines.checker import check
-from machines.errors import SpecError
+from machines.errors import MachinesError, SpecError
+from machines.explore import build_model, explore, scopes_of
 from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import MachineSpec
 from machines.testing.profiles import run_suite
@@ -344,6 +348,9 @@ def kill(mutation: Mutation, *, examples: int = 300) -> Kill:
             specs = {spec.name: spec for spec in map(read_definition, definition_paths(spec_dir))}
         except SpecError as error:  # check would have said so; kept to fail closed
             return Kill(mutation, "machines check", str(error), time.perf_counter() - started)
+        found = explore_mutant(mutation, spec_dir)
+        if found is not None:
+            return Kill(mutation, "machines explore", found, time.perf_counter() - started)
         suite = _suite_for(mutation.machine)(specs)
         hunt = settings(
             max_examples=examples,
@@ -361,6 +368,27 @@ def kill(mutation: Mutation, *, examples: int = 300) -> Kill:
             name = suite.__mro__[1].__name__
             return Kill(mutation, name, evidence, time.perf_counter() - started)
     return Kill(mutation, None, "no detector caught it", time.perf_counter() - started)
+
+
+EXPLORED = {"request": "transfer", "node": "transfer", "outcome": "exactly-once"}
+"""The explorer's system for each machine it runs on (the effect log has no model)."""
+
+
+def explore_mutant(mutation: Mutation, spec_dir: Path) -> str | None:
+    """The first invariant the explorer sees broken on the mutated specs in ``spec_dir``
+    (default scopes), or None: also None for a machine no explorer models."""
+    system = EXPLORED.get(mutation.machine)
+    if system is None:
+        return None
+    for scope in scopes_of(system)[1]:
+        try:
+            model = build_model(system, scope, spec_dir=spec_dir, judged_by_bundled=True)
+        except MachinesError as error:
+            return f"{scope}: the model cannot be built: {error}"
+        for violation in explore(model).violations:
+            said = f"{violation.invariant} after {violation.moves} moves"
+            return f"{scope}: {said}: {violation.message}"
+    return None
 
 
 def run_catalog(

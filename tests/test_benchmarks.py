@@ -64,3 +64,15 @@ def test_suite_benchmark_counts_steps() -> None:
 
     seconds = suite_bench._steps_timer(suite_bench._Empty)()
     assert seconds > 0
+
+
+def test_explorer_benchmark_baseline_searches_the_same_graph() -> None:
+    """The recorded graph is the model's own: the same BFS finds the same states."""
+    from typing import cast
+
+    from benchmarks import explore_bench
+    from machines.explore import Model, build_model, explore
+
+    recorded, states = explore_bench._record("transfer", "gated")
+    assert explore(cast(Model, recorded)).states == states
+    assert states == explore(build_model("transfer", "gated")).states

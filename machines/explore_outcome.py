@@ -1,0 +1,371 @@
+"""The exactly-once executor as an explorable model: keys, workers, leases, crashes.
+
+``machines.systems.exactly_once`` keeps one promise: an effect runs at most once per key,
+plus once per explicit reclaim, and what a caller was told stays true. This model runs
+its protocol over every interleaving of a few workers on a few keys, with every fault the
+stateful suite injects: a run that returns, fails before sending, fails in a way worth a
+retry, or raises after it may have sent; a crash at any point; a store write that fails;
+a lease that expires while its holder still works; a caller's reclaim; a person's
+decision. Every row move goes through ``spec/outcome.yaml`` (``MachineSpec.step``), so a
+move the definition refuses is not made. The protocol itself is written out here, as a
+TLA+ specification would be, because it lives in the executor's control flow:
+
+- ``run`` claims in one transaction: absent -> insert in_flight under a lease; reclaimed
+  (no owner) -> take it; live lease elsewhere -> refuse; expired lease -> park; succeeded,
+  failed, indeterminate -> replay, nothing runs;
+- the holder's outcome write is fenced: it lands only while the row is still in_flight and
+  its own (the row's version is unchanged); otherwise the caller hears "indeterminate";
+- an error that may have followed sending parks the key (if even that write fails, the
+  expired lease parks it later).
+
+Invariants checked on every state: ``exactly-once`` (the upstream effect ran at most
+1 + reclaims times per key), ``acknowledged-outcome-kept`` (a result or a proven failure
+returned to a caller is what the key records, forever) and ``failed-means-proven`` (a
+worker records ``failed`` only for an effect that did not happen in that claim). The
+protocol never asks to move a parked key automatically; that no definition lets it
+(``fail-closed-indeterminate``) is ``machines check``'s structural rule. Workers and keys
+are interchangeable, which the model uses as a symmetry.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from machines.errors import InvalidStateTransition
+from machines.spec import MachineSpec
+
+INVARIANTS = ("exactly-once", "acknowledged-outcome-kept", "failed-means-proven")
+WHAT = {
+    "exactly-once": "the effect ran more often than 1 + the key's reclaims",
+    "acknowledged-outcome-kept": "a caller was told an outcome the key no longer records",
+    "failed-means-proven": "a worker recorded failed although the effect happened",
+}
+
+ABSENT = "absent"
+IDLE, CLAIMED, RETURNED, REFUSED, UNSURE = "idle", "claimed", "returned", "refused", "unsure"
+"""Worker phases: no call; holding a claim; the effect returned; the effect raised an error
+proving it did not happen; the effect raised after it may have happened."""
+
+
+class Key(NamedTuple):
+    row: str = ABSENT  # an outcome state, or absent
+    owner: int = 0  # the lease holder (1-based worker), 0 for none
+    expired: bool = False  # the lease ran out (the fake clock jumped)
+    ran: int = 0  # times the upstream effect happened
+    reclaims: int = 0
+    landed: bool = False  # the effect happened under the current claim
+    told: str = ""  # the outcome a caller was given: succeeded / failed / ""
+
+
+class Worker(NamedTuple):
+    key: int = 0  # 1-based key of its current call, 0 when idle
+    phase: str = IDLE
+    attempt: int = 0
+
+
+class World(NamedTuple):
+    keys: tuple[Key, ...]
+    workers: tuple[Worker, ...]
+    flags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class OutcomeScope:
+    keys: int = 2
+    workers: int = 2
+    reclaims: int = 1  # how many reclaims per key the scope allows
+    retries: int = 1  # the executor's ``retries``
+
+    @property
+    def name(self) -> str:
+        return (
+            f"{self.keys} keys x {self.workers} workers, "
+            f"{self.reclaims} reclaim(s), {self.retries} retry(ies)"
+        )
+
+
+SCOPES = {
+    "small": OutcomeScope(keys=1, workers=2),
+    "default": OutcomeScope(),
+    "wide": OutcomeScope(keys=2, workers=3),
+}
+DEFAULT_SCOPES = ("small", "default")
+
+
+class OutcomeModel:
+    """``machines.explore.Model`` of ``ExactlyOnce`` on one outcome definition."""
+
+    name = "exactly-once"
+
+    def __init__(
+        self, spec: MachineSpec, scope: OutcomeScope, *, label: str = "", symmetry: bool = True
+    ) -> None:
+        self.spec = spec
+        self.bounds = scope
+        self.scope = label or scope.name
+        self.symmetry = symmetry
+        self._ids: dict[World, int] = {}
+        self._worlds: list[World] = []
+        self.flag_floor = 1 << 40  # ids stay below; a flagged world gets this bit added
+        self._canonical: dict[World, World] = {}
+        self._steps: dict[tuple[str, str, str], str | None] = {}
+
+    # -- the Model protocol (worlds are interned; the int is the world's index) ----------
+
+    def initial(self) -> list[int]:
+        world = World(
+            tuple(Key() for _ in range(self.bounds.keys)),
+            tuple(Worker() for _ in range(self.bounds.workers)),
+        )
+        return [self._id(world)]
+
+    def successors(self, state: int) -> list[int]:
+        return [self._id(self.canonical_world(w)) for _, w in self._moves(self._world(state))]
+
+    def moves(self, state: int) -> list[tuple[str, int]]:
+        return [(label, self._id(w)) for label, w in self._moves(self._world(state))]
+
+    def canonical(self, state: int) -> int:
+        return self._id(self.canonical_world(self._world(state)))
+
+    def breaches(self, state: int) -> list[tuple[str, str]]:
+        return [(f, WHAT[f]) for f in INVARIANTS if f in self._world(state).flags]
+
+    def describe(self, state: int) -> str:
+        world = self._world(state)
+        keys = "; ".join(
+            f"k{i}: {k.row}"
+            + (f" (lease w{k.owner}{', expired' if k.expired else ''})" if k.owner else "")
+            + f", ran {k.ran}x"
+            + (f", {k.reclaims} reclaim(s)" if k.reclaims else "")
+            + (f", caller told {k.told}" if k.told else "")
+            for i, k in enumerate(world.keys, 1)
+        )
+        workers = ", ".join(
+            f"w{i}: {w.phase}" + (f" k{w.key}" if w.key else "")
+            for i, w in enumerate(world.workers, 1)
+        )
+        return f"{keys} | {workers}"
+
+    # -- interning --------------------------------------------------------------------------
+
+    def _id(self, world: World) -> int:
+        found = self._ids.get(world)
+        if found is None:
+            found = self._ids[world] = len(self._worlds)
+            self._worlds.append(world)
+        return found + (self.flag_floor if world.flags else 0)
+
+    def _world(self, state: int) -> World:
+        return self._worlds[state % self.flag_floor]
+
+    def canonical_world(self, world: World) -> World:
+        """The least relabelling of workers and keys (they are interchangeable)."""
+        if not self.symmetry:
+            return world
+        found = self._canonical.get(world)
+        if found is None:
+            found = self._canonical[world] = self._least_relabelling(world)
+        return found
+
+    def _least_relabelling(self, world: World) -> World:
+        best: tuple[object, ...] | None = None
+        chosen = world
+        for kp in itertools.permutations(range(len(world.keys))):
+            for wp in itertools.permutations(range(len(world.workers))):
+                renamed = _relabel(world, kp, wp)
+                order = (renamed.keys, renamed.workers)
+                if best is None or order < best:
+                    best, chosen = order, renamed
+        return chosen
+
+    # -- what may happen next -----------------------------------------------------------------
+
+    def _moves(self, world: World) -> Iterator[tuple[str, World]]:
+        if world.flags:
+            return
+        for w, worker in enumerate(world.workers):
+            yield from self._worker_moves(world, w, worker)
+        for k, key in enumerate(world.keys):
+            name = f"k{k + 1}"
+            if key.row == "in_flight" and key.owner and not key.expired:
+                yield f"the lease on {name} expires", _set_key(world, k, key._replace(expired=True))
+            if key.reclaims < self.bounds.reclaims:
+                moved = self._move(key, "reclaim", "caller")
+                if moved is not None:
+                    after = moved._replace(
+                        owner=0, expired=False, reclaims=key.reclaims + 1, landed=False
+                    )
+                    yield f"a caller reclaims {name}", _set_key(world, k, after)
+            for trigger in ("decide_landed", "decide_not_landed"):
+                moved = self._move(key, trigger, "operator")
+                if moved is not None:
+                    yield f"an operator decides {name}: {trigger}", _set_key(world, k, moved)
+
+    def _worker_moves(self, world: World, w: int, worker: Worker) -> Iterator[tuple[str, World]]:
+        me = f"w{w + 1}"
+        if worker.phase == IDLE:
+            for k in range(len(world.keys)):
+                claimed = self._claim(world, w, k)
+                if claimed is not None:
+                    yield f"{me} calls run(k{k + 1}): {claimed[0]}", claimed[1]
+            return
+        k = worker.key - 1
+        key = world.keys[k]
+        name = f"{me} on k{k + 1}"
+        crashed = _set_worker(world, w, Worker())
+        yield f"{name}: the process dies", crashed
+        if worker.phase == CLAIMED:
+            ran = _ran(key, mine=key.row == "in_flight" and key.owner == w + 1)
+            yield (
+                f"{name}: the effect returns",
+                _set(world, k, ran, w, worker._replace(phase=RETURNED)),
+            )
+            yield (
+                f"{name}: the effect dies with the process after it ran",
+                _set_key(crashed, k, ran),
+            )
+            yield (
+                f"{name}: the effect fails before sending",
+                _set_worker(world, w, worker._replace(phase=REFUSED)),
+            )
+            if worker.attempt < self.bounds.retries and not key.expired:
+                again = worker._replace(attempt=worker.attempt + 1)
+                yield f"{name}: a retryable error, tried again", _set_worker(world, w, again)
+            else:
+                yield (
+                    f"{name}: a retryable error with no retry left",
+                    _set_worker(world, w, worker._replace(phase=REFUSED)),
+                )
+            unsure = worker._replace(phase=UNSURE)
+            yield f"{name}: an error after sending", _set(world, k, ran, w, unsure)
+            yield (
+                f"{name}: an error before anything was sent, of unknown kind",
+                _set_worker(world, w, unsure),
+            )
+        elif worker.phase == RETURNED:
+            yield from self._record(world, w, k, "succeed", "succeeded", name)
+            yield from self._park(world, w, k, f"{name}: storing the result fails; ")
+        elif worker.phase == REFUSED:
+            yield from self._record(world, w, k, "fail", "failed", name)
+            yield from self._park(world, w, k, f"{name}: storing the failure fails; ")
+        elif worker.phase == UNSURE:
+            yield from self._park(world, w, k, f"{name}: ")
+
+    def _claim(self, world: World, w: int, k: int) -> tuple[str, World] | None:
+        key = world.keys[k]
+        claimed = Worker(k + 1, CLAIMED, 0)
+        if key.row == ABSENT:
+            row = Key(self.spec.initial, owner=w + 1, ran=key.ran, reclaims=key.reclaims)
+            return "claims it (insert, lease)", _set(world, k, row, w, claimed)
+        if key.row != "in_flight":
+            return None  # replay: nothing changes
+        if key.owner == 0:
+            after = key._replace(owner=w + 1, expired=False, landed=False)
+            return "takes the reclaimed key", _set(world, k, after, w, claimed)
+        if not key.expired:
+            return None  # EffectInProgress: nothing changes
+        parked = self._move(key, "park", "worker")
+        if parked is None:
+            return None
+        return "finds the lease expired and parks it", _set_key(
+            world, k, parked._replace(owner=0, expired=False)
+        )
+
+    def _record(
+        self, world: World, w: int, k: int, trigger: str, outcome: str, name: str
+    ) -> Iterator[tuple[str, World]]:
+        """The fenced outcome write, then the caller is told; a stale claim writes nothing
+        and the caller hears indeterminate."""
+        key = world.keys[k]
+        idle = _set_worker(world, w, Worker())
+        if key.row != "in_flight" or key.owner != w + 1:
+            yield f"{name}: the write is fenced off (the claim was lost)", idle
+            return
+        moved = self._move(key, trigger, "worker")
+        if moved is None:
+            return
+        after = moved._replace(owner=0, expired=False, told=outcome)
+        flags = set()
+        if outcome == "failed" and key.landed:
+            flags.add("failed-means-proven")
+        yield (
+            f"{name}: records {trigger}; the caller is told {outcome}",
+            _flag(_set_key(idle, k, after), flags),
+        )
+
+    def _park(self, world: World, w: int, k: int, said: str) -> Iterator[tuple[str, World]]:
+        key = world.keys[k]
+        idle = _set_worker(world, w, Worker())
+        yield f"{said}parking fails too; the caller hears indeterminate", idle
+        if key.row == "in_flight" and key.owner == w + 1:
+            moved = self._move(key, "park", "worker")
+            if moved is not None:
+                after = moved._replace(owner=0, expired=False)
+                yield (
+                    f"{said}parks the key; the caller hears indeterminate",
+                    _set_key(idle, k, after),
+                )
+
+    def _move(self, key: Key, trigger: str, actor: str) -> Key | None:
+        """The key after ``trigger`` by ``actor``, if the definition allows it."""
+        if key.row == ABSENT:
+            return None
+        found = self._steps.get((key.row, trigger, actor), "")
+        if found == "":
+            try:
+                found = self.spec.step(key.row, trigger, actor=actor)
+            except InvalidStateTransition:
+                found = None
+            self._steps[(key.row, trigger, actor)] = found
+        return None if found is None else key._replace(row=found)
+
+
+# -- pure helpers on worlds ----------------------------------------------------------------
+
+
+def _ran(key: Key, *, mine: bool) -> Key:
+    """The upstream effect happened; under the key's current claim when ``mine`` (not a
+    holder whose claim was parked and taken over meanwhile)."""
+    return key._replace(ran=min(key.ran + 1, key.reclaims + 2), landed=key.landed or mine)
+
+
+def _set_key(world: World, k: int, key: Key) -> World:
+    keys = (*world.keys[:k], key, *world.keys[k + 1 :])
+    return _judge(world._replace(keys=keys), world.keys[k], key)
+
+
+def _set_worker(world: World, w: int, worker: Worker) -> World:
+    return world._replace(workers=(*world.workers[:w], worker, *world.workers[w + 1 :]))
+
+
+def _set(world: World, k: int, key: Key, w: int, worker: Worker) -> World:
+    return _set_worker(_set_key(world, k, key), w, worker)
+
+
+def _flag(world: World, flags: set[str]) -> World:
+    return world._replace(flags=world.flags | flags) if flags else world
+
+
+def _judge(world: World, before: Key, after: Key) -> World:
+    """The invariants that one key's change can break."""
+    flags = set()
+    if after.ran > 1 + after.reclaims:
+        flags.add("exactly-once")
+    if before.told and after.row != before.told:
+        flags.add("acknowledged-outcome-kept")
+    return _flag(world, flags)
+
+
+def _relabel(world: World, kp: tuple[int, ...], wp: tuple[int, ...]) -> World:
+    """Key ``i`` becomes key ``kp[i]``, worker ``j`` becomes ``wp[j]``."""
+    keys: list[Key] = [Key()] * len(kp)
+    for i, key in enumerate(world.keys):
+        keys[kp[i]] = key._replace(owner=wp[key.owner - 1] + 1) if key.owner else key
+    workers: list[Worker] = [Worker()] * len(wp)
+    for j, worker in enumerate(world.workers):
+        workers[wp[j]] = worker._replace(key=kp[worker.key - 1] + 1) if worker.key else worker
+    return World(tuple(keys), tuple(workers), world.flags)

@@ -1,0 +1,344 @@
+"""The exhaustive explorer: the search itself, the transfer and exactly-once models, their
+verdicts on the bundled and the seed's rules, and that the engine never reaches a state
+the transfer model did not (so what the explorer proves is about the engine)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Sequence
+from functools import cache
+from pathlib import Path
+from typing import cast
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis.stateful import invariant
+
+from machines.cli import main
+from machines.explore import Exploration, ProgressBar, build_model, explore, scopes_of
+from machines.explore_outcome import SCOPES as OUTCOME_SCOPES
+from machines.explore_outcome import OutcomeModel, World
+from machines.explore_transfer import SCOPES, TransferModel, steps_of
+from machines.loader import load
+from machines.testing.profiles import run_suite, scaled
+from machines.testing.transfer import PLANS, ReferenceTransfer, TransferSuite
+from tests.conftest import Document, SpecCopy
+
+# -- the search ----------------------------------------------------------------------------
+
+
+class Ladder:
+    """A toy model: 0 -> 1 -> ... -> 9 -> 10 (bad), plus a shortcut 0 -> 20 -> 21 -> 10
+    (bad) found later in successor order; BFS must report the 3-move path."""
+
+    name, scope, flag_floor = "ladder", "toy", 100
+
+    def initial(self) -> Sequence[int]:
+        return [0]
+
+    def successors(self, state: int) -> list[int]:
+        return [state for _, state in self.moves(state)]
+
+    def moves(self, state: int) -> list[tuple[str, int]]:
+        if state < 10:
+            nxt = [(f"up to {state + 1}", state + 1 if state + 1 < 10 else 110)]
+            if state == 0:
+                nxt.append(("shortcut", 20))
+            return nxt
+        if state == 20:
+            return [("on", 21)]
+        if state == 21:
+            return [("down", 110)]
+        return []
+
+    def canonical(self, state: int) -> int:
+        return state
+
+    def breaches(self, state: int) -> list[tuple[str, str]]:
+        return [("bad", "reached 10")]
+
+    def describe(self, state: int) -> str:
+        return f"rung {state}"
+
+
+def test_breadth_first_reports_the_shortest_trace() -> None:
+    result = explore(Ladder())
+    assert result.complete
+    (violation,) = result.violations
+    assert violation.trace == ("start: rung 0", "shortcut", "on", "down")
+    assert violation.moves == 3
+    assert "shortest trace (3 moves)" in violation.render()
+
+
+def test_a_bound_stops_the_search_and_says_it_was_not_exhausted() -> None:
+    model = TransferModel(load("request"), load("node"), SCOPES["gated"], scope="gated")
+    result = explore(model, max_states=100)
+    assert not result.complete
+    assert 100 <= result.states < explore(model).states
+    assert "not exhausted" in result.summary()
+
+
+def test_the_progress_bar_writes_only_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    quiet, loud = io.StringIO(), Terminal()
+    for out in (quiet, loud):
+        bar = ProgressBar(out, "toy")
+        explore(Ladder(), progress=bar)
+        bar.done()
+    assert quiet.getvalue() == ""
+    assert "states/s" in loud.getvalue() and "depth" in loud.getvalue()
+
+
+# -- the transfer model -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def default_rules() -> dict[str, Exploration]:
+    return {
+        scope: explore(TransferModel(load("request"), load("node"), plan, scope=scope))
+        for scope, plan in SCOPES.items()
+    }
+
+
+def test_the_default_rules_hold_in_every_transfer_scope(
+    default_rules: dict[str, Exploration],
+) -> None:
+    for scope, result in default_rules.items():
+        assert result.complete, scope
+        assert result.violations == [], (scope, [v.render() for v in result.violations])
+        assert result.states > len(SCOPES[scope]) * 10, scope
+
+
+@pytest.mark.parametrize("scope", ["parallel", "gated", "wide"])
+def test_the_seed_rules_leave_a_request_executing_with_money_in_flight(scope: str) -> None:
+    """qtg-v3 derives failed beside a sent withdrawal; the guard refuses it, so the
+    request stays executing with a decision left unapplied (finding
+    qtg-fails-with-money-in-flight)."""
+    model = TransferModel(load("request"), load("node"), SCOPES[scope], scope=scope, rules="qtg-v3")
+    result = explore(model)
+    assert [v.invariant for v in result.violations] == ["derivation-consistency"]
+    (violation,) = result.violations
+    assert "request executing" in violation.state
+    assert "=failed" in violation.state and "(sent)" in violation.state
+    assert "derived failed" in violation.trace[-1]
+    assert violation.moves <= 9
+
+
+def test_the_recorded_finding_quotes_the_explorers_trace() -> None:
+    model = TransferModel(load("request"), load("node"), SCOPES["gated"], rules="qtg-v3")
+    (violation,) = explore(model).violations
+    finding = next(f for f in load("request").findings if f.id == "qtg-fails-with-money-in-flight")
+    text = " ".join(finding.resolution.split())
+    assert f"machines explore transfer --rules qtg-v3 finds it in {violation.moves} moves" in text
+
+
+def test_symmetry_merges_twins_and_keeps_the_verdicts() -> None:
+    def run(symmetry: bool, rules: str | None = None) -> Exploration:
+        plan = SCOPES["parallel"]  # withdraw_a and withdraw_b are interchangeable
+        model = TransferModel(load("request"), load("node"), plan, rules=rules, symmetry=symmetry)
+        return explore(model)
+
+    merged, full = run(True), run(False)
+    assert merged.states < full.states
+    assert merged.violations == full.violations == []
+    seed_merged, seed_full = run(True, "qtg-v3"), run(False, "qtg-v3")
+    assert [v.invariant for v in seed_merged.violations] == ["derivation-consistency"]
+    assert [v.moves for v in seed_merged.violations] == [v.moves for v in seed_full.violations]
+
+
+def test_the_trace_names_the_nodes_that_really_moved_under_symmetry() -> None:
+    """Twins are merged into one representative; the printed trace is replayed on real
+    states, so each move names the node that moved and the last state matches it."""
+    model = TransferModel(load("request"), load("node"), SCOPES["parallel"], rules="qtg-v3")
+    (violation,) = explore(model).violations
+    moved_to_failed = [line for line in violation.trace if "--> failed" in line]
+    failed_node = moved_to_failed[-1].split(":")[0]
+    assert f"{failed_node}=failed" in violation.state
+
+
+def test_a_plan_naming_an_unknown_predecessor_is_refused() -> None:
+    plan = steps_of([{"name": "a", "kind": "action", "has_side_effect": True, "after": ["b"]}])
+    with pytest.raises(Exception, match="node 'a' waits for"):
+        TransferModel(load("request"), load("node"), plan)
+
+
+# -- the engine stays inside the explored space ---------------------------------------------
+
+
+@cache
+def explored(plan: str) -> tuple[TransferModel, frozenset[int]]:
+    """Every state of ``plan`` the model reaches, without symmetry (states as stored)."""
+    model = TransferModel(load("request"), load("node"), steps_of(PLANS[plan]), symmetry=False)
+    seen = set(model.initial())
+    frontier = set(seen)
+    while frontier:
+        frontier = {n for s in frontier for n in model.successors(s)} - seen
+        seen |= frontier
+    return model, frozenset(seen)
+
+
+class TransferWithinTheModel(TransferSuite):
+    @invariant()
+    def every_state_the_engine_reaches_was_explored(self) -> None:
+        store = cast(ReferenceTransfer, self.adapter).store
+        with store.transaction() as tx:
+            for request, plan in self.plans.items():
+                row = tx.get("request", request)
+                if row is None:
+                    continue
+                nodes = tx.scope("node", request)
+                model, seen = explored(plan)
+                state = model.encode(
+                    row.state,
+                    {n.data["name"]: n.state for n in nodes},
+                    [n.data["name"] for n in nodes if "sent" in n.data],
+                )
+                assert state in seen, f"unexplored: {model.describe(state)} (plan {plan})"
+
+
+def test_the_engine_never_reaches_a_state_the_explorer_did_not() -> None:
+    run_suite(TransferWithinTheModel, scaled(150, 60))
+
+
+def test_the_conformance_check_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hide every explored state with a node in awaiting_signature: the suite must
+    notice the engine getting there."""
+    hidden = load("node").states  # a name check: the state exists
+    assert "awaiting_signature" in hidden
+
+    original = explored
+
+    @cache
+    def without_signatures(plan: str) -> tuple[TransferModel, frozenset[int]]:
+        model, seen = original(plan)
+        return model, frozenset(s for s in seen if "awaiting_signature" not in model.describe(s))
+
+    monkeypatch.setitem(globals(), "explored", without_signatures)
+    quick = settings(scaled(80, 60), phases=[Phase.generate])
+    with pytest.raises(AssertionError, match=r"unexplored: .*awaiting_signature"):
+        run_suite(TransferWithinTheModel, quick)
+
+
+# -- the exactly-once model ----------------------------------------------------------------------
+
+
+def test_the_executor_protocol_keeps_its_promises_in_every_outcome_scope() -> None:
+    for scope in ("small", "default"):
+        result = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES[scope]))
+        assert result.complete and result.violations == [], scope
+        assert result.states > 100
+
+
+def test_the_outcome_model_catches_a_claim_that_takes_over_an_expired_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Break the protocol on purpose: an expired lease is taken over (the effect runs
+    again) instead of parked. The explorer must find the double run."""
+    original = OutcomeModel._claim
+
+    def take_over(self: OutcomeModel, world: World, w: int, k: int) -> tuple[str, World] | None:
+        key = world.keys[k]
+        if key.row == "in_flight" and key.owner and key.expired:
+            from machines.explore_outcome import CLAIMED, Worker, _set
+
+            after = key._replace(owner=w + 1, expired=False, landed=False)
+            return "takes over the expired lease", _set(world, k, after, w, Worker(k + 1, CLAIMED))
+        return original(self, world, w, k)
+
+    monkeypatch.setattr(OutcomeModel, "_claim", take_over)
+    result = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"]))
+    assert "exactly-once" in [v.invariant for v in result.violations]
+    violation = next(v for v in result.violations if v.invariant == "exactly-once")
+    assert any("takes over the expired lease" in line for line in violation.trace)
+    assert "ran 2x" in violation.state
+
+
+def test_the_outcome_model_catches_an_unfenced_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the fence, a holder whose claim was parked and reclaimed writes over the
+    new claim: a caller is told an outcome the key then loses."""
+    from machines.explore_outcome import _set_key, _set_worker
+
+    def unfenced(
+        self: OutcomeModel, world: World, w: int, k: int, trigger: str, outcome: str, name: str
+    ) -> Iterator[tuple[str, World]]:
+        key = world.keys[k]
+        moved = self._move(key._replace(row="in_flight"), trigger, "worker")
+        assert moved is not None
+        idle = _set_worker(world, w, type(world.workers[w])())
+        after = moved._replace(owner=0, expired=False, told=outcome)
+        yield f"{name}: records {trigger} without a fence", _set_key(idle, k, after)
+
+    monkeypatch.setattr(OutcomeModel, "_record", unfenced)
+    result = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"]))
+    assert "acknowledged-outcome-kept" in [v.invariant for v in result.violations]
+
+
+def test_a_late_holder_finishes_after_a_reclaim_and_is_fenced_off() -> None:
+    """The path of finding reclaim-does-not-stop-a-late-holder, replayed move by move."""
+    model = OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"], symmetry=False)
+    path = [
+        "w1 calls run(k1): claims it (insert, lease)",
+        "the lease on k1 expires",
+        "w2 calls run(k1): finds the lease expired and parks it",
+        "a caller reclaims k1",
+        "w2 calls run(k1): takes the reclaimed key",
+        "w2 on k1: the effect fails before sending",
+        "w1 on k1: the effect returns",
+        "w2 on k1: records fail; the caller is told failed",
+        "w1 on k1: the write is fenced off (the claim was lost)",
+    ]
+    (state,) = model.initial()
+    for label in path:
+        state = dict(model.moves(state))[label]
+        assert state < model.flag_floor, label
+    assert model.describe(state).startswith("k1: failed, ran 1x, 1 reclaim(s), caller told failed")
+
+
+def test_keys_and_workers_are_a_symmetry() -> None:
+    merged = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"]))
+    full = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"], symmetry=False))
+    assert merged.states < full.states
+    assert merged.violations == full.violations == []
+
+
+# -- mutated definitions and the command ------------------------------------------------------
+
+
+def test_the_explorer_judges_a_mutant_by_the_bundled_definitions(spec_copy: SpecCopy) -> None:
+    """A derived context that forgets submitting lets an operator cancel while money is
+    being sent; the mutant's own rules would call that fine, the bundled ones do not."""
+
+    def forget_submitting(doc: Document) -> None:
+        case = doc["derivation"]["context"]["side_effects"][0]
+        case["when"][0]["any"]["state"].remove("submitting")
+
+    spec_copy.edit("request", forget_submitting)
+    model = build_model("transfer", "withdraw", spec_dir=spec_copy.path, judged_by_bundled=True)
+    assert [v.invariant for v in explore(model).violations] == ["cancel-only-before-money-moves"]
+
+
+def test_explore_command_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["explore", "transfer", "--scope", "withdraw", "--scope", "gated"]) == 0
+    out = capsys.readouterr().out
+    assert "OK: 2 of 2 scope(s) exhausted" in out and "states/s" in out
+    assert main(["explore", "transfer", "--scope", "gated", "--rules", "qtg-v3"]) == 1
+    out = capsys.readouterr().out
+    assert "derivation-consistency" in out and "shortest trace" in out and "FAILED" in out
+    assert main(["explore", "transfer", "--scope", "nope"]) == 2
+    assert "scopes: " in capsys.readouterr().err
+    assert main(["explore", "transfer", "--rules", "nope"]) == 2
+    assert "no derivation rule set 'nope'" in capsys.readouterr().err
+    assert main(["explore", "exactly-once", "--rules", "qtg-v3"]) == 2
+    assert main(["explore", "exactly-once", "--scope", "small"]) == 0
+    assert main(["explore", "transfer", "--spec-dir", str(tmp_path)]) == 2
+
+
+def test_every_scope_a_system_names_can_be_built() -> None:
+    for system in ("transfer", "exactly-once"):
+        every, default = scopes_of(system)
+        assert set(default) <= set(every)
+        for scope in every:
+            assert build_model(system, scope).initial()
