@@ -238,10 +238,21 @@ class TransferModel:
         self.pred_mask = tuple(sum(1 << p for p in preds) for preds in self.preds)
         self.stopped = frozenset(self.n_index[s] for s in STOPPED)
         alphabet = self.deriver.alphabet
-        self.kind_mask = tuple(
-            tuple(alphabet.mask[(name, step.side_effect, gate)] for name in self.n_names)
-            for step, gate in zip(self.plan, self.gates, strict=True)
+        self.node_facts = tuple(
+            tuple(
+                (
+                    alphabet.mask[(name, step.side_effect, gate)],
+                    (1 << i) if ns in self.done else 0,
+                    (1 << i) if ns in self.judged_done else 0,
+                    ns in self.stopped,
+                    step.side_effect and ns in self.started,
+                )
+                for ns, name in enumerate(self.n_names)
+            )
+            for i, (step, gate) in enumerate(zip(self.plan, self.gates, strict=True))
         )
+        """Per node and node state: (derivation predicate mask, done bit, judged-done
+        bit, stops the plan, money may have moved), so a plan is summed up in one pass."""
         self._plan_memo: dict[int, PlanInfo] = {}
         self._context_memo: dict[tuple[int, int], Context] = {}
         self._derived_memo: dict[tuple[str, Context], str | None] = {}
@@ -463,22 +474,21 @@ class TransferModel:
     def _compute_plan_info(self, key: int) -> PlanInfo:
         some, every, done, judged, wake = 0, self.deriver.alphabet.full, 0, 0, 0
         halted = moving = False
+        n_bits, n_mask = self.n_bits, self.n_mask
         states = []
-        for i in range(len(self.plan)):
-            ns = (key >> (self.n_bits * i)) & self.n_mask
+        for i, facts in enumerate(self.node_facts):
+            ns = (key >> (n_bits * i)) & n_mask
             states.append(ns)
-            mask = self.kind_mask[i][ns]
+            mask, done_bit, judged_bit, stops, moves_money = facts[ns]
             some |= mask
             every &= mask
-            if ns in self.done:
-                done |= 1 << i
-            if ns in self.judged_done:
-                judged |= 1 << i
-            halted = halted or ns in self.stopped
-            moving = moving or (self.plan[i].side_effect and ns in self.started)
+            done |= done_bit
+            judged |= judged_bit
+            halted = halted or stops
+            moving = moving or moves_money
         for i, ns in enumerate(states):
             pred_mask = self.pred_mask[i]
-            if self._wakes[i] and ns == self.blocked and done & pred_mask == pred_mask:
+            if ns == self.blocked and self._wakes[i] and done & pred_mask == pred_mask:
                 wake += (self.ready - self.blocked) << self.shift[i]
         sig = (some, every)
         context = self._context_memo.get(sig)
