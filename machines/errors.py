@@ -48,7 +48,8 @@ class SpecViolation(SpecError):
 
 
 class UnknownName(MachinesError, ValueError):
-    """A state, actor or trigger name that the machine does not define."""
+    """A name that is not defined: a state, actor or trigger of a machine, a system or a
+    scope of the explorer."""
 
 
 class ContextError(MachinesError, ValueError):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from machines.errors import UnknownName
 from machines.loader import load
 from machines.spec import MachineSpec
 
@@ -230,7 +231,7 @@ def scopes_of(system: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         from machines import explore_outcome as o
 
         return tuple(o.SCOPES), o.DEFAULT_SCOPES
-    raise KeyError(f"unknown system '{system}'; systems: {', '.join(SYSTEMS)}")
+    raise UnknownName(f"unknown system '{system}'; systems: {', '.join(SYSTEMS)}")
 
 
 def build_model(
@@ -247,7 +248,7 @@ def build_model(
     the system runs on ``spec_dir``'s (a mutated copy must not judge itself)."""
     every, _ = scopes_of(system)
     if scope not in every:
-        raise KeyError(f"{system} has no scope '{scope}'; scopes: {', '.join(every)}")
+        raise UnknownName(f"{system} has no scope '{scope}'; scopes: {', '.join(every)}")
 
     def spec(name: str) -> MachineSpec:
         return load(name if spec_dir is None else spec_dir / f"{name}.yaml")
@@ -264,7 +265,7 @@ def build_model(
             symmetry=symmetry,
         )
     if rules is not None:
-        raise KeyError("--rules applies to the transfer system only")
+        raise UnknownName("a derivation rule set applies to the transfer system only")
     from machines.explore_outcome import SCOPES as OUTCOME_SCOPES
     from machines.explore_outcome import OutcomeModel
 
