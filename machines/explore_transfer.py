@@ -221,10 +221,12 @@ class TransferModel:
         self.derivation_actor = derivation.actor
         self.executing = self.r_index[EXECUTING]
         self.blocked, self.ready = self.n_index[BLOCKED], self.n_index[READY]
-        self.orbits = tuple(
+        orbits = [
             tuple((self.shift[i], self.sent_at[i]) for i in orbit)
             for orbit in (self._orbits() if symmetry else ())
-        )
+        ]
+        self.pairs = tuple((*a, *b) for a, b in (o for o in orbits if len(o) == 2))
+        self.groups = tuple(o for o in orbits if len(o) > 2)
         self.mode_of = tuple(
             (_MODES.index(request_mode(r, [])), _MODES.index(request_mode(r, ["failed"])))
             for r in self.r_names
@@ -293,15 +295,21 @@ class TransferModel:
         return out
 
     def canonical(self, state: int) -> int:
-        """Sort the (state, sent) fields of each group of interchangeable nodes."""
+        """Sort the (state, sent) fields of each group of interchangeable nodes (pairs,
+        the common case, by one comparison)."""
         n_mask = self.n_mask
-        for positions in self.orbits:
+        for sh_a, at_a, sh_b, at_b in self.pairs:
+            a = ((state >> sh_a) & n_mask) << 1 | (state >> at_a) & 1
+            b = ((state >> sh_b) & n_mask) << 1 | (state >> at_b) & 1
+            if a > b:
+                state &= ~((n_mask << sh_a) | (1 << at_a) | (n_mask << sh_b) | (1 << at_b))
+                state |= (b >> 1) << sh_a | (b & 1) << at_a | (a >> 1) << sh_b | (a & 1) << at_b
+        for positions in self.groups:
             fields = [((state >> sh) & n_mask, (state >> at) & 1) for sh, at in positions]
             ordered = sorted(fields)
-            if ordered == fields:
-                continue
-            for (sh, at), (node, sent) in zip(positions, ordered, strict=True):
-                state = state & ~((n_mask << sh) | (1 << at)) | (node << sh) | (sent << at)
+            if ordered != fields:
+                for (sh, at), (node, sent) in zip(positions, ordered, strict=True):
+                    state = state & ~((n_mask << sh) | (1 << at)) | (node << sh) | (sent << at)
         return state
 
     def breaches(self, state: int) -> list[tuple[str, str]]:

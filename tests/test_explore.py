@@ -149,6 +149,23 @@ def test_symmetry_merges_twins_and_keeps_the_verdicts() -> None:
     assert [v.moves for v in seed_merged.violations] == [v.moves for v in seed_full.violations]
 
 
+def test_three_interchangeable_nodes_are_sorted_as_a_group() -> None:
+    triple = steps_of(
+        [{"name": f"withdraw_{x}", "kind": "action", "has_side_effect": True} for x in "abc"]
+    )
+    request, node = load("request"), load("node")
+    merged = TransferModel(request, node, triple)
+    full = TransferModel(request, node, triple, symmetry=False)
+    assert len(merged.groups) == 1 and not merged.pairs
+    merged_run, full_run = explore(merged), explore(full)
+    assert merged_run.states < full_run.states
+    assert merged_run.violations == full_run.violations == []
+    seed = explore(TransferModel(request, node, triple, rules="qtg-v3"))
+    seed_full = explore(TransferModel(request, node, triple, rules="qtg-v3", symmetry=False))
+    assert [v.invariant for v in seed.violations] == ["derivation-consistency"]
+    assert [v.moves for v in seed.violations] == [v.moves for v in seed_full.violations]
+
+
 def test_the_trace_names_the_nodes_that_really_moved_under_symmetry() -> None:
     """Twins are merged into one representative; the printed trace is replayed on real
     states, so each move names the node that moved and the last state matches it."""
