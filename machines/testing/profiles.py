@@ -4,7 +4,7 @@
 - ``ci``: derandomized, so a failure in CI replays exactly on any machine; same size.
 - ``thorough``: nightly-sized; ``scaled`` multiplies every suite's example budget by
   ``THOROUGH_FACTOR`` and lengthens its runs. Run it with
-  ``HYPOTHESIS_PROFILE=thorough python -m pytest tests/test_suites.py``.
+  ``HYPOTHESIS_PROFILE=thorough python -m pytest tests/test_suites.py tests/test_explore.py``.
 
 Suites size their runs with ``scaled(examples, steps)`` rather than a fixed
 ``max_examples``, so one environment variable resizes them all.
