@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -14,13 +15,22 @@ from machines.derive_check import DERIVATION_INVARIANTS
 from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.explore import SYSTEMS, ProgressBar, build_model, explore, scopes_of
 from machines.export import FORMATS, export
-from machines.loader import load
+from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
+
+HELP_WIDTH = 100
+"""Help is wrapped at a fixed width, so the generated CLI page is the same everywhere."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=HELP_WIDTH)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``machines`` parser and each command's own (for the generated CLI page)."""
     parser = argparse.ArgumentParser(
         prog="machines",
         description="Formally tested state machine definitions for side effects.",
+        formatter_class=_formatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check_cmd = commands.add_parser(
@@ -49,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     export_cmd = commands.add_parser(
         "export",
-        help="print one machine for other tools: json (any language) or sql (the store schema)",
+        help="print one machine for other tools: json (any language), sql (the store schema), "
+        "mermaid or dot (its diagram)",
     )
     export_cmd.add_argument("machine", help="a bundled machine name or a path to a YAML file")
     export_cmd.add_argument("--format", choices=FORMATS, default="json")
@@ -97,7 +108,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     explore_cmd.add_argument(
         "--no-symmetry", action="store_true", help="explore symmetric twins separately"
     )
+    diagrams_cmd = commands.add_parser(
+        "diagrams",
+        help="draw every machine as Graphviz DOT and SVG and as Mermaid, into diagrams/",
+        description="Exit 0 when written (or, with --check, current), 1 when --check finds "
+        "a stale or missing file, 2 on unreadable definitions.",
+    )
+    docs_cmd = commands.add_parser(
+        "docs",
+        help="generate the documentation site's pages about the machines into docs/",
+        description="Exit 0 when written (or, with --check, current), 1 when --check finds "
+        "a stale or missing page, 2 on unreadable definitions.",
+    )
+    for cmd, folder in ((diagrams_cmd, "diagrams"), (docs_cmd, "docs")):
+        cmd.add_argument(
+            "--out", type=Path, default=Path(folder), help=f"where to write (default {folder}/)"
+        )
+        cmd.add_argument(
+            "--check", action="store_true", help="write nothing; exit 1 if a file is stale"
+        )
+        cmd.add_argument("--spec-dir", type=Path, default=None)
+    for command in commands.choices.values():
+        command.formatter_class = _formatter
+    return parser, dict(commands.choices)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, _ = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("diagrams", "docs"):
+        return _generate(args.command, args.out, args.check, args.spec_dir)
     if args.command == "export":
         return _export(args.machine, args.format)
     if args.command == "mutate":
@@ -109,6 +149,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = check(args.spec_dir, max_nodes=args.max_nodes)
     print_report(report, sys.stdout, findings=not args.no_findings)
     return report.exit_code
+
+
+def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> int:
+    from machines.render.files import INSTALL_GRAPHVIZ, diagram_files, sync
+    from machines.render.site import site_pages
+
+    try:
+        specs = [read_definition(p) for p in definition_paths(spec_dir or bundled_spec_dir())]
+    except SpecError as exc:
+        print(f"machines {what}: {exc}", file=sys.stderr)
+        return 2
+    if what == "diagrams":
+        files, drawn = diagram_files(specs)
+        if not drawn:
+            print(f"machines diagrams: {INSTALL_GRAPHVIZ}", file=sys.stderr)
+    else:
+        files = site_pages(specs)
+    changed = sync(files, out, check=check_only)
+    if check_only:
+        if changed:
+            names = ", ".join(str(p) for p in changed)
+            print(f"machines {what}: stale or missing: {names}; run: machines {what}")
+            return 1
+        print(f"machines {what}: {len(files)} generated files in {out}/ are current")
+        return 0
+    print(f"machines {what}: {len(changed)} of {len(files)} files written into {out}/")
+    return 0
 
 
 def _export(machine: str, fmt: str) -> int:
@@ -125,11 +192,9 @@ def _export(machine: str, fmt: str) -> int:
 
 
 def _mutate(ids: list[str] | None, examples: int, list_only: bool) -> int:
-    try:
-        from machines.mutation import CATALOG, Kill, run_catalog, summary
-    except ModuleNotFoundError as missing:
-        if missing.name != "hypothesis":
-            raise
+    from machines.mutation import CATALOG, Kill, run_catalog, summary
+
+    if not list_only and importlib.util.find_spec("hypothesis") is None:
         print(
             "machines mutate: the stateful suites need Hypothesis; "
             "install it with: pip install 'machines[testing]'",

@@ -1,14 +1,16 @@
-"""One machine in forms other tools load: JSON (any language) and SQL (the store schema)."""
+"""One machine in forms other tools load: JSON (any language), SQL (the store schema),
+Mermaid and Graphviz DOT (the diagrams)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from machines.render import to_dot, to_mermaid
 from machines.spec import Clause, MachineSpec
 from machines.store.ddl import sqlite_schema
 
-FORMATS = ("json", "sql")
+FORMATS = ("json", "sql", "mermaid", "dot")
 
 
 def as_json(spec: MachineSpec) -> dict[str, Any]:
@@ -141,4 +143,8 @@ def export(spec: MachineSpec, fmt: str) -> str:
         return json.dumps(as_json(spec), indent=2) + "\n"
     if fmt == "sql":
         return sqlite_schema(spec)
+    if fmt == "mermaid":
+        return to_mermaid(spec)
+    if fmt == "dot":
+        return to_dot(spec)
     raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")

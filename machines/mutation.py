@@ -25,18 +25,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import RuleBasedStateMachine
 
 from machines.checker import check
 from machines.errors import MachinesError, SpecError
 from machines.explore import build_model, explore, scopes_of
 from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import MachineSpec
-from machines.testing.profiles import run_suite
+
+if TYPE_CHECKING:  # Hypothesis is needed only to run the suites (machines[testing])
+    from hypothesis.stateful import RuleBasedStateMachine
 
 Document = dict[str, Any]
 
@@ -351,6 +351,10 @@ def kill(mutation: Mutation, *, examples: int = 300) -> Kill:
         found = explore_mutant(mutation, spec_dir)
         if found is not None:
             return Kill(mutation, "machines explore", found, time.perf_counter() - started)
+        from hypothesis import HealthCheck, Phase, settings
+
+        from machines.testing.profiles import run_suite
+
         suite = _suite_for(mutation.machine)(specs)
         hunt = settings(
             max_examples=examples,

@@ -1,0 +1,64 @@
+"""Graphviz DOT for one machine: deterministic text, the same spec gives the same bytes."""
+
+from __future__ import annotations
+
+from machines.render.view import DiagramView, Edge
+from machines.spec import MachineSpec
+
+FONT = "Helvetica"
+TERMINAL_FILL = "#e8eaf6"
+FAIL_CLOSED_COLOR = "#c62828"
+FAIL_CLOSED_FILL = "#ffebee"
+PERSON_COLOR = "#1565c0"
+
+
+def to_dot(spec: MachineSpec) -> str:
+    view = DiagramView.of(spec)
+    lines = [
+        f"digraph {_quote(view.name)} {{",
+        f'  graph [rankdir=LR, fontname="{FONT}", labelloc=t, bgcolor="white", '
+        f"label={_quote(f'{view.name}: {view.title}')}];",
+        f'  node [shape=box, style="rounded,filled", fillcolor="white", fontname="{FONT}"];',
+        f'  edge [fontname="{FONT}", fontsize=10];',
+        '  "__initial__" [shape=point, width=0.18, label=""];',
+    ]
+    for state in view.states:
+        lines.append(f"  {_quote(state)}{_state_style(view, state)};")
+    lines.append(f'  "__initial__" -> {_quote(view.initial)};')
+    for edge in view.edges:
+        lines.append(f"  {_quote(edge.source)} -> {_quote(edge.dest)} [{_edge_style(edge)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _state_style(view: DiagramView, state: str) -> str:
+    attrs = []
+    if state in view.terminal:
+        attrs += [f'fillcolor="{TERMINAL_FILL}"', "peripheries=2"]
+    if state in view.fail_closed:
+        attrs += [
+            f'color="{FAIL_CLOSED_COLOR}"',
+            "penwidth=2.5",
+            f'fontcolor="{FAIL_CLOSED_COLOR}"',
+        ]
+    return f" [{', '.join(attrs)}]" if attrs else ""
+
+
+def _edge_style(edge: Edge) -> str:
+    """Dashed when a person moves it; red and thick when it leaves a fail-closed state
+    (those are its only ways out), else blue for a person's move."""
+    attrs = [f"label={_quote(edge.label)}"]
+    if edge.by_person:
+        attrs.append("style=dashed")
+    color = FAIL_CLOSED_COLOR if edge.fail_closed_exit else PERSON_COLOR if edge.by_person else ""
+    if color:
+        attrs += [f'color="{color}"', f'fontcolor="{color}"']
+    if edge.fail_closed_exit:
+        attrs.append("penwidth=2")
+    if edge.amendment:
+        attrs.append(f"tooltip={_quote(f'amended: finding {edge.amendment}')}")
+    return ", ".join(attrs)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,71 @@
+"""What a diagram shows of one machine, decided once for every renderer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from machines.spec import MachineSpec
+
+FAIL_CLOSED = "fail-closed"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One transition as drawn."""
+
+    source: str
+    dest: str
+    trigger: str
+    actors: tuple[str, ...]
+    guard: str  # "side_effects=none", "" when unguarded
+    by_person: bool  # some actor is not automatic: drawn dashed
+    fail_closed_exit: bool  # leaves a fail-closed state: only these ways out, highlighted
+    amendment: str | None  # the finding that amended the seed here: marked
+
+    @property
+    def label(self) -> str:
+        text = f"{self.trigger} ({', '.join(self.actors)})"
+        if self.guard:
+            text += f" [{self.guard}]"
+        if self.amendment:
+            text += " \u2020"  # dagger: see the amendment's finding
+        return text
+
+
+@dataclass(frozen=True)
+class DiagramView:
+    """A machine reduced to what its diagrams draw, in the definition's order."""
+
+    name: str
+    title: str
+    initial: str
+    states: tuple[str, ...]
+    terminal: frozenset[str]
+    fail_closed: frozenset[str]
+    edges: tuple[Edge, ...]
+
+    @classmethod
+    def of(cls, spec: MachineSpec) -> DiagramView:
+        fail_closed = frozenset(n for n, s in spec.states.items() if FAIL_CLOSED in s.tags)
+        edges = tuple(
+            Edge(
+                source=t.source,
+                dest=t.dest,
+                trigger=t.trigger,
+                actors=t.actors,
+                guard=", ".join(f"{var}={'|'.join(sorted(v))}" for var, v in t.when.items()),
+                by_person=any(not spec.actors[a].automatic for a in t.actors),
+                fail_closed_exit=t.source in fail_closed,
+                amendment=t.amendment,
+            )
+            for t in spec.transitions
+        )
+        return cls(
+            name=spec.name,
+            title=spec.title,
+            initial=spec.initial,
+            states=tuple(spec.states),
+            terminal=frozenset(n for n, s in spec.states.items() if s.terminal),
+            fail_closed=fail_closed,
+            edges=edges,
+        )

@@ -1,0 +1,148 @@
+"""Diagrams and generated pages: what they show, that they are deterministic, and that the
+committed ones are current (``machines diagrams --check``, ``machines docs --check``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import graphviz
+import pytest
+
+from machines.cli import main
+from machines.export import export
+from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
+from machines.render import DiagramView, to_dot, to_mermaid
+from machines.render.files import diagram_files, sync
+from machines.render.site import site_pages
+from tests.conftest import Document, SpecCopy, transition
+
+ROOT = Path(__file__).resolve().parent.parent
+MACHINES = [read_definition(p) for p in definition_paths(bundled_spec_dir())]
+
+
+@pytest.mark.parametrize("name", [spec.name for spec in MACHINES])
+def test_the_dot_diagram_shows_every_state_and_edge(name: str) -> None:
+    spec = load(name)
+    dot = to_dot(spec)
+    assert f'"__initial__" -> "{spec.initial}"' in dot
+    for name, state in spec.states.items():
+        line = next(line for line in dot.splitlines() if line.startswith(f'  "{name}"'))
+        assert ("peripheries=2" in line) == state.terminal, name
+        assert ("penwidth=2.5" in line) == ("fail-closed" in state.tags), name
+    edges = [line for line in dot.splitlines() if " -> " in line and "__initial__" not in line]
+    assert len(edges) == len(spec.transitions)
+    for t, line in zip(spec.transitions, edges, strict=True):
+        assert line.startswith(f'  "{t.source}" -> "{t.dest}"') and t.trigger in line
+        person = any(not spec.actors[a].automatic for a in t.actors)
+        assert ("style=dashed" in line) == person, line
+        assert ("\u2020" in line) == bool(t.amendment), line
+    assert to_dot(spec) == dot  # deterministic
+
+
+def test_edges_out_of_a_fail_closed_state_are_highlighted() -> None:
+    view = DiagramView.of(load("node"))
+    exits = [e for e in view.edges if e.source == "unknown"]
+    assert exits and all(e.fail_closed_exit for e in exits)
+    assert not any(e.fail_closed_exit for e in view.edges if e.source != "unknown")
+    dot = to_dot(load("node"))
+    for e in exits:
+        line = next(
+            line for line in dot.splitlines() if f'-> "{e.dest}"' in line and e.trigger in line
+        )
+        assert 'color="#c62828"' in line and "penwidth=2" in line
+
+
+def test_mermaid_names_every_edge_and_marks_terminal_and_fail_closed_states() -> None:
+    spec = load("outcome")
+    text = to_mermaid(spec)
+    assert text.splitlines()[3] == "stateDiagram-v2"
+    assert f"[*] --> {spec.initial}" in text
+    for t in spec.transitions:
+        assert re.search(rf"^    {t.source} --> {t.dest}: {t.trigger} ", text, re.M), t
+    assert "    succeeded --> [*]" in text and "    indeterminate --> [*]" not in text
+    assert "class indeterminate failclosed" in text
+
+
+def test_export_prints_the_diagrams(capsys: pytest.CaptureFixture[str]) -> None:
+    assert export(load("effect"), "mermaid") == to_mermaid(load("effect"))
+    assert main(["export", "effect", "--format", "dot"]) == 0
+    assert capsys.readouterr().out == to_dot(load("effect"))
+
+
+def test_the_committed_diagrams_and_pages_are_current(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """CI runs the same checks; regenerate with machines diagrams && machines docs."""
+    assert main(["diagrams", "--check", "--out", str(ROOT / "diagrams")]) == 0
+    assert main(["docs", "--check", "--out", str(ROOT / "docs")]) == 0
+    assert "are current" in capsys.readouterr().out
+
+
+def test_check_reports_a_stale_or_missing_file_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "diagrams"
+    assert main(["diagrams", "--out", str(out)]) == 0
+    (out / "effect.mmd").write_text("stale\n")
+    (out / "node.dot").unlink()
+    assert main(["diagrams", "--check", "--out", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert "effect.mmd" in said and "node.dot" in said and "run: machines diagrams" in said
+    assert (out / "effect.mmd").read_text() == "stale\n" and not (out / "node.dot").exists()
+    assert main(["diagrams", "--out", str(out)]) == 0
+    assert main(["diagrams", "--check", "--out", str(out)]) == 0
+
+
+def test_an_edited_spec_makes_the_committed_files_stale(spec_copy: SpecCopy) -> None:
+    def reword(doc: Document) -> None:
+        transition(doc, "in_flight", "indeterminate")["description"] = "Parked: nobody knows."
+
+    spec_copy.edit("outcome", reword)
+    args = ["--spec-dir", str(spec_copy.path), "--check"]
+    assert main(["docs", *args, "--out", str(ROOT / "docs")]) == 1
+    assert main(["diagrams", *args, "--out", str(ROOT / "diagrams")]) == 0  # not drawn
+    # (descriptions are on the pages, not in the diagrams)
+
+
+def test_without_graphviz_dot_and_mermaid_are_still_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing(self: graphviz.Source, format: str) -> bytes:
+        raise graphviz.ExecutableNotFound(["dot"])
+
+    monkeypatch.setattr(graphviz.Source, "pipe", missing)
+    files, drawn = diagram_files(MACHINES)
+    assert not drawn and not any(name.endswith(".svg") for name in files)
+    assert main(["diagrams", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)
+    assert "apt-get install graphviz" in capsys.readouterr().err
+
+
+def test_svg_is_compared_without_the_graphviz_version_line(tmp_path: Path) -> None:
+    files, drawn = diagram_files([load("outcome")])
+    assert drawn
+    sync(files, tmp_path, check=False)
+    svg = tmp_path / "outcome.svg"
+    svg.write_text(svg.read_text().replace("graphviz version", "graphviz version 0.0 (other)"))
+    assert sync(files, tmp_path, check=True) == ()
+
+
+def test_every_machine_page_has_its_tables_and_findings() -> None:
+    pages = site_pages(MACHINES)
+    for spec in MACHINES:
+        page = pages[f"machines/{spec.name}.md"]
+        for heading in ("## States", "## Transitions", "## Forbidden moves", "## Structural rules"):
+            assert heading in page, (spec.name, heading)
+        assert f"(../diagrams/{spec.name}.svg)" in page
+        for name in spec.states:
+            assert f"| `{name}` |" in page
+        for f in spec.findings:
+            assert f"### {f.id}" in page and f"## {spec.name} / {f.id}" in pages["findings.md"]
+    request = pages["machines/request.md"]
+    assert "| # | `money-safe` | `qtg-v3` |" in request
+    invariants = pages["invariants.md"]
+    for name in ("exactly-once", "no-auto-terminal-money-in-flight", "context-matches-money"):
+        assert f"`{name}`" in invariants or f"### {name}" in invariants
+    assert "closed" in invariants and "outcome-auto-exit-indeterminate" in invariants
+    assert "## `machines explore`" in pages["cli.md"]
