@@ -91,6 +91,7 @@ def _machines(specs: Specs, snap: Snapshot) -> Iterator[tuple[MachineSpec, Entit
 
 
 def terminal_final(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
+    """A terminal state has no way out: no recorded event of any entity leaves one."""
     return [
         Breach("terminal-final", e.machine, e.key, f"left terminal state '{ev.source}'", (ev,))
         for spec, e in _machines(specs, snap)

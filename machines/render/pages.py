@@ -350,7 +350,8 @@ def _clauses(clauses: Sequence[Clause]) -> str:
             what.append("with side effect" if n.side_effect else "without side effect")
         if n.manual is not None:
             what.append("manual gate" if n.manual else "not a gate")
-        said.append(f"{c.quantifier} node {' '.join(what) or 'at all'}")
+        who = {"any": "some node", "all": "every node", "none": "no node"}[c.quantifier]
+        said.append(f"{who} {' '.join(what)}".rstrip())
     return "; ".join(said)
 
 
