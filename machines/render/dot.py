@@ -16,7 +16,7 @@ def to_dot(spec: MachineSpec) -> str:
     view = DiagramView.of(spec)
     lines = [
         f"digraph {_quote(view.name)} {{",
-        f'  graph [rankdir=LR, fontname="{FONT}", labelloc=t, bgcolor="white", '
+        f'  graph [rankdir=TB, fontname="{FONT}", labelloc=t, bgcolor="white", '
         f"label={_quote(f'{view.name}: {view.title}')}];",
         f'  node [shape=box, style="rounded,filled", fillcolor="white", fontname="{FONT}"];',
         f'  edge [fontname="{FONT}", fontsize=10];',

@@ -13,7 +13,7 @@ def to_mermaid(spec: MachineSpec) -> str:
         f'title: "{view.name} - {view.title}"',
         "---",
         "stateDiagram-v2",
-        "    direction LR",
+        "    direction TB",
         f"    [*] --> {view.initial}",
     ]
     for edge in view.edges:
