@@ -49,6 +49,8 @@ class Mutation:
     machine: str
     description: str
     change: Callable[[Document], None]
+    breaks: tuple[str, ...]
+    """The invariants or structural rules (by id) the mutation is meant to break."""
 
 
 @dataclass(frozen=True)
@@ -148,138 +150,161 @@ CATALOG: tuple[Mutation, ...] = (
         "outcome",
         "a worker may leave indeterminate on its own (indeterminate -> failed)",
         _add("indeterminate", "give_up", "failed", "worker"),
+        ("fail-closed-indeterminate",),
     ),
     Mutation(
         "outcome-reclaim-by-worker",
         "outcome",
         "a reclaim made by an automatic actor (the worker retries a parked key)",
         _set("indeterminate", "reclaim", actor="worker"),
+        ("fail-closed-indeterminate",),
     ),
     Mutation(
         "outcome-terminal-exit",
         "outcome",
         "a terminal state with an exit (succeeded -> in_flight)",
         _add("succeeded", "rerun", "in_flight", "caller"),
+        ("terminal-final",),
     ),
     Mutation(
         "outcome-skip-in-flight",
         "outcome",
         "a skipped state: indeterminate decided landed straight from a worker's park",
         _set("indeterminate", "decide_landed", actor="worker"),
+        ("fail-closed-indeterminate",),
     ),
     Mutation(
         "outcome-no-decide-not-landed",
         "outcome",
         "a dropped edge: an operator can no longer decide that a parked effect did not land",
         _drop_edge("indeterminate", "decide_not_landed"),
+        ("indeterminate-exits",),
     ),
     Mutation(
         "effect-execute-unguarded",
         "effect",
         "the tier guard removed from execute: an irreversible call skips approval",
         _drop_key("pending", "execute", "when"),
+        ("tier-discipline",),
     ),
     Mutation(
         "effect-approve-unguarded",
         "effect",
         "the tier guard removed from approve",
         _drop_key("pending", "approve", "when"),
+        ("tier-discipline",),
     ),
     Mutation(
         "effect-skip-executing",
         "effect",
         "a skipped state: pending -> committed without executing",
         _add("pending", "commit", "committed", "proxy"),
+        ("no-skipping-commit",),
     ),
     Mutation(
         "effect-committed-exit",
         "effect",
         "a terminal state with an exit: committed effects compensated",
         _add("committed", "compensate", "compensating", "saga"),
+        ("terminal-final",),
     ),
     Mutation(
         "effect-no-provable-failure",
         "effect",
         "a dropped edge: a call that provably did not happen cannot go back to pending",
         _drop_edge("executing", "fail"),
+        ("exactly-once",),
     ),
     Mutation(
         "node-unknown-auto-terminal",
         "node",
         "unknown auto-terminalized: the executor fails an unknown node",
         _add("unknown", "give_up", "failed", "executor"),
+        ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "node-reconcile-by-executor",
         "node",
         "reconciliation by an automatic actor instead of the reconciler",
         _set("unknown", "reconcile_failed", actor="executor"),
+        ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "node-completed-without-evidence",
         "node",
         "an automatic completion that records no evidence",
         _drop_key("submitting", "complete", "evidence"),
+        ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "node-backward",
         "node",
         "a backward move: completed -> submitting",
         _add("completed", "resend", "submitting", "executor"),
+        ("terminal-final", "exactly-once"),
     ),
     Mutation(
         "node-submitting-not-started",
         "node",
         "submitting loses its effect-started tag (money in flight not counted)",
         _untag("submitting", "effect-started"),
+        ("context-matches-money",),
     ),
     Mutation(
         "node-observer-cannot-lose-track",
         "node",
         "a dropped edge: an observation that cannot tell has nowhere to go",
         _drop_edge("observing", "lose_track"),
+        ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "request-fail-unguarded",
         "request",
         "the side_effects guard removed from executing -> failed",
         _drop_key("executing", "fail", "when"),
+        ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "request-cancel-unguarded",
         "request",
         "the side_effects guard removed from cancel",
         _drop_key("executing", "cancel", "when"),
+        ("cancel-only-before-money-moves",),
     ),
     Mutation(
         "request-auto-confirm",
         "request",
         "manual_intervention settled by the system instead of an operator",
         _set("manual_intervention", "confirm_failed", actor="system"),
+        ("manual-intervention-needs-a-person",),
     ),
     Mutation(
         "derivation-no-manual-intervention-rule",
         "request",
         "a dropped manual_intervention rule: failure after money moved",
         _drop_rule("money-safe", "stopped-after-money-moved"),
+        ("derivation-consistency",),
     ),
     Mutation(
         "derivation-no-in-flight-rule",
         "request",
         "a dropped rule: failure while money is in flight",
         _drop_rule("money-safe", "stopped-with-money-in-flight"),
+        ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "derivation-submitting-not-money",
         "request",
         "the derived side_effects context forgets submitting nodes",
         _derived_context("submitting"),
+        ("context-matches-money",),
     ),
     Mutation(
         "derivation-seed-rules-default",
         "request",
         "the seed's own rules (qtg-v3) made the default",
         _default_rule_set("qtg-v3"),
+        ("no-auto-terminal-money-in-flight", "derivation-consistency"),
     ),
 )
 

@@ -43,7 +43,7 @@ def test_a_harmless_change_survives_so_the_detectors_are_not_trivially_loud() ->
     def reword(doc: dict) -> None:  # type: ignore[type-arg]
         doc["description"] = doc["description"] + " (reworded)"
 
-    control = Mutation("control-reword", "outcome", "a reworded description", reword)
+    control = Mutation("control-reword", "outcome", "a reworded description", reword, ())
     result = kill(control, examples=20)
     assert result.caught_by is None, result.evidence
 
@@ -67,3 +67,20 @@ def test_a_survivor_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(mutation, "check", lambda spec_dir: type("R", (), {"exit_code": 0})())
     assert main(["mutate", "node-submitting-not-started", "--examples", "5"]) == 1
+
+
+def test_every_mutation_names_invariants_that_exist() -> None:
+    """``breaks`` feeds the invariants page: each id must be a named invariant, a
+    derivation invariant, an explorer invariant or a structural rule of some machine."""
+    from machines.derive_check import DERIVATION_INVARIANTS
+    from machines.explore_outcome import WHAT as OUTCOME_WHAT
+    from machines.explore_transfer import WHAT as TRANSFER_WHAT
+    from machines.invariants import INVARIANTS
+    from machines.loader import bundled_spec_dir, definition_paths, read_definition
+
+    known = {*INVARIANTS, *DERIVATION_INVARIANTS, *OUTCOME_WHAT, *TRANSFER_WHAT}
+    for path in definition_paths(bundled_spec_dir()):
+        known |= {rule.id for rule in read_definition(path).invariants}
+    for mutation in CATALOG:
+        assert mutation.breaks, mutation.id
+        assert set(mutation.breaks) <= known, (mutation.id, set(mutation.breaks) - known)

@@ -199,12 +199,12 @@ calls, so the proof is about the function the engine uses, not a copy of it."""
 
 def invariants_page(
     explorer: Mapping[str, Mapping[str, str]],
-    mutations: Sequence[tuple[str, str, str]],
+    mutations: Sequence[tuple[str, str, str, tuple[str, ...]]],
     rules_by_id: Mapping[str, Sequence[str]],
 ) -> str:
     """``explorer``: system -> {invariant id: what a breach is}; ``mutations``: (id,
-    machine, description) of the mutation catalog; ``rules_by_id``: structural rule id
-    -> the machines whose definitions declare a rule with that id."""
+    machine, description, the ids it breaks) of the mutation catalog; ``rules_by_id``:
+    structural rule id -> the machines whose definitions declare a rule with that id."""
     out = [
         GENERATED,
         "# Invariants",
@@ -228,14 +228,24 @@ def invariants_page(
             [f"`machines check` ({', '.join(rules_by_id[name])})"] if name in rules_by_id else []
         )
         layers += [f"`machines explore {s}`" for s, ids in explorer.items() if name in ids]
-        out += [f"### {name}", "", _text(_doc(check)), "", f"Checked by: {', '.join(layers)}.", ""]
+        breaking = [f"`{m[0]}`" for m in mutations if name in m[3]]
+        out += [f"### {name}", "", _text(_doc(check)), "", f"Checked by: {', '.join(layers)}."]
+        if breaking:
+            out += ["", f"Mutations that break it on purpose: {', '.join(breaking)}."]
+        out.append("")
     out += [
         "## Derivation invariants",
         "",
         "Checked by `machines check` for every rule set over every plan (see the proof "
         "below); a rule set that breaks one must name the finding that records it.",
         "",
-        _table(("id", "statement"), ((f"`{k}`", v) for k, v in DERIVATION_INVARIANTS.items())),
+        _table(
+            ("id", "statement", "mutations that break it"),
+            (
+                (f"`{k}`", v, ", ".join(f"`{m[0]}`" for m in mutations if k in m[3]))
+                for k, v in DERIVATION_INVARIANTS.items()
+            ),
+        ),
         "",
         PROOF,
         "",
@@ -257,7 +267,11 @@ def invariants_page(
         "it; a mutation none catches fails CI.",
         "",
         _table(
-            ("mutation", "machine", "what it breaks"), ((f"`{i}`", m, d) for i, m, d in mutations)
+            ("mutation", "machine", "the change", "meant to break"),
+            (
+                (f"`{i}`", m, d, ", ".join(f"`{b}`" for b in breaks))
+                for i, m, d, breaks in mutations
+            ),
         ),
     ]
     return "\n".join(out).rstrip() + "\n"

@@ -25,7 +25,7 @@ def site_pages(specs: Sequence[MachineSpec]) -> dict[str, str]:
     for spec in specs:
         for rule in spec.invariants:
             rules_by_id.setdefault(rule.id, []).append(spec.name)
-    mutations = [(m.id, m.machine, m.description) for m in CATALOG]
+    mutations = [(m.id, m.machine, m.description, m.breaks) for m in CATALOG]
     pages["invariants.md"] = invariants_page(explorer, mutations, rules_by_id)
     pages["findings.md"] = findings_page(specs)
     parser, commands = build_parser()
