@@ -81,10 +81,20 @@ class OutcomeScope:
 
     @property
     def name(self) -> str:
-        return (
-            f"{self.keys} keys x {self.workers} workers, "
-            f"{self.reclaims} reclaim(s), {self.retries} retry(ies)"
+        return ", ".join(
+            _count(n, word)
+            for n, word in (
+                (self.keys, "key"),
+                (self.workers, "worker"),
+                (self.reclaims, "reclaim"),
+                (self.retries, "retry"),
+            )
         )
+
+
+def _count(n: int, word: str) -> str:
+    plural = word[:-1] + "ies" if word.endswith("ry") else word + "s"
+    return f"{n} {word if n == 1 else plural}"
 
 
 SCOPES = {
