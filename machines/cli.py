@@ -108,6 +108,22 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     explore_cmd.add_argument(
         "--no-symmetry", action="store_true", help="explore symmetric twins separately"
     )
+    audit_cmd = commands.add_parser(
+        "audit",
+        help="check a recorded history (JSON Lines of transition events) or a whole store "
+        "against the definitions and the invariants",
+        description="Exit 0 when every event is legal and every invariant holds, 1 on any "
+        "breach (each printed with the events involved), 2 on unreadable input.",
+    )
+    audit_cmd.add_argument(
+        "file", nargs="?", type=Path, help="JSON Lines as History.write_jsonl writes them"
+    )
+    audit_cmd.add_argument(
+        "--from-store",
+        metavar="URL",
+        help="audit a store instead (sqlite:///path): rows, data and histories",
+    )
+    audit_cmd.add_argument("--spec-dir", type=Path, default=None)
     diagrams_cmd = commands.add_parser(
         "diagrams",
         help="draw every machine as Graphviz DOT and SVG and as Mermaid, into diagrams/",
@@ -136,6 +152,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "audit":
+        if (args.file is None) == (args.from_store is None):
+            parser.error("audit needs a FILE or --from-store URL (one of them)")
+        return _audit(args.file, args.from_store, args.spec_dir)
     if args.command in ("diagrams", "docs"):
         return _generate(args.command, args.out, args.check, args.spec_dir)
     if args.command == "export":
@@ -176,6 +196,33 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
         return 0
     print(f"machines {what}: {len(changed)} of {len(files)} files written into {out}/")
     return 0
+
+
+def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
+    from machines.audit import audit_events, audit_store, read_events
+
+    try:
+        paths = definition_paths(spec_dir or bundled_spec_dir())
+        specs = {spec.name: spec for spec in map(read_definition, paths)}
+        if file is not None:
+            with file.open(encoding="utf-8") as lines:
+                events = read_events(lines, str(file))
+            breaches = audit_events(events, specs)
+            what = (
+                f"{len(events)} events of {len({(e.machine, e.entity) for e in events})} entities"
+            )
+        else:
+            assert url is not None
+            breaches = audit_store(url, specs)
+            what = f"the store {url}"
+    except (OSError, MachinesError) as exc:
+        print(f"machines audit: {exc}", file=sys.stderr)
+        return 2
+    for breach in breaches:
+        print(breach.describe())
+    verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"
+    print(f"machines audit: {what}: {verdict}")
+    return 1 if breaches else 0
 
 
 def _export(machine: str, fmt: str) -> int:

@@ -120,16 +120,17 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
                 )
                 break
             try:
-                legal = spec.step(ev.source, ev.trigger, actor=ev.actor, **ev.context) == ev.dest
-            except MachinesError:
-                legal = False
-            if not legal:
+                dest = spec.step(ev.source, ev.trigger, actor=ev.actor, **ev.context)
+                why = "" if dest == ev.dest else f": the move leads to '{dest}', not '{ev.dest}'"
+            except MachinesError as refused:
+                why = f": {refused}"
+            if why:
                 out.append(
                     Breach(
                         "append-only-history",
                         e.machine,
                         e.key,
-                        "an event the spec does not allow",
+                        f"an event the spec does not allow{why}",
                         (ev,),
                     )
                 )
