@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +69,45 @@ def store_url(kind: str, tmp_path: Path, name: str = "store.db") -> str:
     return "memory://" if kind == "memory" else f"sqlite:///{tmp_path}/{name}"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+POSTGRES = os.environ.get("MACHINES_TEST_POSTGRES")
+"""A PostgreSQL server for the tests (``eval "$(.ci/postgres start)"`` sets it)."""
+
+
+def require_postgres() -> str:
+    """The server's URL; without one, skip loudly (fail in CI, whose run starts one)."""
+    if POSTGRES:
+        return POSTGRES
+    if os.environ.get("CI") == "true":
+        pytest.fail("MACHINES_TEST_POSTGRES is not set in CI: .ci/run must start PostgreSQL")
+    pytest.skip('SKIPPED LOUDLY: no PostgreSQL server; run: eval "$(.ci/postgres start)"')
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A fresh schema on the test server, dropped afterwards; the URL selects it."""
+    import psycopg
+
+    server = require_postgres()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+    try:
+        sep = "&" if "?" in server else "?"
+        yield f"{server}{sep}options=-csearch_path%3D{name}"
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Each test that takes ``store`` runs once on memory:// and once on SQLite."""
+    """Each test that takes ``store`` runs on memory://, on SQLite and on PostgreSQL."""
+    if request.param == "postgres":
+        with postgres_schema() as url:
+            opened = open_store(url)
+            yield opened
+            opened.close()
+        return
     opened = open_store(store_url(request.param, tmp_path))
     yield opened
     opened.close()

@@ -124,6 +124,51 @@ def test_unknown_store_url_is_refused() -> None:
         open_store("sqlite:///")
 
 
+RAW_SQL_REFUSALS = [
+    ("UPDATE effect_entities SET state = 'committed'", "needs its legal history event"),
+    (
+        "UPDATE effect_entities SET state = 'compensated', moves = 2",
+        "needs its legal history event",
+    ),
+    ("UPDATE effect_entities SET moves = 5", "needs its legal history event"),
+    ('UPDATE effect_entities SET context = \'{"tier": "irreversible"}\'', "never change"),
+    ("DELETE FROM effect_entities", "never deleted"),
+    (
+        "INSERT INTO effect_entities (key, state, created_at, updated_at) "
+        "VALUES ('x', 'committed', 0, 0)",
+        "starts in pending",
+    ),
+    ("UPDATE effect_history SET actor = 'human'", "append-only"),
+    ("DELETE FROM effect_history", "append-only"),
+    (
+        "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'approved', "
+        "'approve', "
+        "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
+        "not a legal next move",
+    ),
+    (
+        "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', "
+        "'commit', "
+        "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
+        "not a legal next move",
+    ),
+    (
+        "INSERT INTO effect_history VALUES ('sig-1', 7, 'executing', 'committed', "
+        "'commit', "
+        "'proxy', NULL, '{\"tier\": \"compensable\"}', 0)",
+        "not a legal next move",
+    ),
+    ("DELETE FROM effect_moves", "never change"),
+    (
+        "INSERT INTO effect_entities (key, state, created_at, updated_at) "
+        "VALUES ('y', 'limbo', 0, 0)",
+        "starts in pending",
+    ),
+]
+"""Raw SQL against an effect 'sig-1' that moved pending -> executing, and what the
+generated schema says to each (SQLite here, PostgreSQL in tests/test_postgres.py)."""
+
+
 class TestTheDatabaseRefusesOnItsOwn:
     """Raw SQL against the generated schema: the triggers, not the Python, say no."""
 
@@ -140,50 +185,7 @@ class TestTheDatabaseRefusesOnItsOwn:
         yield conn
         conn.close()
 
-    @pytest.mark.parametrize(
-        ("sql", "why"),
-        [
-            ("UPDATE effect_entities SET state = 'committed'", "needs its legal history event"),
-            (
-                "UPDATE effect_entities SET state = 'compensated', moves = 2",
-                "needs its legal history event",
-            ),
-            ("UPDATE effect_entities SET moves = 5", "needs its legal history event"),
-            ('UPDATE effect_entities SET context = \'{"tier": "irreversible"}\'', "never change"),
-            ("DELETE FROM effect_entities", "never deleted"),
-            (
-                "INSERT INTO effect_entities (key, state, created_at, updated_at) "
-                "VALUES ('x', 'committed', 0, 0)",
-                "starts in pending",
-            ),
-            ("UPDATE effect_history SET actor = 'human'", "append-only"),
-            ("DELETE FROM effect_history", "append-only"),
-            (
-                "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'approved', "
-                "'approve', "
-                "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
-                "not a legal next move",
-            ),
-            (
-                "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', "
-                "'commit', "
-                "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
-                "not a legal next move",
-            ),
-            (
-                "INSERT INTO effect_history VALUES ('sig-1', 7, 'executing', 'committed', "
-                "'commit', "
-                "'proxy', NULL, '{\"tier\": \"compensable\"}', 0)",
-                "not a legal next move",
-            ),
-            ("DELETE FROM effect_moves", "never change"),
-            (
-                "INSERT INTO effect_entities (key, state, created_at, updated_at) "
-                "VALUES ('y', 'limbo', 0, 0)",
-                "starts in pending",
-            ),
-        ],
-    )
+    @pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)
     def test_raw_sql_is_refused(self, db: sqlite3.Connection, sql: str, why: str) -> None:
         with pytest.raises(sqlite3.DatabaseError, match=why):
             db.execute(sql)

@@ -57,6 +57,10 @@ def open_store(
         if not path:
             raise StoreError("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
         return SQLiteStore(path, by_name, now)
+    if url.startswith(("postgresql://", "postgres://")):
+        from machines.store.postgres import PostgresStore  # needs psycopg (machines[postgres])
+
+        return PostgresStore(url, by_name, now)
     raise StoreError(
         f"unsupported store URL {url!r}; use memory://, sqlite:///path/to/file.db or "
         "postgresql://user@host/db"

@@ -136,3 +136,115 @@ WHEN NOT EXISTS (
     WHERE e.key = NEW.entity AND e.state = NEW.source AND e.moves + 1 = NEW.seq)
 BEGIN {abort} not a legal next move of this entity (the spec forbids it)'); END;
 """
+
+
+def postgres_schema(spec: MachineSpec) -> str:
+    """The same plan for PostgreSQL: JSONB context and data, PL/pgSQL trigger functions.
+    Idempotent (IF NOT EXISTS, CREATE OR REPLACE); statements end with ``;`` at a line's
+    end, function bodies are dollar-quoted."""
+    m = spec.name
+    variables = list(spec.context)
+    ctx_columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
+    ctx_names = "".join(f", ctx_{v}" for v in variables)
+    ctx_match = "".join(
+        f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = NEW.context ->> {_quote(v)})"
+        for v in variables
+    )
+    states = _in_list(spec.states)
+    moves = ",\n  ".join(
+        "("
+        + ", ".join(
+            [_quote(s), _quote(d), _quote(tr), _quote(a)]
+            + ["NULL" if x is None else _quote(x) for x in values]
+        )
+        + ")"
+        for s, d, tr, a, values in legal_moves(spec)
+    )
+    refuse = f"RAISE EXCEPTION '{m}: %'"
+    return f"""-- machine '{m}' (PostgreSQL): generated from the spec; do not edit by hand
+CREATE TABLE IF NOT EXISTS {m}_moves (
+  source TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  trigger TEXT NOT NULL,
+  actor TEXT NOT NULL{ctx_columns}
+);
+INSERT INTO {m}_moves (source, dest, trigger, actor{ctx_names})
+SELECT * FROM (VALUES
+  {moves}
+) AS legal WHERE NOT EXISTS (SELECT 1 FROM {m}_moves);
+CREATE OR REPLACE FUNCTION {m}_refuse() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+  {refuse}, TG_ARGV[0];
+END $body$;
+CREATE OR REPLACE TRIGGER {m}_moves_frozen BEFORE UPDATE OR DELETE ON {m}_moves
+FOR EACH ROW EXECUTE FUNCTION {m}_refuse('the legal moves come from the spec and never change');
+
+CREATE TABLE IF NOT EXISTS {m}_entities (
+  key TEXT PRIMARY KEY,
+  state TEXT NOT NULL CHECK (state IN ({states})),
+  context JSONB NOT NULL DEFAULT '{{}}',
+  data JSONB NOT NULL DEFAULT '{{}}',
+  scope TEXT,
+  ordinal BIGSERIAL NOT NULL,
+  moves INTEGER NOT NULL DEFAULT 0 CHECK (moves >= 0),
+  version INTEGER NOT NULL DEFAULT 1,
+  created_at DOUBLE PRECISION NOT NULL,
+  updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {m}_entities_scope ON {m}_entities (scope);
+CREATE OR REPLACE TRIGGER {m}_entities_no_delete BEFORE DELETE ON {m}_entities
+FOR EACH ROW EXECUTE FUNCTION {m}_refuse('entities are never deleted');
+CREATE OR REPLACE FUNCTION {m}_entities_guard() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    IF NEW.state IS DISTINCT FROM {_quote(spec.initial)} OR NEW.moves <> 0 THEN
+      {refuse}, 'an entity starts in {spec.initial} with no moves';
+    END IF;
+    RETURN NEW;
+  END IF;
+  IF NEW.key IS DISTINCT FROM OLD.key OR NEW.context IS DISTINCT FROM OLD.context
+     OR NEW.scope IS DISTINCT FROM OLD.scope OR NEW.ordinal IS DISTINCT FROM OLD.ordinal THEN
+    {refuse}, 'key, context and scope never change';
+  END IF;
+  IF (NEW.state IS DISTINCT FROM OLD.state OR NEW.moves IS DISTINCT FROM OLD.moves)
+     AND NOT (NEW.moves = OLD.moves + 1 AND EXISTS (
+       SELECT 1 FROM {m}_history h
+       WHERE h.entity = NEW.key AND h.seq = NEW.moves AND h.source = OLD.state
+         AND h.dest = NEW.state)) THEN
+    {refuse}, 'a state change needs its legal history event (illegal UPDATE refused)';
+  END IF;
+  RETURN NEW;
+END $body$;
+CREATE OR REPLACE TRIGGER {m}_entities_guard BEFORE INSERT OR UPDATE ON {m}_entities
+FOR EACH ROW EXECUTE FUNCTION {m}_entities_guard();
+
+CREATE TABLE IF NOT EXISTS {m}_history (
+  entity TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  trigger TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  detail JSONB,
+  context JSONB NOT NULL,
+  at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (entity, seq)
+);
+CREATE OR REPLACE TRIGGER {m}_history_append_only BEFORE UPDATE OR DELETE ON {m}_history
+FOR EACH ROW EXECUTE FUNCTION {m}_refuse('history is append-only');
+CREATE OR REPLACE FUNCTION {m}_history_legal() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+  IF NOT EXISTS (
+      SELECT 1 FROM {m}_moves mv
+      WHERE mv.source = NEW.source AND mv.dest = NEW.dest AND mv.trigger = NEW.trigger
+        AND mv.actor = NEW.actor{ctx_match})
+     OR NOT EXISTS (
+      SELECT 1 FROM {m}_entities e
+      WHERE e.key = NEW.entity AND e.state = NEW.source AND e.moves + 1 = NEW.seq) THEN
+    {refuse}, 'not a legal next move of this entity (the spec forbids it)';
+  END IF;
+  RETURN NEW;
+END $body$;
+CREATE OR REPLACE TRIGGER {m}_history_legal BEFORE INSERT ON {m}_history
+FOR EACH ROW EXECUTE FUNCTION {m}_history_legal();
+"""

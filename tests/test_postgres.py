@@ -1,0 +1,123 @@
+"""What only a real PostgreSQL server shows: the PL/pgSQL schema refusing raw SQL, and
+many threads racing on the same keys and rows. (Every test that takes the ``store``
+fixture also runs on PostgreSQL; see tests/conftest.py.)"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from machines.store import open_store
+from machines.store.postgres import PostgresStore
+from machines.store.records import StaleWrite, StoreError
+from tests.conftest import postgres_schema
+from tests.test_store import RAW_SQL_REFUSALS, compensable
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with postgres_schema() as schema_url:
+        yield schema_url
+
+
+def race(threads: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(i)`` in ``threads`` threads released at once; each result or error."""
+    start = threading.Barrier(threads)
+    results: list[Any] = [None] * threads
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = work(i)
+        except Exception as error:
+            results[i] = error
+
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return results
+
+
+@pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)
+def test_raw_sql_is_refused_by_the_database(url: str, sql: str, why: str) -> None:
+    import psycopg
+
+    store = open_store(url)
+    compensable(store)
+    with store.transaction() as tx:
+        row = tx.get("effect", "sig-1")
+        assert row is not None
+        tx.move(row, "execute", actor="proxy")
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error, match=why):
+            conn.execute(sql)
+        assert conn.execute("SELECT state, moves FROM effect_entities").fetchone() == (
+            "executing",
+            1,
+        )
+        assert conn.execute("SELECT count(*) FROM effect_history").fetchone() == (1,)
+
+
+def test_concurrent_claims_create_each_key_once(url: str) -> None:
+    stores = [open_store(url) for _ in range(8)]
+
+    def claim(i: int) -> list[bool]:
+        created = []
+        for k in range(20):
+            with stores[i].transaction() as tx:
+                _, new = tx.insert("outcome", f"key-{k}")
+                created.append(new)
+        return created
+
+    results = race(8, claim)
+    assert all(isinstance(r, list) for r in results), results
+    for k in range(20):
+        assert sum(r[k] for r in results) == 1, k
+    for s in stores:
+        s.close()
+
+
+def test_concurrent_moves_of_one_row_let_exactly_one_win(url: str) -> None:
+    stores = [open_store(url) for _ in range(8)]
+    with stores[0].transaction() as tx:
+        row, _ = tx.insert("outcome", "charge-1")
+
+    def settle(i: int) -> str:
+        with stores[i].transaction() as tx:
+            return tx.move(row, "succeed", actor="worker", detail={"worker": f"w{i}"}).state
+
+    results = race(8, settle)
+    assert results.count("succeeded") == 1, results
+    assert all(isinstance(r, StaleWrite) for r in results if r != "succeeded"), results
+    with stores[0].transaction() as tx:
+        assert len(tx.history("outcome", "charge-1")) == 1
+    for s in stores:
+        s.close()
+
+
+def test_many_processes_may_create_the_schema_at_once(url: str) -> None:
+    results = race(6, lambda i: open_store(url))
+    assert all(isinstance(r, PostgresStore) for r in results), results
+    for r in results:
+        r.close()
+
+
+def test_tables_made_for_another_spec_are_refused(url: str) -> None:
+    import psycopg
+
+    open_store(url).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE machines_schema SET fingerprint = 'other' WHERE machine = 'node'")
+    with pytest.raises(StoreError, match="'node' were made for another version of its spec"):
+        open_store(url)
+
+
+def test_an_unreachable_server_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
+        open_store("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
