@@ -1,0 +1,205 @@
+"""Crash-point enumeration: kill a real process at every write boundary, then recover.
+
+A run of a system (``ExactlyOnce.run``, ``EffectLog.call``) goes through a store whose
+transactions count *boundaries*: just before each write (insert, move, update) and just
+after each commit. For every boundary ``n`` a child process (forked) runs the system and
+calls ``os._exit`` at boundary ``n``: no ``finally``, no rollback handler, no flush, as
+when the machine loses power or the process is killed. The parent then reopens the store,
+runs the system once more the way a restarted worker would, and judges what is stored by
+the named invariants, with the upstream effect's real run count and what the child's
+caller was told (its acknowledgement). Enumeration stops at the first ``n`` the run never
+reaches: every boundary was crashed once.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from machines.errors import MachinesError
+from machines.invariants import check_invariants, snapshot
+from machines.loader import load
+from machines.store import BUNDLED, Store, open_store
+from machines.store.records import Transaction
+from machines.testing.faults import WRITES
+
+CRASHED = 86
+"""The exit status of a child killed at its boundary."""
+
+
+class _Boundaries:
+    def __init__(self, crash_at: int, record: Callable[[list[str]], None] | None) -> None:
+        self.crash_at = crash_at
+        self.record = record
+        self.names: list[str] = []
+
+    def tick(self, name: str) -> None:
+        self.names.append(name)
+        if self.record is not None:  # persisted before the process may die here
+            self.record(self.names)
+        if len(self.names) == self.crash_at:
+            os._exit(CRASHED)
+
+
+class CrashingStore:
+    """Wraps a store: boundary ``crash_at`` (1-based) ends the process on the spot;
+    ``record`` is told the boundaries passed so far, before each may be the last."""
+
+    def __init__(
+        self,
+        store: Store,
+        crash_at: int,
+        record: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        self._store = store
+        self.url = store.url
+        self.boundaries = _Boundaries(crash_at, record)
+
+    def specs(self) -> Any:
+        return self._store.specs()
+
+    def close(self) -> None:
+        self._store.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        with self._store.transaction() as tx:
+            yield _CountingTransaction(tx, self.boundaries)
+        self.boundaries.tick("after commit")
+
+
+class _CountingTransaction:
+    def __init__(self, tx: Transaction, boundaries: _Boundaries) -> None:
+        self._tx = tx
+        self._boundaries = boundaries
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._tx, name)
+        if name not in WRITES:
+            return attribute
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            self._boundaries.tick(f"before {name}")
+            return attribute(*args, **kwargs)
+
+        return write
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One system call to crash and recover.
+
+    ``run(store, effect)`` makes the call once and returns what its caller is told
+    (a JSON-able acknowledgement, e.g. ``["value", ...]`` or ``["error", "EffectFailed"]``);
+    ``recover(store, effect)`` is a restarted worker's call (later clock). ``effect`` runs
+    the upstream operation and counts it. ``kept(ack, row)`` says whether what the caller
+    was told is still what the store records."""
+
+    name: str
+    machine: str
+    key: str
+    run: Callable[[Store, Callable[[], Any]], Any]
+    recover: Callable[[Store, Callable[[], Any]], Any]
+    kept: Callable[[Any, Any], bool]
+
+
+@dataclass
+class CrashPoint:
+    """What crashing at one boundary left behind."""
+
+    point: int
+    boundary: str
+    acknowledged: Any
+    runs: int
+    breaches: list[str] = field(default_factory=list)
+
+
+def _child(url: str, scenario: Scenario, crash_at: int, folder: str) -> None:
+    trail = Path(folder) / "boundaries"
+
+    def record(names: list[str]) -> None:
+        trail.write_text(json.dumps(names))
+
+    store = CrashingStore(open_store(url), crash_at, record)
+    upstream = Path(folder) / "upstream"
+
+    def effect() -> Any:
+        with upstream.open("a") as f:
+            f.write("ran\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return {"charge": "ch_1"}
+
+    ack = scenario.run(store, effect)
+    (Path(folder) / "ack").write_text(json.dumps(ack))
+    os._exit(0)
+
+
+def _last_boundary(work: Path) -> str:
+    trail = work / "boundaries"
+    return json.loads(trail.read_text())[-1] if trail.exists() else "before any write"
+
+
+def enumerate_crash_points(
+    fresh_url: Callable[[], Any],
+    scenario: Scenario,
+    folder: Path,
+    *,
+    limit: int = 100,
+) -> list[CrashPoint]:
+    """Crash ``scenario`` at boundary 1, 2, ... (a fresh store each time, from the context
+    manager ``fresh_url()``) until a run finishes without reaching the boundary; judge
+    each, and the finished run too (its process ends right after answering). Returns one
+    ``CrashPoint`` per boundary crashed, plus that last one."""
+    judge = {name: load(name) for name in BUNDLED}
+    context = multiprocessing.get_context("fork")
+    points: list[CrashPoint] = []
+    for crash_at in range(1, limit + 1):
+        work = folder / f"point-{crash_at}"
+        work.mkdir(parents=True)
+        with fresh_url() as url:
+            child = context.Process(target=_child, args=(url, scenario, crash_at, str(work)))
+            child.start()
+            child.join(60)
+            if child.exitcode not in (0, CRASHED):
+                raise MachinesError(f"{scenario.name}: the child ended with {child.exitcode}")
+            points.append(_judge(url, scenario, crash_at, work, judge))
+            if child.exitcode == 0:  # the run finished: its caller was answered, then it ended
+                return points
+    raise MachinesError(f"{scenario.name}: more than {limit} boundaries; raise the limit")
+
+
+def _judge(
+    url: str, scenario: Scenario, crash_at: int, work: Path, judge: Mapping[str, Any]
+) -> CrashPoint:
+    upstream = work / "upstream"
+
+    def effect() -> Any:
+        with upstream.open("a") as f:
+            f.write("ran\n")
+        return {"charge": "ch_1"}
+
+    acked = json.loads((work / "ack").read_text()) if (work / "ack").exists() else None
+    boundary = "after the answer" if acked is not None else _last_boundary(work)
+    store = open_store(url)
+    try:
+        scenario.recover(store, effect)
+        runs = len(upstream.read_text().splitlines()) if upstream.exists() else 0
+        snap = snapshot(store, {(scenario.machine, scenario.key): runs})
+        breaches = [b.describe() for b in check_invariants(judge, snap)]
+        row = snap.entities.get((scenario.machine, scenario.key))
+        if acked is not None and not scenario.kept(acked, row):
+            breaches.append(f"acknowledged {acked!r} but the store holds {row!r}")
+        if runs > 1:
+            breaches.append(
+                f"the effect ran {runs} times: a restarted worker ran a parked effect again"
+            )
+    finally:
+        store.close()
+    return CrashPoint(crash_at, boundary, acked, runs, breaches)
