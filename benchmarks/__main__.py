@@ -9,7 +9,14 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks import explore_bench, runtime_bench, step_bench, store_bench, suite_bench
+from benchmarks import (
+    explore_bench,
+    postgres_bench,
+    runtime_bench,
+    step_bench,
+    store_bench,
+    suite_bench,
+)
 from benchmarks.harness import Ratio
 
 SUITES = {
@@ -18,6 +25,7 @@ SUITES = {
     "store": store_bench.run,
     "suites": suite_bench.run,
     "explore": explore_bench.run,
+    "postgres": postgres_bench.run,
 }
 
 

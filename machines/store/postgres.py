@@ -2,10 +2,11 @@
 
 Same promises and the same generated plan as the SQLite store (``machines.store.ddl``):
 the database refuses illegal state changes and history rewrites itself, in PL/pgSQL.
-Each thread has its own connection; a transaction runs at READ COMMITTED, and concurrent
-writers are fenced the same two ways as on SQLite: the history's primary key (entity,
-seq) admits one event per step, and ``UPDATE ... WHERE version = ...`` is a
-compare-and-set. Claims use ``INSERT ... ON CONFLICT DO NOTHING``. The schema is created
+Each thread has its own connection; a transaction runs at READ COMMITTED. A move locks
+its row (``SELECT ... FOR UPDATE``) and compares the version it read, so of two writers
+of one row exactly one moves it and the other gets ``StaleWrite``; the history's primary
+key and ``UPDATE ... WHERE version = ...`` fence it a second time. Claims use
+``INSERT ... ON CONFLICT DO NOTHING``. The schema is created
 under an advisory lock, so many processes may open the same database at once.
 
 A ``search_path`` in the URL's ``options`` (``?options=-csearch_path%3Dmine``) keeps one
@@ -138,15 +139,15 @@ class _PostgresTransaction:
         )
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """One statement in a savepoint: a refusal leaves the transaction usable."""
+        """One write; a refusal by the schema is a ``StoreError`` (the transaction is then
+        aborted, and the caller's with-block rolls it back)."""
         try:
-            with self._conn.transaction():
-                cursor = self._conn.execute(sql, params)
-                return cursor.fetchone() if cursor.description else None
+            cursor = self._conn.execute(sql, params)
         except psycopg.errors.RaiseException as exc:
             raise StoreError(f"the database refused the write: {exc.diag.message_primary}") from exc
         except psycopg.errors.IntegrityError as exc:
-            raise _Conflict(str(exc)) from exc
+            raise StoreError(f"the database refused the write: {exc}") from exc
+        return cursor.fetchone() if cursor.description else None
 
     def insert(
         self,
@@ -205,29 +206,28 @@ class _PostgresTransaction:
     ) -> Row:
         dest, full = decide_move(self._specs, row, trigger, actor, context)
         m, now = row.machine, self._clock()
-        try:
-            self._write(
-                f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
-                f"context, at) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
-                (
-                    row.key,
-                    row.moves + 1,
-                    row.state,
-                    dest,
-                    trigger,
-                    actor,
-                    None if detail is None else encode(detail),
-                    encode(full),
-                    now,
-                ),
-            )
-        except (StoreError, _Conflict) as refused:
-            current = self.get(m, row.key)
-            if current is None or current.version != row.version:
-                raise StaleWrite(f"{m} '{row.key}' changed since it was read") from refused
-            if isinstance(refused, _Conflict):
-                raise StaleWrite(f"{m} '{row.key}': a concurrent move won") from refused
-            raise
+        # Lock the row and compare versions first: a writer that lost the race learns it
+        # here (StaleWrite) instead of by an error that would abort the transaction.
+        current = self._conn.execute(
+            f"SELECT version FROM {m}_entities WHERE key = %s FOR UPDATE", (row.key,)
+        ).fetchone()
+        if current is None or current[0] != row.version:
+            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
+        self._write(
+            f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
+            f"context, at) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
+            (
+                row.key,
+                row.moves + 1,
+                row.state,
+                dest,
+                trigger,
+                actor,
+                None if detail is None else encode(detail),
+                encode(full),
+                now,
+            ),
+        )
         updated = self._write(
             f"UPDATE {m}_entities SET state = %s, moves = moves + 1, version = version + 1, "
             f"data = %s::jsonb, updated_at = %s WHERE key = %s AND version = %s "
@@ -286,7 +286,3 @@ class _PostgresTransaction:
                 f"SELECT {_COLUMNS} FROM {machine}_entities {where} ORDER BY ordinal", params
             )
         ]
-
-
-class _Conflict(Exception):
-    """A unique key said no (another transaction wrote the same step first)."""

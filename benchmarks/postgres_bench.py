@@ -1,0 +1,155 @@
+"""PostgreSQL claims per second: ``ExactlyOnce.run`` against raw SQL on the same server.
+
+Needs a server: ``MACHINES_TEST_POSTGRES`` (``eval "$(.ci/postgres start)"``). Each round
+gets fresh schemas. The baseline is the raw transaction the issue names, at the same
+isolation (READ COMMITTED): ``INSERT ... ON CONFLICT DO NOTHING`` of the key plus its
+history row, the state set in the same commit. ``ExactlyOnce.run`` needs two commits per
+key (the claim is durable before the effect runs), so the crash-safe minimum (the same
+statements as two transactions) is measured too. Workers are threads, one connection
+each, sharing the keys between them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from benchmarks.harness import Ratio, throughput_ratio
+from machines.store import open_store
+from machines.systems import ExactlyOnce
+
+CLAIMS = 400
+SERVER = os.environ.get("MACHINES_TEST_POSTGRES")
+
+RAW_SCHEMA = """
+CREATE TABLE outcome (key TEXT PRIMARY KEY, state TEXT NOT NULL, data JSONB);
+CREATE TABLE history (key TEXT, seq INTEGER, source TEXT, dest TEXT, PRIMARY KEY (key, seq));
+"""
+
+
+@contextmanager
+def _schema() -> Iterator[str]:
+    import psycopg
+
+    assert SERVER is not None
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(SERVER, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+    try:
+        sep = "&" if "?" in SERVER else "?"
+        yield f"{SERVER}{sep}options=-csearch_path%3D{name}"
+    finally:
+        with psycopg.connect(SERVER, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def _in_threads(threads: int, work: Callable[[int, list[str]], None]) -> float:
+    keys = [f"key-{i}" for i in range(CLAIMS)]
+    shares = [keys[i::threads] for i in range(threads)]
+    pool = [threading.Thread(target=work, args=(i, shares[i])) for i in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return time.perf_counter() - start
+
+
+def _ours(threads: int) -> Callable[[], float]:
+    def run() -> float:
+        with _schema() as url:
+            store = open_store(url)
+            workers = [ExactlyOnce(store, worker=f"w{i}") for i in range(threads)]
+
+            def work(index: int, keys: list[str]) -> None:
+                for key in keys:
+                    workers[index].run(key, lambda: 1)
+
+            elapsed = _in_threads(threads, work)
+            store.close()
+            return elapsed
+
+    return run
+
+
+def _one_transaction(conn: Any, key: str) -> None:
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO outcome VALUES (%s, 'in_flight', '{}') ON CONFLICT DO NOTHING", (key,)
+        )
+        conn.execute(
+            "UPDATE outcome SET state = 'succeeded', data = '{\"result\": 1}' WHERE key = %s",
+            (key,),
+        )
+        conn.execute("INSERT INTO history VALUES (%s, 1, 'in_flight', 'succeeded')", (key,))
+
+
+def _two_transactions(conn: Any, key: str) -> None:
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO outcome VALUES (%s, 'in_flight', '{}') ON CONFLICT DO NOTHING", (key,)
+        )
+    with conn.transaction():
+        conn.execute(
+            "UPDATE outcome SET state = 'succeeded', data = '{\"result\": 1}' WHERE key = %s",
+            (key,),
+        )
+        conn.execute("INSERT INTO history VALUES (%s, 1, 'in_flight', 'succeeded')", (key,))
+
+
+def _raw(threads: int, per_key: Callable[[Any, str], None]) -> Callable[[], float]:
+    import psycopg
+
+    def run() -> float:
+        with _schema() as url:
+            connections = [psycopg.connect(url, autocommit=True) for _ in range(threads)]
+            connections[0].execute(RAW_SCHEMA)
+
+            def work(index: int, keys: list[str]) -> None:
+                for key in keys:
+                    per_key(connections[index], key)
+
+            elapsed = _in_threads(threads, work)
+            for conn in connections:
+                conn.close()
+            return elapsed
+
+    return run
+
+
+def run() -> list[Ratio]:
+    if SERVER is None:
+        print('postgres: skipped, no server (eval "$(.ci/postgres start)")')
+        return []
+    out = []
+    for threads in (1, 8):
+        label = "1 worker" if threads == 1 else f"{threads} workers"
+        out.append(
+            throughput_ratio(
+                f"PostgreSQL claims/s, {label}",
+                ("ExactlyOnce.run", _ours(threads)),
+                (
+                    "raw INSERT ON CONFLICT + history, 1 transaction",
+                    _raw(threads, _one_transaction),
+                ),
+                units=CLAIMS,
+                unit="claim",
+                goal=0.7,
+            )
+        )
+        out.append(
+            throughput_ratio(
+                f"PostgreSQL claims/s, {label} (vs crash-safe minimum)",
+                ("ExactlyOnce.run", _ours(threads)),
+                ("raw claim + outcome, 2 transactions", _raw(threads, _two_transactions)),
+                units=CLAIMS,
+                unit="claim",
+                goal=None,
+            )
+        )
+    return out
