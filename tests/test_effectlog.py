@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import machines.store.memory as memory_store
-import machines.store.sqlite as sqlite_store
+import machines.store.sql as sql_store
 from machines.errors import ContextError, InvalidStateTransition, MachinesError
 from machines.store import RecordExists, Row, Store, StoreError, open_store
 from machines.store.records import encode
@@ -556,8 +556,8 @@ def test_an_unstorable_result_is_not_lost_silently(log: EffectLog, result: Any) 
 def inject_write_fault(
     monkeypatch: pytest.MonkeyPatch, when: Callable[[Mapping[str, Any]], bool]
 ) -> None:
-    """Make both stores fail to encode a row's data when ``when`` says so: in the middle of
-    a move, after its history event is written (the stores encode the data last)."""
+    """Make every store fail to encode a row's data when ``when`` says so: in the middle
+    of a move, after its history event is written (the stores encode the data last)."""
 
     def faulty(value: Mapping[str, Any] | None) -> str:
         if value and "runs" in value and when(value):  # a row's data, not a detail
@@ -565,7 +565,7 @@ def inject_write_fault(
         return encode(value)
 
     monkeypatch.setattr(memory_store, "encode", faulty)
-    monkeypatch.setattr(sqlite_store, "encode", faulty)
+    monkeypatch.setattr(sql_store, "encode", faulty)  # SQLite and PostgreSQL
 
 
 def test_a_failed_commit_write_rolls_back_the_whole_move(

@@ -44,18 +44,13 @@ def legal_moves(spec: MachineSpec) -> list[tuple[str, str, str, str, tuple[str |
     return rows
 
 
-def sqlite_schema(spec: MachineSpec) -> str:
-    """The DDL (idempotent: IF NOT EXISTS everywhere) for one machine on SQLite."""
-    m = spec.name
+def _moves_parts(spec: MachineSpec) -> tuple[str, str, str]:
+    """(context columns, their names, the VALUES rows) of the legal-moves table, shared
+    by both dialects."""
     variables = list(spec.context)
-    ctx_columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
-    ctx_names = "".join(f", ctx_{v}" for v in variables)
-    ctx_match = "".join(
-        f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = json_extract(NEW.context, '$.{v}'))"
-        for v in variables
-    )
-    states = _in_list(spec.states)
-    moves = ",\n  ".join(
+    columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
+    names = "".join(f", ctx_{v}" for v in variables)
+    rows = ",\n  ".join(
         "("
         + ", ".join(
             [_quote(s), _quote(d), _quote(tr), _quote(a)]
@@ -64,6 +59,18 @@ def sqlite_schema(spec: MachineSpec) -> str:
         + ")"
         for s, d, tr, a, values in legal_moves(spec)
     )
+    return columns, names, rows
+
+
+def sqlite_schema(spec: MachineSpec) -> str:
+    """The DDL (idempotent: IF NOT EXISTS everywhere) for one machine on SQLite."""
+    m = spec.name
+    ctx_columns, ctx_names, moves = _moves_parts(spec)
+    ctx_match = "".join(
+        f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = json_extract(NEW.context, '$.{v}'))"
+        for v in spec.context
+    )
+    states = _in_list(spec.states)
     abort = f"SELECT RAISE(ABORT, '{m}:"
     return f"""-- machine '{m}': generated from the spec by machines; do not edit by hand
 CREATE TABLE IF NOT EXISTS {m}_moves (
@@ -143,23 +150,12 @@ def postgres_schema(spec: MachineSpec) -> str:
     Idempotent (IF NOT EXISTS, CREATE OR REPLACE); statements end with ``;`` at a line's
     end, function bodies are dollar-quoted."""
     m = spec.name
-    variables = list(spec.context)
-    ctx_columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
-    ctx_names = "".join(f", ctx_{v}" for v in variables)
+    ctx_columns, ctx_names, moves = _moves_parts(spec)
     ctx_match = "".join(
         f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = NEW.context ->> {_quote(v)})"
-        for v in variables
+        for v in spec.context
     )
     states = _in_list(spec.states)
-    moves = ",\n  ".join(
-        "("
-        + ", ".join(
-            [_quote(s), _quote(d), _quote(tr), _quote(a)]
-            + ["NULL" if x is None else _quote(x) for x in values]
-        )
-        + ")"
-        for s, d, tr, a, values in legal_moves(spec)
-    )
     refuse = f"RAISE EXCEPTION '{m}: %'"
     return f"""-- machine '{m}' (PostgreSQL): generated from the spec; do not edit by hand
 CREATE TABLE IF NOT EXISTS {m}_moves (

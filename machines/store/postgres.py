@@ -29,21 +29,12 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
         "the PostgreSQL store needs psycopg: pip install 'machines[postgres]'"
     ) from missing
 
-from machines.history import Clock, TransitionEvent
+from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.ddl import postgres_schema
-from machines.store.records import (
-    RecordExists,
-    Row,
-    StaleWrite,
-    StoreError,
-    decide_move,
-    encode,
-    frozen,
-    spec_for,
-)
+from machines.store.records import Row, StaleWrite, StoreError, decide_move, frozen
+from machines.store.sql import Dialect, SQLTransaction, refused
 
-_COLUMNS = "key, state, context, data, scope, ordinal, moves, version, created_at, updated_at"
 _SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
 
 
@@ -114,29 +105,30 @@ class PostgresStore:
         self._local = threading.local()
 
 
-class _PostgresTransaction:
+class _PostgresDialect(Dialect):
+    param = "%s"
+    json_param = "%s::jsonb"
+    ordinal = "ordinal"
+
+    def json(self, value: Any) -> Mapping[str, Any]:
+        return frozen(value)
+
+
+class _PostgresTransaction(SQLTransaction):
+    dialect = _PostgresDialect()
+
     def __init__(
         self, conn: psycopg.Connection[Any], specs: Mapping[str, MachineSpec], clock: Clock
     ) -> None:
+        super().__init__(specs, clock)
         self._conn = conn
-        self._specs = specs
-        self._clock = clock
 
-    def _row(self, machine: str, values: tuple[Any, ...]) -> Row:
-        key, state, context, data, scope, ordinal, moves, version, created, updated = values
-        return Row(
-            machine,
-            key,
-            state,
-            frozen(context),
-            frozen(data),
-            scope,
-            ordinal,
-            moves,
-            version,
-            created,
-            updated,
-        )
+    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
+        return found
+
+    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, params).fetchall()
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """One write; a refusal by the schema is a ``StoreError`` (the transaction is then
@@ -144,55 +136,11 @@ class _PostgresTransaction:
         try:
             cursor = self._conn.execute(sql, params)
         except psycopg.errors.RaiseException as exc:
-            raise StoreError(f"the database refused the write: {exc.diag.message_primary}") from exc
+            raise refused(exc.diag.message_primary) from exc
         except psycopg.errors.IntegrityError as exc:
-            raise StoreError(f"the database refused the write: {exc}") from exc
-        return cursor.fetchone() if cursor.description else None
-
-    def insert(
-        self,
-        machine: str,
-        key: str,
-        *,
-        context: Mapping[str, str] | None = None,
-        data: Mapping[str, Any] | None = None,
-        scope: str | None = None,
-    ) -> tuple[Row, bool]:
-        spec = spec_for(self._specs, machine)
-        spec.stepper(**(context or {}))  # validates the context (ContextError)
-        now = self._clock()
-        created = self._write(
-            f"INSERT INTO {machine}_entities (key, state, context, data, scope, moves, version, "
-            f"created_at, updated_at) VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, 0, 1, %s, %s) "
-            f"ON CONFLICT (key) DO NOTHING RETURNING {_COLUMNS}",
-            (
-                key,
-                spec.initial,
-                encode(context),
-                encode(data),
-                scope,
-                now,
-                now,
-            ),
-        )
-        if created is not None:
-            return self._row(machine, created), True
-        row = self.get(machine, key)
-        assert row is not None, "a conflicting key must exist"
-        if row.scope != scope or dict(row.context) != dict(context or {}):
-            raise RecordExists(
-                f"{machine} '{key}' exists with scope {row.scope!r} and context "
-                f"{dict(row.context)}; it was asked for with scope {scope!r} and context "
-                f"{dict(context or {})}"
-            )
-        return row, False
-
-    def get(self, machine: str, key: str) -> Row | None:
-        spec_for(self._specs, machine)
-        found = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM {machine}_entities WHERE key = %s", (key,)
-        ).fetchone()
-        return None if found is None else self._row(machine, found)
+            raise refused(exc) from exc
+        found: tuple[Any, ...] | None = cursor.fetchone() if cursor.description else None
+        return found
 
     def move(
         self,
@@ -205,84 +153,13 @@ class _PostgresTransaction:
         data: Mapping[str, Any] | None = None,
     ) -> Row:
         dest, full = decide_move(self._specs, row, trigger, actor, context)
-        m, now = row.machine, self._clock()
         # Lock the row and compare versions first: a writer that lost the race learns it
         # here (StaleWrite) instead of by an error that would abort the transaction.
-        current = self._conn.execute(
-            f"SELECT version FROM {m}_entities WHERE key = %s FOR UPDATE", (row.key,)
-        ).fetchone()
+        current = self._fetchone(
+            f"SELECT version FROM {row.machine}_entities WHERE key = %s FOR UPDATE", (row.key,)
+        )
         if current is None or current[0] != row.version:
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        self._write(
-            f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
-            f"context, at) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
-            (
-                row.key,
-                row.moves + 1,
-                row.state,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else encode(detail),
-                encode(full),
-                now,
-            ),
-        )
-        updated = self._write(
-            f"UPDATE {m}_entities SET state = %s, moves = moves + 1, version = version + 1, "
-            f"data = %s::jsonb, updated_at = %s WHERE key = %s AND version = %s "
-            f"RETURNING {_COLUMNS}",
-            (dest, encode(row.data if data is None else data), now, row.key, row.version),
-        )
-        if updated is None:  # the caller's with-block rolls the history event back
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return self._row(m, updated)
-
-    def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        m = row.machine
-        spec_for(self._specs, m)
-        updated = self._write(
-            f"UPDATE {m}_entities SET data = %s::jsonb, version = version + 1, updated_at = %s "
-            f"WHERE key = %s AND version = %s RETURNING {_COLUMNS}",
-            (encode(data), self._clock(), row.key, row.version),
-        )
-        if updated is None:
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return self._row(m, updated)
-
-    def history(self, machine: str, key: str) -> list[TransitionEvent]:
-        spec_for(self._specs, machine)
-        return [
-            TransitionEvent(
-                machine,
-                key,
-                seq,
-                source,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else frozen(detail),
-                frozen(context),
-                at,
-            )
-            for seq, source, dest, trigger, actor, detail, context, at in self._conn.execute(
-                f"SELECT seq, source, dest, trigger, actor, detail, context, at "
-                f"FROM {machine}_history WHERE entity = %s ORDER BY seq",
-                (key,),
-            )
-        ]
-
-    def scope(self, machine: str, scope: str) -> list[Row]:
-        return self._select(machine, "WHERE scope = %s", (scope,))
-
-    def rows(self, machine: str) -> list[Row]:
-        return self._select(machine, "", ())
-
-    def _select(self, machine: str, where: str, params: tuple[Any, ...]) -> list[Row]:
-        spec_for(self._specs, machine)
-        return [
-            self._row(machine, values)
-            for values in self._conn.execute(
-                f"SELECT {_COLUMNS} FROM {machine}_entities {where} ORDER BY ordinal", params
-            )
-        ]
+            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
+        now = self._clock()
+        self._append_event(row, dest, trigger, actor, full, detail, now)
+        return self._set_state(row, dest, data, now)

@@ -17,22 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from machines.history import Clock, TransitionEvent
+from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.ddl import sqlite_schema
-from machines.store.records import (
-    RecordExists,
-    Row,
-    StaleWrite,
-    StoreError,
-    decide_move,
-    decode,
-    encode,
-    spec_for,
-)
-
-_COLUMNS = "key, state, context, data, scope, rowid, moves, version, created_at, updated_at"
-_INSERTED = "key, state, context, data, scope, moves, version, created_at, updated_at"
+from machines.store.records import Row, StaleWrite, StoreError, decide_move, decode
+from machines.store.sql import Dialect, SQLTransaction, refused
 
 
 def fingerprint(spec: MachineSpec) -> str:
@@ -156,71 +145,37 @@ def _statements(script: str) -> Iterator[str]:
         raise StoreError("generated schema has an unterminated statement")
 
 
-class _SQLiteTransaction:
+class _SQLiteDialect(Dialect):
+    param = "?"
+    json_param = "?"
+    ordinal = "rowid"
+
+    def json(self, value: Any) -> Mapping[str, Any]:
+        return decode(value)
+
+
+class _SQLiteTransaction(SQLTransaction):
+    dialect = _SQLiteDialect()
+
     def __init__(
         self, conn: sqlite3.Connection, specs: Mapping[str, MachineSpec], clock: Clock
     ) -> None:
+        super().__init__(specs, clock)
         self._conn = conn
-        self._specs = specs
-        self._clock = clock
 
-    def _row(self, machine: str, values: tuple[Any, ...]) -> Row:
-        key, state, context, data, scope, ordinal, moves, version, created, updated = values
-        return Row(
-            machine,
-            key,
-            state,
-            decode(context),
-            decode(data),
-            scope,
-            ordinal,
-            moves,
-            version,
-            created,
-            updated,
-        )
+    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
+        return found
 
-    def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         try:
-            return self._conn.execute(sql, params)
+            found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
         except sqlite3.IntegrityError as exc:
-            raise StoreError(f"the database refused the write: {exc}") from exc
-
-    def insert(
-        self,
-        machine: str,
-        key: str,
-        *,
-        context: Mapping[str, str] | None = None,
-        data: Mapping[str, Any] | None = None,
-        scope: str | None = None,
-    ) -> tuple[Row, bool]:
-        spec = spec_for(self._specs, machine)
-        spec.stepper(**(context or {}))  # validates the context (ContextError)
-        now = self._clock()
-        created = self._execute(
-            f"INSERT INTO {machine}_entities ({_INSERTED}) VALUES (?, ?, ?, ?, ?, 0, 1, ?, ?) "
-            f"ON CONFLICT (key) DO NOTHING RETURNING {_COLUMNS}",
-            (key, spec.initial, encode(context), encode(data), scope, now, now),
-        ).fetchone()
-        if created is not None:
-            return self._row(machine, created), True
-        row = self.get(machine, key)
-        assert row is not None, "a conflicting key must exist"
-        if row.scope != scope or dict(row.context) != dict(context or {}):
-            raise RecordExists(
-                f"{machine} '{key}' exists with scope {row.scope!r} and context "
-                f"{dict(row.context)}; it was asked for with scope {scope!r} and context "
-                f"{dict(context or {})}"
-            )
-        return row, False
-
-    def get(self, machine: str, key: str) -> Row | None:
-        spec_for(self._specs, machine)
-        found = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM {machine}_entities WHERE key = ?", (key,)
-        ).fetchone()
-        return None if found is None else self._row(machine, found)
+            raise refused(exc) from exc
+        return found
 
     def move(
         self,
@@ -233,87 +188,16 @@ class _SQLiteTransaction:
         data: Mapping[str, Any] | None = None,
     ) -> Row:
         dest, full = decide_move(self._specs, row, trigger, actor, context)
-        m, now = row.machine, self._clock()
+        now = self._clock()
         try:
-            # The history trigger refuses an event that does not continue the row as stored,
-            # so a row moved since it was read fails here; the UPDATE fences the version.
-            self._conn.execute(
-                f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
-                f"context, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.key,
-                    row.moves + 1,
-                    row.state,
-                    dest,
-                    trigger,
-                    actor,
-                    None if detail is None else encode(detail),
-                    encode(full),
-                    now,
-                ),
-            )
-        except sqlite3.IntegrityError as exc:
-            raise self._stale_or_refused(row, exc) from exc
-        updated = self._execute(
-            f"UPDATE {m}_entities SET state = ?, moves = moves + 1, version = version + 1, "
-            f"data = ?, updated_at = ? WHERE key = ? AND version = ? RETURNING {_COLUMNS}",
-            (dest, encode(row.data if data is None else data), now, row.key, row.version),
-        ).fetchone()
-        if updated is None:  # the caller's with-block rolls the history event back
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return self._row(m, updated)
-
-    def _stale_or_refused(self, row: Row, error: sqlite3.IntegrityError) -> StoreError:
-        current = self.get(row.machine, row.key)
-        if current is None or current.version != row.version:
-            return StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
-        return StoreError(f"the database refused the write: {error}")
-
-    def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        m = row.machine
-        spec_for(self._specs, m)
-        updated = self._execute(
-            f"UPDATE {m}_entities SET data = ?, version = version + 1, updated_at = ? "
-            f"WHERE key = ? AND version = ? RETURNING {_COLUMNS}",
-            (encode(data), self._clock(), row.key, row.version),
-        ).fetchone()
-        if updated is None:
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return self._row(m, updated)
-
-    def history(self, machine: str, key: str) -> list[TransitionEvent]:
-        spec_for(self._specs, machine)
-        return [
-            TransitionEvent(
-                machine,
-                key,
-                seq,
-                source,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else decode(detail),
-                decode(context),
-                at,
-            )
-            for seq, source, dest, trigger, actor, detail, context, at in self._conn.execute(
-                f"SELECT seq, source, dest, trigger, actor, detail, context, at "
-                f"FROM {machine}_history WHERE entity = ? ORDER BY seq",
-                (key,),
-            )
-        ]
-
-    def scope(self, machine: str, scope: str) -> list[Row]:
-        return self._select(machine, "WHERE scope = ?", (scope,))
-
-    def rows(self, machine: str) -> list[Row]:
-        return self._select(machine, "", ())
-
-    def _select(self, machine: str, where: str, params: tuple[Any, ...]) -> list[Row]:
-        spec_for(self._specs, machine)
-        return [
-            self._row(machine, values)
-            for values in self._conn.execute(
-                f"SELECT {_COLUMNS} FROM {machine}_entities {where} ORDER BY rowid", params
-            )
-        ]
+            # The history trigger refuses an event that does not continue the row as
+            # stored, so a row moved since it was read fails here.
+            self._append_event(row, dest, trigger, actor, full, detail, now)
+        except StoreError as refusal:
+            current = self.get(row.machine, row.key)
+            if current is None or current.version != row.version:
+                raise StaleWrite(
+                    f"{row.machine} '{row.key}' changed since it was read"
+                ) from refusal
+            raise
+        return self._set_state(row, dest, data, now)

@@ -1,0 +1,217 @@
+"""What the SQLite and PostgreSQL transactions share: the same statements on the same
+generated tables, told apart only by their dialect (placeholders, JSON columns, the
+creation-order column, how a refusal arrives). Each store keeps its own ``move``: SQLite
+writes the history event first and lets its trigger fence the row; PostgreSQL locks the
+row first so that a lost race never aborts the transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from machines.history import Clock, TransitionEvent
+from machines.spec import MachineSpec
+from machines.store.records import (
+    RecordExists,
+    Row,
+    StaleWrite,
+    StoreError,
+    encode,
+    spec_for,
+)
+
+
+class Dialect:
+    """How one database spells the shared statements."""
+
+    param: str  # a placeholder: "?" or "%s"
+    json_param: str  # a placeholder for a JSON text parameter
+    ordinal: str  # the column that gives creation order
+
+    def json(self, value: Any) -> Mapping[str, Any]:
+        """A JSON column's value as a read-only mapping."""
+        raise NotImplementedError
+
+
+class SQLTransaction:
+    """A transaction on the generated schema; subclasses run the statements."""
+
+    dialect: Dialect
+
+    def __init__(self, specs: Mapping[str, MachineSpec], clock: Clock) -> None:
+        self._specs = specs
+        self._clock = clock
+
+    # -- what a subclass provides --------------------------------------------------------
+
+    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        raise NotImplementedError
+
+    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """One write; the row it returns, if any. A refusal is a ``StoreError``."""
+        raise NotImplementedError
+
+    # -- the shared statements -----------------------------------------------------------
+
+    def _columns(self) -> str:
+        return (
+            f"key, state, context, data, scope, {self.dialect.ordinal}, moves, version, "
+            "created_at, updated_at"
+        )
+
+    def _row(self, machine: str, values: tuple[Any, ...]) -> Row:
+        key, state, context, data, scope, ordinal, moves, version, created, updated = values
+        json = self.dialect.json
+        return Row(
+            machine,
+            key,
+            state,
+            json(context),
+            json(data),
+            scope,
+            ordinal,
+            moves,
+            version,
+            created,
+            updated,
+        )
+
+    def insert(
+        self,
+        machine: str,
+        key: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        data: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> tuple[Row, bool]:
+        spec = spec_for(self._specs, machine)
+        spec.stepper(**(context or {}))  # validates the context (ContextError)
+        now = self._clock()
+        p, j = self.dialect.param, self.dialect.json_param
+        created = self._write(
+            f"INSERT INTO {machine}_entities (key, state, context, data, scope, moves, version, "
+            f"created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
+            f"ON CONFLICT (key) DO NOTHING RETURNING {self._columns()}",
+            (key, spec.initial, encode(context), encode(data), scope, now, now),
+        )
+        if created is not None:
+            return self._row(machine, created), True
+        row = self.get(machine, key)
+        assert row is not None, "a conflicting key must exist"
+        if row.scope != scope or dict(row.context) != dict(context or {}):
+            raise RecordExists(
+                f"{machine} '{key}' exists with scope {row.scope!r} and context "
+                f"{dict(row.context)}; it was asked for with scope {scope!r} and context "
+                f"{dict(context or {})}"
+            )
+        return row, False
+
+    def get(self, machine: str, key: str) -> Row | None:
+        spec_for(self._specs, machine)
+        found = self._fetchone(
+            f"SELECT {self._columns()} FROM {machine}_entities WHERE key = {self.dialect.param}",
+            (key,),
+        )
+        return None if found is None else self._row(machine, found)
+
+    def _append_event(
+        self,
+        row: Row,
+        dest: str,
+        trigger: str,
+        actor: str,
+        context: Mapping[str, str],
+        detail: Mapping[str, Any] | None,
+        now: float,
+    ) -> None:
+        p, j = self.dialect.param, self.dialect.json_param
+        self._write(
+            f"INSERT INTO {row.machine}_history (entity, seq, source, dest, trigger, actor, "
+            f"detail, context, at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {j}, {j}, {p})",
+            (
+                row.key,
+                row.moves + 1,
+                row.state,
+                dest,
+                trigger,
+                actor,
+                None if detail is None else encode(detail),
+                encode(context),
+                now,
+            ),
+        )
+
+    def _set_state(self, row: Row, dest: str, data: Mapping[str, Any] | None, now: float) -> Row:
+        """The state change that follows its history event, fenced by the version."""
+        p, j, m = self.dialect.param, self.dialect.json_param, row.machine
+        updated = self._write(
+            f"UPDATE {m}_entities SET state = {p}, moves = moves + 1, version = version + 1, "
+            f"data = {j}, updated_at = {p} WHERE key = {p} AND version = {p} "
+            f"RETURNING {self._columns()}",
+            (dest, encode(row.data if data is None else data), now, row.key, row.version),
+        )
+        if updated is None:  # the caller's with-block rolls the history event back
+            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
+        return self._row(m, updated)
+
+    def update(self, row: Row, data: Mapping[str, Any]) -> Row:
+        m = row.machine
+        spec_for(self._specs, m)
+        p, j = self.dialect.param, self.dialect.json_param
+        updated = self._write(
+            f"UPDATE {m}_entities SET data = {j}, version = version + 1, updated_at = {p} "
+            f"WHERE key = {p} AND version = {p} RETURNING {self._columns()}",
+            (encode(data), self._clock(), row.key, row.version),
+        )
+        if updated is None:
+            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
+        return self._row(m, updated)
+
+    def history(self, machine: str, key: str) -> list[TransitionEvent]:
+        spec_for(self._specs, machine)
+        json = self.dialect.json
+        return [
+            TransitionEvent(
+                machine,
+                key,
+                seq,
+                source,
+                dest,
+                trigger,
+                actor,
+                None if detail is None else json(detail),
+                json(context),
+                at,
+            )
+            for seq, source, dest, trigger, actor, detail, context, at in self._fetchall(
+                f"SELECT seq, source, dest, trigger, actor, detail, context, at "
+                f"FROM {machine}_history WHERE entity = {self.dialect.param} ORDER BY seq",
+                (key,),
+            )
+        ]
+
+    def scope(self, machine: str, scope: str) -> list[Row]:
+        return self._select(machine, f"WHERE scope = {self.dialect.param}", (scope,))
+
+    def rows(self, machine: str) -> list[Row]:
+        return self._select(machine, "", ())
+
+    def _select(self, machine: str, where: str, params: tuple[Any, ...]) -> list[Row]:
+        spec_for(self._specs, machine)
+        return [
+            self._row(machine, values)
+            for values in self._fetchall(
+                f"SELECT {self._columns()} FROM {machine}_entities {where} "
+                f"ORDER BY {self.dialect.ordinal}",
+                params,
+            )
+        ]
+
+
+def refused(error: object) -> StoreError:
+    """A write the database itself said no to (a generated trigger, a constraint)."""
+    return StoreError(f"the database refused the write: {error}")
