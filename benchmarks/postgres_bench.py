@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -34,18 +33,11 @@ CREATE TABLE history (key TEXT, seq INTEGER, source TEXT, dest TEXT, PRIMARY KEY
 
 @contextmanager
 def _schema() -> Iterator[str]:
-    import psycopg
+    from machines.store.postgres import temporary_schema
 
     assert SERVER is not None
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(SERVER, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {name}")
-    try:
-        sep = "&" if "?" in SERVER else "?"
-        yield f"{SERVER}{sep}options=-csearch_path%3D{name}"
-    finally:
-        with psycopg.connect(SERVER, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {name} CASCADE")
+    with temporary_schema(SERVER, "bench") as url:
+        yield url
 
 
 def _in_threads(threads: int, work: Callable[[int, list[str]], None]) -> float:

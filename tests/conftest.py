@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,18 +84,10 @@ def require_postgres() -> str:
 @contextmanager
 def postgres_schema() -> Iterator[str]:
     """A fresh schema on the test server, dropped afterwards; the URL selects it."""
-    import psycopg
+    from machines.store.postgres import temporary_schema
 
-    server = require_postgres()
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {name}")
-    try:
-        sep = "&" if "?" in server else "?"
-        yield f"{server}{sep}options=-csearch_path%3D{name}"
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {name} CASCADE")
+    with temporary_schema(require_postgres()) as url:
+        yield url
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])

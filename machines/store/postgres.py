@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -36,6 +37,21 @@ from machines.store.records import Row, StaleWrite, StoreError, decide_move, fro
 from machines.store.sql import Dialect, SQLTransaction, refused
 
 _SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
+
+
+@contextmanager
+def temporary_schema(server: str, prefix: str = "t") -> Iterator[str]:
+    """A fresh schema on ``server``, dropped afterwards; yields a URL that selects it
+    (for tests and benchmarks: each gets tables of its own on one server)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+    try:
+        sep = "&" if "?" in server else "?"
+        yield f"{server}{sep}options=-csearch_path%3D{name}"
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def fingerprint(spec: MachineSpec) -> str:
