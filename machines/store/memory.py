@@ -17,12 +17,12 @@ from typing import Any
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
 from machines.store.records import (
-    RecordExists,
     Row,
     StaleWrite,
     decide_move,
     decode,
     encode,
+    same_entity,
     spec_for,
 )
 
@@ -92,13 +92,7 @@ class _MemoryTransaction:
         spec.stepper(**(context or {}))
         existing = self._store._rows.get((machine, key))
         if existing is not None:
-            if existing.scope != scope or dict(existing.context) != dict(context or {}):
-                raise RecordExists(
-                    f"{machine} '{key}' exists with scope {existing.scope!r} and context "
-                    f"{dict(existing.context)}; it was asked for with scope {scope!r} and "
-                    f"context {dict(context or {})}"
-                )
-            return existing, False
+            return same_entity(existing, scope, context), False
         self._undo.append(("ordinal", self._store._ordinal))
         self._store._ordinal += 1
         now = self._store._clock()

@@ -34,7 +34,7 @@ from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.ddl import postgres_schema
 from machines.store.records import Row, StaleWrite, StoreError, decide_move, frozen
-from machines.store.sql import Dialect, SQLTransaction, refused
+from machines.store.sql import SCHEMA_TABLE, Dialect, SQLTransaction, needs_tables, refused
 
 _SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
 
@@ -68,21 +68,13 @@ class PostgresStore:
         self._lock = threading.Lock()
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS machines_schema "
-                "(machine TEXT PRIMARY KEY, fingerprint TEXT NOT NULL)"
-            )
+            conn.execute(SCHEMA_TABLE)
             for name, spec in self._specs.items():
                 found = conn.execute(
                     "SELECT fingerprint FROM machines_schema WHERE machine = %s", (name,)
                 ).fetchone()
                 expected = fingerprint(spec)
-                if found is not None and found[0] != expected:
-                    raise StoreError(
-                        f"{url}: the tables of machine '{name}' were made for another version "
-                        "of its spec; migrate the database or use a new one"
-                    )
-                if found is None:
+                if needs_tables(url, name, found and found[0], expected):
                     conn.execute(postgres_schema(spec).encode())
                     conn.execute("INSERT INTO machines_schema VALUES (%s, %s)", (name, expected))
 

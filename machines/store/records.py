@@ -121,6 +121,18 @@ def decide_move(
     return spec.step(row.state, trigger, actor=actor, **full), full
 
 
+def same_entity(row: Row, scope: str | None, context: Mapping[str, str] | None) -> Row:
+    """``row`` when an insert that found it asked for the same scope and context; a key
+    belongs to one entity, so anything else is ``RecordExists``."""
+    if row.scope != scope or dict(row.context) != dict(context or {}):
+        raise RecordExists(
+            f"{row.machine} '{row.key}' exists with scope {row.scope!r} and context "
+            f"{dict(row.context)}; it was asked for with scope {scope!r} and context "
+            f"{dict(context or {})}"
+        )
+    return row
+
+
 def spec_for(specs: Mapping[str, MachineSpec], machine: str) -> MachineSpec:
     try:
         return specs[machine]

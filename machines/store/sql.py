@@ -11,14 +11,24 @@ from typing import Any
 
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
-from machines.store.records import (
-    RecordExists,
-    Row,
-    StaleWrite,
-    StoreError,
-    encode,
-    spec_for,
+from machines.store.records import Row, StaleWrite, StoreError, encode, same_entity, spec_for
+
+SCHEMA_TABLE = (
+    "CREATE TABLE IF NOT EXISTS machines_schema "
+    "(machine TEXT PRIMARY KEY, fingerprint TEXT NOT NULL)"
 )
+"""Which machines' tables a database holds, and for which version of each spec."""
+
+
+def needs_tables(where: str, machine: str, found: str | None, expected: str) -> bool:
+    """Whether ``machine``'s tables must still be created (``found``: the fingerprint the
+    database records, if any); tables made for another version of its spec are refused."""
+    if found is not None and found != expected:
+        raise StoreError(
+            f"{where}: the tables of machine '{machine}' were made for another version of "
+            "its spec; migrate the database or use a new one"
+        )
+    return found is None
 
 
 class Dialect:
@@ -102,13 +112,7 @@ class SQLTransaction:
             return self._row(machine, created), True
         row = self.get(machine, key)
         assert row is not None, "a conflicting key must exist"
-        if row.scope != scope or dict(row.context) != dict(context or {}):
-            raise RecordExists(
-                f"{machine} '{key}' exists with scope {row.scope!r} and context "
-                f"{dict(row.context)}; it was asked for with scope {scope!r} and context "
-                f"{dict(context or {})}"
-            )
-        return row, False
+        return same_entity(row, scope, context), False
 
     def get(self, machine: str, key: str) -> Row | None:
         spec_for(self._specs, machine)

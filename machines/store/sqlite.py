@@ -21,7 +21,7 @@ from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.ddl import sqlite_schema
 from machines.store.records import Row, StaleWrite, StoreError, decide_move, decode
-from machines.store.sql import Dialect, SQLTransaction, refused
+from machines.store.sql import SCHEMA_TABLE, Dialect, SQLTransaction, needs_tables, refused
 
 
 def fingerprint(spec: MachineSpec) -> str:
@@ -78,23 +78,16 @@ class SQLiteStore:
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS machines_schema "
-                "(machine TEXT PRIMARY KEY, fingerprint TEXT NOT NULL)"
-            )
+            conn.execute(SCHEMA_TABLE)
             for name, spec in self._specs.items():
                 found = conn.execute(
                     "SELECT fingerprint FROM machines_schema WHERE machine = ?", (name,)
                 ).fetchone()
                 expected = fingerprint(spec)
-                if found is not None and found[0] != expected:
-                    raise StoreError(
-                        f"{self.path}: the tables of machine '{name}' were made for another "
-                        "version of its spec; migrate the database or use a new one"
-                    )
+                fresh = needs_tables(self.path, name, found and found[0], expected)
                 for statement in _statements(sqlite_schema(spec)):
                     conn.execute(statement)
-                if found is None:
+                if fresh:
                     conn.execute("INSERT INTO machines_schema VALUES (?, ?)", (name, expected))
             conn.execute("COMMIT")
         except BaseException:
