@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -72,13 +72,19 @@ POSTGRES = os.environ.get("MACHINES_TEST_POSTGRES")
 """A PostgreSQL server for the tests (``eval "$(.ci/postgres start)"`` sets it)."""
 
 
+def unavailable(what: str, fix: str) -> NoReturn:
+    """A tool a test needs is missing: skip loudly here, fail in CI (``.ci/run`` provides
+    every one of them)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is missing in CI, where .ci/run provides it")
+    pytest.skip(f"SKIPPED LOUDLY: {what} is not available here ({fix}); CI runs this test")
+
+
 def require_postgres() -> str:
-    """The server's URL; without one, skip loudly (fail in CI, whose run starts one)."""
+    """The test server's URL (skip loudly without one; fail in CI)."""
     if POSTGRES:
         return POSTGRES
-    if os.environ.get("CI") == "true":
-        pytest.fail("MACHINES_TEST_POSTGRES is not set in CI: .ci/run must start PostgreSQL")
-    pytest.skip('SKIPPED LOUDLY: no PostgreSQL server; run: eval "$(.ci/postgres start)"')
+    unavailable("a PostgreSQL server", 'eval "$(.ci/postgres start)"')
 
 
 @contextmanager

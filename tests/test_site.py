@@ -24,6 +24,8 @@ from urllib.parse import urldefrag, urlparse
 
 import pytest
 
+from tests.conftest import unavailable
+
 ROOT = Path(__file__).resolve().parent.parent
 MACHINES = ("effect", "outcome", "node", "request")
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -31,24 +33,17 @@ CHROMEDRIVER = ("/usr/bin/chromedriver",)
 SCREENSHOT = ROOT / "build" / "screenshots" / "effect.png"
 
 
-def unavailable(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} is missing in CI, where .ci/run installs it")
-    pytest.skip(f"SKIPPED LOUDLY: {what} is not installed here; CI runs this test")
-
-
-def first_existing(paths: tuple[str, ...], what: str) -> str:
+def first_existing(paths: tuple[str, ...], what: str, fix: str) -> str:
     found = next((p for p in paths if Path(p).exists()), None)
     if found is None:
-        unavailable(what)
-    assert found is not None
+        unavailable(what, fix)
     return found
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if importlib.util.find_spec("mkdocs") is None:
-        unavailable("mkdocs (pip install 'machines[docs]')")
+        unavailable("mkdocs", "pip install 'machines[docs]'")
     out = tmp_path_factory.mktemp("site")
     config = str(ROOT / "mkdocs.yml")
     built = subprocess.run(
@@ -79,13 +74,13 @@ def server(site: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    chromium = first_existing(CHROMIUM, "Chromium (apt-get install chromium)")
-    driver_path = first_existing(CHROMEDRIVER, "chromedriver (apt-get install chromium-driver)")
+    chromium = first_existing(CHROMIUM, "Chromium", "apt-get install chromium")
+    driver_path = first_existing(CHROMEDRIVER, "chromedriver", "apt-get install chromium-driver")
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ModuleNotFoundError:
-        unavailable("Selenium (pip install 'machines[docs]')")
+        unavailable("Selenium", "pip install 'machines[docs]'")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in (
