@@ -27,7 +27,7 @@ from machines.invariants import check_invariants, snapshot
 from machines.loader import load
 from machines.store import BUNDLED, Store, open_store
 from machines.store.records import Transaction
-from machines.testing.faults import WRITES
+from machines.testing.faults import WRITES, append_durably
 
 CRASHED = 86
 """The exit status of a child killed at its boundary."""
@@ -127,18 +127,20 @@ def _child(url: str, scenario: Scenario, crash_at: int, folder: str) -> None:
         trail.write_text(json.dumps(names))
 
     store = CrashingStore(open_store(url), crash_at, record)
-    upstream = Path(folder) / "upstream"
-
-    def effect() -> Any:
-        with upstream.open("a") as f:
-            f.write("ran\n")
-            f.flush()
-            os.fsync(f.fileno())
-        return {"charge": "ch_1"}
-
-    ack = scenario.run(store, effect)
+    ack = scenario.run(store, _upstream_effect(Path(folder) / "upstream"))
     (Path(folder) / "ack").write_text(json.dumps(ack))
     os._exit(0)
+
+
+def _upstream_effect(upstream: Path) -> Callable[[], Any]:
+    """The upstream operation: one durable line per run, so the parent can count runs
+    even of a child that died right after."""
+
+    def effect() -> Any:
+        append_durably(upstream, "ran")
+        return {"charge": "ch_1"}
+
+    return effect
 
 
 def _last_boundary(work: Path) -> str:
@@ -179,17 +181,11 @@ def _judge(
     url: str, scenario: Scenario, crash_at: int, work: Path, judge: Mapping[str, Any]
 ) -> CrashPoint:
     upstream = work / "upstream"
-
-    def effect() -> Any:
-        with upstream.open("a") as f:
-            f.write("ran\n")
-        return {"charge": "ch_1"}
-
     acked = json.loads((work / "ack").read_text()) if (work / "ack").exists() else None
     boundary = "after the answer" if acked is not None else _last_boundary(work)
     store = open_store(url)
     try:
-        scenario.recover(store, effect)
+        scenario.recover(store, _upstream_effect(upstream))
         runs = len(upstream.read_text().splitlines()) if upstream.exists() else 0
         snap = snapshot(store, {(scenario.machine, scenario.key): runs})
         breaches = [b.describe() for b in check_invariants(judge, snap)]

@@ -9,8 +9,10 @@ invariants against the previous snapshot, and records the edges the histories to
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 from machines.invariants import Snapshot, check_invariants, snapshot
@@ -24,6 +26,15 @@ Fault = Literal["error", "crash"]
 Specs = Mapping[str, MachineSpec] | None
 """The specs a reference system runs on (None: the bundled ones)."""
 WRITES = frozenset({"insert", "move", "update"})
+
+
+def append_durably(path: Path, line: str) -> None:
+    """Append one line and fsync it: a record that must outlive the process writing it
+    (an upstream effect's trace, a call history), even if it dies right after."""
+    with path.open("a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 class NotSent(Exception):

@@ -31,6 +31,7 @@ from machines.invariants import check_invariants, snapshot
 from machines.loader import load
 from machines.store import open_store
 from machines.systems import ExactlyOnce, not_sent
+from machines.testing.faults import append_durably
 
 
 class _Refused(Exception):
@@ -48,10 +49,7 @@ class RaceReport:
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
-    with path.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    append_durably(path, json.dumps(record))
 
 
 def _worker(url: str, index: int, generation: int, calls: int, keys: int, folder: str) -> None:
