@@ -12,13 +12,12 @@ each, sharing the keys between them.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.harness import Ratio, throughput_ratio
+from benchmarks.store_bench import in_threads
 from machines.store import open_store
 from machines.systems import ExactlyOnce
 
@@ -40,18 +39,6 @@ def _schema() -> Iterator[str]:
         yield url
 
 
-def _in_threads(threads: int, work: Callable[[int, list[str]], None]) -> float:
-    keys = [f"key-{i}" for i in range(CLAIMS)]
-    shares = [keys[i::threads] for i in range(threads)]
-    pool = [threading.Thread(target=work, args=(i, shares[i])) for i in range(threads)]
-    start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return time.perf_counter() - start
-
-
 def _ours(threads: int) -> Callable[[], float]:
     def run() -> float:
         with _schema() as url:
@@ -62,7 +49,7 @@ def _ours(threads: int) -> Callable[[], float]:
                 for key in keys:
                     workers[index].run(key, lambda: 1)
 
-            elapsed = _in_threads(threads, work)
+            elapsed = in_threads(threads, work, CLAIMS)
             with store.transaction() as tx:  # a run that did not do the work measures nothing
                 states = [row.state for row in tx.rows("outcome")]
             store.close()
@@ -110,7 +97,7 @@ def _raw(threads: int, per_key: Callable[[Any, str], None]) -> Callable[[], floa
                 for key in keys:
                     per_key(connections[index], key)
 
-            elapsed = _in_threads(threads, work)
+            elapsed = in_threads(threads, work, CLAIMS)
             for conn in connections:
                 conn.close()
             return elapsed

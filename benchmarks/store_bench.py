@@ -59,14 +59,18 @@ def _raw_two_transactions(conn: sqlite3.Connection, key: str) -> None:
     conn.execute("COMMIT")
 
 
-def _in_threads(threads: int, work: Callable[[int, list[str]], None]) -> None:
-    keys = [f"key-{i}" for i in range(CLAIMS)]
+def in_threads(threads: int, work: Callable[[int, list[str]], None], claims: int = CLAIMS) -> float:
+    """Seconds for ``threads`` threads to run ``work(index, their keys)`` over ``claims``
+    keys shared out between them."""
+    keys = [f"key-{i}" for i in range(claims)]
     shares = [keys[i::threads] for i in range(threads)]
     pool = [threading.Thread(target=work, args=(i, shares[i])) for i in range(threads)]
+    start = time.perf_counter()
     for t in pool:
         t.start()
     for t in pool:
         t.join()
+    return time.perf_counter() - start
 
 
 def _ours(threads: int) -> Callable[[], float]:
@@ -79,9 +83,7 @@ def _ours(threads: int) -> Callable[[], float]:
                 for key in keys:
                     eo.run(key, lambda: 1)
 
-            start = time.perf_counter()
-            _in_threads(threads, work)
-            elapsed = time.perf_counter() - start
+            elapsed = in_threads(threads, work)
             store.close()
             return elapsed
 
@@ -99,9 +101,7 @@ def _raw(threads: int, per_key: Callable[[sqlite3.Connection, str], None]) -> Ca
                 for key in keys:
                     per_key(connections[index], key)
 
-            start = time.perf_counter()
-            _in_threads(threads, work)
-            elapsed = time.perf_counter() - start
+            elapsed = in_threads(threads, work)
             for conn in connections:
                 conn.close()
             return elapsed
