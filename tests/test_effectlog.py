@@ -4,6 +4,7 @@ undo of a failed session, one winner in a race, nothing half-written on a fault.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -14,6 +15,7 @@ import pytest
 
 import machines.store.memory as memory_store
 import machines.store.sql as sql_store
+import machines.store.sqlite as sqlite_store
 from machines.errors import ContextError, InvalidStateTransition, MachinesError
 from machines.store import RecordExists, Row, Store, StoreError, open_store
 from machines.store.records import encode
@@ -556,8 +558,9 @@ def test_an_unstorable_result_is_not_lost_silently(log: EffectLog, result: Any) 
 def inject_write_fault(
     monkeypatch: pytest.MonkeyPatch, when: Callable[[Mapping[str, Any]], bool]
 ) -> None:
-    """Make every store fail to encode a row's data when ``when`` says so: in the middle
-    of a move, after its history event is written (the stores encode the data last)."""
+    """Make every store fail to encode a row's data when ``when`` says so. In SQLite that
+    is in the middle of a move, after its history event is written (it encodes the data
+    last); a PostgreSQL move is one statement, so the fault comes before it."""
 
     def faulty(value: Mapping[str, Any] | None) -> str:
         if value and "runs" in value and when(value):  # a row's data, not a detail
@@ -565,7 +568,10 @@ def inject_write_fault(
         return encode(value)
 
     monkeypatch.setattr(memory_store, "encode", faulty)
-    monkeypatch.setattr(sql_store, "encode", faulty)  # SQLite and PostgreSQL
+    monkeypatch.setattr(sql_store, "encode", faulty)  # inserts and updates, both databases
+    monkeypatch.setattr(sqlite_store, "encode", faulty)
+    if "machines.store.postgres" in sys.modules:
+        monkeypatch.setattr(sys.modules["machines.store.postgres"], "encode", faulty)
 
 
 def test_a_failed_commit_write_rolls_back_the_whole_move(

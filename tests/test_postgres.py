@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from machines.store import open_store
-from machines.store.postgres import PostgresStore
+from machines.store.postgres import PostgresStore, _PostgresTransaction
 from machines.store.records import StaleWrite, StoreError
 from tests.conftest import postgres_schema
 from tests.test_store import RAW_SQL_REFUSALS, compensable
@@ -43,10 +43,8 @@ def race(threads: int, work: Callable[[int], Any]) -> list[Any]:
     return results
 
 
-@pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)
-def test_raw_sql_is_refused_by_the_database(url: str, sql: str, why: str) -> None:
-    import psycopg
-
+def executing(url: str) -> None:
+    """One effect, sig-1, moved once (pending -> executing) through the store."""
     store = open_store(url)
     compensable(store)
     with store.transaction() as tx:
@@ -54,6 +52,13 @@ def test_raw_sql_is_refused_by_the_database(url: str, sql: str, why: str) -> Non
         assert row is not None
         tx.move(row, "execute", actor="proxy")
     store.close()
+
+
+@pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)
+def test_raw_sql_is_refused_by_the_database(url: str, sql: str, why: str) -> None:
+    import psycopg
+
+    executing(url)
     with psycopg.connect(url, autocommit=True) as conn:
         with pytest.raises(psycopg.Error, match=why):
             conn.execute(sql)
@@ -62,6 +67,63 @@ def test_raw_sql_is_refused_by_the_database(url: str, sql: str, why: str) -> Non
             1,
         )
         assert conn.execute("SELECT count(*) FROM effect_history").fetchone() == (1,)
+
+
+COMMIT_EVENT = (
+    "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', 'commit', "
+    "'proxy', NULL, '{\"tier\": \"compensable\"}', 0)"
+)
+COMMIT_STATE = "UPDATE effect_entities SET state = 'committed', moves = 2"
+
+
+@pytest.mark.parametrize("order", [(COMMIT_EVENT, COMMIT_STATE), (COMMIT_STATE, COMMIT_EVENT)])
+def test_a_legal_raw_move_is_accepted_in_either_order(url: str, order: tuple[str, str]) -> None:
+    """The state change is checked against its history event at COMMIT (a deferred
+    constraint trigger), so raw SQL may write them in either order."""
+    import psycopg
+
+    executing(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        with conn.transaction():
+            for sql in order:
+                conn.execute(sql)
+        assert conn.execute("SELECT state, moves FROM effect_entities").fetchone() == (
+            "committed",
+            2,
+        )
+
+
+def test_a_state_change_without_its_event_is_refused_at_commit(url: str) -> None:
+    import psycopg
+
+    executing(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        with (
+            pytest.raises(psycopg.Error, match="needs its legal history event"),
+            conn.transaction(),
+        ):
+            conn.execute(COMMIT_STATE)  # accepted for now: its event may follow
+        assert conn.execute("SELECT state, moves FROM effect_entities").fetchone() == (
+            "executing",
+            1,
+        )
+
+
+def test_a_refusal_at_commit_reaches_the_caller_as_a_store_error(url: str) -> None:
+    store = open_store(url)
+    compensable(store)
+    with (
+        pytest.raises(StoreError, match="needs its legal history event"),
+        store.transaction() as tx,
+    ):
+        assert isinstance(tx, _PostgresTransaction)
+        tx._conn.execute(
+            "UPDATE effect_entities SET state = 'executing', moves = 1 WHERE key = 'sig-1'"
+        )
+    with store.transaction() as tx:
+        row = tx.get("effect", "sig-1")
+    assert row is not None and (row.state, row.moves) == ("pending", 0)
+    store.close()
 
 
 def test_concurrent_claims_create_each_key_once(url: str) -> None:

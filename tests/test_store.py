@@ -13,6 +13,7 @@ import machines
 from machines.errors import ContextError, InvalidStateTransition
 from machines.store import RecordExists, StaleWrite, Store, StoreError, open_store
 from machines.store.ddl import sqlite_schema
+from machines.store.records import Row
 
 
 def compensable(store: Store, key: str = "sig-1", scope: str | None = "session-1") -> None:
@@ -111,6 +112,40 @@ class TestContract:
             tx.insert("effect", "k", context={"tier": "compensable"}, data={"x": object()})
         with store.transaction() as tx:
             assert tx.get("effect", "k") is None
+
+    def test_a_write_returns_the_row_a_read_gives(self, store: Store) -> None:
+        """Writes build the new row without reading it back; it must be the stored one."""
+        data = {"nested": {"list": [1, 2.5, None, True], "ü": "ß"}, "big": 2**53, "f": 0.1}
+
+        def stored(row: Row) -> Row | None:
+            with store.transaction() as tx:
+                return tx.get(row.machine, row.key)
+
+        row, _ = store.insert("effect", "k", context={"tier": "compensable"}, data=data, scope="s")
+        assert stored(row) == row
+        row = store.move(row, "execute", actor="proxy", data={**data, "runner": "w1"})
+        assert stored(row) == row
+        with store.transaction() as tx:
+            row = tx.update(row, {"result": [data]})
+        assert stored(row) == row
+        with store.transaction() as tx:
+            row = tx.move(row, "commit", actor="proxy", detail={"by": "w1"})
+        assert stored(row) == row and row.data == {"result": [data]}
+
+    def test_one_write_transactions_keep_the_contract(self, store: Store) -> None:
+        row, created = store.insert("effect", "k", context={"tier": "compensable"})
+        again, created_again = store.insert("effect", "k", context={"tier": "compensable"})
+        assert (created, created_again, again) == (True, False, row)
+        with pytest.raises(RecordExists):
+            store.insert("effect", "k", context={"tier": "irreversible"})
+        with pytest.raises(InvalidStateTransition):
+            store.move(row, "commit", actor="proxy")
+        moved = store.move(row, "execute", actor="proxy")
+        with pytest.raises(StaleWrite):
+            store.move(row, "execute", actor="proxy")
+        with store.transaction() as tx:
+            assert [e.seq for e in tx.history("effect", "k")] == [1]
+            assert tx.get("effect", "k") == moved
 
     def test_unknown_machine_is_named(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no machine 'invoice'"), store.transaction() as tx:

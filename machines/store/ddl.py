@@ -14,7 +14,10 @@ Per machine ``m``:
   start from the entity's current state.
 
 ``sqlite_schema`` is what the SQLite store runs and what ``machines export --format sql``
-prints; the PostgreSQL dialect follows the same plan.
+prints; the PostgreSQL dialect follows the same plan, with one difference: the check that
+a state change has its history event is a constraint trigger deferred to COMMIT, so the
+event may be written before or after the state (a move is then one statement), and an
+event must continue the entity either from its current state or into it.
 """
 
 from __future__ import annotations
@@ -146,9 +149,10 @@ BEGIN {abort} not a legal next move of this entity (the spec forbids it)'); END;
 
 
 def postgres_schema(spec: MachineSpec) -> str:
-    """The same plan for PostgreSQL: JSONB context and data, PL/pgSQL trigger functions.
-    Idempotent (IF NOT EXISTS, CREATE OR REPLACE); statements end with ``;`` at a line's
-    end, function bodies are dollar-quoted."""
+    """The same plan for PostgreSQL: JSONB context and data, PL/pgSQL trigger functions,
+    the state-change check deferred to COMMIT. Idempotent (IF NOT EXISTS, CREATE OR
+    REPLACE, DROP ... IF EXISTS); statements end with ``;`` at a line's end, function
+    bodies are dollar-quoted."""
     m = spec.name
     ctx_columns, ctx_names, moves = _moves_parts(spec)
     ctx_match = "".join(
@@ -203,16 +207,28 @@ BEGIN
     {refuse}, 'key, context and scope never change';
   END IF;
   IF (NEW.state IS DISTINCT FROM OLD.state OR NEW.moves IS DISTINCT FROM OLD.moves)
-     AND NOT (NEW.moves = OLD.moves + 1 AND EXISTS (
-       SELECT 1 FROM {m}_history h
-       WHERE h.entity = NEW.key AND h.seq = NEW.moves AND h.source = OLD.state
-         AND h.dest = NEW.state)) THEN
+     AND NEW.moves IS DISTINCT FROM OLD.moves + 1 THEN
     {refuse}, 'a state change needs its legal history event (illegal UPDATE refused)';
   END IF;
   RETURN NEW;
 END $body$;
 CREATE OR REPLACE TRIGGER {m}_entities_guard BEFORE INSERT OR UPDATE ON {m}_entities
 FOR EACH ROW EXECUTE FUNCTION {m}_entities_guard();
+CREATE OR REPLACE FUNCTION {m}_entities_moved() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+  IF NOT EXISTS (
+      SELECT 1 FROM {m}_history h
+      WHERE h.entity = NEW.key AND h.seq = NEW.moves AND h.source = OLD.state
+        AND h.dest = NEW.state) THEN
+    {refuse}, 'a state change needs its legal history event (illegal UPDATE refused)';
+  END IF;
+  RETURN NULL;
+END $body$;
+DROP TRIGGER IF EXISTS {m}_entities_moved ON {m}_entities;
+CREATE CONSTRAINT TRIGGER {m}_entities_moved AFTER UPDATE ON {m}_entities
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+WHEN (NEW.state IS DISTINCT FROM OLD.state OR NEW.moves IS DISTINCT FROM OLD.moves)
+EXECUTE FUNCTION {m}_entities_moved();
 
 CREATE TABLE IF NOT EXISTS {m}_history (
   entity TEXT NOT NULL,
@@ -236,7 +252,9 @@ BEGIN
         AND mv.actor = NEW.actor{ctx_match})
      OR NOT EXISTS (
       SELECT 1 FROM {m}_entities e
-      WHERE e.key = NEW.entity AND e.state = NEW.source AND e.moves + 1 = NEW.seq) THEN
+      WHERE e.key = NEW.entity AND (
+        (e.state = NEW.source AND e.moves + 1 = NEW.seq)
+        OR (e.state = NEW.dest AND e.moves = NEW.seq AND NEW.seq > 0))) THEN
     {refuse}, 'not a legal next move of this entity (the spec forbids it)';
   END IF;
   RETURN NEW;

@@ -17,6 +17,7 @@ from typing import Any
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
 from machines.store.records import (
+    OneWriteTransactions,
     Row,
     StaleWrite,
     decide_move,
@@ -27,7 +28,7 @@ from machines.store.records import (
 )
 
 
-class MemoryStore:
+class MemoryStore(OneWriteTransactions):
     def __init__(self, specs: Mapping[str, MachineSpec], clock: Clock = time.time) -> None:
         self.url = "memory://"
         self._specs = dict(specs)

@@ -2,12 +2,17 @@
 
 Same promises and the same generated plan as the SQLite store (``machines.store.ddl``):
 the database refuses illegal state changes and history rewrites itself, in PL/pgSQL.
-Each thread has its own connection; a transaction runs at READ COMMITTED. A move locks
-its row (``SELECT ... FOR UPDATE``) and compares the version it read, so of two writers
-of one row exactly one moves it and the other gets ``StaleWrite``; the history's primary
-key and ``UPDATE ... WHERE version = ...`` fence it a second time. Claims use
-``INSERT ... ON CONFLICT DO NOTHING``. The schema is created
-under an advisory lock, so many processes may open the same database at once.
+Each thread has its own connection; a transaction runs at READ COMMITTED.
+
+A move is one statement: the UPDATE fenced by the version it read and, only if that
+matched, the history event (a data-modifying ``WITH``). Of two writers of one row the
+second waits for the first's row lock, then matches nothing and gets ``StaleWrite``,
+without aborting its transaction. A claim is one ``INSERT ... ON CONFLICT DO NOTHING``.
+``Store.insert`` and ``Store.move`` run that one statement outside BEGIN, so it commits
+by itself in one round trip; the history check of a state change is a deferred
+constraint trigger, so it holds at every commit, however the statements were ordered.
+The schema is created under an advisory lock, so many processes may open the same
+database at once.
 
 A ``search_path`` in the URL's ``options`` (``?options=-csearch_path%3Dmine``) keeps one
 application's (or one test's) tables apart from another's.
@@ -33,8 +38,15 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
 from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.ddl import postgres_schema
-from machines.store.records import Row, StaleWrite, StoreError, decide_move, frozen
-from machines.store.sql import SCHEMA_TABLE, Dialect, SQLTransaction, needs_tables, refused
+from machines.store.records import Row, StaleWrite, StoreError, decide_move, encode, frozen
+from machines.store.sql import (
+    SCHEMA_TABLE,
+    Dialect,
+    SQLTransaction,
+    moved,
+    needs_tables,
+    refused,
+)
 
 _SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
 
@@ -58,6 +70,13 @@ def fingerprint(spec: MachineSpec) -> str:
     return hashlib.sha256(postgres_schema(spec).encode()).hexdigest()[:16]
 
 
+def _connect(url: str) -> psycopg.Connection[Any]:
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
+
+
 class PostgresStore:
     def __init__(self, url: str, specs: Mapping[str, MachineSpec], clock: Clock = time.time):
         self.url = url
@@ -66,7 +85,7 @@ class PostgresStore:
         self._local = threading.local()
         self._connections: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
-        with self._connection() as conn, conn.transaction():
+        with self._errors(), _connect(url) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             conn.execute(SCHEMA_TABLE)
             for name, spec in self._specs.items():
@@ -78,32 +97,72 @@ class PostgresStore:
                     conn.execute(postgres_schema(spec).encode())
                     conn.execute("INSERT INTO machines_schema VALUES (%s, %s)", (name, expected))
 
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self) -> psycopg.Connection[Any]:
+        """This thread's connection (autocommit: a transaction is an explicit BEGIN)."""
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed:
-            try:
-                conn = psycopg.connect(self.url, autocommit=True)
-            except psycopg.Error as exc:
-                raise StoreError(f"cannot connect to PostgreSQL at {self.url}: {exc}") from exc
+            conn = _connect(self.url)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
-        yield conn
+        return conn
 
     def specs(self) -> Mapping[str, MachineSpec]:
         return self._specs
 
     @contextmanager
     def transaction(self) -> Iterator[_PostgresTransaction]:
-        with self._connection() as conn:
-            try:
-                with conn.transaction():
-                    yield _PostgresTransaction(conn, self._specs, self._clock)
-            except psycopg.errors.SerializationFailure as exc:
-                raise StaleWrite(f"a concurrent transaction won: {exc}") from exc
-            except psycopg.OperationalError as exc:
-                raise StoreError(f"{self.url}: {exc}") from exc
+        conn = self._connection()
+        with self._errors(), conn.transaction():
+            yield _PostgresTransaction(conn, self._specs, self._clock)
+
+    def insert(
+        self,
+        machine: str,
+        key: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        data: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> tuple[Row, bool]:
+        """One ``INSERT ... ON CONFLICT DO NOTHING`` that commits by itself (one round
+        trip); on a conflict the row found is read back."""
+        with self._errors():
+            return self._statements().insert(machine, key, context=context, data=data, scope=scope)
+
+    def move(
+        self,
+        row: Row,
+        trigger: str,
+        *,
+        actor: str,
+        context: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        """A move is one statement (``_PostgresTransaction.move``), so it commits alone."""
+        with self._errors():
+            return self._statements().move(
+                row, trigger, actor=actor, context=context, detail=detail, data=data
+            )
+
+    def _statements(self) -> _PostgresTransaction:
+        """The transaction's statements outside BEGIN: each commits by itself. Only for
+        operations that write with one statement."""
+        return _PostgresTransaction(self._connection(), self._specs, self._clock)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """psycopg's errors as the store's: a refusal (also one found at COMMIT, by the
+        deferred history check) is refused(), a lost serialization is StaleWrite."""
+        try:
+            yield
+        except psycopg.errors.SerializationFailure as exc:
+            raise StaleWrite(f"a concurrent transaction won: {exc}") from exc
+        except (psycopg.errors.RaiseException, psycopg.errors.IntegrityError) as exc:
+            raise refused(exc.diag.message_primary or exc) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
@@ -142,12 +201,9 @@ class _PostgresTransaction(SQLTransaction):
         """One write; a refusal by the schema is a ``StoreError`` (the transaction is then
         aborted, and the caller's with-block rolls it back)."""
         try:
-            cursor = self._conn.execute(sql, params)
-        except psycopg.errors.RaiseException as exc:
-            raise refused(exc.diag.message_primary) from exc
-        except psycopg.errors.IntegrityError as exc:
-            raise refused(exc) from exc
-        found: tuple[Any, ...] | None = cursor.fetchone() if cursor.description else None
+            found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
+        except (psycopg.errors.RaiseException, psycopg.errors.IntegrityError) as exc:
+            raise refused(exc.diag.message_primary or exc) from exc
         return found
 
     def move(
@@ -160,14 +216,34 @@ class _PostgresTransaction(SQLTransaction):
         detail: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> Row:
+        """One statement: the fenced UPDATE and, only if it matched, the history event.
+        A writer that lost the race waits for the winner's row lock, then matches no
+        row (``StaleWrite``) without aborting its transaction."""
         dest, full = decide_move(self._specs, row, trigger, actor, context)
-        # Lock the row and compare versions first: a writer that lost the race learns it
-        # here (StaleWrite) instead of by an error that would abort the transaction.
-        current = self._fetchone(
-            f"SELECT version FROM {row.machine}_entities WHERE key = %s FOR UPDATE", (row.key,)
+        m, now = row.machine, self._clock()
+        data_json = encode(row.data if data is None else data)
+        matched = self._write(
+            f"WITH moved AS (UPDATE {m}_entities SET state = %s, moves = moves + 1, "
+            "version = version + 1, data = %s::jsonb, updated_at = %s "
+            "WHERE key = %s AND version = %s RETURNING key, moves), "
+            f"event AS (INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, "
+            "detail, context, at) SELECT key, moves, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s "
+            "FROM moved) SELECT moves FROM moved",
+            (
+                dest,
+                data_json,
+                now,
+                row.key,
+                row.version,
+                row.state,
+                dest,
+                trigger,
+                actor,
+                None if detail is None else encode(detail),
+                encode(full),
+                now,
+            ),
         )
-        if current is None or current[0] != row.version:
-            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
-        now = self._clock()
-        self._append_event(row, dest, trigger, actor, full, detail, now)
-        return self._set_state(row, dest, data, now)
+        if matched is None:
+            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
+        return moved(row, dest, data_json, now)

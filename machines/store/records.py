@@ -102,9 +102,66 @@ class Store(Protocol):
 
     def transaction(self) -> AbstractContextManager[Transaction]: ...
 
+    def insert(
+        self,
+        machine: str,
+        key: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        data: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> tuple[Row, bool]:
+        """``Transaction.insert`` as a transaction of its own (a claim's hot path: a
+        database may commit it as one statement)."""
+
+    def move(
+        self,
+        row: Row,
+        trigger: str,
+        *,
+        actor: str,
+        context: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        """``Transaction.move`` as a transaction of its own (settling a claim)."""
+
     def specs(self) -> Mapping[str, MachineSpec]: ...
 
     def close(self) -> None: ...
+
+
+class OneWriteTransactions:
+    """``Store.insert`` and ``Store.move`` as a transaction around the one write, for a
+    store with no cheaper way to commit a single write."""
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        raise NotImplementedError
+
+    def insert(
+        self,
+        machine: str,
+        key: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        data: Mapping[str, Any] | None = None,
+        scope: str | None = None,
+    ) -> tuple[Row, bool]:
+        with self.transaction() as tx:
+            return tx.insert(machine, key, context=context, data=data, scope=scope)
+
+    def move(
+        self,
+        row: Row,
+        trigger: str,
+        *,
+        actor: str,
+        context: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        with self.transaction() as tx:
+            return tx.move(row, trigger, actor=actor, context=context, detail=detail, data=data)
 
 
 def decide_move(

@@ -7,11 +7,20 @@ row first so that a lost race never aborts the transaction."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
-from machines.store.records import Row, StaleWrite, StoreError, encode, same_entity, spec_for
+from machines.store.records import (
+    Row,
+    StaleWrite,
+    StoreError,
+    decode,
+    encode,
+    same_entity,
+    spec_for,
+)
 
 SCHEMA_TABLE = (
     "CREATE TABLE IF NOT EXISTS machines_schema "
@@ -102,17 +111,30 @@ class SQLTransaction:
         spec.stepper(**(context or {}))  # validates the context (ContextError)
         now = self._clock()
         p, j = self.dialect.param, self.dialect.json_param
+        context_json, data_json = encode(context), encode(data)
         created = self._write(
             f"INSERT INTO {machine}_entities (key, state, context, data, scope, moves, version, "
             f"created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
-            f"ON CONFLICT (key) DO NOTHING RETURNING {self._columns()}",
-            (key, spec.initial, encode(context), encode(data), scope, now, now),
+            f"ON CONFLICT (key) DO NOTHING RETURNING {self.dialect.ordinal}",
+            (key, spec.initial, context_json, data_json, scope, now, now),
         )
-        if created is not None:
-            return self._row(machine, created), True
-        row = self.get(machine, key)
-        assert row is not None, "a conflicting key must exist"
-        return same_entity(row, scope, context), False
+        if created is not None:  # only the creation order is the database's to say
+            return Row(
+                machine,
+                key,
+                spec.initial,
+                decode(context_json),
+                decode(data_json),
+                scope,
+                created[0],
+                0,
+                1,
+                now,
+                now,
+            ), True
+        existing = self.get(machine, key)
+        assert existing is not None, "a conflicting key must exist"
+        return same_entity(existing, scope, context), False
 
     def get(self, machine: str, key: str) -> Row | None:
         spec_for(self._specs, machine)
@@ -122,58 +144,19 @@ class SQLTransaction:
         )
         return None if found is None else self._row(machine, found)
 
-    def _append_event(
-        self,
-        row: Row,
-        dest: str,
-        trigger: str,
-        actor: str,
-        context: Mapping[str, str],
-        detail: Mapping[str, Any] | None,
-        now: float,
-    ) -> None:
-        p, j = self.dialect.param, self.dialect.json_param
-        self._write(
-            f"INSERT INTO {row.machine}_history (entity, seq, source, dest, trigger, actor, "
-            f"detail, context, at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {j}, {j}, {p})",
-            (
-                row.key,
-                row.moves + 1,
-                row.state,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else encode(detail),
-                encode(context),
-                now,
-            ),
-        )
-
-    def _set_state(self, row: Row, dest: str, data: Mapping[str, Any] | None, now: float) -> Row:
-        """The state change that follows its history event, fenced by the version."""
-        p, j, m = self.dialect.param, self.dialect.json_param, row.machine
-        updated = self._write(
-            f"UPDATE {m}_entities SET state = {p}, moves = moves + 1, version = version + 1, "
-            f"data = {j}, updated_at = {p} WHERE key = {p} AND version = {p} "
-            f"RETURNING {self._columns()}",
-            (dest, encode(row.data if data is None else data), now, row.key, row.version),
-        )
-        if updated is None:  # the caller's with-block rolls the history event back
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return self._row(m, updated)
-
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
         m = row.machine
         spec_for(self._specs, m)
         p, j = self.dialect.param, self.dialect.json_param
+        data_json, now = encode(data), self._clock()
         updated = self._write(
             f"UPDATE {m}_entities SET data = {j}, version = version + 1, updated_at = {p} "
-            f"WHERE key = {p} AND version = {p} RETURNING {self._columns()}",
-            (encode(data), self._clock(), row.key, row.version),
+            f"WHERE key = {p} AND version = {p} RETURNING version",
+            (data_json, now, row.key, row.version),
         )
         if updated is None:
             raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return self._row(m, updated)
+        return replace(row, data=decode(data_json), version=row.version + 1, updated_at=now)
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         spec_for(self._specs, machine)
@@ -214,6 +197,19 @@ class SQLTransaction:
                 params,
             )
         ]
+
+
+def moved(row: Row, dest: str, data_json: str, now: float) -> Row:
+    """``row`` after a move that matched its version: nothing else can have changed, so
+    the new row is known without reading it back."""
+    return replace(
+        row,
+        state=dest,
+        data=decode(data_json),
+        moves=row.moves + 1,
+        version=row.version + 1,
+        updated_at=now,
+    )
 
 
 def refused(error: object) -> StoreError:

@@ -20,8 +20,23 @@ from typing import Any
 from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.ddl import sqlite_schema
-from machines.store.records import Row, StaleWrite, StoreError, decide_move, decode
-from machines.store.sql import SCHEMA_TABLE, Dialect, SQLTransaction, needs_tables, refused
+from machines.store.records import (
+    OneWriteTransactions,
+    Row,
+    StaleWrite,
+    StoreError,
+    decide_move,
+    decode,
+    encode,
+)
+from machines.store.sql import (
+    SCHEMA_TABLE,
+    Dialect,
+    SQLTransaction,
+    moved,
+    needs_tables,
+    refused,
+)
 
 
 def fingerprint(spec: MachineSpec) -> str:
@@ -29,7 +44,7 @@ def fingerprint(spec: MachineSpec) -> str:
     return hashlib.sha256(sqlite_schema(spec).encode()).hexdigest()[:16]
 
 
-class SQLiteStore:
+class SQLiteStore(OneWriteTransactions):
     """``open_store("sqlite:///path/to/file.db")``."""
 
     def __init__(
@@ -181,16 +196,36 @@ class _SQLiteTransaction(SQLTransaction):
         data: Mapping[str, Any] | None = None,
     ) -> Row:
         dest, full = decide_move(self._specs, row, trigger, actor, context)
-        now = self._clock()
+        m, now = row.machine, self._clock()
         try:
             # The history trigger refuses an event that does not continue the row as
             # stored, so a row moved since it was read fails here.
-            self._append_event(row, dest, trigger, actor, full, detail, now)
+            self._write(
+                f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
+                "context, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.key,
+                    row.moves + 1,
+                    row.state,
+                    dest,
+                    trigger,
+                    actor,
+                    None if detail is None else encode(detail),
+                    encode(full),
+                    now,
+                ),
+            )
         except StoreError as refusal:
-            current = self.get(row.machine, row.key)
+            current = self.get(m, row.key)
             if current is None or current.version != row.version:
-                raise StaleWrite(
-                    f"{row.machine} '{row.key}' changed since it was read"
-                ) from refusal
+                raise StaleWrite(f"{m} '{row.key}' changed since it was read") from refusal
             raise
-        return self._set_state(row, dest, data, now)
+        data_json = encode(row.data if data is None else data)
+        updated = self._write(
+            f"UPDATE {m}_entities SET state = ?, moves = moves + 1, version = version + 1, "
+            "data = ?, updated_at = ? WHERE key = ? AND version = ? RETURNING version",
+            (dest, data_json, now, row.key, row.version),
+        )
+        if updated is None:  # the caller's with-block rolls the history event back
+            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
+        return moved(row, dest, data_json, now)

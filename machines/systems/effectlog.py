@@ -366,8 +366,7 @@ class EffectLog:
         data = {**claim.data, "result": value, "error": None}
         detail = {"worker": self.worker, "reason": "the tool returned a result"}
         try:
-            with self.store.transaction() as tx:
-                tx.move(claim, "commit", actor="proxy", detail=detail, data=data)
+            self.store.move(claim, "commit", actor="proxy", detail=detail, data=data)
         except StoreError as failure:
             raise EffectNotRecorded(claim.key, str(failure), value) from failure
 
@@ -381,8 +380,7 @@ class EffectLog:
         }
         data = {**claim.data, "error": recorded, "runner": None, "started_at": None}
         try:
-            with self.store.transaction() as tx:
-                tx.move(claim, "fail", actor="proxy", detail=detail, data=data)
+            self.store.move(claim, "fail", actor="proxy", detail=detail, data=data)
         except StoreError as failure:
             raise EffectNotRecorded(
                 claim.key, f"{recorded['type']} could not be recorded ({failure})"
@@ -438,14 +436,13 @@ class EffectLog:
             "error": error,
             "finished_at": self.clock(),
         }
-        with self.store.transaction() as tx:
-            done = tx.move(
-                row,
-                trigger,
-                actor="saga",
-                detail={"session": session, "attempts": attempts, "reason": reason},
-                data={**row.data, "compensation": record},
-            )
+        done = self.store.move(
+            row,
+            trigger,
+            actor="saga",
+            detail={"session": session, "attempts": attempts, "reason": reason},
+            data={**row.data, "compensation": record},
+        )
         return UndoStep(row.key, done.state, reason)
 
 

@@ -211,21 +211,20 @@ class ExactlyOnce:
         return {"owner": self.worker, "lease_until": self.clock() + self.lease_seconds}
 
     def _claim(self, key: str) -> Row | _Replay:
-        """Take the key (durably, before anything runs) or report what is recorded."""
+        """Take the key (durably, before anything runs) or report what is recorded. A new
+        key is one insert that commits by itself; a known one is decided in a transaction."""
+        row, created = self.store.insert(
+            MACHINE, key, data={**self._lease(), "runs": 1, "attempts": 0, "reclaims": 0}
+        )
+        if created:
+            return row
+        if row.state != "in_flight":
+            return self._recorded(row)
         parked: EffectIndeterminate | None = None
         with self.store.transaction() as tx:
-            row, created = tx.insert(
-                MACHINE, key, data={**self._lease(), "runs": 1, "attempts": 0, "reclaims": 0}
-            )
-            if created:
-                return row
-            if row.state == "succeeded":
-                return _Replay(row.data.get("result"))
-            if row.state == "failed":
-                error = row.data.get("error") or {}
-                raise EffectFailed(key, error.get("type", "?"), error.get("message", ""))
-            if row.state == "indeterminate":
-                raise self._indeterminate(row, row.data.get("reason", "parked"))
+            row = self._existing(tx, key)
+            if row.state != "in_flight":
+                return self._recorded(row)
             owner, until = row.data.get("owner"), row.data.get("lease_until")
             if owner is None:  # reclaimed: free for a fresh claim
                 return tx.update(
@@ -243,6 +242,15 @@ class ExactlyOnce:
             row = self._park(tx, row, reason)
             parked = self._indeterminate(row, reason)
         raise parked
+
+    def _recorded(self, row: Row) -> _Replay:
+        """What a settled key tells a later caller: its result, or the error it ended on."""
+        if row.state == "succeeded":
+            return _Replay(row.data.get("result"))
+        if row.state == "failed":
+            error = row.data.get("error") or {}
+            raise EffectFailed(row.key, error.get("type", "?"), error.get("message", ""))
+        raise self._indeterminate(row, row.data.get("reason", "parked"))
 
     def _after_error(self, claim: Row, attempt: int, error: BaseException) -> None:
         """Retry (return), or settle the key and raise what the caller must see."""
@@ -285,11 +293,10 @@ class ExactlyOnce:
     def _settle(
         self, claim: Row, trigger: str, fields: Mapping[str, Any], detail: Mapping[str, Any]
     ) -> None:
-        with self.store.transaction() as tx:
-            data = {**claim.data, **fields, "owner": None, "lease_until": None}
-            tx.move(
-                claim, trigger, actor="worker", detail={"worker": self.worker, **detail}, data=data
-            )
+        data = {**claim.data, **fields, "owner": None, "lease_until": None}
+        self.store.move(
+            claim, trigger, actor="worker", detail={"worker": self.worker, **detail}, data=data
+        )
 
     def _park(self, tx: Transaction, row: Row, reason: str) -> Row:
         data: dict[str, Any] = {**row.data, "owner": None, "lease_until": None, "reason": reason}

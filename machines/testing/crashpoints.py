@@ -73,6 +73,18 @@ class CrashingStore:
             yield _CountingTransaction(tx, self.boundaries)
         self.boundaries.tick("after commit")
 
+    def insert(self, *args: Any, **kwargs: Any) -> Any:
+        self.boundaries.tick("before insert")
+        found = self._store.insert(*args, **kwargs)
+        self.boundaries.tick("after commit")
+        return found
+
+    def move(self, *args: Any, **kwargs: Any) -> Any:
+        self.boundaries.tick("before move")
+        moved = self._store.move(*args, **kwargs)
+        self.boundaries.tick("after commit")
+        return moved
+
 
 class _CountingTransaction:
     def __init__(self, tx: Transaction, boundaries: _Boundaries) -> None:

@@ -64,25 +64,34 @@ class FaultyStore:
         with self._store.transaction() as tx:
             yield _FaultyTransaction(tx, self)
 
+    def insert(self, *args: Any, **kwargs: Any) -> Any:
+        self.maybe_fail()
+        return self._store.insert(*args, **kwargs)
+
+    def move(self, *args: Any, **kwargs: Any) -> Any:
+        self.maybe_fail()
+        return self._store.move(*args, **kwargs)
+
+    def maybe_fail(self) -> None:
+        """Fail (or die) here if a fault is pending: just before a write."""
+        how, self.pending = self.pending, None
+        if how == "error":
+            raise StoreError("injected: the database went away mid-write")
+        if how == "crash":
+            raise SimulatedCrash()
+
 
 class _FaultyTransaction:
     def __init__(self, tx: Transaction, owner: FaultyStore) -> None:
         self._tx = tx
         self._owner = owner
 
-    def _maybe_fail(self) -> None:
-        how, self._owner.pending = self._owner.pending, None
-        if how == "error":
-            raise StoreError("injected: the database went away mid-write")
-        if how == "crash":
-            raise SimulatedCrash()
-
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._tx, name)
         if name in WRITES:
 
             def write(*args: Any, **kwargs: Any) -> Any:
-                self._maybe_fail()
+                self._owner.maybe_fail()
                 return attribute(*args, **kwargs)
 
             return write
