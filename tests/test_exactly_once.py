@@ -20,9 +20,11 @@ from machines.errors import (
     EffectIndeterminate,
     EffectInProgress,
     InvalidStateTransition,
+    MachinesError,
 )
 from machines.store import Store, open_store
 from machines.systems import ExactlyOnce, Verdict, not_sent
+from machines.testing.faults import FaultyStore, SimulatedCrash
 from tests.conftest import FakeClock
 
 
@@ -145,6 +147,44 @@ def test_live_lease_elsewhere_is_in_progress_and_expired_lease_is_parked(store: 
     assert seen == []
     row = holder.outcome("order-7")
     assert row is not None and row.state == "indeterminate" and "result" not in row.data
+
+
+def test_a_sweeper_parks_abandoned_keys_and_nothing_else(store: Store) -> None:
+    clock = FakeClock()
+    runs: list[str] = []
+
+    def abandon(key: str, worker: str) -> None:
+        """The worker runs the effect, then dies before it stores the result."""
+        faulty = FaultyStore(store)
+
+        def effect() -> str:
+            runs.append(key)
+            faulty.pending = "crash"
+            return "charged"
+
+        with pytest.raises(SimulatedCrash):
+            ExactlyOnce(faulty, clock=clock, lease_seconds=30, worker=worker).run(key, effect)
+
+    sweeper = ExactlyOnce(store, clock=clock, worker="sweeper")
+    sweeper.run("settled", lambda: "ok")
+    abandon("old", "w1")
+    clock.now += 10
+    abandon("newer", "w2")
+    clock.now += 25  # the lease of w1 has expired, that of w2 has not
+    assert sweeper.park_expired() == ["old"]
+    clock.now += 10
+    assert sweeper.park_expired(limit=1) == ["newer"]
+    assert sweeper.park_expired() == []
+    for key, worker in (("old", "w1"), ("newer", "w2")):
+        assert transitions_of(store, key) == [("in_flight", "indeterminate", "park", "worker")]
+        with pytest.raises(EffectIndeterminate, match=f"lease of {worker} expired"):
+            sweeper.run(key, lambda: runs.append("again"))
+    sweeper.reclaim("old", by="ops", reason="the charge never reached the bank")
+    clock.now += 100  # a reclaimed key has no holder: nothing to expire
+    assert sweeper.park_expired() == []
+    assert runs == ["old", "newer"] and transitions_of(store, "settled")[0][1] == "succeeded"
+    with pytest.raises(MachinesError, match="limit must be >= 1"):
+        sweeper.park_expired(limit=0)
 
 
 def test_reclaim_runs_again_and_decide_settles(store: Store) -> None:

@@ -1,5 +1,5 @@
 """Many worker processes on one database: 4 on SQLite, 8 on PostgreSQL, racing on the same
-keys with crashes, lease expiries, timeouts after sending and reclaims; the recorded
+keys with crashes, lease expiries, timeouts after sending, reclaims and sweeps; the recorded
 history (invoke / ok / fail / info per call) is checked against the final store."""
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ def test_workers_racing_on_the_same_keys_keep_every_promise(
         report = check(url, work, processes, crashes)
         assert report.problems == [], report.problems
         assert report.calls["ok"] > 0 and report.calls["info"] > 0 and crashes > 0, report
-        assert report.runs > 0
+        assert report.runs > 0 and report.sweeps > 0
         with capsys.disabled():
             print(
                 f"\n{backend}: {processes} worker slots, {crashes} processes crashed and were "
                 f"replaced; calls {dict(report.calls)}; {report.runs} upstream runs, "
-                f"{report.reclaims} reclaims; no key ran twice without a reclaim, nothing "
+                f"{report.reclaims} reclaims, {report.sweeps} sweeps parked {report.swept} "
+                "keys; no key ran twice without a reclaim, nothing "
                 "acknowledged was lost"
             )
 

@@ -13,6 +13,7 @@ import pytest
 from machines.store import open_store
 from machines.store.postgres import PostgresStore, _PostgresTransaction
 from machines.store.records import StaleWrite, StoreError
+from machines.systems import ExactlyOnce
 from tests.conftest import postgres_schema
 from tests.test_store import RAW_SQL_REFUSALS, compensable
 
@@ -159,6 +160,70 @@ def test_concurrent_moves_of_one_row_let_exactly_one_win(url: str) -> None:
     assert all(isinstance(r, StaleWrite) for r in results if r != "succeeded"), results
     with stores[0].transaction() as tx:
         assert len(tx.history("outcome", "charge-1")) == 1
+    for s in stores:
+        s.close()
+
+
+def abandoned(url: str, count: int) -> list[str]:
+    """``count`` keys whose holder died with its lease long expired."""
+    store = open_store(url)
+    keys = [f"order-{i:03}" for i in range(count)]
+    for key in keys:
+        store.insert("outcome", key, data={"owner": "dead", "lease_until": 0.0})
+    store.close()
+    return keys
+
+
+def test_a_sweeper_skips_the_rows_another_one_holds(url: str) -> None:
+    keys = abandoned(url, 30)
+    holding, sweeping = open_store(url), open_store(url)
+    held = threading.Event()
+    release = threading.Event()
+    taken: list[str] = []
+
+    def hold_ten() -> None:
+        with holding.transaction() as tx:
+            rows = tx.due("outcome", "in_flight", field="lease_until", before=1.0, limit=10)
+            taken.extend(row.key for row in rows)
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_ten)
+    holder.start()
+    assert held.wait(30)
+    swept: list[str] = []
+    sweeper = threading.Thread(
+        target=lambda: swept.extend(ExactlyOnce(sweeping, worker="s").park_expired())
+    )
+    sweeper.start()
+    sweeper.join(10)
+    finished_while_held = not sweeper.is_alive()
+    release.set()
+    holder.join(30)
+    sweeper.join(30)
+    assert finished_while_held, "the sweeper waited on rows another transaction held"
+    assert taken == keys[:10] and swept == keys[10:]
+    assert ExactlyOnce(sweeping, worker="s").park_expired() == keys[:10]
+    holding.close()
+    sweeping.close()
+
+
+def test_sweepers_side_by_side_park_each_key_once(url: str) -> None:
+    keys = abandoned(url, 60)
+    stores = [open_store(url) for _ in range(4)]
+
+    def sweep(i: int) -> list[str]:
+        mine: list[str] = []
+        while batch := ExactlyOnce(stores[i], worker=f"s{i}").park_expired(limit=5):
+            mine.extend(batch)
+        return mine
+
+    results = race(4, sweep)
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert sorted(key for batch in results for key in batch) == keys
+    with stores[0].transaction() as tx:
+        assert all(len(tx.history("outcome", key)) == 1 for key in keys)
+        assert {row.state for row in tx.rows("outcome")} == {"indeterminate"}
     for s in stores:
         s.close()
 

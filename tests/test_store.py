@@ -147,6 +147,22 @@ class TestContract:
             assert [e.seq for e in tx.history("effect", "k")] == [1]
             assert tx.get("effect", "k") == moved
 
+    def test_due_rows_are_those_below_the_mark_oldest_first(self, store: Store) -> None:
+        marks: list[object] = [5, 1.5, 20, None, True, "3", 2]
+        for i, mark in enumerate(marks):
+            store.insert("outcome", f"k{i}", data={"until": mark})
+        store.insert("effect", "e", context={"tier": "compensable"}, data={"until": 1})
+        with store.transaction() as tx:
+            settled = tx.move(tx.rows("outcome")[6], "succeed", actor="worker")
+            assert settled.key == "k6"  # due by its mark, but no longer in_flight
+
+            def due(limit: int) -> list[str]:
+                rows = tx.due("outcome", "in_flight", field="until", before=10, limit=limit)
+                return [row.key for row in rows]
+
+            assert due(10) == ["k0", "k1"] and due(1) == ["k0"]
+            assert tx.due("outcome", "in_flight", field="other", before=10, limit=5) == []
+
     def test_unknown_machine_is_named(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no machine 'invoice'"), store.transaction() as tx:
             tx.get("invoice", "k")

@@ -178,6 +178,16 @@ class _MemoryTransaction:
     def scope(self, machine: str, scope: str) -> list[Row]:
         return [r for r in self.rows(machine) if r.scope == scope]
 
+    def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
+        def is_due(row: Row) -> bool:
+            value = row.data.get(field)
+            return (
+                isinstance(value, int | float) and not isinstance(value, bool) and (value < before)
+            )
+
+        due = [r for r in self.rows(machine) if r.state == state and is_due(r)]
+        return due[:limit]
+
     def rows(self, machine: str) -> list[Row]:
         spec_for(self._store._specs, machine)
         return sorted(

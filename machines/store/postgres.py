@@ -176,9 +176,16 @@ class _PostgresDialect(Dialect):
     param = "%s"
     json_param = "%s::jsonb"
     ordinal = "ordinal"
+    lock_skipping = "FOR UPDATE SKIP LOCKED"
 
     def json(self, value: Any) -> Mapping[str, Any]:
         return frozen(value)
+
+    def number_in_data(self) -> str:
+        return (
+            "(SELECT (value #>> '{}')::double precision FROM jsonb_each(data) "
+            "WHERE key = %s AND jsonb_typeof(value) = 'number')"
+        )
 
 
 class _PostgresTransaction(SQLTransaction):

@@ -96,6 +96,13 @@ class Transaction(Protocol):
     def rows(self, machine: str) -> list[Row]:
         """Every row of a machine, oldest first (audits, invariant checks)."""
 
+    def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
+        """Up to ``limit`` rows in ``state`` whose number ``data[field]`` is below
+        ``before``, oldest first, for a worker that polls (a sweeper of expired leases).
+        They are this transaction's to move: PostgreSQL locks them and skips rows another
+        transaction holds (``FOR UPDATE SKIP LOCKED``), so sweepers never wait on each
+        other; SQLite and memory hold the whole store for the transaction anyway."""
+
 
 class Store(Protocol):
     url: str

@@ -47,8 +47,14 @@ class Dialect:
     json_param: str  # a placeholder for a JSON text parameter
     ordinal: str  # the column that gives creation order
 
+    lock_skipping: str  # what makes a SELECT lock its rows, skipping those held elsewhere
+
     def json(self, value: Any) -> Mapping[str, Any]:
         """A JSON column's value as a read-only mapping."""
+        raise NotImplementedError
+
+    def number_in_data(self) -> str:
+        """An expression for the number ``data[field]`` (the field is a parameter)."""
         raise NotImplementedError
 
 
@@ -187,13 +193,24 @@ class SQLTransaction:
     def rows(self, machine: str) -> list[Row]:
         return self._select(machine, "", ())
 
-    def _select(self, machine: str, where: str, params: tuple[Any, ...]) -> list[Row]:
+    def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
+        p = self.dialect.param
+        return self._select(
+            machine,
+            f"WHERE state = {p} AND {self.dialect.number_in_data()} < {p}",
+            (state, field, before),
+            f"LIMIT {int(limit)} {self.dialect.lock_skipping}",
+        )
+
+    def _select(
+        self, machine: str, where: str, params: tuple[Any, ...], tail: str = ""
+    ) -> list[Row]:
         spec_for(self._specs, machine)
         return [
             self._row(machine, values)
             for values in self._fetchall(
                 f"SELECT {self._columns()} FROM {machine}_entities {where} "
-                f"ORDER BY {self.dialect.ordinal}",
+                f"ORDER BY {self.dialect.ordinal} {tail}",
                 params,
             )
         ]

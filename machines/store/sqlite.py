@@ -157,9 +157,13 @@ class _SQLiteDialect(Dialect):
     param = "?"
     json_param = "?"
     ordinal = "rowid"
+    lock_skipping = ""  # BEGIN IMMEDIATE already holds the whole database
 
     def json(self, value: Any) -> Mapping[str, Any]:
         return decode(value)
+
+    def number_in_data(self) -> str:
+        return "(SELECT value FROM json_each(data) WHERE key = ? AND type IN ('integer', 'real'))"
 
 
 class _SQLiteTransaction(SQLTransaction):

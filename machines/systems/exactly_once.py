@@ -7,6 +7,7 @@ Life of a key, on the ``outcome`` machine:
    result (``succeeded``), the recorded error (``failed``), ``EffectIndeterminate``
    (parked) or ``EffectInProgress`` (a live lease elsewhere). A key whose lease expired was
    abandoned mid-run: its holder may have run the effect, so it is parked, never re-run.
+   A key nobody asks for again is parked by a sweeper that polls ``park_expired``.
 2. **Run.** The holder calls the effect. Retries happen here, inside ``in_flight`` under the
    one lease, and only after an error the classifier says proves the effect did not happen.
 3. **Settle.** A result is stored (``succeed``); an error classified as "did not happen"
@@ -141,6 +142,25 @@ class ExactlyOnce:
                 self._after_error(claim, attempt, error)
                 continue
             return self._after_value(claim, attempt, value)
+
+    # -- sweeping abandoned keys ---------------------------------------------------------
+
+    def park_expired(self, *, limit: int = 100) -> list[str]:
+        """Park up to ``limit`` keys whose holder's lease expired before it stored a
+        result (oldest first), as a later caller of each would; the keys parked. For a
+        sweeper that polls, so that an abandoned key surfaces as ``indeterminate``
+        without waiting for someone to ask for it again. Sweepers may run side by side:
+        on PostgreSQL each takes rows the others do not hold (``SKIP LOCKED``)."""
+        if limit < 1:
+            raise MachinesError(f"limit must be >= 1, not {limit}")
+        parked = []
+        with self.store.transaction() as tx:
+            for row in tx.due(
+                MACHINE, "in_flight", field="lease_until", before=self.clock(), limit=limit
+            ):
+                reason = f"the lease of {row.data.get('owner')} expired before a result was stored"
+                parked.append(self._park(tx, row, reason).key)
+        return parked
 
     # -- the explicit ways out of indeterminate -----------------------------------------
 

@@ -2,7 +2,8 @@
 
 ``race`` forks worker processes that call ``ExactlyOnce.run`` on keys drawn at random from a
 small set, with short leases, random crashes (``os._exit`` right after the effect ran, or
-before it ran), effects that time out after sending, and callers that reclaim parked keys.
+before it ran), effects that time out after sending, callers that reclaim parked keys, and
+sweeps that park keys whose lease expired (``park_expired``).
 A crashed worker is replaced by a new process. Every call is recorded in the worker's own
 JSON Lines file as Jepsen records operations: ``invoke`` before, then ``ok`` (the value
 returned), ``fail`` (a recorded failure: the effect provably did not happen) or ``info``
@@ -45,6 +46,8 @@ class RaceReport:
     calls: Counter[str] = field(default_factory=Counter)  # by outcome: ok, fail, info
     runs: int = 0
     reclaims: int = 0
+    sweeps: int = 0
+    swept: int = 0  # keys parked by sweeps
     problems: list[str] = field(default_factory=list)
 
 
@@ -69,6 +72,11 @@ def _worker(url: str, index: int, generation: int, calls: int, keys: int, folder
             except MachinesError as error:  # not parked (or absent): refused, nothing changed
                 done = {"type": "fail", "error": type(error).__name__}
             _append(log, {"process": me, "f": "reclaim", "key": key, **done})
+            continue
+        if rng.random() < 0.05:
+            _append(log, {"process": me, "type": "invoke", "f": "sweep"})
+            parked = eo.park_expired(limit=3)
+            _append(log, {"process": me, "type": "ok", "f": "sweep", "parked": parked})
             continue
         value = f"{key}:{me}:{n}"
         fate = rng.random()
@@ -149,6 +157,8 @@ def check(url: str, folder: Path, processes: int, crashes: int) -> RaceReport:
         op["key"] for op in completions if op["f"] == "reclaim" and op["type"] == "ok"
     )
     report.runs, report.reclaims = sum(runs.values()), sum(reclaimed.values())
+    sweeps = [op for op in completions if op["f"] == "sweep"]
+    report.sweeps, report.swept = len(sweeps), sum(len(op["parked"]) for op in sweeps)
     store = open_store(url)
     try:
         snap = snapshot(store, {("outcome", key): n for key, n in runs.items()})
