@@ -5,10 +5,11 @@ plus once per explicit reclaim, and what a caller was told stays true. This mode
 its protocol over every interleaving of a few workers on a few keys, with every fault the
 stateful suite injects: a run that returns, fails before sending, fails in a way worth a
 retry, or raises after it may have sent; a crash at any point; a store write that fails;
-a lease that expires while its holder still works; a caller's reclaim; a person's
-decision. Every row move goes through ``spec/outcome.yaml`` (``MachineSpec.step``), so a
-move the definition refuses is not made. The protocol itself is written out here, as a
-TLA+ specification would be, because it lives in the executor's control flow:
+a lease that expires while its holder still works; a sweeper parking a key whose lease
+expired; a caller's reclaim; a person's decision. Every row move goes through
+``spec/outcome.yaml`` (``MachineSpec.step``), so a move the definition refuses is not
+made. The protocol itself is written out here, as a TLA+ specification would be, because
+it lives in the executor's control flow:
 
 - ``run`` claims in one transaction: absent -> insert in_flight under a lease; reclaimed
   (no owner) -> take it; live lease elsewhere -> refuse; expired lease -> park; succeeded,
@@ -16,7 +17,8 @@ TLA+ specification would be, because it lives in the executor's control flow:
 - the holder's outcome write is fenced: it lands only while the row is still in_flight and
   its own (the row's version is unchanged); otherwise the caller hears "indeterminate";
 - an error that may have followed sending parks the key (if even that write fails, the
-  expired lease parks it later).
+  expired lease parks it later);
+- a sweeper (``park_expired``) parks any key whose lease expired, as a claimer would.
 
 Invariants checked on every state: ``exactly-once`` (the upstream effect ran at most
 1 + reclaims times per key), ``acknowledged-outcome-kept`` (a result or a proven failure
@@ -203,6 +205,9 @@ class OutcomeModel:
             name = f"k{k + 1}"
             if key.row == "in_flight" and key.owner and not key.expired:
                 yield f"the lease on {name} expires", _set_key(world, k, key._replace(expired=True))
+            swept = self._park_expired(key)
+            if swept is not None:
+                yield f"a sweeper parks {name} (park_expired)", _set_key(world, k, swept)
             if key.reclaims < self.bounds.reclaims:
                 moved = self._move(key, "reclaim", "caller")
                 if moved is not None:
@@ -276,14 +281,17 @@ class OutcomeModel:
         if key.owner == 0:
             after = key._replace(owner=w + 1, expired=False, landed=False)
             return "takes the reclaimed key", _set(world, k, after, w, claimed)
-        if not key.expired:
-            return None  # EffectInProgress: nothing changes
-        parked = self._move(key, "park", "worker")
+        parked = self._park_expired(key)
         if parked is None:
+            return None  # EffectInProgress: nothing changes
+        return "finds the lease expired and parks it", _set_key(world, k, parked)
+
+    def _park_expired(self, key: Key) -> Key | None:
+        """What a claimer, or a sweeper, does to a key whose holder's lease ran out."""
+        if key.row != "in_flight" or not key.owner or not key.expired:
             return None
-        return "finds the lease expired and parks it", _set_key(
-            world, k, parked._replace(owner=0, expired=False)
-        )
+        parked = self._move(key, "park", "worker")
+        return None if parked is None else parked._replace(owner=0, expired=False)
 
     def _record(
         self, world: World, w: int, k: int, trigger: str, outcome: str, name: str
