@@ -59,15 +59,30 @@ def _raw_two_transactions(conn: sqlite3.Connection, key: str) -> None:
     conn.execute("COMMIT")
 
 
-def in_threads(threads: int, work: Callable[[int, list[str]], None], claims: int = CLAIMS) -> float:
+def in_threads(
+    threads: int,
+    work: Callable[[int, list[str]], None],
+    claims: int = CLAIMS,
+    *,
+    warm: int = 0,
+) -> float:
     """Seconds for ``threads`` threads to run ``work(index, their keys)`` over ``claims``
-    keys shared out between them."""
+    keys shared out between them. With ``warm``, each thread first runs that many keys of
+    its own, untimed, as a long-lived worker has (its connection, prepared statements)."""
     keys = [f"key-{i}" for i in range(claims)]
     shares = [keys[i::threads] for i in range(threads)]
-    pool = [threading.Thread(target=work, args=(i, shares[i])) for i in range(threads)]
-    start = time.perf_counter()
+    ready = threading.Barrier(threads + 1)
+
+    def body(index: int) -> None:
+        work(index, [f"warm-{index}-{n}" for n in range(warm)])
+        ready.wait()
+        work(index, shares[index])
+
+    pool = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
     for t in pool:
         t.start()
+    ready.wait()
+    start = time.perf_counter()
     for t in pool:
         t.join()
     return time.perf_counter() - start

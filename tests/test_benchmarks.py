@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.__main__ import main
 from benchmarks.harness import measure_ratio
 from benchmarks.workloads import every_transition
+from tests.conftest import require_postgres
 
 
 def test_every_benchmark_move_is_legal() -> None:
@@ -76,3 +79,24 @@ def test_explorer_benchmark_baseline_searches_the_same_graph() -> None:
     recorded, states = explore_bench._record("transfer", "gated")
     assert explore(cast(Model, recorded)).states == states
     assert states == explore(build_model("transfer", "gated")).states
+
+
+def test_postgres_benchmark_sides_do_their_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every side of every PostgreSQL ratio leaves each of its keys in one state (the
+    runner raises otherwise), with 1 and 8 workers."""
+    from benchmarks import postgres_bench
+
+    monkeypatch.setattr(postgres_bench, "SERVER", require_postgres())
+    monkeypatch.setattr(postgres_bench, "CLAIMS", 40)
+    monkeypatch.setattr(postgres_bench, "WARM", 2)
+    for threads in (1, 8):
+        sides = [
+            postgres_bench._ours(threads, postgres_bench._claim),
+            postgres_bench._ours(threads, postgres_bench._run),
+            postgres_bench._raw(threads, postgres_bench._raw_claim),
+            postgres_bench._raw(threads, postgres_bench._one_transaction),
+            postgres_bench._raw(threads, postgres_bench._two_transactions),
+        ]
+        assert all(side() > 0 for side in sides)
+    with pytest.raises(RuntimeError, match="left 3 keys"):
+        postgres_bench._did_the_work(1, ["succeeded"] * 3)
