@@ -248,3 +248,19 @@ def test_tables_made_for_another_spec_are_refused(url: str) -> None:
 def test_an_unreachable_server_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
         open_store("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_a_lost_connection_is_a_store_error_then_replaced(url: str) -> None:
+    import psycopg
+
+    store = open_store(url)
+    compensable(store)
+    with store.transaction() as tx:
+        pid = tx._conn.info.backend_pid  # type: ignore[attr-defined]
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(StoreError), store.transaction() as tx:
+        tx.get("effect", "sig-1")
+    row, created = store.insert("effect", "sig-2", context={"tier": "compensable"})
+    assert created and store.move(row, "execute", actor="proxy").state == "executing"
+    store.close()

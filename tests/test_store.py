@@ -163,6 +163,16 @@ class TestContract:
             assert due(10) == ["k0", "k1"] and due(1) == ["k0"]
             assert tx.due("outcome", "in_flight", field="other", before=10, limit=5) == []
 
+    def test_transactions_do_not_nest(self, store: Store) -> None:
+        with store.transaction() as tx:
+            tx.insert("effect", "outer", context={"tier": "compensable"})
+            with pytest.raises(StoreError, match="transaction"), store.transaction():
+                pass
+            with pytest.raises(StoreError, match="transaction"):
+                store.insert("effect", "inner", context={"tier": "compensable"})
+        with store.transaction() as tx:
+            assert tx.get("effect", "inner") is None
+
     def test_unknown_machine_is_named(self, store: Store) -> None:
         with pytest.raises(StoreError, match="no machine 'invoice'"), store.transaction() as tx:
             tx.get("invoice", "k")

@@ -20,6 +20,7 @@ from machines.store.records import (
     OneWriteTransactions,
     Row,
     StaleWrite,
+    StoreError,
     decide_move,
     decode,
     encode,
@@ -34,6 +35,7 @@ class MemoryStore(OneWriteTransactions):
         self._specs = dict(specs)
         self._clock = clock
         self._lock = threading.RLock()
+        self._open = False  # held by this store's one transaction at a time
         self._rows: dict[tuple[str, str], Row] = {}
         self._history: dict[tuple[str, str], list[TransitionEvent]] = {}
         self._ordinal = 0
@@ -44,12 +46,20 @@ class MemoryStore(OneWriteTransactions):
     @contextmanager
     def transaction(self) -> Iterator[_MemoryTransaction]:
         with self._lock:
+            if self._open:
+                raise StoreError(
+                    "memory://: a transaction is already open in this thread; "
+                    "transactions do not nest"
+                )
+            self._open = True
             tx = _MemoryTransaction(self)
             try:
                 yield tx
             except BaseException:
                 tx.rollback()
                 raise
+            finally:
+                self._open = False
 
     def close(self) -> None:
         """Nothing to release; the data lives as long as the object."""

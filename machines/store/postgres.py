@@ -49,6 +49,8 @@ from machines.store.sql import (
 )
 
 _SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_LOST = psycopg.pq.TransactionStatus.UNKNOWN  # the connection broke
 
 
 @contextmanager
@@ -98,13 +100,20 @@ class PostgresStore:
                     conn.execute("INSERT INTO machines_schema VALUES (%s, %s)", (name, expected))
 
     def _connection(self) -> psycopg.Connection[Any]:
-        """This thread's connection (autocommit: a transaction is an explicit BEGIN)."""
+        """This thread's connection (autocommit: a transaction is an explicit BEGIN), with
+        no transaction open: transactions do not nest (psycopg would make the inner one a
+        savepoint, and a one-write transaction would silently join the outer one)."""
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
+        if conn is None or conn.closed or conn.info.transaction_status == _LOST:
             conn = _connect(self.url)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
+        if conn.info.transaction_status != _IDLE:
+            raise StoreError(
+                f"{self.url}: a transaction is already open in this thread; "
+                "transactions do not nest"
+            )
         return conn
 
     def specs(self) -> Mapping[str, MachineSpec]:
