@@ -67,7 +67,8 @@ class Transaction(Protocol):
         """Create the row in the initial state, or return the existing one: ``(row,
         created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``)."""
 
-    def get(self, machine: str, key: str) -> Row | None: ...
+    def get(self, machine: str, key: str) -> Row | None:
+        """The row of ``key``, or None."""
 
     def move(
         self,
@@ -88,7 +89,8 @@ class Transaction(Protocol):
         """Replace the data of ``row`` (as read) without a state change; ``StaleWrite``
         when it changed since."""
 
-    def history(self, machine: str, key: str) -> list[TransitionEvent]: ...
+    def history(self, machine: str, key: str) -> list[TransitionEvent]:
+        """Every move of ``key``, oldest first (one event per move, numbered from 1)."""
 
     def scope(self, machine: str, scope: str) -> list[Row]:
         """Rows of one scope (a session, a request), oldest first."""
@@ -105,9 +107,14 @@ class Transaction(Protocol):
 
 
 class Store(Protocol):
+    """Where the rows live (``open_store(url)``): memory, SQLite or PostgreSQL, with the
+    same promises. Safe to share between threads; each thread gets its own connection."""
+
     url: str
 
-    def transaction(self) -> AbstractContextManager[Transaction]: ...
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """``with store.transaction() as tx:`` one atomic unit of work, committed when the
+        block ends and rolled back if it raises. Transactions do not nest."""
 
     def insert(
         self,
@@ -133,9 +140,11 @@ class Store(Protocol):
     ) -> Row:
         """``Transaction.move`` as a transaction of its own (settling a claim)."""
 
-    def specs(self) -> Mapping[str, MachineSpec]: ...
+    def specs(self) -> Mapping[str, MachineSpec]:
+        """The definitions this store's tables were made for, by machine name."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the connections (a store may be reopened with ``open_store``)."""
 
 
 class OneWriteTransactions:
