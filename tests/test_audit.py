@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from machines.audit import AuditInputError, audit_events, read_events
 from machines.cli import main
+from machines.errors import EffectIndeterminate
 from machines.loader import load
 from machines.store import open_store
 from machines.systems import ExactlyOnce
+from tests.conftest import postgres_schema
 
 SPECS = {name: load(name) for name in ("effect", "outcome", "node", "request")}
 
@@ -109,12 +112,25 @@ def test_the_command_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
         main(["audit"])
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
 def test_a_store_is_audited_with_its_data(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'effects.db'}"
-    store = open_store(url)
-    ExactlyOnce(store).run("charge-1", lambda: "ok")
-    store.close()
-    assert main(["audit", "--from-store", url]) == 0
-    assert f"the store {url}: OK" in capsys.readouterr().out
+    with ExitStack() as cleanup:
+        if database == "postgres":
+            url = cleanup.enter_context(postgres_schema())
+        else:
+            url = f"sqlite:///{tmp_path / 'effects.db'}"
+        store = open_store(url)
+        eo = ExactlyOnce(store)
+        eo.run("charge-1", lambda: "ok")
+        with pytest.raises(EffectIndeterminate):
+            eo.run("charge-2", lambda: _raise(TimeoutError("sent, no answer")))
+        eo.decide("charge-2", landed=True, by="ops", reason="the bank confirmed it")
+        store.close()
+        assert main(["audit", "--from-store", url]) == 0
+        assert f"the store {url}: OK" in capsys.readouterr().out
+
+
+def _raise(error: Exception) -> None:
+    raise error
