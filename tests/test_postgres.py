@@ -264,3 +264,27 @@ def test_a_lost_connection_is_a_store_error_then_replaced(url: str) -> None:
     row, created = store.insert("effect", "sig-2", context={"tier": "compensable"})
     assert created and store.move(row, "execute", actor="proxy").state == "executing"
     store.close()
+
+
+def test_a_finished_thread_leaves_no_connection_open(url: str) -> None:
+    """A server that starts a thread per request must not run out of connections."""
+    import psycopg
+
+    named = f"{url}&application_name=thread-churn"
+    store = open_store(named)
+
+    def one_request(i: int) -> None:
+        store.insert("outcome", f"request-{i}")
+
+    for i in range(30):
+        worker = threading.Thread(target=one_request, args=(i,))
+        worker.start()
+        worker.join()
+    with psycopg.connect(url, autocommit=True) as admin:
+        (open_now,) = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'thread-churn'"
+        ).fetchone() or (None,)
+    assert open_now == 0, f"{open_now} connections left open by finished threads"
+    with store.transaction() as tx:
+        assert len(tx.rows("outcome")) == 30
+    store.close()

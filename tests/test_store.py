@@ -291,3 +291,30 @@ def test_generated_schema_names_every_state_and_legal_move() -> None:
     assert f"state TEXT NOT NULL CHECK (state IN ({states}))" in ddl
     assert "('pending', 'executing', 'execute', 'proxy', 'compensable')" in ddl
     assert "('pending', 'replayed', 'replay', 'engine', NULL)" in ddl
+
+
+def test_connections_close_with_their_thread_and_with_the_store() -> None:
+    import gc
+    import threading
+
+    from machines.store.connections import ThreadConnections
+
+    closed: list[str] = []
+    connections: ThreadConnections[str] = ThreadConnections(closed.append)
+
+    def thread_work(name: str) -> None:
+        assert connections.current() is None
+        connections.keep(name)
+        assert connections.current() == name and connections.open_count() >= 1
+
+    for name in ("a", "b"):
+        worker = threading.Thread(target=thread_work, args=(name,))
+        worker.start()
+        worker.join()
+    gc.collect()
+    assert closed == ["a", "b"] and connections.open_count() == 0
+    connections.keep("main")
+    connections.keep("main again")  # a replaced connection is closed at once
+    assert closed == ["a", "b", "main"] and connections.current() == "main again"
+    connections.close_all()
+    assert closed[-1] == "main again" and connections.current() is None

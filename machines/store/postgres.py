@@ -21,7 +21,6 @@ application's (or one test's) tables apart from another's.
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -37,6 +36,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
 
 from machines.history import Clock
 from machines.spec import MachineSpec
+from machines.store.connections import ThreadConnections
 from machines.store.ddl import postgres_schema
 from machines.store.records import Row, StaleWrite, StoreError, decide_move, encode, frozen
 from machines.store.sql import (
@@ -84,9 +84,9 @@ class PostgresStore:
         self.url = url
         self._specs = dict(specs)
         self._clock = clock
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
+        self._connections: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
+            psycopg.Connection.close
+        )
         with self._errors(), _connect(url) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             conn.execute(SCHEMA_TABLE)
@@ -103,12 +103,9 @@ class PostgresStore:
         """This thread's connection (autocommit: a transaction is an explicit BEGIN), with
         no transaction open: transactions do not nest (psycopg would make the inner one a
         savepoint, and a one-write transaction would silently join the outer one)."""
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        conn = self._connections.current()
         if conn is None or conn.closed or conn.info.transaction_status == _LOST:
-            conn = _connect(self.url)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+            conn = self._connections.keep(_connect(self.url))
         if conn.info.transaction_status != _IDLE:
             raise StoreError(
                 f"{self.url}: a transaction is already open in this thread; "
@@ -174,11 +171,7 @@ class PostgresStore:
             raise StoreError(f"{self.url}: {exc}") from exc
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._connections.close_all()
 
 
 class _PostgresDialect(Dialect):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from typing import Any
 
 from machines.history import Clock
 from machines.spec import MachineSpec
+from machines.store.connections import ThreadConnections
 from machines.store.ddl import sqlite_schema
 from machines.store.records import (
     OneWriteTransactions,
@@ -59,9 +59,9 @@ class SQLiteStore(OneWriteTransactions):
         self._specs = dict(specs)
         self._clock = clock
         self._busy_timeout = busy_timeout
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
+        self._connections: ThreadConnections[sqlite3.Connection] = ThreadConnections(
+            sqlite3.Connection.close
+        )
         with self._connection() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             self._ensure_schema(conn)
@@ -70,7 +70,7 @@ class SQLiteStore(OneWriteTransactions):
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn = self._connections.current()
         if conn is None:
             try:
                 # check_same_thread=False only so that close() can close every thread's
@@ -85,9 +85,7 @@ class SQLiteStore(OneWriteTransactions):
                 raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn = conn
-            with self._connections_lock:
-                self._connections.append(conn)
+            self._connections.keep(conn)
         yield conn
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
@@ -131,11 +129,7 @@ class SQLiteStore(OneWriteTransactions):
                 raise StoreError(f"{self.path}: commit failed: {exc}") from exc
 
     def close(self) -> None:
-        with self._connections_lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._connections.close_all()
 
 
 def _statements(script: str) -> Iterator[str]:
