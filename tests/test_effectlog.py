@@ -4,7 +4,6 @@ undo of a failed session, one winner in a race, nothing half-written on a fault.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 import machines.store.memory as memory_store
+import machines.store.postgres as postgres_store
 import machines.store.sql as sql_store
 import machines.store.sqlite as sqlite_store
 from machines.errors import ContextError, InvalidStateTransition, MachinesError
@@ -570,8 +570,7 @@ def inject_write_fault(
     monkeypatch.setattr(memory_store, "encode", faulty)
     monkeypatch.setattr(sql_store, "encode", faulty)  # inserts and updates, both databases
     monkeypatch.setattr(sqlite_store, "encode", faulty)
-    if "machines.store.postgres" in sys.modules:
-        monkeypatch.setattr(sys.modules["machines.store.postgres"], "encode", faulty)
+    monkeypatch.setattr(postgres_store, "encode", faulty)
 
 
 def test_a_failed_commit_write_rolls_back_the_whole_move(
