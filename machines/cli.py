@@ -59,8 +59,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     )
     export_cmd = commands.add_parser(
         "export",
-        help="print one machine for other tools: json (any language), sql (the store schema), "
-        "mermaid or dot (its diagram)",
+        help="print one machine for other tools: json (any language), sql or postgresql (the "
+        "store schema for SQLite or PostgreSQL), mermaid or dot (its diagram)",
     )
     export_cmd.add_argument("machine", help="a bundled machine name or a path to a YAML file")
     export_cmd.add_argument("--format", choices=FORMATS, default="json")

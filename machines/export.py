@@ -8,9 +8,9 @@ from typing import Any
 
 from machines.render import to_dot, to_mermaid
 from machines.spec import Clause, MachineSpec
-from machines.store.ddl import sqlite_schema
+from machines.store.ddl import postgres_schema, sqlite_schema
 
-FORMATS = ("json", "sql", "mermaid", "dot")
+FORMATS = ("json", "sql", "postgresql", "mermaid", "dot")
 
 
 def as_json(spec: MachineSpec) -> dict[str, Any]:
@@ -143,6 +143,8 @@ def export(spec: MachineSpec, fmt: str) -> str:
         return json.dumps(as_json(spec), indent=2) + "\n"
     if fmt == "sql":
         return sqlite_schema(spec)
+    if fmt == "postgresql":
+        return postgres_schema(spec)
     if fmt == "mermaid":
         return to_mermaid(spec)
     if fmt == "dot":

@@ -8,7 +8,8 @@ import pytest
 
 import machines
 from machines.cli import main
-from machines.store.ddl import sqlite_schema
+from machines.store.ddl import postgres_schema, sqlite_schema
+from tests.conftest import postgres_schema as postgres_schema_on_server
 
 
 @pytest.mark.parametrize("name", ["effect", "outcome", "node", "request"])
@@ -33,6 +34,24 @@ def test_json_export_carries_the_whole_definition(
 def test_sql_export_is_the_store_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "effect", "--format", "sql"]) == 0
     assert capsys.readouterr().out == sqlite_schema(machines.load("effect"))
+
+
+def test_postgresql_export_is_the_store_schema_and_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import psycopg
+
+    assert main(["export", "outcome", "--format", "postgresql"]) == 0
+    script = capsys.readouterr().out
+    assert script == postgres_schema(machines.load("outcome"))
+    with postgres_schema_on_server() as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(script.encode())
+        conn.execute(script.encode())  # idempotent: a second run changes nothing
+        with pytest.raises(psycopg.Error, match="starts in in_flight"):
+            conn.execute(
+                "INSERT INTO outcome_entities (key, state, created_at, updated_at) "
+                "VALUES ('k', 'succeeded', 0, 0)"
+            )
 
 
 def test_export_of_an_unknown_machine_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
