@@ -165,8 +165,8 @@ class PostgresStore:
             yield
         except psycopg.errors.SerializationFailure as exc:
             raise StaleWrite(f"a concurrent transaction won: {exc}") from exc
-        except (psycopg.errors.RaiseException, psycopg.errors.IntegrityError) as exc:
-            raise refused(exc.diag.message_primary or exc) from exc
+        except _DIALECT.refusals as exc:
+            raise refused(_DIALECT.reason(exc)) from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self.url}: {exc}") from exc
 
@@ -179,9 +179,15 @@ class _PostgresDialect(Dialect):
     json_param = "%s::jsonb"
     ordinal = "ordinal"
     lock_skipping = "FOR UPDATE SKIP LOCKED"
+    refusals = (psycopg.errors.RaiseException, psycopg.errors.IntegrityError)
 
     def json(self, value: Any) -> Mapping[str, Any]:
         return frozen(value)
+
+    def reason(self, refusal: Exception) -> object:
+        if isinstance(refusal, psycopg.Error) and refusal.diag.message_primary:
+            return refusal.diag.message_primary
+        return refusal
 
     def number_in_data(self) -> str:
         return (
@@ -190,30 +196,11 @@ class _PostgresDialect(Dialect):
         )
 
 
+_DIALECT = _PostgresDialect()
+
+
 class _PostgresTransaction(SQLTransaction):
-    dialect = _PostgresDialect()
-
-    def __init__(
-        self, conn: psycopg.Connection[Any], specs: Mapping[str, MachineSpec], clock: Clock
-    ) -> None:
-        super().__init__(specs, clock)
-        self._conn = conn
-
-    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
-        return found
-
-    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, params).fetchall()
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """One write; a refusal by the schema is a ``StoreError`` (the transaction is then
-        aborted, and the caller's with-block rolls it back)."""
-        try:
-            found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
-        except (psycopg.errors.RaiseException, psycopg.errors.IntegrityError) as exc:
-            raise refused(exc.diag.message_primary or exc) from exc
-        return found
+    dialect = _DIALECT
 
     def move(
         self,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
@@ -48,36 +48,54 @@ class Dialect:
     ordinal: str  # the column that gives creation order
 
     lock_skipping: str  # what makes a SELECT lock its rows, skipping those held elsewhere
+    refusals: tuple[type[Exception], ...]  # how the database says its schema refused a write
 
     def json(self, value: Any) -> Mapping[str, Any]:
         """A JSON column's value as a read-only mapping."""
         raise NotImplementedError
+
+    def reason(self, refusal: Exception) -> object:
+        """What a refusal says (the trigger's message, or the violated constraint)."""
+        return refusal
 
     def number_in_data(self) -> str:
         """An expression for the number ``data[field]`` (the field is a parameter)."""
         raise NotImplementedError
 
 
+class Connection(Protocol):
+    """What both drivers' connections offer (sqlite3, psycopg)."""
+
+    def execute(self, sql: str, params: tuple[Any, ...], /) -> Any: ...
+
+
 class SQLTransaction:
-    """A transaction on the generated schema; subclasses run the statements."""
+    """A transaction on the generated schema, on one connection; a subclass names its
+    dialect and writes its own ``move``."""
 
     dialect: Dialect
 
-    def __init__(self, specs: Mapping[str, MachineSpec], clock: Clock) -> None:
+    def __init__(self, conn: Connection, specs: Mapping[str, MachineSpec], clock: Clock) -> None:
+        self._conn = conn
         self._specs = specs
         self._clock = clock
 
-    # -- what a subclass provides --------------------------------------------------------
-
     def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        raise NotImplementedError
+        found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
+        return found
 
     def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+        found: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
+        return found
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """One write; the row it returns, if any. A refusal is a ``StoreError``."""
-        raise NotImplementedError
+        """One write; the row it returns, if any. A refusal by the schema is a
+        ``StoreError`` (on PostgreSQL the transaction is then aborted, and the caller's
+        with-block rolls it back)."""
+        try:
+            return self._fetchone(sql, params)
+        except self.dialect.refusals as exc:
+            raise refused(self.dialect.reason(exc)) from exc
 
     # -- the shared statements -----------------------------------------------------------
 

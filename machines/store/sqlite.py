@@ -35,7 +35,6 @@ from machines.store.sql import (
     SQLTransaction,
     moved,
     needs_tables,
-    refused,
 )
 
 
@@ -152,6 +151,7 @@ class _SQLiteDialect(Dialect):
     json_param = "?"
     ordinal = "rowid"
     lock_skipping = ""  # BEGIN IMMEDIATE already holds the whole database
+    refusals = (sqlite3.IntegrityError,)  # a trigger's RAISE(ABORT) arrives as one too
 
     def json(self, value: Any) -> Mapping[str, Any]:
         return decode(value)
@@ -162,26 +162,6 @@ class _SQLiteDialect(Dialect):
 
 class _SQLiteTransaction(SQLTransaction):
     dialect = _SQLiteDialect()
-
-    def __init__(
-        self, conn: sqlite3.Connection, specs: Mapping[str, MachineSpec], clock: Clock
-    ) -> None:
-        super().__init__(specs, clock)
-        self._conn = conn
-
-    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
-        return found
-
-    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, params).fetchall()
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        try:
-            found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
-        except sqlite3.IntegrityError as exc:
-            raise refused(exc) from exc
-        return found
 
     def move(
         self,
