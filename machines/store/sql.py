@@ -1,8 +1,9 @@
 """What the SQLite and PostgreSQL transactions share: the same statements on the same
 generated tables, told apart only by their dialect (placeholders, JSON columns, the
 creation-order column, how a refusal arrives). Each store keeps its own ``move``: SQLite
-writes the history event first and lets its trigger fence the row; PostgreSQL locks the
-row first so that a lost race never aborts the transaction."""
+writes the history event first and lets its trigger fence the row; PostgreSQL writes the
+fenced UPDATE and its event in one statement, so that a lost race never aborts the
+transaction."""
 
 from __future__ import annotations
 
