@@ -17,7 +17,7 @@ from machines.store.postgres import PostgresStore, _PostgresTransaction
 from machines.store.records import StaleWrite, StoreError
 from machines.systems import ExactlyOnce
 from tests.conftest import postgres_schema
-from tests.test_store import RAW_SQL_REFUSALS, compensable
+from tests.test_store import RAW_SQL_REFUSALS, compensable, executing
 
 
 @pytest.fixture
@@ -44,17 +44,6 @@ def race(threads: int, work: Callable[[int], Any]) -> list[Any]:
     for t in pool:
         t.join()
     return results
-
-
-def executing(url: str) -> None:
-    """One effect, sig-1, moved once (pending -> executing) through the store."""
-    store = open_store(url)
-    compensable(store)
-    with store.transaction() as tx:
-        row = tx.get("effect", "sig-1")
-        assert row is not None
-        tx.move(row, "execute", actor="proxy")
-    store.close()
 
 
 @pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)

@@ -21,6 +21,17 @@ def compensable(store: Store, key: str = "sig-1", scope: str | None = "session-1
         tx.insert("effect", key, context={"tier": "compensable"}, scope=scope)
 
 
+def executing(url: str) -> None:
+    """One effect, sig-1, moved once (pending -> executing) through the store at ``url``."""
+    store = open_store(url)
+    compensable(store)
+    with store.transaction() as tx:
+        row = tx.get("effect", "sig-1")
+        assert row is not None
+        tx.move(row, "execute", actor="proxy")
+    store.close()
+
+
 class TestContract:
     def test_insert_starts_in_the_initial_state_and_never_overwrites(self, store: Store) -> None:
         with store.transaction() as tx:
@@ -235,13 +246,7 @@ class TestTheDatabaseRefusesOnItsOwn:
 
     @pytest.fixture
     def db(self, tmp_path: Path) -> Iterator[sqlite3.Connection]:
-        store = open_store(f"sqlite:///{tmp_path}/raw.db")
-        compensable(store)
-        with store.transaction() as tx:
-            row = tx.get("effect", "sig-1")
-            assert row is not None
-            tx.move(row, "execute", actor="proxy")
-        store.close()
+        executing(f"sqlite:///{tmp_path}/raw.db")
         conn = sqlite3.connect(tmp_path / "raw.db", isolation_level=None)
         yield conn
         conn.close()
