@@ -1,0 +1,127 @@
+"""One way to turn a value into JSON text that comes back exactly, and to say what is not.
+
+A stored result is replayed to every later caller, a history detail is read back by an
+audit, and the same value goes to memory, SQLite and PostgreSQL. So a value is stored only
+if reading the text back gives a value equal to it, of the same JSON kinds, on every
+store: a tuple (it would come back a list), a dict with non-string keys (they would come
+back strings), a set, a ``datetime``, NaN or infinity, a lone surrogate (not UTF-8), a NUL
+character (PostgreSQL's JSON refuses it) or an integer too long to print are refused with
+``UnstorableValue``, which says what and where. Nothing here imports the rest of the
+package, so every layer (history, stores, systems) uses this one rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from machines.errors import MachinesError
+
+MAX_DEPTH = 100
+"""Deeper nesting is refused: no real result nests this deep, and a deeper one would
+exhaust the stack of a reader (ours, or a database's JSON parser)."""
+
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL that is not an escaped backslash
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
+class UnstorableValue(MachinesError, ValueError):
+    """A value that cannot be stored as JSON and read back unchanged."""
+
+
+def describe(value: object, limit: int = 80) -> str:
+    """A short, safe description of any value for an error message: its ``repr`` cut to
+    ``limit`` characters, or only its type when even ``repr`` fails (or is huge)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {type(value).__name__} (its repr failed)"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def dumps(value: object, *, what: str = "the value") -> str:
+    """The JSON text of ``value``, or ``UnstorableValue`` naming ``what`` and why."""
+    try:
+        text = _ENCODER.encode(value)
+        problem = _problem(value, text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = f"JSON cannot hold it ({_reason(exc)})"
+    except Exception as exc:  # a hostile __eq__, __iter__ or the like
+        problem = f"reading it raised {type(exc).__name__}"
+    if problem is not None:
+        raise UnstorableValue(
+            f"{what} cannot be stored: {problem}: {describe(value)}; store plain JSON values "
+            "(str-keyed dicts, lists, str, finite numbers, bool, None)"
+        )
+    return text
+
+
+def dumps_object(value: object, *, what: str = "the value") -> str:
+    """``dumps`` for a column that holds a JSON object (data, context, detail)."""
+    if not isinstance(value, Mapping):
+        raise UnstorableValue(
+            f"{what} must be a mapping (a JSON object), not a {type(value).__name__}"
+        )
+    return dumps(value if isinstance(value, dict) else dict(value), what=what)
+
+
+def loads_object(text: str) -> Mapping[str, Any]:
+    """A stored JSON object, read-only at the top level."""
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise UnstorableValue(f"a stored JSON object is a {type(loaded).__name__}: {text[:80]}")
+    return MappingProxyType(loaded)
+
+
+def _problem(value: object, text: str) -> str | None:
+    if _NUL.search(text):
+        return "it holds a NUL character, which PostgreSQL's JSON refuses"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "it holds a lone surrogate, which is not UTF-8"
+    depth = _depth(text)
+    if depth > MAX_DEPTH:
+        return f"it nests {depth} levels deep (at most {MAX_DEPTH})"
+    if json.loads(text) != value:
+        return (
+            "it would not come back the same (a tuple comes back a list, a non-string key a string)"
+        )
+    return None
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` outside strings. A text with few brackets
+    in all is not walked at all, so the common small value costs two C-speed counts."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0
+    deepest = level = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif char in "]}":
+            level -= 1
+    return deepest
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply"
+    text = str(exc)
+    return text if len(text) <= 120 else f"{text[:117]}..."
