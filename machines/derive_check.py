@@ -21,11 +21,9 @@ from types import MappingProxyType
 
 from machines.derive import Alphabet, Decision, Deriver, NodeKind, Signature
 from machines.spec import MachineSpec, NodeSet
-
-EFFECT_STARTED = "effect-started"
-DONE = "done"
-RELEASES = "releases-reservation"
-CONSUMES = "consumes-reservation"
+from machines.vocabulary import CONSUMES_RESERVATION as CONSUMES
+from machines.vocabulary import DONE, EFFECT_STARTED
+from machines.vocabulary import RELEASES_RESERVATION as RELEASES
 
 DERIVATION_INVARIANTS: Mapping[str, str] = MappingProxyType(
     {

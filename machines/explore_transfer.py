@@ -49,9 +49,10 @@ from machines.systems.transfer_policy import (
     Via,
     request_mode,
 )
+from machines.vocabulary import CONSUMES_RESERVATION as CONSUMES
+from machines.vocabulary import DONE, EFFECT_STARTED
+from machines.vocabulary import RELEASES_RESERVATION as RELEASES
 
-EFFECT_STARTED, DONE = "effect-started", "done"
-RELEASES, CONSUMES = "releases-reservation", "consumes-reservation"
 SUBMITTING, UNKNOWN, BLOCKED, READY = "submitting", "unknown", "blocked", "ready"
 EXECUTING, WAITING_MANUAL = "executing", "waiting_manual_action"
 

@@ -19,9 +19,8 @@ from machines.errors import MachinesError
 from machines.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.store.records import Store
-
-EFFECT_STARTED = "effect-started"
-RELEASES = "releases-reservation"
+from machines.vocabulary import EFFECT_STARTED
+from machines.vocabulary import RELEASES_RESERVATION as RELEASES
 
 
 @dataclass(frozen=True)

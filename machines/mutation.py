@@ -34,6 +34,7 @@ from machines.errors import MachinesError, SpecError
 from machines.explore import build_model, explore, scopes_of
 from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import MachineSpec
+from machines.vocabulary import EFFECT_STARTED
 
 if TYPE_CHECKING:  # Hypothesis is needed only to run the suites (machines[testing])
     from hypothesis.stateful import RuleBasedStateMachine
@@ -247,7 +248,7 @@ CATALOG: tuple[Mutation, ...] = (
         "node-submitting-not-started",
         "node",
         "submitting loses its effect-started tag (money in flight not counted)",
-        _untag("submitting", "effect-started"),
+        _untag("submitting", EFFECT_STARTED),
         ("context-matches-money",),
     ),
     Mutation(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from machines.spec import MachineSpec
-
-FAIL_CLOSED = "fail-closed"
+from machines.vocabulary import FAIL_CLOSED
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,13 @@ from machines.systems.transfer_policy import (
     first_move,
     request_mode,
 )
+from machines.vocabulary import (
+    CONSUMES_RESERVATION,
+    DONE,
+    HOLDS_RESERVATION,
+    NEEDS_HUMAN,
+    RELEASES_RESERVATION,
+)
 
 REQUEST, NODE = "request", "node"
 
@@ -86,14 +93,14 @@ _RECONCILE = {
     "failed": "reconcile_failed",
 }
 _RESERVATION_BY_TAG = {
-    "consumes-reservation": "consumed",
-    "releases-reservation": "released",
-    "holds-reservation": "held",
+    CONSUMES_RESERVATION: "consumed",
+    RELEASES_RESERVATION: "released",
+    HOLDS_RESERVATION: "held",
 }
 _CALLBACK_BY_TAG = {
-    "consumes-reservation": "request_completed",
-    "releases-reservation": "request_failed",
-    "needs-human": "request_attention",
+    CONSUMES_RESERVATION: "request_completed",
+    RELEASES_RESERVATION: "request_failed",
+    NEEDS_HUMAN: "request_attention",
 }
 
 
@@ -288,7 +295,7 @@ class TransferEngine:
         self.deriver = Deriver.build(self.request_spec, self.node_spec)
         self.manual_prefix = self.deriver.derivation.manual_prefix
         self.done_states = frozenset(
-            name for name, s in self.node_spec.states.items() if "done" in s.tags
+            name for name, s in self.node_spec.states.items() if DONE in s.tags
         )
 
     # -- reading ----------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""The words of the definition format that mean something to the package.
+
+A state's tags switch logic on: the money-in-flight checks read ``effect-started``, the
+transfer engine moves the reservation by the ``*-reservation`` tags, the diagrams draw a
+``fail-closed`` state apart. A misspelled tag would load cleanly and silently switch that
+logic off, so every tag is declared here once: the loader refuses any other (with a
+did-you-mean), and the code that reads a tag imports its constant. A tag of your own, which
+nothing in this package reads, starts with ``x-``.
+
+The names a trigger or a context variable may not take are here too: they are the entity
+machine's own attributes and the keywords of the calls that take a context, so a
+definition that used one would load and then break the object built from it.
+
+Nothing here imports the rest of the package: the definition layer and every reader of a
+tag depend on this module, never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Tag:
+    """One state tag: what it says about a state, and who acts on it."""
+
+    name: str
+    meaning: str
+    read_by: str
+
+
+EFFECT_STARTED = "effect-started"
+DONE = "done"
+FAIL_CLOSED = "fail-closed"
+NEEDS_HUMAN = "needs-human"
+COMPENSATION = "compensation"
+APPROVAL = "approval"
+HOLDS_RESERVATION = "holds-reservation"
+CONSUMES_RESERVATION = "consumes-reservation"
+RELEASES_RESERVATION = "releases-reservation"
+
+TAGS: Mapping[str, Tag] = MappingProxyType(
+    {
+        tag.name: tag
+        for tag in (
+            Tag(
+                EFFECT_STARTED,
+                "the effect may have happened: money may be in flight or landed",
+                "the money-in-flight invariants: the system invariants, the derivation "
+                "check, the transfer explorer",
+            ),
+            Tag(
+                DONE,
+                "the node finished its part; its successors may start",
+                "the transfer engine (wakes successors), the derivation check, the transfer "
+                "explorer",
+            ),
+            Tag(
+                FAIL_CLOSED,
+                "nobody can tell what happened; only the triggers its rules name leave it",
+                "the diagrams (drawn apart, its exits highlighted)",
+            ),
+            Tag(
+                NEEDS_HUMAN,
+                "a person must act before anything moves",
+                "the transfer engine (the request_attention callback)",
+            ),
+            Tag(
+                COMPENSATION,
+                "part of undoing an effect that ran",
+                "people only: shown in the state tables",
+            ),
+            Tag(
+                APPROVAL,
+                "decided by a person approving or refusing an Irreversible call",
+                "people only: shown in the state tables",
+            ),
+            Tag(
+                HOLDS_RESERVATION,
+                "the request's reservation stays held",
+                "the transfer engine (reservation held)",
+            ),
+            Tag(
+                CONSUMES_RESERVATION,
+                "the request completed: its reservation is consumed",
+                "the transfer engine (reservation consumed, the request_completed callback), "
+                "the derivation check, the transfer explorer",
+            ),
+            Tag(
+                RELEASES_RESERVATION,
+                "the request ended without moving money: its reservation is released",
+                "the transfer engine (reservation released, the request_failed callback), the "
+                "money-in-flight invariants, the derivation check, the transfer explorer",
+            ),
+        )
+    }
+)
+"""Every tag a definition may use, in the order the docs list them."""
+
+USER_TAG_PREFIX = "x-"
+"""A tag of your own starts with this; nothing in the package reads such a tag, and no
+tag of the package will ever start with it."""
+
+
+def is_declared_tag(tag: str) -> bool:
+    """Whether a definition may use ``tag``: one of ``TAGS``, or ``x-`` and more."""
+    return tag in TAGS or (tag.startswith(USER_TAG_PREFIX) and len(tag) > len(USER_TAG_PREFIX))
+
+
+RESERVED_TRIGGERS = frozenset(
+    {
+        "can",
+        "context",
+        "entity_id",
+        "history",
+        "machine",
+        "model",
+        "spec",
+        "state",
+        "step",
+        "trigger",
+    }
+)
+"""Trigger names an entity machine already answers to (``m.can``, ``m.state``, ...): a
+trigger is called as ``m.<trigger>(...)``, so it must not shadow one."""
+
+RESERVED_TRIGGER_PREFIXES = ("to_", "may_", "is_")
+"""Prefixes of the methods the ``transitions`` library adds to a model of its own."""
+
+RESERVED_CONTEXT = frozenset(
+    {
+        "self",
+        "spec",
+        "model",
+        "state",
+        "state_attr",
+        "entity_id",
+        "clock",
+        "hooks",
+        "name",
+        "trigger",
+        "actor",
+        "detail",
+        "source",
+        "dest",
+    }
+)
+"""Keyword names of the calls that take a context as ``**context`` (``spec.machine()``,
+``trigger()``, ``can()``, ``step()``, ``allows()``, ``next_states()``): a context
+variable named like one would collide with it."""
