@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -41,15 +42,30 @@ from machines.spec import (
     State,
     Transition,
 )
-from machines.yamlsource import KeyPath, YamlSource, read_yaml
+from machines.vocabulary import (
+    RESERVED_CONTEXT,
+    RESERVED_TRIGGER_PREFIXES,
+    RESERVED_TRIGGERS,
+    TAGS,
+    USER_TAG_PREFIX,
+    is_declared_tag,
+)
+from machines.yamlsource import (
+    KeyPath,
+    YamlSource,
+    bounded,
+    clip,
+    os_reason,
+    quote,
+    read_yaml,
+    stat_definition,
+)
 
 SCHEMA_FILE = "machine.schema.json"
-RESERVED_TRIGGERS = frozenset({"trigger", "state", "history", "machine", "step", "model"})
-RESERVED_TRIGGER_PREFIXES = ("to_", "may_", "is_")
-RESERVED_CONTEXT = frozenset(
-    {"model", "state", "state_attr", "entity_id", "clock", "hooks", "actor", "detail"}
-)
-"""Keyword names ``spec.machine(...)`` and ``trigger(...)`` take for themselves."""
+
+MAX_DEFINITIONS = 256
+"""The most definitions a directory may hold. A system has a handful (four are bundled);
+the bound keeps one ``machines check`` to at most 256 files of at most 1 MiB each."""
 
 
 def bundled_spec_dir() -> Path:
@@ -69,29 +85,48 @@ def _schema_validator() -> jsonschema.protocols.Validator:
 
 
 def resolve(name_or_path: str | Path) -> Path:
-    """A bundled machine name (``"effect"``) or a path to a YAML file."""
-    candidate = Path(name_or_path)
+    """A bundled machine name (``"effect"``) or a path to a YAML file. The file is not
+    judged here: reading it says what is wrong with it."""
+    candidate = as_path(name_or_path)
+    name = str(name_or_path)
     try:
         is_path = candidate.suffix in (".yaml", ".yml") or candidate.exists()
     except OSError as exc:  # a name too long for the file system, say
-        raise SpecUnreadable(None, [f"cannot use {str(name_or_path)[:80]!r}: {exc}"]) from exc
+        raise SpecUnreadable(None, [f"cannot use {quote(name)}: {os_reason(exc)}"]) from exc
     if is_path:
-        if not candidate.is_file():
-            what = "a directory, not a definition file" if candidate.is_dir() else "no such file"
-            raise SpecUnreadable(candidate, [what])
         return candidate
-    bundled = bundled_spec_dir()
-    path = bundled / f"{name_or_path}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in bundled.glob("*.yaml"))
+    names = _bundled_names(bundled_spec_dir())
+    if name not in names:
         raise SpecUnreadable(
             None,
             [
-                f"'{name_or_path}' is neither a bundled machine{suggest(str(name_or_path), names)} "
+                f"{quote(name)} is neither a bundled machine{suggest(name, names)} "
                 f"nor a YAML file; bundled machines: {', '.join(names)}"
             ],
         )
-    return path
+    return bundled_spec_dir() / f"{name}.yaml"
+
+
+def as_path(value: object) -> Path:
+    """``value`` as a ``Path``, or ``SpecUnreadable`` when it is neither a ``str`` nor a
+    ``Path`` (a definition is named by one or the other)."""
+    if isinstance(value, Path):
+        return value
+    if isinstance(value, str):
+        return Path(value)
+    raise SpecUnreadable(
+        None, [f"a definition is named by a str or a Path, not a {type(value).__name__}"]
+    )
+
+
+@functools.cache
+def _bundled_names(directory: Path) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in directory.glob("*.yaml")))
+
+
+def _real(path: Path) -> Path:
+    """The canonical path (``Path.resolve`` raises on a symlink loop; this does not)."""
+    return Path(os.path.realpath(path))
 
 
 def load(name_or_path: str | Path) -> MachineSpec:
@@ -100,9 +135,9 @@ def load(name_or_path: str | Path) -> MachineSpec:
     A definition that breaks one of its own rules raises ``SpecViolation`` listing each
     violation with a shortest path; run ``machines check`` for the full report.
     """
-    path = resolve(name_or_path).resolve()
-    stat = path.stat()
-    return _load_checked(path, stat.st_mtime_ns, stat.st_size)
+    path = resolve(name_or_path)
+    info = stat_definition(path)
+    return _load_checked(_real(path), info.st_mtime_ns, info.st_size)
 
 
 @functools.lru_cache(maxsize=64)
@@ -115,18 +150,38 @@ def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
 
 
 def definition_paths(spec_dir: Path) -> list[Path]:
-    if not spec_dir.is_dir():
-        raise SpecUnreadable(spec_dir, ["not a directory of definitions"])
-    paths = sorted(spec_dir.glob("*.yaml"))
-    if not paths:
-        raise SpecUnreadable(spec_dir, ["no *.yaml definitions in this directory"])
-    return paths
+    """The ``*.yaml`` files of ``spec_dir``, sorted by name; ``SpecUnreadable`` when the
+    directory cannot be listed, holds none, or holds more than ``MAX_DEFINITIONS``."""
+    directory = as_path(spec_dir)
+    names: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(".yaml"):
+                    names.append(entry.name)
+                    if len(names) > MAX_DEFINITIONS:
+                        break
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise SpecUnreadable(directory, ["not a directory of definitions"]) from exc
+    except (OSError, ValueError) as exc:
+        raise SpecUnreadable(directory, [f"cannot list the directory: {os_reason(exc)}"]) from exc
+    if not names:
+        raise SpecUnreadable(directory, ["no *.yaml definitions in this directory"])
+    if len(names) > MAX_DEFINITIONS:
+        raise SpecUnreadable(
+            directory,
+            [
+                f"more than {MAX_DEFINITIONS} *.yaml definitions in this directory; a system "
+                "has a handful: point at the directory of one system"
+            ],
+        )
+    return [directory / name for name in sorted(names)]
 
 
 def read_definition(path: Path, _reading: frozenset[Path] = frozenset()) -> MachineSpec:
     """Schema and cross-reference checks only (no structural rules): what the checker uses
     so that it can report rule violations instead of refusing to load."""
-    source = read_yaml(path)
+    source = read_yaml(as_path(path))
     _validate_schema(source)
     node_reader: Callable[[str], MachineSpec] = functools.partial(
         _read_sibling, path, _reading | {path.resolve()}
@@ -135,11 +190,15 @@ def read_definition(path: Path, _reading: frozenset[Path] = frozenset()) -> Mach
 
 
 def _read_sibling(path: Path, reading: frozenset[Path], name: str) -> MachineSpec:
-    sibling = (path.parent / f"{name}.yaml").resolve()
+    sibling = _real(path.parent / f"{name}.yaml")
     if sibling in reading:
-        raise SpecError(path, [f"derivation.nodes '{name}' refers back to a definition being read"])
-    if not sibling.is_file():
-        raise SpecError(path, [f"derivation.nodes names '{name}', but {sibling} does not exist"])
+        raise SpecError(
+            path, [f"derivation.nodes {quote(name)} refers back to a definition being read"]
+        )
+    if not os.path.lexists(sibling):
+        raise SpecError(
+            path, [f"derivation.nodes names {quote(name)}, but {sibling} does not exist"]
+        )
     return read_definition(sibling, reading)
 
 
@@ -149,7 +208,7 @@ def _validate_schema(source: YamlSource) -> None:
         key=lambda e: [str(p) for p in e.absolute_path],
     )
     if errors:
-        raise SpecError(source.path, [_schema_message(source, e) for e in errors])
+        raise SpecError(source.path, bounded([_schema_message(source, e) for e in errors]))
 
 
 def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> str:
@@ -162,12 +221,19 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
         extra = sorted(set(error.instance) - set(allowed))
         where = source.where((*key_path, extra[0])) if extra else where
         return (
-            f"{where}: unknown key(s) {', '.join(repr(k) for k in extra)}; "
+            f"{where}: unknown key(s) {', '.join(quote(k) for k in extra)}; "
             f"allowed here: {', '.join(allowed)}. Remove or fix the spelling."
         )
     if error.validator == "required":
         return f"{where}: {error.message}; add it (see {SCHEMA_FILE})"
-    return f"{where}: {error.message} (see {SCHEMA_FILE})"
+    return f"{where}: {_quoting_instance(error)} (see {SCHEMA_FILE})"
+
+
+def _quoting_instance(error: jsonschema.ValidationError) -> str:
+    """jsonschema's message with the offending value shown by ``quote``: it embeds the
+    whole ``repr`` of the value, which may be most of the file."""
+    whole = repr(error.instance)
+    return clip(error.message.replace(whole, quote(error.instance)))
 
 
 class _Builder:
@@ -191,7 +257,9 @@ class _Builder:
     def build(self) -> MachineSpec:
         stem = self.src.path.stem
         if self.name != stem:
-            self.problem(("machine",), f"machine '{self.name}' must equal the file name '{stem}'")
+            self.problem(
+                ("machine",), f"machine {quote(self.name)} must equal the file name {quote(stem)}"
+            )
         self.state_ref(("initial",), self.doc["initial"])
         context = self.build_context()
         transitions = self.build_transitions()
@@ -215,7 +283,7 @@ class _Builder:
             path=self.src.path,
         )
         if self.problems:
-            raise SpecError(self.src.path, self.problems)
+            raise SpecError(self.src.path, bounded(self.problems))
         return spec
 
     # -- references ---------------------------------------------------------------------
@@ -231,7 +299,7 @@ class _Builder:
         if name not in known:
             self.problem(
                 at,
-                f"'{name}' is not a state of machine '{machine or self.name}'"
+                f"{quote(name)} is not a state of machine {quote(machine or self.name)}"
                 f"{suggest(name, known)}; define it under states or fix the name",
             )
 
@@ -239,7 +307,7 @@ class _Builder:
         if name not in self.actors:
             self.problem(
                 at,
-                f"'{name}' is not an actor{suggest(name, self.actors)}; "
+                f"{quote(name)} is not an actor{suggest(name, self.actors)}; "
                 f"declare it under actors (known: {', '.join(self.actors)})",
             )
 
@@ -251,7 +319,7 @@ class _Builder:
             if spec is None:
                 self.problem(
                     (*at, var),
-                    f"'{var}' is not a context variable"
+                    f"{quote(var)} is not a context variable"
                     f"{suggest(var, self.context)}; declare it under context",
                 )
                 continue
@@ -259,12 +327,13 @@ class _Builder:
                 if value in spec.get("excluded", {}):
                     self.problem(
                         (*at, var, i),
-                        f"{var}={value} is excluded from this machine; a guard cannot admit it",
+                        f"{clip(f'{var}={value}')} is excluded from this machine; "
+                        "a guard cannot admit it",
                     )
                 elif value not in spec["values"]:
                     self.problem(
                         (*at, var, i),
-                        f"'{value}' is not a value of '{var}'"
+                        f"{quote(value)} is not a value of {quote(var)}"
                         f"{suggest(value, spec['values'])}; values: "
                         f"{', '.join(spec['values'])}",
                     )
@@ -274,9 +343,22 @@ class _Builder:
         if finding_id not in self.finding_ids:
             self.problem(
                 at,
-                f"'{finding_id}' is not a finding of this file"
+                f"{quote(finding_id)} is not a finding of this file"
                 f"{suggest(finding_id, self.finding_ids)}; add it under findings",
             )
+
+    def state_tags(self, state: str, tags: list[str]) -> tuple[str, ...]:
+        """The state's tags, each one declared (``machines.vocabulary``): a misspelled tag
+        would silently switch off the logic that reads it."""
+        for i, tag in enumerate(tags):
+            if not is_declared_tag(tag):
+                self.problem(
+                    ("states", state, "tags", i),
+                    f"unknown tag {quote(tag)}{suggest(tag, TAGS)}; the tags are "
+                    f"{', '.join(TAGS)}, and a tag of your own starts with "
+                    f"'{USER_TAG_PREFIX}'",
+                )
+        return tuple(tags)
 
     # -- sections -----------------------------------------------------------------------
 
@@ -286,15 +368,15 @@ class _Builder:
             if var in RESERVED_CONTEXT:
                 self.problem(
                     ("context", var),
-                    f"context variable name '{var}' is reserved (it is "
-                    "a keyword of spec.machine() or trigger()); choose another name",
+                    f"context variable name {quote(var)} is reserved (it is a keyword of "
+                    "spec.machine(), trigger(), can() or step()); choose another name",
                 )
             excluded = raw.get("excluded", {})
             for value in excluded:
                 if value in raw["values"]:
                     self.problem(
                         ("context", var, "excluded", value),
-                        f"'{value}' is both a value and excluded; keep one",
+                        f"{quote(value)} is both a value and excluded; keep one",
                     )
             out[var] = ContextVariable(
                 var, tuple(raw["values"]), raw["description"], MappingProxyType(dict(excluded))
@@ -309,7 +391,7 @@ class _Builder:
             if db_value in seen_db:
                 self.problem(
                     ("states", name, "db_value"),
-                    f"db_value '{db_value}' is already used by '{seen_db[db_value]}'",
+                    f"db_value {quote(db_value)} is already used by {quote(seen_db[db_value])}",
                 )
             seen_db[db_value] = name
             out[name] = State(
@@ -317,7 +399,7 @@ class _Builder:
                 raw["description"],
                 raw.get("terminal", False),
                 db_value,
-                tuple(raw.get("tags", ())),
+                self.state_tags(name, raw.get("tags", [])),
             )
         return MappingProxyType(out)
 
@@ -329,7 +411,7 @@ class _Builder:
             if trigger in RESERVED_TRIGGERS or trigger.startswith(RESERVED_TRIGGER_PREFIXES):
                 self.problem(
                     (*at, "trigger"),
-                    f"trigger name '{trigger}' is reserved (it would "
+                    f"trigger name {quote(trigger)} is reserved (it would "
                     "shadow a runtime attribute); choose another verb",
                 )
             sources = _as_list(raw["source"])
@@ -375,8 +457,9 @@ class _Builder:
                 first, second = self.transition_index[i], self.transition_index[j]
                 self.problem(
                     ("transitions", second),
-                    f"trigger '{a.trigger}' from '{a.source}' is ambiguous: transitions[{first}] "
-                    f"goes to '{a.dest}' and transitions[{second}] to '{b.dest}' for the same "
+                    f"trigger {quote(a.trigger)} from {quote(a.source)} is ambiguous: "
+                    f"transitions[{first}] goes to {quote(a.dest)} and transitions[{second}] "
+                    f"to {quote(b.dest)} for the same "
                     "actor and context; give one a different trigger name, actor or guard",
                 )
 
@@ -403,7 +486,7 @@ class _Builder:
         for i, raw in enumerate(self.doc["invariants"]):
             at: KeyPath = ("invariants", i)
             if raw["id"] in seen:
-                self.problem((*at, "id"), f"invariant id '{raw['id']}' is used twice")
+                self.problem((*at, "id"), f"invariant id {quote(raw['id'])} is used twice")
             seen.add(raw["id"])
             states = _as_list(raw.get("state", [])) + list(raw.get("states", []))
             for key in ("state", "states", "sources", "dests", "via", "holds"):
@@ -415,7 +498,7 @@ class _Builder:
                 if t not in triggers:
                     self.problem(
                         (*at, "triggers"),
-                        f"'{t}' is not a trigger of this machine{suggest(t, triggers)}",
+                        f"{quote(t)} is not a trigger of this machine{suggest(t, triggers)}",
                     )
             out.append(
                 Rule(
@@ -439,7 +522,7 @@ class _Builder:
         seen: set[str] = set()
         for i, raw in enumerate(self.doc.get("findings", [])):
             if raw["id"] in seen:
-                self.problem(("findings", i, "id"), f"finding id '{raw['id']}' is used twice")
+                self.problem(("findings", i, "id"), f"finding id {quote(raw['id'])} is used twice")
             seen.add(raw["id"])
             out.append(Finding(self.name, raw["id"], raw["seed"], raw["text"], raw["resolution"]))
         return tuple(out)
@@ -485,7 +568,7 @@ class _Builder:
         if raw["default"] not in rule_sets:
             self.problem(
                 (*at, "default"),
-                f"'{raw['default']}' is not a rule set{suggest(raw['default'], rule_sets)}",
+                f"{quote(raw['default'])} is not a rule set{suggest(raw['default'], rule_sets)}",
             )
         return Derivation(
             node_machine=raw["nodes"],
@@ -504,15 +587,17 @@ class _Builder:
         for var, cases in raw.items():
             spec = self.context.get(var)
             if spec is None:
-                self.problem((*at, var), f"'{var}' is not a context variable of '{self.name}'")
+                self.problem(
+                    (*at, var), f"{quote(var)} is not a context variable of {quote(self.name)}"
+                )
                 continue
             built = []
             for i, case in enumerate(cases):
                 if case["value"] not in spec["values"]:
                     self.problem(
                         (*at, var, i, "value"),
-                        f"'{case['value']}' is not a value of "
-                        f"'{var}'; values: {', '.join(spec['values'])}",
+                        f"{quote(case['value'])} is not a value of "
+                        f"{quote(var)}; values: {', '.join(spec['values'])}",
                     )
                 is_last = i == len(cases) - 1
                 if is_last == ("when" in case):

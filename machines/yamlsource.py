@@ -1,22 +1,106 @@
-"""Read a YAML definition and remember where every value came from.
+"""Read a YAML definition, within bounds, and remember where every value came from.
 
 PyYAML quietly keeps the last of two equal keys and forgets line numbers once it builds
 Python objects. A definition error must name its line, and a duplicated key must never be
 dropped, so we compose the node tree ourselves and keep a map from key path to line.
+
+A definition is untrusted input, so every step is bounded before it starts. The file must
+be a regular file of at most ``MAX_DEFINITION_BYTES``: it is opened without blocking (a
+FIFO cannot hang the reader), judged by ``fstat`` on the opened descriptor (a FIFO, device,
+socket or directory is refused) and read no further than the limit (``/dev/zero`` or a
+growing file cannot exhaust memory). The composed node tree is then vetted once per
+distinct node, before any value is built: every YAML tag must be one the format uses and
+fit its node, and the document with its aliases expanded must stay within ``MAX_VALUES``
+values and ``MAX_TEXT`` characters, so an alias bomb is refused after a few nodes instead
+of after building millions. Every message that shows a piece of the input shows it through
+``quote`` (a value) or ``clip`` (a text that embeds input), cut short.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from machines.errors import SpecUnreadable
+from machines.jsonvalue import describe
 
 KeyPath = tuple[str | int, ...]
+
+MAX_DEFINITION_BYTES = 1 << 20
+"""The largest definition file read (1 MiB). The bundled ones are 9-20 kB, so this leaves
+room for a machine fifty times the largest, while bounding what one file can cost: a
+definition of this size parses in a few seconds and ~100 MB."""
+
+MAX_VALUES = 200_000
+"""The most values (scalars, lists and mappings, keys included) a document may hold once
+its aliases are expanded. The bundled definitions hold under 1,000."""
+
+MAX_TEXT = MAX_DEFINITION_BYTES
+"""The most characters of scalar text a document may hold once its aliases are expanded:
+no more than the largest file could spell out without aliases."""
+
+MAX_NUMBER_CHARS = 64
+"""The longest number read: a definition's numbers are versions and flags, and a longer
+one (``1:2:3:...`` is read in base 60) would cost time out of proportion to its size."""
+
+MAX_PROBLEMS = 100
+"""A message lists at most this many problems, then says how many more there are."""
+
+QUOTE_LIMIT = 80
+"""The most characters of one input value a message shows."""
+
+MESSAGE_LIMIT = 1000
+"""The most characters of one problem line, whatever it embeds."""
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+
+_CORE = "tag:yaml.org,2002:"
+STR, INT, FLOAT, BOOL, NULL = (_CORE + name for name in ("str", "int", "float", "bool", "null"))
+SEQ, MAP, MERGE = (_CORE + name for name in ("seq", "map", "merge"))
+_READS_AS = {INT: "an integer", FLOAT: "a number", BOOL: "a boolean", NULL: "null"}
+"""The scalar tags a definition uses besides ``str``; a value so tagged must be spelled as
+YAML spells that type (``!!int abc`` and ``!!null x`` are refused, not guessed at)."""
+
+
+# -- showing input in messages ---------------------------------------------------------------
+
+
+def quote(value: object) -> str:
+    """How a message shows one value from the input: its repr, cut to ``QUOTE_LIMIT``."""
+    return describe(value, QUOTE_LIMIT)
+
+
+def clip(text: str) -> str:
+    """A problem line (which may embed input, e.g. PyYAML's) cut to ``MESSAGE_LIMIT``."""
+    return text if len(text) <= MESSAGE_LIMIT else f"{text[: MESSAGE_LIMIT - 3]}..."
+
+
+def bounded(problems: Sequence[str]) -> list[str]:
+    """The problems a message lists: at most ``MAX_PROBLEMS``, each clipped."""
+    shown = [clip(p) for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        shown.append(f"... and {len(problems) - MAX_PROBLEMS:,} more problems; fix these first")
+    return shown
+
+
+def format_key_path(key_path: KeyPath) -> str:
+    out = ""
+    for part in key_path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        shown = part if len(part) <= QUOTE_LIMIT else quote(part)
+        out += f".{shown}" if out else shown
+    return out
+
+
+# -- the parsed document ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -42,33 +126,123 @@ class YamlSource:
         return f"line {line}, at {dotted}" if line is not None else f"at {dotted}"
 
 
-def format_key_path(key_path: KeyPath) -> str:
-    out = ""
-    for part in key_path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+# -- the file ----------------------------------------------------------------------------------
+
+
+def stat_definition(path: Path) -> os.stat_result:
+    """``os.stat`` of a definition file, or ``SpecUnreadable`` saying why it cannot be one
+    (missing, not a regular file, too large, not permitted, a name too long, ...)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError) as exc:
+        raise SpecUnreadable(path, [_os_problem(exc)]) from exc
+    _refuse_unless_definition(path, info)
+    return info
+
+
+def read_text(path: Path) -> str:
+    """The text of the definition file at ``path``. Judged on the opened descriptor, so
+    what is read is what was judged."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError) as exc:
+        raise SpecUnreadable(path, [_os_problem(exc)]) from exc
+    try:
+        _refuse_unless_definition(path, os.fstat(fd))
+        data = _read_at_most(fd, MAX_DEFINITION_BYTES + 1)
+    except OSError as exc:
+        raise SpecUnreadable(path, [_os_problem(exc)]) from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_DEFINITION_BYTES:  # it grew after fstat
+        raise SpecUnreadable(path, [_too_large(len(data), "more than ")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecUnreadable(
+            path, [f"line {line}: cannot read the file: it is not UTF-8 ({exc}); save it as UTF-8"]
+        ) from exc
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _refuse_unless_definition(path: Path, info: os.stat_result) -> None:
+    mode = info.st_mode
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file"
+        )
+        raise SpecUnreadable(path, [f"{kind}, not a definition file; a definition is a YAML file"])
+    if info.st_size > MAX_DEFINITION_BYTES:
+        raise SpecUnreadable(path, [_too_large(info.st_size)])
+
+
+def _too_large(size: int, more: str = "") -> str:
+    return (
+        f"the file is {more}{size:,} bytes; a definition may be at most "
+        f"{MAX_DEFINITION_BYTES:,} bytes (1 MiB): split the machine or shorten its texts"
+    )
+
+
+def os_reason(exc: OSError | ValueError) -> str:
+    """Why the system refused a path, in a few words (never the path itself: the message
+    names it already)."""
+    if isinstance(exc, ValueError):  # os.* refuse a NUL, or a lone surrogate, in a name
+        return "the name holds a NUL character or one the system cannot encode"
+    return exc.strerror or type(exc).__name__
+
+
+def _os_problem(exc: OSError | ValueError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    return f"cannot read the file: {os_reason(exc)}"
+
+
+# -- the YAML ----------------------------------------------------------------------------------
 
 
 def read_yaml(path: Path) -> YamlSource:
-    """Parse ``path``; raise ``SpecUnreadable`` naming the file and line on any failure."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecUnreadable(path, [f"cannot read the file: {exc}"]) from exc
-    return parse_yaml(text, path)
+    """Read and parse ``path``; raise ``SpecUnreadable`` naming the file and line on any
+    failure."""
+    return parse_yaml(read_text(path), path)
 
 
 def parse_yaml(text: str, path: Path) -> YamlSource:
+    """Parse ``text`` (already bounded by ``read_text``) read from ``path``."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError as exc:
         raise SpecUnreadable(path, ["the YAML nests too deeply to be a definition"]) from exc
     except yaml.YAMLError as exc:
         raise SpecUnreadable(path, [f"{_yaml_problem(exc, text)}; fix the syntax"]) from exc
-    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
-        raise SpecUnreadable(path, ["the file is empty; a definition is a YAML mapping"])
-    builder = _Builder()
+    if root is None:
+        raise SpecUnreadable(path, [_EMPTY])
+    constructor = yaml.SafeLoader(stream="")
+    vetter = _Vetter(constructor)
+    builder = _Builder(constructor)
     try:
+        vetter.size(root)
+        if vetter.problems:
+            raise SpecUnreadable(path, bounded(vetter.problems))
         data = builder.build(root, ())
     except RecursionError as exc:
         raise SpecUnreadable(path, ["the YAML nests too deeply to be a definition"]) from exc
@@ -77,8 +251,13 @@ def parse_yaml(text: str, path: Path) -> YamlSource:
     except yaml.YAMLError as exc:
         raise SpecUnreadable(path, [_yaml_problem(exc, text)]) from exc
     if builder.problems:
-        raise SpecUnreadable(path, builder.problems)
+        raise SpecUnreadable(path, bounded(builder.problems))
+    if data is None:
+        raise SpecUnreadable(path, [_EMPTY])
     return YamlSource(path=path, data=data, lines=builder.lines)
+
+
+_EMPTY = "the file is empty; a definition is a YAML mapping"
 
 
 def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
@@ -92,52 +271,152 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
     else:
         where = ""
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"{where}not valid YAML for a definition ({problem})"
-
-
-_MAX_VALUES = 200_000  # a definition has a few thousand; this stops alias bombs
+    return clip(f"{where}not valid YAML for a definition ({problem})")
 
 
 class _Unbuildable(Exception):
     """The node tree cannot become a definition (recursive or exploding aliases)."""
 
 
-class _Builder:
-    """Turns a composed node tree into plain data, recording lines and key problems."""
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
 
-    def __init__(self) -> None:
+
+def _shown_tag(tag: str) -> str:
+    return quote(f"!!{tag[len(_CORE) :]}" if tag.startswith(_CORE) else tag)
+
+
+class _Vetter:
+    """One pass over the distinct nodes of a composed tree, before anything is built: the
+    tags, the numbers, and the size with aliases expanded (memoized per node, so an alias
+    costs one lookup however often it is used)."""
+
+    def __init__(self, constructor: yaml.SafeLoader) -> None:
+        self.problems: list[str] = []
+        self._constructor = constructor
+        self._resolve = cast(Callable[..., str], constructor.resolve)  # untyped in the stubs
+        self._sizes: dict[int, tuple[int, int]] = {}
+        self._open: set[int] = set()
+
+    def size(self, node: yaml.Node, *, is_key: bool = False) -> tuple[int, int]:
+        """(values, characters) of ``node`` with its aliases expanded; raise
+        ``_Unbuildable`` as soon as either passes its bound."""
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in self._open:
+            raise _Unbuildable(
+                f"line {_line(node)}: a recursive alias (an anchor used inside itself); remove it"
+            )
+        if isinstance(node, yaml.ScalarNode):
+            self._scalar(node, is_key)
+            values, chars = 1, len(node.value)
+        else:
+            self._collection(node)
+            self._open.add(id(node))
+            values, chars = 1, 0
+            for child, child_is_key in self._children(node):
+                more, text = self.size(child, is_key=child_is_key)
+                values, chars = values + more, chars + text
+                if values > MAX_VALUES or chars > MAX_TEXT:
+                    raise _Unbuildable(self._too_big(node, values > MAX_VALUES))
+            self._open.discard(id(node))
+        self._sizes[id(node)] = (values, chars)
+        return values, chars
+
+    @staticmethod
+    def _children(node: yaml.Node) -> Iterator[tuple[yaml.Node, bool]]:
+        if isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                yield item, False
+        else:
+            for key, value in node.value:
+                yield key, True
+                yield value, False
+
+    @staticmethod
+    def _too_big(node: yaml.Node, values: bool) -> str:
+        what = f"{MAX_VALUES:,} values" if values else f"{MAX_TEXT:,} characters of text"
+        return (
+            f"line {_line(node)}: more than {what} once aliases are expanded; a definition "
+            "holds a few thousand values, so this is refused before anything is built "
+            "(an alias bomb?)"
+        )
+
+    def _collection(self, node: yaml.Node) -> None:
+        is_map = isinstance(node, yaml.MappingNode)
+        if node.tag != (MAP if is_map else SEQ):
+            self.problems.append(
+                f"line {_line(node)}: the YAML tag {_shown_tag(node.tag)} on a "
+                f"{'mapping' if is_map else 'list'} is not part of the definition format; "
+                "remove it"
+            )
+
+    def _scalar(self, node: yaml.ScalarNode, is_key: bool) -> None:
+        tag, value = node.tag, node.value
+        if tag == STR or (tag == MERGE and is_key):  # the builder refuses merge keys itself
+            return
+        plain = self._resolve(yaml.ScalarNode, value, (True, False))
+        if tag not in _READS_AS:
+            if plain == tag:  # a value YAML reads as a type the format does not use
+                problem = (
+                    f"{quote(value)} is read as {_shown_tag(tag)}, which is not part of the "
+                    "definition format; write it as a quoted string"
+                )
+            else:
+                problem = (
+                    f"the YAML tag {_shown_tag(tag)} is not part of the definition format, "
+                    "which uses only plain strings, numbers, booleans, null, lists and "
+                    "mappings; remove it"
+                )
+            self.problems.append(f"line {_line(node)}: {problem}")
+            return
+        if len(value) > MAX_NUMBER_CHARS:
+            problem = (
+                f"{quote(value)} is read as {_READS_AS[tag]} of {len(value):,} characters; "
+                f"a definition's are at most {MAX_NUMBER_CHARS}"
+            )
+        elif plain == tag and self._constructs(node):
+            return
+        else:
+            problem = f"{quote(value)} is not {_READS_AS[tag]} as YAML spells one"
+        self.problems.append(
+            f"line {_line(node)}: {problem} (tagged {_shown_tag(tag)}); "
+            "quote it if it is text, or fix it"
+        )
+
+    def _constructs(self, node: yaml.ScalarNode) -> bool:
+        """Whether PyYAML builds the value (it raises on ``0b_``, which its int pattern
+        admits); the value is kept for the builder."""
+        try:
+            self._constructor.construct_object(node, deep=True)
+        except (ArithmeticError, LookupError, TypeError, ValueError, yaml.YAMLError):
+            return False
+        return True
+
+
+class _Builder:
+    """Turns a vetted node tree into plain data, recording lines and key problems."""
+
+    def __init__(self, constructor: yaml.SafeLoader) -> None:
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[str] = []
-        self._constructor = yaml.SafeLoader(stream="")
-        self._open: set[int] = set()
-        self._budget = _MAX_VALUES
+        self._constructor = constructor
 
     def build(self, node: yaml.Node, key_path: KeyPath) -> Any:
-        if id(node) in self._open:
-            raise _Unbuildable(f"a recursive alias at {format_key_path(key_path)}; remove it")
-        self._budget -= 1
-        if self._budget < 0:
-            raise _Unbuildable(
-                f"more than {_MAX_VALUES:,} values once aliases are expanded; a definition has "
-                "a few thousand (is this an alias bomb?)"
-            )
-        self.lines.setdefault(key_path, node.start_mark.line + 1)
-        self._open.add(id(node))
-        try:
-            if isinstance(node, yaml.MappingNode):
-                return self._mapping(node, key_path)
-            if isinstance(node, yaml.SequenceNode):
-                return [self.build(item, (*key_path, i)) for i, item in enumerate(node.value)]
-            return self._constructor.construct_object(node, deep=True)
-        finally:
-            self._open.discard(id(node))
+        self.lines.setdefault(key_path, _line(node))
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, key_path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*key_path, i)) for i, item in enumerate(node.value)]
+        return self._constructor.construct_object(node, deep=True)
 
     def _mapping(self, node: yaml.MappingNode, key_path: KeyPath) -> dict[str, Any]:
         out: dict[str, Any] = {}
         here = format_key_path(key_path) or "<document>"
         for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            line = _line(key_node)
+            if key_node.tag == MERGE:
                 self.problems.append(
                     f"line {line}: merge keys (<<) are not supported at {here}; write the keys out"
                 )
@@ -148,16 +427,20 @@ class _Builder:
                 else None
             )
             if not isinstance(key, str):
-                shown = key_node.value if isinstance(key_node, yaml.ScalarNode) else "a collection"
+                shown = (
+                    quote(key_node.value)
+                    if isinstance(key_node, yaml.ScalarNode)
+                    else "a collection"
+                )
                 self.problems.append(
-                    f"line {line}: key {shown!r} at {here} is read as {type(key).__name__}, "
+                    f"line {line}: key {shown} at {here} is read as {type(key).__name__}, "
                     "not a string (YAML reads yes/no/on/off and numbers that way); quote it"
                 )
                 continue
             if key in out:
                 self.problems.append(
-                    f"line {line}: duplicate key '{key}' at {here}; YAML would silently keep "
-                    "only the last one, so remove or rename one of them"
+                    f"line {line}: duplicate key {quote(key)} at {here}; YAML would silently "
+                    "keep only the last one, so remove or rename one of them"
                 )
                 continue
             child = (*key_path, key)
