@@ -181,10 +181,11 @@ def definition_paths(spec_dir: Path) -> list[Path]:
 def read_definition(path: Path, _reading: frozenset[Path] = frozenset()) -> MachineSpec:
     """Schema and cross-reference checks only (no structural rules): what the checker uses
     so that it can report rule violations instead of refusing to load."""
-    source = read_yaml(as_path(path))
+    path = as_path(path)
+    source = read_yaml(path)
     _validate_schema(source)
     node_reader: Callable[[str], MachineSpec] = functools.partial(
-        _read_sibling, path, _reading | {path.resolve()}
+        _read_sibling, path, _reading | {_real(path)}
     )
     return _Builder(source, node_reader).build()
 
