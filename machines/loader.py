@@ -1,4 +1,7 @@
-"""Find, read and validate definitions; build the immutable IR.
+"""Resolve and validate definitions; build the immutable IR.
+
+Files are found and read by ``machines.specfiles`` and parsed by ``machines.yamlsource``,
+both within bounds.
 
 Three layers of checking, in order, each reporting every problem it finds with its line:
 the JSON Schema (shape, unknown keys), the cross-references (states, actors, context values,
@@ -42,6 +45,8 @@ from machines.spec import (
     State,
     Transition,
 )
+from machines.specfiles import as_path, os_reason, real_path, stat_definition
+from machines.specfiles import definition_paths as definition_paths
 from machines.vocabulary import (
     RESERVED_CONTEXT,
     RESERVED_TRIGGER_PREFIXES,
@@ -50,22 +55,9 @@ from machines.vocabulary import (
     USER_TAG_PREFIX,
     is_declared_tag,
 )
-from machines.yamlsource import (
-    KeyPath,
-    YamlSource,
-    bounded,
-    clip,
-    os_reason,
-    quote,
-    read_yaml,
-    stat_definition,
-)
+from machines.yamlsource import KeyPath, YamlSource, bounded, clip, quote, read_yaml
 
 SCHEMA_FILE = "machine.schema.json"
-
-MAX_DEFINITIONS = 256
-"""The most definitions a directory may hold. A system has a handful (four are bundled);
-the bound keeps one ``machines check`` to at most 256 files of at most 1 MiB each."""
 
 
 def bundled_spec_dir() -> Path:
@@ -107,26 +99,9 @@ def resolve(name_or_path: str | Path) -> Path:
     return bundled_spec_dir() / f"{name}.yaml"
 
 
-def as_path(value: object) -> Path:
-    """``value`` as a ``Path``, or ``SpecUnreadable`` when it is neither a ``str`` nor a
-    ``Path`` (a definition is named by one or the other)."""
-    if isinstance(value, Path):
-        return value
-    if isinstance(value, str):
-        return Path(value)
-    raise SpecUnreadable(
-        None, [f"a definition is named by a str or a Path, not a {type(value).__name__}"]
-    )
-
-
 @functools.cache
 def _bundled_names(directory: Path) -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in directory.glob("*.yaml")))
-
-
-def _real(path: Path) -> Path:
-    """The canonical path (``Path.resolve`` raises on a symlink loop; this does not)."""
-    return Path(os.path.realpath(path))
 
 
 def load(name_or_path: str | Path) -> MachineSpec:
@@ -137,7 +112,7 @@ def load(name_or_path: str | Path) -> MachineSpec:
     """
     path = resolve(name_or_path)
     info = stat_definition(path)
-    return _load_checked(_real(path), info.st_mtime_ns, info.st_size)
+    return _load_checked(real_path(path), info.st_mtime_ns, info.st_size)
 
 
 @functools.lru_cache(maxsize=64)
@@ -149,49 +124,20 @@ def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
     return spec
 
 
-def definition_paths(spec_dir: Path) -> list[Path]:
-    """The ``*.yaml`` files of ``spec_dir``, sorted by name; ``SpecUnreadable`` when the
-    directory cannot be listed, holds none, or holds more than ``MAX_DEFINITIONS``."""
-    directory = as_path(spec_dir)
-    names: list[str] = []
-    try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.name.endswith(".yaml"):
-                    names.append(entry.name)
-                    if len(names) > MAX_DEFINITIONS:
-                        break
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise SpecUnreadable(directory, ["not a directory of definitions"]) from exc
-    except (OSError, ValueError) as exc:
-        raise SpecUnreadable(directory, [f"cannot list the directory: {os_reason(exc)}"]) from exc
-    if not names:
-        raise SpecUnreadable(directory, ["no *.yaml definitions in this directory"])
-    if len(names) > MAX_DEFINITIONS:
-        raise SpecUnreadable(
-            directory,
-            [
-                f"more than {MAX_DEFINITIONS} *.yaml definitions in this directory; a system "
-                "has a handful: point at the directory of one system"
-            ],
-        )
-    return [directory / name for name in sorted(names)]
-
-
-def read_definition(path: Path, _reading: frozenset[Path] = frozenset()) -> MachineSpec:
+def read_definition(path: str | Path, _reading: frozenset[Path] = frozenset()) -> MachineSpec:
     """Schema and cross-reference checks only (no structural rules): what the checker uses
     so that it can report rule violations instead of refusing to load."""
     path = as_path(path)
     source = read_yaml(path)
     _validate_schema(source)
     node_reader: Callable[[str], MachineSpec] = functools.partial(
-        _read_sibling, path, _reading | {_real(path)}
+        _read_sibling, path, _reading | {real_path(path)}
     )
     return _Builder(source, node_reader).build()
 
 
 def _read_sibling(path: Path, reading: frozenset[Path], name: str) -> MachineSpec:
-    sibling = _real(path.parent / f"{name}.yaml")
+    sibling = real_path(path.parent / f"{name}.yaml")
     if sibling in reading:
         raise SpecError(
             path, [f"derivation.nodes {quote(name)} refers back to a definition being read"]

@@ -1,25 +1,20 @@
-"""Read a YAML definition, within bounds, and remember where every value came from.
+"""Parse a YAML definition, within bounds, and remember where every value came from.
 
 PyYAML quietly keeps the last of two equal keys and forgets line numbers once it builds
 Python objects. A definition error must name its line, and a duplicated key must never be
 dropped, so we compose the node tree ourselves and keep a map from key path to line.
 
-A definition is untrusted input, so every step is bounded before it starts. The file must
-be a regular file of at most ``MAX_DEFINITION_BYTES``: it is opened without blocking (a
-FIFO cannot hang the reader), judged by ``fstat`` on the opened descriptor (a FIFO, device,
-socket or directory is refused) and read no further than the limit (``/dev/zero`` or a
-growing file cannot exhaust memory). The composed node tree is then vetted once per
-distinct node, before any value is built: every YAML tag must be one the format uses and
-fit its node, and the document with its aliases expanded must stay within ``MAX_VALUES``
-values and ``MAX_TEXT`` characters, so an alias bomb is refused after a few nodes instead
-of after building millions. Every message that shows a piece of the input shows it through
-``quote`` (a value) or ``clip`` (a text that embeds input), cut short.
+A definition is untrusted input, so every step is bounded before it starts. The text comes
+from ``machines.specfiles`` (a regular file of at most 1 MiB). The composed node tree is
+vetted once per distinct node, before any value is built: every YAML tag must be one the
+format uses and fit its node, and the document with its aliases expanded must stay within
+``MAX_VALUES`` values and ``MAX_TEXT`` characters, so an alias bomb is refused after a few
+nodes instead of after building millions. Every message that shows a piece of the input
+shows it through ``quote`` (a value) or ``clip`` (a text that embeds input), cut short.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +24,9 @@ import yaml
 
 from machines.errors import SpecUnreadable
 from machines.jsonvalue import describe
+from machines.specfiles import MAX_DEFINITION_BYTES, read_text
 
 KeyPath = tuple[str | int, ...]
-
-MAX_DEFINITION_BYTES = 1 << 20
-"""The largest definition file read (1 MiB). The bundled ones are 9-20 kB, so this leaves
-room for a machine fifty times the largest, while bounding what one file can cost: a
-definition of this size parses in a few seconds and ~100 MB."""
 
 MAX_VALUES = 200_000
 """The most values (scalars, lists and mappings, keys included) a document may hold once
@@ -57,8 +48,6 @@ QUOTE_LIMIT = 80
 
 MESSAGE_LIMIT = 1000
 """The most characters of one problem line, whatever it embeds."""
-
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
 _CORE = "tag:yaml.org,2002:"
 STR, INT, FLOAT, BOOL, NULL = (_CORE + name for name in ("str", "int", "float", "bool", "null"))
@@ -124,97 +113,6 @@ class YamlSource:
         line = self.line_of(key_path)
         dotted = format_key_path(key_path) or "<document>"
         return f"line {line}, at {dotted}" if line is not None else f"at {dotted}"
-
-
-# -- the file ----------------------------------------------------------------------------------
-
-
-def stat_definition(path: Path) -> os.stat_result:
-    """``os.stat`` of a definition file, or ``SpecUnreadable`` saying why it cannot be one
-    (missing, not a regular file, too large, not permitted, a name too long, ...)."""
-    try:
-        info = os.stat(path)
-    except (OSError, ValueError) as exc:
-        raise SpecUnreadable(path, [_os_problem(exc)]) from exc
-    _refuse_unless_definition(path, info)
-    return info
-
-
-def read_text(path: Path) -> str:
-    """The text of the definition file at ``path``. Judged on the opened descriptor, so
-    what is read is what was judged."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except (OSError, ValueError) as exc:
-        raise SpecUnreadable(path, [_os_problem(exc)]) from exc
-    try:
-        _refuse_unless_definition(path, os.fstat(fd))
-        data = _read_at_most(fd, MAX_DEFINITION_BYTES + 1)
-    except OSError as exc:
-        raise SpecUnreadable(path, [_os_problem(exc)]) from exc
-    finally:
-        os.close(fd)
-    if len(data) > MAX_DEFINITION_BYTES:  # it grew after fstat
-        raise SpecUnreadable(path, [_too_large(len(data), "more than ")])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise SpecUnreadable(
-            path, [f"line {line}: cannot read the file: it is not UTF-8 ({exc}); save it as UTF-8"]
-        ) from exc
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = os.read(fd, limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def _refuse_unless_definition(path: Path, info: os.stat_result) -> None:
-    mode = info.st_mode
-    if not stat.S_ISREG(mode):
-        kind = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a FIFO (named pipe)"
-            if stat.S_ISFIFO(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "not a regular file"
-        )
-        raise SpecUnreadable(path, [f"{kind}, not a definition file; a definition is a YAML file"])
-    if info.st_size > MAX_DEFINITION_BYTES:
-        raise SpecUnreadable(path, [_too_large(info.st_size)])
-
-
-def _too_large(size: int, more: str = "") -> str:
-    return (
-        f"the file is {more}{size:,} bytes; a definition may be at most "
-        f"{MAX_DEFINITION_BYTES:,} bytes (1 MiB): split the machine or shorten its texts"
-    )
-
-
-def os_reason(exc: OSError | ValueError) -> str:
-    """Why the system refused a path, in a few words (never the path itself: the message
-    names it already)."""
-    if isinstance(exc, ValueError):  # os.* refuse a NUL, or a lone surrogate, in a name
-        return "the name holds a NUL character or one the system cannot encode"
-    return exc.strerror or type(exc).__name__
-
-
-def _os_problem(exc: OSError | ValueError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "no such file"
-    return f"cannot read the file: {os_reason(exc)}"
 
 
 # -- the YAML ----------------------------------------------------------------------------------

@@ -411,7 +411,7 @@ def test_size_limit_just_under_and_just_over(
 
 
 def test_size_limit_is_the_documented_one() -> None:
-    from machines.yamlsource import MAX_DEFINITION_BYTES
+    from machines.specfiles import MAX_DEFINITION_BYTES
 
     assert MAX_DEFINITION_BYTES == LIMIT
     docs = (PACKAGE_ROOT / "docs" / "guide" / "definitions.md").read_text(encoding="utf-8")
@@ -676,3 +676,12 @@ def test_every_keyword_beside_a_context_is_a_reserved_context_name(
     reserved = [p for p in problems if f"context variable name '{name}' is reserved" in p]
     assert reserved, problems
     assert reserved[0].startswith(f"line {line_of(text, rf'^  {name}:$')}, at context.{name}")
+
+
+def test_read_definition_takes_a_str_path_like_load(spec_dir: Path) -> None:
+    """issue 13 item 15 (found by the garbage fuzz): ``read_definition`` given a ``str``
+    path raised a raw AttributeError (``str.read_text``, then ``str.resolve``)."""
+    spec = read_definition(str(spec_dir / "request.yaml"))
+    assert spec.name == "request" and spec.derivation is not None
+    with pytest.raises(SpecUnreadable):
+        read_definition(None)  # type: ignore[arg-type]
