@@ -27,7 +27,14 @@ MAX_DEFINITIONS = 256
 """The most definitions a directory may hold. A system has a handful (four are bundled);
 the bound keeps one ``machines check`` to at most 256 files of at most 1 MiB each."""
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NOCTTY", 0)
+)
+"""Read-only, and never waiting for a writer (a FIFO), never kept by a child process,
+never made the controlling terminal; the flags a system lacks are left out."""
 
 
 def as_path(value: object) -> Path:

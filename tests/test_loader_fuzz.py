@@ -648,7 +648,7 @@ def must_be_unreadable(text: str) -> bool:
         if id(node) in busy:
             raise RecursionError  # a recursive alias
         if isinstance(node, yaml.ScalarNode):
-            plain = RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))  # type: ignore[no-untyped-call]
+            plain = RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))
             fits = node.tag == STR or (node.tag == MERGE and is_key)
             fits = fits or (node.tag in TYPED and plain == node.tag)
             if not fits:
