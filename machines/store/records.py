@@ -276,21 +276,23 @@ def same_entity(row: Row, scope: str | None, context: Mapping[str, str] | None) 
 # -- the arguments every store checks first -------------------------------------------
 
 
-def text(value: object, what: str) -> str:
+def text(value: object, what: str, machine: str | None = None) -> str:
     """``value`` as an exact ``str``: a subclass (a ``StrEnum``) becomes its text, so no
-    method of it runs inside the store; anything else is ``InvalidArgument``."""
+    method of it runs inside the store; anything else is ``InvalidArgument`` saying that
+    ``what`` (of ``machine``) must be a str."""
     if type(value) is str:
         return value
     if isinstance(value, str):
         return str.__str__(value)
-    raise InvalidArgument(f"{what} must be a str, not a {type(value).__name__}")
+    where = "" if machine is None else f"{machine}: "
+    raise InvalidArgument(f"{where}{what} must be a str, not a {type(value).__name__}")
 
 
 def check_key(value: object, machine: str, what: str = "key") -> str:
     """The one key rule (keys, scopes, a ``due`` field): a non-empty ``str`` of at most
     ``MAX_KEY_BYTES`` bytes of UTF-8 with no NUL, which every store and database can hold
     and index; ``42`` and ``"42"`` are not one key anywhere."""
-    key = text(value, f"{machine}: a {what}")
+    key = value if type(value) is str else text(value, f"a {what}", machine)
     size = len(key) if key.isascii() else _utf8_size(key)
     if 0 < size <= MAX_KEY_BYTES and "\x00" not in key:
         return key
@@ -401,8 +403,8 @@ def check_move(
     """``Transaction.move``'s arguments, checked: (trigger, actor, context). ``detail``
     and ``data`` must be mappings or None here; ``encode`` judges their values."""
     spec = check_row(specs, row)
-    trigger = text(trigger, f"{spec.name}: a trigger")
-    actor = text(actor, f"{spec.name}: an actor")
+    trigger = text(trigger, "a trigger", spec.name)
+    actor = text(actor, "an actor", spec.name)
     checked = check_context(spec, context)
     if detail is not None and not isinstance(detail, Mapping):
         raise _not_a_mapping(spec, row, "detail", detail)
@@ -431,7 +433,7 @@ def check_due(
     spec: MachineSpec, state: object, field: object, before: object, limit: object
 ) -> tuple[str, str, float, int]:
     """``Transaction.due``'s arguments, checked: (state, field, before, limit)."""
-    state = text(state, f"{spec.name}: a state")
+    state = text(state, "a state", spec.name)
     if state not in spec.states:
         raise InvalidArgument(
             f"{describe(state)} is not a state of machine '{spec.name}'; states: "
