@@ -384,8 +384,9 @@ def check_row(specs: Mapping[str, MachineSpec], row: object) -> MachineSpec:
         or not all(type(k) is str and type(v) is str for k, v in row.context.items())
     ):
         raise InvalidArgument(
-            f"{spec.name}: {describe(row)} is not a row as the store returns it (its key, state, "
-            "version, moves or context is not what the store writes); read it with get()"
+            f"{spec.name}: this Row is not one the store returned (the type of its key, "
+            "version, moves, data or context, or its state, is not what the store writes); "
+            "read the row with get()"
         )
     check_key(row.key, spec.name)
     return spec
