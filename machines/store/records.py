@@ -441,9 +441,9 @@ def check_due(
             f"{', '.join(spec.states)}"
         )
     field = check_key(field, spec.name, "field")
-    if not isinstance(before, int | float) or isinstance(before, bool):
+    if type(before) is not float and type(before) is not int:  # not a bool, nor a subclass
         raise InvalidArgument(
-            f"{spec.name}: before must be a number, not a {type(before).__name__}"
+            f"{spec.name}: before must be an int or a float, not a {type(before).__name__}"
         )
     try:
         bound = float(before)
@@ -451,11 +451,11 @@ def check_due(
         raise InvalidArgument(f"{spec.name}: before is too large for a float") from None
     if math.isnan(bound):
         raise InvalidArgument(f"{spec.name}: before must be a number, not NaN")
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= MAX_DUE:
+    if type(limit) is not int or not 0 < limit <= MAX_DUE:
         raise InvalidArgument(
             f"{spec.name}: limit must be an int from 1 to {MAX_DUE}, not {describe(limit)}"
         )
-    return state, field, bound, int(limit)
+    return state, field, bound, limit
 
 
 # -- values ---------------------------------------------------------------------------
