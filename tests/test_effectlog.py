@@ -562,10 +562,10 @@ def inject_write_fault(
     is in the middle of a move, after its history event is written (it encodes the data
     last); a PostgreSQL move is one statement, so the fault comes before it."""
 
-    def faulty(value: Mapping[str, Any] | None) -> str:
+    def faulty(value: Mapping[str, Any] | None, *where: str) -> str:
         if value and "runs" in value and when(value):  # a row's data, not a detail
             raise StoreError("disk full (injected)")
-        return encode(value)
+        return encode(value, *where)
 
     monkeypatch.setattr(memory_store, "encode", faulty)
     monkeypatch.setattr(sql_store, "encode", faulty)  # inserts and updates, both databases

@@ -11,19 +11,33 @@ concurrent writers are fenced by the row version.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping
 
 from machines.history import Clock
+from machines.jsonvalue import describe
 from machines.loader import load
 from machines.spec import MachineSpec
 from machines.store.memory import MemoryStore
-from machines.store.records import RecordExists, Row, StaleWrite, Store, StoreError, Transaction
+from machines.store.records import (
+    InvalidArgument,
+    RecordExists,
+    Row,
+    StaleWrite,
+    Store,
+    StoreError,
+    Transaction,
+    UnstorableData,
+    check_key,
+    text,
+)
 from machines.store.sqlite import SQLiteStore
 
 BUNDLED = ("effect", "outcome", "node", "request")
 
 __all__ = [
+    "InvalidArgument",
     "MemoryStore",
     "RecordExists",
     "Row",
@@ -32,6 +46,7 @@ __all__ = [
     "Store",
     "StoreError",
     "Transaction",
+    "UnstorableData",
     "open_store",
 ]
 
@@ -42,26 +57,79 @@ def open_store(
     *,
     clock: Clock | None = None,
 ) -> Store:
-    """Open the store at ``url`` for ``specs`` (default: the four bundled machines)."""
-    if specs is None:
-        by_name = {name: load(name) for name in BUNDLED}
-    elif isinstance(specs, Mapping):
-        by_name = dict(specs)
-    else:
-        by_name = {spec.name: spec for spec in specs}
-    now = clock or time.time
+    """Open the store at ``url`` for ``specs`` (default: the four bundled machines).
+
+    ``specs`` is an iterable of loaded specs, or a mapping of each spec's own name to it;
+    ``clock`` a function that returns the time as a finite number (default
+    ``time.time``). Anything else, an unknown URL scheme, or a URL that is not text (NUL,
+    a lone surrogate) is ``InvalidArgument``; a database that cannot be opened is a
+    ``StoreError``."""
+    url = text(url, "a store URL")
+    check_key(url, "open_store", "URL")
+    by_name = _by_name(specs)
+    now = time.time if clock is None else _checked_clock(clock)
     if url == "memory://":
         return MemoryStore(by_name, now)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if not path:
-            raise StoreError("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
+            raise InvalidArgument("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
         return SQLiteStore(path, by_name, now)
     if url.startswith(("postgresql://", "postgres://")):
         from machines.store.postgres import PostgresStore  # needs psycopg (machines[postgres])
 
         return PostgresStore(url, by_name, now)
-    raise StoreError(
-        f"unsupported store URL {url!r}; use memory://, sqlite:///path/to/file.db or "
+    raise InvalidArgument(
+        f"unsupported store URL {describe(url)}; use memory://, sqlite:///path/to/file.db or "
         "postgresql://user@host/db"
     )
+
+
+def _by_name(specs: object) -> dict[str, MachineSpec]:
+    """The specs a store is opened for, by name: each a loaded ``MachineSpec``, each
+    name once (the tables are named after it)."""
+    if specs is None:
+        return {name: load(name) for name in BUNDLED}
+    if isinstance(specs, str | bytes) or not isinstance(specs, Mapping | Iterable):
+        raise InvalidArgument(
+            f"specs must be loaded MachineSpecs (a list, or a mapping by name), not a "
+            f"{type(specs).__name__}"
+        )
+    try:
+        pairs = list(specs.items()) if isinstance(specs, Mapping) else [(None, s) for s in specs]
+    except Exception as exc:
+        raise InvalidArgument(f"reading specs raised {type(exc).__name__}") from None
+    by_name: dict[str, MachineSpec] = {}
+    for name, spec in pairs:
+        if not isinstance(spec, MachineSpec):
+            raise InvalidArgument(f"specs must be loaded MachineSpecs, not a {type(spec).__name__}")
+        if name is not None and (type(name) is not str or name != spec.name):
+            raise InvalidArgument(
+                f"specs maps {describe(name)} to machine '{spec.name}'; map each spec's own name"
+            )
+        if by_name.setdefault(spec.name, spec) is not spec:
+            raise InvalidArgument(f"specs hold two different machines named '{spec.name}'")
+    return by_name
+
+
+def _checked_clock(clock: object) -> Clock:
+    """``clock`` as the store calls it: a finite number as a float, or a ``StoreError``
+    (before anything is written), whatever the function does."""
+    if not callable(clock):
+        raise InvalidArgument(f"clock must be a function, not a {type(clock).__name__}")
+
+    def now() -> float:
+        try:
+            value = clock()
+        except Exception as exc:
+            raise StoreError(f"the store's clock raised {type(exc).__name__}") from exc
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                seconds = float(value)
+            except OverflowError:
+                seconds = math.inf
+            if math.isfinite(seconds):
+                return seconds
+        raise StoreError(f"the store's clock returned {describe(value)}, not a finite number")
+
+    return now

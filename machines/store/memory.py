@@ -1,8 +1,10 @@
 """``memory://``: the same contract as the SQL stores, in one process, for tests and tools.
 
 Transactions are serialised by one lock and keep an undo log, so an exception inside the
-``with`` block rolls everything back. Values go through the same JSON encoding as the SQL
-stores, so what one accepts the other accepts too.
+``with`` block rolls everything back. Values go through the same checks and JSON encoding
+as the SQL stores, so what one accepts the other accepts too; like a database, the store
+keeps each value's JSON text and every read decodes it afresh, so changing a value read
+from the store (a list inside ``row.data``) changes nothing stored.
 """
 
 from __future__ import annotations
@@ -21,12 +23,21 @@ from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    as_read,
+    check_due,
+    check_insert,
+    check_key,
+    check_move,
+    check_update,
     decide_move,
     decode,
     encode,
     same_entity,
     spec_for,
 )
+
+_Stored = tuple[Row, str]  # a row and the JSON text of its data, which every read decodes
+_Event = tuple[TransitionEvent, str | None]  # the event and the JSON text of its detail
 
 
 class MemoryStore(OneWriteTransactions):
@@ -36,8 +47,8 @@ class MemoryStore(OneWriteTransactions):
         self._clock = clock
         self._lock = threading.RLock()
         self._open = False  # held by this store's one transaction at a time
-        self._rows: dict[tuple[str, str], Row] = {}
-        self._history: dict[tuple[str, str], list[TransitionEvent]] = {}
+        self._rows: dict[tuple[str, str], _Stored] = {}
+        self._history: dict[tuple[str, str], list[_Event]] = {}
         self._ordinal = 0
 
     def specs(self) -> Mapping[str, MachineSpec]:
@@ -65,6 +76,11 @@ class MemoryStore(OneWriteTransactions):
         """Nothing to release; the data lives as long as the object."""
 
 
+def _read(stored: _Stored) -> Row:
+    row, data_json = stored
+    return replace(row, data=decode(data_json))
+
+
 class _MemoryTransaction:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
@@ -84,10 +100,10 @@ class _MemoryTransaction:
             elif kind == "ordinal":
                 store._ordinal = payload
 
-    def _put(self, row: Row) -> Row:
+    def _put(self, row: Row, data_json: str) -> Row:
         key = (row.machine, row.key)
         self._undo.append(("row", (key, self._store._rows.get(key))))
-        self._store._rows[key] = row
+        self._store._rows[key] = (row, data_json)
         return row
 
     def insert(
@@ -99,32 +115,35 @@ class _MemoryTransaction:
         data: Mapping[str, Any] | None = None,
         scope: str | None = None,
     ) -> tuple[Row, bool]:
-        spec = spec_for(self._store._specs, machine)
-        spec.stepper(**(context or {}))
-        existing = self._store._rows.get((machine, key))
+        store = self._store
+        spec, key, context, scope = check_insert(store._specs, machine, key, context, scope)
+        context_json = encode(context, spec.name, key, "context")
+        data_json = encode(data, spec.name, key, "data")
+        existing = store._rows.get((spec.name, key))
         if existing is not None:
-            return same_entity(existing, scope, context), False
-        self._undo.append(("ordinal", self._store._ordinal))
-        self._store._ordinal += 1
-        now = self._store._clock()
+            return same_entity(_read(existing), scope, context), False
+        now = store._clock()
+        self._undo.append(("ordinal", store._ordinal))
+        store._ordinal += 1
         row = Row(
-            machine,
+            spec.name,
             key,
             spec.initial,
-            decode(encode(context)),
-            decode(encode(data)),
+            decode(context_json),
+            decode(data_json),
             scope,
-            self._store._ordinal,
+            store._ordinal,
             0,
             1,
             now,
             now,
         )
-        return self._put(row), True
+        return self._put(row, data_json), True
 
     def get(self, machine: str, key: str) -> Row | None:
-        spec_for(self._store._specs, machine)
-        return self._store._rows.get((machine, key))
+        spec = spec_for(self._store._specs, machine)
+        stored = self._store._rows.get((spec.name, check_key(key, spec.name)))
+        return None if stored is None else _read(stored)
 
     def move(
         self,
@@ -136,59 +155,77 @@ class _MemoryTransaction:
         detail: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> Row:
-        dest, full = decide_move(self._store._specs, row, trigger, actor, context)
-        current = self.get(row.machine, row.key)
-        if current is None or current.version != row.version:
-            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
-        now = self._store._clock()
+        store = self._store
+        trigger, actor, context = check_move(
+            store._specs, row, trigger, actor, context, detail, data
+        )
+        dest, full = decide_move(store._specs, row, trigger, actor, context)
+        m, key = row.machine, row.key
+        detail_json = None if detail is None else encode(detail, m, key, "detail")
+        context_json = encode(full, m, key, "context")
+        data_json = encode(row.data if data is None else data, m, key, "data")
+        current = self._current(row)
+        now = store._clock()
         event = TransitionEvent(
-            row.machine,
-            row.key,
+            m,
+            key,
             row.moves + 1,
             row.state,
             dest,
             trigger,
             actor,
-            None if detail is None else decode(encode(detail)),
-            decode(encode(full)),
+            None,
+            decode(context_json),
             now,
         )
-        history_key = (row.machine, row.key)
-        self._store._history.setdefault(history_key, []).append(event)
-        self._undo.append(("event", history_key))
-        new_data = row.data if data is None else decode(encode(data))
-        return self._put(
-            replace(
-                current,
-                state=dest,
-                moves=current.moves + 1,
-                version=current.version + 1,
-                data=new_data,
-                updated_at=now,
-            )
+        store._history.setdefault((m, key), []).append((event, detail_json))
+        self._undo.append(("event", (m, key)))
+        changed = replace(
+            current,
+            state=dest,
+            data=decode(data_json),
+            moves=current.moves + 1,
+            version=current.version + 1,
+            updated_at=now,
         )
+        return self._put(changed, data_json)
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        current = self.get(row.machine, row.key)
-        if current is None or current.version != row.version:
-            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
-        return self._put(
-            replace(
-                current,
-                data=decode(encode(data)),
-                version=current.version + 1,
-                updated_at=self._store._clock(),
-            )
+        check_update(self._store._specs, row, data)
+        data_json = encode(data, row.machine, row.key, "data")
+        current = self._current(row)
+        now = self._store._clock()
+        changed = replace(
+            current, data=decode(data_json), version=current.version + 1, updated_at=now
         )
+        return self._put(changed, data_json)
+
+    def _current(self, row: Row) -> Row:
+        """The stored row that ``row`` says it is: the same version, state, move count and
+        context (a row from another read, or made up, is ``StaleWrite``)."""
+        stored = self._store._rows.get((row.machine, row.key))
+        current = None if stored is None else stored[0]
+        if current is None or not as_read(current, row) or current.context != row.context:
+            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
+        return current
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
-        spec_for(self._store._specs, machine)
-        return list(self._store._history.get((machine, key), ()))
+        spec = spec_for(self._store._specs, machine)
+        events = self._store._history.get((spec.name, check_key(key, spec.name)), ())
+        return [
+            event if detail is None else event._replace(detail=decode(detail))
+            for event, detail in events
+        ]
 
     def scope(self, machine: str, scope: str) -> list[Row]:
+        spec = spec_for(self._store._specs, machine)
+        scope = check_key(scope, spec.name, "scope")
         return [r for r in self.rows(machine) if r.scope == scope]
 
     def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
+        spec = spec_for(self._store._specs, machine)
+        state, field, before, limit = check_due(spec, state, field, before, limit)
+
         def is_due(row: Row) -> bool:
             value = row.data.get(field)
             return (
@@ -199,8 +236,8 @@ class _MemoryTransaction:
         return due[:limit]
 
     def rows(self, machine: str) -> list[Row]:
-        spec_for(self._store._specs, machine)
+        spec = spec_for(self._store._specs, machine)
         return sorted(
-            (r for (m, _), r in self._store._rows.items() if m == machine),
+            (_read(stored) for (m, _), stored in self._store._rows.items() if m == spec.name),
             key=lambda r: r.ordinal,
         )

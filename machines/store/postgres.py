@@ -38,7 +38,15 @@ from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import postgres_schema
-from machines.store.records import Row, StaleWrite, StoreError, decide_move, encode, frozen
+from machines.store.records import (
+    Row,
+    StaleWrite,
+    StoreError,
+    check_move,
+    decide_move,
+    encode,
+    frozen,
+)
 from machines.store.sql import (
     SCHEMA_TABLE,
     Dialect,
@@ -215,13 +223,17 @@ class _PostgresTransaction(SQLTransaction):
         """One statement: the fenced UPDATE and, only if it matched, the history event.
         A writer that lost the race waits for the winner's row lock, then matches no
         row (``StaleWrite``) without aborting its transaction."""
+        trigger, actor, context = check_move(
+            self._specs, row, trigger, actor, context, detail, data
+        )
         dest, full = decide_move(self._specs, row, trigger, actor, context)
         m, now = row.machine, self._clock()
-        data_json = encode(row.data if data is None else data)
+        data_json = encode(row.data if data is None else data, m, row.key, "data")
         matched = self._write(
             f"WITH moved AS (UPDATE {m}_entities SET state = %s, moves = moves + 1, "
             "version = version + 1, data = %s::jsonb, updated_at = %s "
-            "WHERE key = %s AND version = %s RETURNING key, moves), "
+            "WHERE key = %s AND version = %s AND state = %s AND moves = %s "
+            "RETURNING key, moves), "
             f"event AS (INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, "
             "detail, context, at) SELECT key, moves, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s "
             "FROM moved) SELECT moves FROM moved",
@@ -232,11 +244,13 @@ class _PostgresTransaction(SQLTransaction):
                 row.key,
                 row.version,
                 row.state,
+                row.moves,
+                row.state,
                 dest,
                 trigger,
                 actor,
-                None if detail is None else encode(detail),
-                encode(full),
+                None if detail is None else encode(detail, m, row.key, "detail"),
+                encode(full, m, row.key, "context"),
                 now,
             ),
         )

@@ -6,24 +6,53 @@ machine's initial state and only ever change state through ``Transaction.move``,
 decides the move with the spec (``spec.step``), checks that nobody wrote the row since it
 was read (compare-and-set on ``version``: the fencing token), and writes the new state and
 its history event in one transaction.
+
+Every public method of every store checks its arguments first, with the functions below
+(the same ones on every store), and only then reads or writes: what one store refuses,
+every store refuses, with the same error, and nothing has changed when it does.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from machines.errors import MachinesError
+from machines.errors import ContextError, MachinesError
 from machines.history import TransitionEvent
+from machines.jsonvalue import UnstorableValue, describe, dumps_object
 from machines.spec import MachineSpec
+
+MAX_KEY_BYTES = 1000
+"""The longest key or scope, in bytes of UTF-8 (1,000 ASCII characters, 250 of four bytes
+each). PostgreSQL cannot index a text over about 2,700 bytes, so a limit in characters
+would let one store accept what another refuses."""
+
+MAX_DUE = 10_000
+"""The most rows one ``Transaction.due`` call returns: a polling worker takes batches."""
 
 
 class StoreError(MachinesError):
     """The store cannot do what was asked (bad URL, broken database, unknown machine)."""
+
+
+class InvalidArgument(StoreError, ValueError):
+    """An argument the store refuses before it reads or writes anything: an unknown
+    machine or state, a key or scope that breaks the key rule (``check_key``), a trigger,
+    actor or field that is not a str, a bound or limit out of range, a row that was not
+    read from the store."""
+
+
+class UnstorableData(StoreError, UnstorableValue):
+    """A data, context or detail value the store cannot keep exactly: not a mapping, or
+    not plain JSON that reads back equal (``machines.jsonvalue``: a tuple, a non-str key,
+    a set, NaN, an integer too long to print, a lone surrogate, NUL, deep nesting, an
+    object JSON cannot hold). Both a ``StoreError`` (nothing was written) and an
+    ``UnstorableValue``; the message names the machine, the key and the column."""
 
 
 class StaleWrite(StoreError):
@@ -53,7 +82,28 @@ class Row:
 
 
 class Transaction(Protocol):
-    """One atomic unit of work. Leaving the ``with`` block by an exception rolls it back."""
+    """One atomic unit of work. Leaving the ``with`` block by an exception rolls it back.
+
+    Every method checks all its arguments before it reads or writes, identically on every
+    store, and raises only these (nothing is changed when one is raised, even if the
+    caller catches it and commits the transaction):
+
+    - ``InvalidArgument`` (a ``StoreError``): an unknown machine or state; a ``key`` or
+      ``scope`` that is not a non-empty ``str`` of at most ``MAX_KEY_BYTES`` bytes of
+      UTF-8 without NUL (a ``str`` subclass such as a ``StrEnum`` counts as its text); a
+      trigger, actor or field that is not a ``str``; a ``before`` that is not a number, a
+      ``limit`` that is not an int from 1 to ``MAX_DUE``; a ``row`` that is not a ``Row``
+      as this store returned it.
+    - ``UnstorableData`` (a ``StoreError`` and an ``UnstorableValue``): ``data`` or
+      ``detail`` is not a mapping of plain JSON that reads back equal. This is the one
+      type a caller catches to learn that a value, such as an effect's result, cannot be
+      stored.
+    - ``ContextError``: a context that is not a mapping of str to str, or that the machine
+      refuses. ``InvalidStateTransition``: the spec refuses the move.
+    - ``StaleWrite``, ``RecordExists`` and other ``StoreError``s, as each method says.
+
+    What a store accepts comes back equal, of the same JSON types, from every store.
+    """
 
     def insert(
         self,
@@ -65,7 +115,9 @@ class Transaction(Protocol):
         scope: str | None = None,
     ) -> tuple[Row, bool]:
         """Create the row in the initial state, or return the existing one: ``(row,
-        created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``)."""
+        created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``); a row found
+        with another scope or context is ``RecordExists``. ``scope`` is None or follows
+        the key rule."""
 
     def get(self, machine: str, key: str) -> Row | None:
         """The row of ``key``, or None."""
@@ -86,29 +138,32 @@ class Transaction(Protocol):
         row changed since it was read. ``data`` replaces the row's data when given."""
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        """Replace the data of ``row`` (as read) without a state change; ``StaleWrite``
-        when it changed since."""
+        """Replace the data of ``row`` (as read) with ``data`` (a mapping) without a state
+        change; ``StaleWrite`` when it changed since."""
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         """Every move of ``key``, oldest first (one event per move, numbered from 1)."""
 
     def scope(self, machine: str, scope: str) -> list[Row]:
-        """Rows of one scope (a session, a request), oldest first."""
+        """Rows of one scope (a session, a request), oldest first. ``scope`` follows the
+        key rule: None is refused, never taken to mean the unscoped rows."""
 
     def rows(self, machine: str) -> list[Row]:
         """Every row of a machine, oldest first (audits, invariant checks)."""
 
     def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
         """Up to ``limit`` rows in ``state`` whose number ``data[field]`` is below
-        ``before``, oldest first, for a worker that polls (a sweeper of expired leases).
-        They are this transaction's to move: PostgreSQL locks them and skips rows another
-        transaction holds (``FOR UPDATE SKIP LOCKED``), so sweepers never wait on each
-        other; SQLite and memory hold the whole store for the transaction anyway."""
+        ``before`` (a number, not NaN), oldest first, for a worker that polls (a sweeper of
+        expired leases). They are this transaction's to move: PostgreSQL locks them and
+        skips rows another transaction holds (``FOR UPDATE SKIP LOCKED``), so sweepers
+        never wait on each other; SQLite and memory hold the whole store for the
+        transaction anyway."""
 
 
 class Store(Protocol):
     """Where the rows live (``open_store(url)``): memory, SQLite or PostgreSQL, with the
-    same promises. Safe to share between threads; each thread gets its own connection."""
+    same promises. Safe to share between threads; each thread gets its own connection.
+    ``insert`` and ``move`` check their arguments and raise as ``Transaction``'s do."""
 
     url: str
 
@@ -194,42 +249,256 @@ def decide_move(
     return spec.step(row.state, trigger, actor=actor, **full), full
 
 
+def as_read(current: Row | None, row: Row) -> bool:
+    """Whether the stored ``current`` is still ``row`` as it was read: the fence of every
+    write. The version alone would do for rows the store returned; state and move count
+    too refuse a row made up from another."""
+    return (
+        current is not None
+        and current.version == row.version
+        and current.state == row.state
+        and current.moves == row.moves
+    )
+
+
 def same_entity(row: Row, scope: str | None, context: Mapping[str, str] | None) -> Row:
     """``row`` when an insert that found it asked for the same scope and context; a key
     belongs to one entity, so anything else is ``RecordExists``."""
     if row.scope != scope or dict(row.context) != dict(context or {}):
         raise RecordExists(
-            f"{row.machine} '{row.key}' exists with scope {row.scope!r} and context "
-            f"{dict(row.context)}; it was asked for with scope {scope!r} and context "
-            f"{dict(context or {})}"
+            f"{row.machine} {describe(row.key)} exists with scope {describe(row.scope)} and "
+            f"context {dict(row.context)}; it was asked for with scope {describe(scope)} and "
+            f"context {dict(context or {})}"
         )
     return row
 
 
-def spec_for(specs: Mapping[str, MachineSpec], machine: str) -> MachineSpec:
+# -- the arguments every store checks first -------------------------------------------
+
+
+def text(value: object, what: str, machine: str | None = None) -> str:
+    """``value`` as an exact ``str``: a subclass (a ``StrEnum``) becomes its text, so no
+    method of it runs inside the store; anything else is ``InvalidArgument`` saying that
+    ``what`` (of ``machine``) must be a str."""
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    where = "" if machine is None else f"{machine}: "
+    raise InvalidArgument(f"{where}{what} must be a str, not a {type(value).__name__}")
+
+
+def check_key(value: object, machine: str, what: str = "key") -> str:
+    """The one key rule (keys, scopes, a ``due`` field): a non-empty ``str`` of at most
+    ``MAX_KEY_BYTES`` bytes of UTF-8 with no NUL, which every store and database can hold
+    and index; ``42`` and ``"42"`` are not one key anywhere."""
+    key = value if type(value) is str else text(value, f"a {what}", machine)
+    size = len(key) if key.isascii() else _utf8_size(key)
+    if 0 < size <= MAX_KEY_BYTES and "\x00" not in key:
+        return key
+    if size < 0:
+        problem = "is not valid UTF-8 (it holds a lone surrogate)"
+    elif "\x00" in key:
+        problem = "holds a NUL character"
+    else:
+        problem = f"is {size} bytes of UTF-8 (from 1 to {MAX_KEY_BYTES})"
+    raise InvalidArgument(f"{machine}: the {what} {describe(key)} {problem}")
+
+
+def _utf8_size(key: str) -> int:
     try:
-        return specs[machine]
-    except KeyError:
-        raise StoreError(
-            f"this store has no machine '{machine}'; it has: {', '.join(sorted(specs))}"
+        return len(key.encode())
+    except UnicodeEncodeError:
+        return -1
+
+
+def spec_for(specs: Mapping[str, MachineSpec], machine: object) -> MachineSpec:
+    """The spec of ``machine``; use its ``name`` (never the argument) in SQL."""
+    spec = specs.get(text(machine, "a machine name"))
+    if spec is None:
+        raise InvalidArgument(
+            f"this store has no machine {describe(machine)}; it has: {', '.join(sorted(specs))}"
+        )
+    return spec
+
+
+def check_context(spec: MachineSpec, context: object) -> Mapping[str, str] | None:
+    """``context`` as a dict of exact strs (None stays None); the spec judges the values."""
+    if context is None:
+        return None
+    if not isinstance(context, Mapping):
+        raise ContextError(
+            f"{spec.name}: a context must be a mapping of str to str, not a "
+            f"{type(context).__name__}"
+        )
+    try:
+        items = list(context.items())
+    except Exception as exc:
+        raise ContextError(
+            f"{spec.name}: reading the context raised {type(exc).__name__}"
         ) from None
+    checked = {}
+    for var, value in items:
+        if not isinstance(var, str) or not isinstance(value, str):
+            raise ContextError(
+                f"{spec.name}: a context maps str to str; it holds a "
+                f"{type(var).__name__} -> {type(value).__name__} pair"
+            )
+        checked[str.__str__(var)] = str.__str__(value)
+    return checked
 
 
-def encode(value: Mapping[str, Any] | None) -> str:
-    """JSON for a data, context or detail column; refuses what JSON cannot hold."""
+def check_insert(
+    specs: Mapping[str, MachineSpec], machine: object, key: object, context: object, scope: object
+) -> tuple[MachineSpec, str, Mapping[str, str] | None, str | None]:
+    """``Transaction.insert``'s arguments, checked: (spec, key, context, scope). The
+    context's values are judged by the spec (``ContextError``)."""
+    spec = spec_for(specs, machine)
+    key = check_key(key, spec.name)
+    checked = check_context(spec, context)
+    spec.stepper(**(checked or {}))
+    return spec, key, checked, None if scope is None else check_key(scope, spec.name, "scope")
+
+
+_MAPPINGS = (MappingProxyType, dict)  # what a row's data and context are, or are replaced by
+
+
+def check_row(specs: Mapping[str, MachineSpec], row: object) -> MachineSpec:
+    """The spec of ``row``, a ``Row`` as a store returned it: its machine, key, state and
+    counters are of the types and names the store writes (a row made up for another
+    machine, or of garbage, is refused before the spec is asked)."""
+    if type(row) is not Row:
+        raise InvalidArgument(
+            f"a row must be a Row read from the store, not a {type(row).__name__}"
+        )
+    spec = spec_for(specs, row.machine)
+    if (
+        type(row.machine) is not str
+        or type(row.key) is not str
+        or type(row.state) is not str
+        or row.state not in spec.states
+        or type(row.version) is not int
+        or type(row.moves) is not int
+        or type(row.data) not in _MAPPINGS
+        or type(row.context) not in _MAPPINGS
+        or not all(type(k) is str and type(v) is str for k, v in row.context.items())
+    ):
+        raise InvalidArgument(
+            f"{spec.name}: this Row is not one the store returned (the type of its key, "
+            "version, moves, data or context, or its state, is not what the store writes); "
+            "read the row with get()"
+        )
+    check_key(row.key, spec.name)
+    return spec
+
+
+def check_move(
+    specs: Mapping[str, MachineSpec],
+    row: object,
+    trigger: object,
+    actor: object,
+    context: object,
+    detail: object,
+    data: object,
+) -> tuple[str, str, Mapping[str, str] | None]:
+    """``Transaction.move``'s arguments, checked: (trigger, actor, context). ``detail``
+    and ``data`` must be mappings or None here; ``encode`` judges their values."""
+    spec = check_row(specs, row)
+    trigger = text(trigger, "a trigger", spec.name)
+    actor = text(actor, "an actor", spec.name)
+    checked = check_context(spec, context)
+    if detail is not None and not isinstance(detail, Mapping):
+        raise _not_a_mapping(spec, row, "detail", detail)
+    if data is not None and not isinstance(data, Mapping):
+        raise _not_a_mapping(spec, row, "data", data)
+    return trigger, actor, checked
+
+
+def check_update(specs: Mapping[str, MachineSpec], row: object, data: object) -> MachineSpec:
+    """``Transaction.update``'s arguments, checked: the new ``data`` must be a mapping."""
+    spec = check_row(specs, row)
+    if not isinstance(data, Mapping):
+        raise _not_a_mapping(spec, row, "data", data)
+    return spec
+
+
+def _not_a_mapping(spec: MachineSpec, row: object, column: str, value: object) -> UnstorableData:
+    key = row.key if isinstance(row, Row) else "?"
+    return UnstorableData(
+        f"{spec.name} {describe(key)}: {column} must be a mapping (a JSON object), not a "
+        f"{type(value).__name__}"
+    )
+
+
+def check_due(
+    spec: MachineSpec, state: object, field: object, before: object, limit: object
+) -> tuple[str, str, float, int]:
+    """``Transaction.due``'s arguments, checked: (state, field, before, limit)."""
+    state = text(state, "a state", spec.name)
+    if state not in spec.states:
+        raise InvalidArgument(
+            f"{describe(state)} is not a state of machine '{spec.name}'; states: "
+            f"{', '.join(spec.states)}"
+        )
+    field = check_key(field, spec.name, "field")
+    if type(before) is not float and type(before) is not int:  # not a bool, nor a subclass
+        raise InvalidArgument(
+            f"{spec.name}: before must be an int or a float, not a {type(before).__name__}"
+        )
     try:
-        return json.dumps(dict(value or {}), sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"cannot store {value!r} as JSON: {exc}") from exc
+        bound = float(before)
+    except OverflowError:
+        raise InvalidArgument(f"{spec.name}: before is too large for a float") from None
+    if math.isnan(bound):
+        raise InvalidArgument(f"{spec.name}: before must be a number, not NaN")
+    if type(limit) is not int or not 0 < limit <= MAX_DUE:
+        raise InvalidArgument(
+            f"{spec.name}: limit must be an int from 1 to {MAX_DUE}, not {describe(limit)}"
+        )
+    return state, field, bound, limit
+
+
+# -- values ---------------------------------------------------------------------------
+
+
+def encode(
+    value: Mapping[str, Any] | None, machine: str = "?", key: str = "?", column: str = "value"
+) -> str:
+    """The exact JSON text of a data, context or detail column (None: an empty object),
+    by the one rule of ``machines.jsonvalue``; ``UnstorableData`` names the machine, the
+    key and the column."""
+    if value is None:
+        return "{}"
+    try:
+        return dumps_object(value, what=column)
+    except UnstorableValue as refused:
+        problem = str(refused)
+    except Exception as exc:  # a Mapping whose own methods raise
+        problem = f"{column} cannot be stored: reading it raised {type(exc).__name__}"
+    raise UnstorableData(f"{machine} {describe(key)}: {problem}")
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def decode(text: str | None) -> Mapping[str, Any]:
-    return MappingProxyType(json.loads(text)) if text else MappingProxyType({})
+    """A JSON object column as the database holds it (SQLite: text), read-only at the top;
+    anything but a JSON object there was written behind the store's back: ``StoreError``."""
+    if not text:
+        return _EMPTY
+    try:
+        loaded: object = json.loads(text)
+    except (ValueError, RecursionError):
+        loaded = text  # not JSON at all: refused below as the text it is
+    return frozen(loaded)
 
 
-def frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return MappingProxyType(dict(mapping or {}))
-
-
-def rows_in_order(rows: Iterator[Row]) -> list[Row]:
-    return sorted(rows, key=lambda r: r.ordinal)
+def frozen(value: object) -> Mapping[str, Any]:
+    """A JSON object column as read (a dict), read-only at the top; anything else was
+    written behind the store's back: ``StoreError``."""
+    if type(value) is dict:
+        return MappingProxyType(value)
+    raise StoreError(
+        f"the database holds {describe(value)} where a JSON object belongs; it was written "
+        "outside the store (machines audit --from-store checks the rest)"
+    )

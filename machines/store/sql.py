@@ -17,6 +17,10 @@ from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    check_due,
+    check_insert,
+    check_key,
+    check_update,
     decode,
     encode,
     same_entity,
@@ -132,20 +136,19 @@ class SQLTransaction:
         data: Mapping[str, Any] | None = None,
         scope: str | None = None,
     ) -> tuple[Row, bool]:
-        spec = spec_for(self._specs, machine)
-        spec.stepper(**(context or {}))  # validates the context (ContextError)
-        now = self._clock()
+        spec, key, context, scope = check_insert(self._specs, machine, key, context, scope)
+        m, now = spec.name, self._clock()
         p, j = self.dialect.param, self.dialect.json_param
-        context_json, data_json = encode(context), encode(data)
+        context_json, data_json = encode(context, m, key, "context"), encode(data, m, key, "data")
         created = self._write(
-            f"INSERT INTO {machine}_entities (key, state, context, data, scope, moves, version, "
+            f"INSERT INTO {m}_entities (key, state, context, data, scope, moves, version, "
             f"created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
             f"ON CONFLICT (key) DO NOTHING RETURNING {self.dialect.ordinal}",
             (key, spec.initial, context_json, data_json, scope, now, now),
         )
         if created is not None:  # only the creation order is the database's to say
             return Row(
-                machine,
+                m,
                 key,
                 spec.initial,
                 decode(context_json),
@@ -157,38 +160,39 @@ class SQLTransaction:
                 now,
                 now,
             ), True
-        existing = self.get(machine, key)
+        existing = self.get(m, key)
         assert existing is not None, "a conflicting key must exist"
         return same_entity(existing, scope, context), False
 
     def get(self, machine: str, key: str) -> Row | None:
-        spec_for(self._specs, machine)
+        m = spec_for(self._specs, machine).name
         found = self._fetchone(
-            f"SELECT {self._columns()} FROM {machine}_entities WHERE key = {self.dialect.param}",
-            (key,),
+            f"SELECT {self._columns()} FROM {m}_entities WHERE key = {self.dialect.param}",
+            (check_key(key, m),),
         )
-        return None if found is None else self._row(machine, found)
+        return None if found is None else self._row(m, found)
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        m = row.machine
-        spec_for(self._specs, m)
+        m = check_update(self._specs, row, data).name
         p, j = self.dialect.param, self.dialect.json_param
-        data_json, now = encode(data), self._clock()
+        data_json, now = encode(data, m, row.key, "data"), self._clock()
         updated = self._write(
             f"UPDATE {m}_entities SET data = {j}, version = version + 1, updated_at = {p} "
-            f"WHERE key = {p} AND version = {p} RETURNING version",
-            (data_json, now, row.key, row.version),
+            f"WHERE key = {p} AND version = {p} AND state = {p} AND moves = {p} "
+            "RETURNING version",
+            (data_json, now, row.key, row.version, row.state, row.moves),
         )
         if updated is None:
             raise StaleWrite(f"{m} '{row.key}' changed since it was read")
         return replace(row, data=decode(data_json), version=row.version + 1, updated_at=now)
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
-        spec_for(self._specs, machine)
+        m = spec_for(self._specs, machine).name
+        key = check_key(key, m)
         json = self.dialect.json
         return [
             TransitionEvent(
-                machine,
+                m,
                 key,
                 seq,
                 source,
@@ -201,34 +205,37 @@ class SQLTransaction:
             )
             for seq, source, dest, trigger, actor, detail, context, at in self._fetchall(
                 f"SELECT seq, source, dest, trigger, actor, detail, context, at "
-                f"FROM {machine}_history WHERE entity = {self.dialect.param} ORDER BY seq",
+                f"FROM {m}_history WHERE entity = {self.dialect.param} ORDER BY seq",
                 (key,),
             )
         ]
 
     def scope(self, machine: str, scope: str) -> list[Row]:
-        return self._select(machine, f"WHERE scope = {self.dialect.param}", (scope,))
-
-    def rows(self, machine: str) -> list[Row]:
-        return self._select(machine, "", ())
-
-    def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
-        p = self.dialect.param
+        m = spec_for(self._specs, machine).name
         return self._select(
-            machine,
-            f"WHERE state = {p} AND {self.dialect.number_in_data()} < {p}",
-            (state, field, before),
-            f"LIMIT {int(limit)} {self.dialect.lock_skipping}",
+            m, f"WHERE scope = {self.dialect.param}", (check_key(scope, m, "scope"),)
         )
 
-    def _select(
-        self, machine: str, where: str, params: tuple[Any, ...], tail: str = ""
-    ) -> list[Row]:
-        spec_for(self._specs, machine)
+    def rows(self, machine: str) -> list[Row]:
+        return self._select(spec_for(self._specs, machine).name, "", ())
+
+    def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
+        spec = spec_for(self._specs, machine)
+        state, field, before, limit = check_due(spec, state, field, before, limit)
+        p = self.dialect.param
+        return self._select(
+            spec.name,
+            f"WHERE state = {p} AND {self.dialect.number_in_data()} < {p}",
+            (state, field, before),
+            f"LIMIT {limit} {self.dialect.lock_skipping}",
+        )
+
+    def _select(self, m: str, where: str, params: tuple[Any, ...], tail: str = "") -> list[Row]:
+        """Rows of machine ``m`` (a name checked with ``spec_for``), oldest first."""
         return [
-            self._row(machine, values)
+            self._row(m, values)
             for values in self._fetchall(
-                f"SELECT {self._columns()} FROM {machine}_entities {where} "
+                f"SELECT {self._columns()} FROM {m}_entities {where} "
                 f"ORDER BY {self.dialect.ordinal} {tail}",
                 params,
             )

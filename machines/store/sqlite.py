@@ -25,6 +25,8 @@ from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    as_read,
+    check_move,
     decide_move,
     decode,
     encode,
@@ -173,8 +175,12 @@ class _SQLiteTransaction(SQLTransaction):
         detail: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> Row:
+        trigger, actor, context = check_move(
+            self._specs, row, trigger, actor, context, detail, data
+        )
         dest, full = decide_move(self._specs, row, trigger, actor, context)
         m, now = row.machine, self._clock()
+        data_json = encode(row.data if data is None else data, m, row.key, "data")
         try:
             # The history trigger refuses an event that does not continue the row as
             # stored, so a row moved since it was read fails here.
@@ -188,17 +194,16 @@ class _SQLiteTransaction(SQLTransaction):
                     dest,
                     trigger,
                     actor,
-                    None if detail is None else encode(detail),
-                    encode(full),
+                    None if detail is None else encode(detail, m, row.key, "detail"),
+                    encode(full, m, row.key, "context"),
                     now,
                 ),
             )
         except StoreError as refusal:
             current = self.get(m, row.key)
-            if current is None or current.version != row.version:
+            if not as_read(current, row):
                 raise StaleWrite(f"{m} '{row.key}' changed since it was read") from refusal
             raise
-        data_json = encode(row.data if data is None else data)
         updated = self._write(
             f"UPDATE {m}_entities SET state = ?, moves = moves + 1, version = version + 1, "
             "data = ?, updated_at = ? WHERE key = ? AND version = ? RETURNING version",
