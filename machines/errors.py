@@ -16,13 +16,18 @@ class MachinesError(Exception):
 
 
 def message_of(error: BaseException, limit: int = 500) -> str:
-    """``str(error)`` for a message or a stored record: cut to ``limit`` characters, with
-    NUL and lone surrogates escaped (so that any store can keep it), and never an exception
-    of its own: an error's ``__str__`` is user code, and may raise or be huge."""
+    """``str(error)`` for a message or a stored record (``storable_text``), and never an
+    exception of its own: an error's ``__str__`` is user code, and may raise or be huge."""
     try:
         text = str(error)
     except Exception:
         return f"(the message of this {type(error).__name__} could not be read)"
+    return storable_text(text, limit)
+
+
+def storable_text(text: str, limit: int = 500) -> str:
+    """``text`` cut to ``limit`` characters, with NUL and lone surrogates escaped, so that
+    any store can keep it and any terminal can show it."""
     if len(text) > limit:
         text = f"{text[: limit - 3]}..."
     if not text.isascii():

@@ -244,3 +244,18 @@ def test_a_clock_that_fails_is_a_typed_error_and_claims_nothing(store: Store) ->
     with pytest.raises(MachinesError, match="clock must return"):
         ExactlyOnce(store, clock=lambda: float("inf")).run("k", upstream)
     assert upstream.calls == 0 and state_of(store, "outcome", "k") is None
+
+
+def test_the_first_caller_gets_what_every_replay_gets(store: Store) -> None:
+    """A result equal to its JSON but of another type (a `StrEnum`, a read-only mapping)
+    is handed to every caller, the first one included, as stored: one value for all."""
+    from types import MappingProxyType
+
+    from tests.garbage import StrEnumValue
+
+    eo, log = ExactlyOnce(store), EffectLog(store)
+    for run in (lambda f: eo.run("k", f), lambda f: log.call("sig", f)):
+        told = [run(lambda: MappingProxyType({"state": StrEnumValue.IN_FLIGHT})) for _ in "ab"]
+        assert told[0] == told[1] == {"state": "in_flight"}
+        assert type(told[0]) is type(told[1]) is dict
+        assert type(told[0]["state"]) is type(told[1]["state"]) is str

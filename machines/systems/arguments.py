@@ -48,7 +48,11 @@ def seconds(value: object, what: str) -> float:
     """A finite number of seconds, above zero."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"{what} must be a number of seconds, not {describe(value)}")
-    if not math.isfinite(value) or value <= 0:
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite or value <= 0:
         raise InvalidArgument(f"{what} must be a finite number above 0, not {describe(value)}")
     return float(value)
 

@@ -47,7 +47,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from machines.errors import EffectError, message_of
 from machines.history import Clock, TransitionEvent
-from machines.jsonvalue import describe, dumps
+from machines.jsonvalue import as_stored, describe
 from machines.store.records import Row, Store, Transaction
 from machines.systems import arguments
 from machines.systems.exactly_once import (
@@ -382,19 +382,20 @@ class EffectLog:
                 claim, f"the caller was interrupted ({type(interrupted).__name__}) mid-run"
             )
             raise
-        self._commit(claim, value)
-        return value
+        return cast(T, self._commit(claim, value))
 
-    def _commit(self, claim: Row, value: Any) -> None:
-        data = {**claim.data, "result": value, "error": None}
+    def _commit(self, claim: Row, value: Any) -> Any:
+        """Store the result; return it as stored, which every replay returns too."""
         detail = {"worker": self.worker, "reason": "the tool returned a result"}
         try:
-            dumps(value, what=f"the result of '{claim.key}'")
+            stored = as_stored(value, what=f"the result of '{claim.key}'")
+            data = {**claim.data, "result": stored, "error": None}
             self.store.move(claim, "commit", actor="proxy", detail=detail, data=data)
         except Exception as failure:
             reason = message_of(failure)
             self._note_unknown(claim, f"its result could not be recorded: {reason}")
             raise EffectNotRecorded(claim.key, reason, value) from failure
+        return stored
 
     def _reset(self, claim: Row, error: Exception) -> None:
         """Back to pending with the error: the classifier says the call did not happen."""

@@ -41,7 +41,7 @@ from machines.errors import (
     message_of,
 )
 from machines.history import Clock
-from machines.jsonvalue import describe, dumps
+from machines.jsonvalue import as_stored, describe, dumps
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.arguments import store_with
@@ -335,9 +335,10 @@ class ExactlyOnce:
             return False  # no trustworthy time: no retry
 
     def _after_value(self, claim: Row, attempt: int, value: Any) -> Any:
-        """Store the result, or park the key at once when it cannot be stored."""
+        """Store the result and return it as stored (what every replay returns too), or
+        park the key at once when it cannot be stored."""
         try:
-            dumps(value, what=f"the result of '{claim.key}'")
+            value = as_stored(value, what=f"the result of '{claim.key}'")
             self._settle(
                 claim, "succeed", {"result": value, "attempts": attempt}, {"attempts": attempt}
             )
