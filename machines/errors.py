@@ -15,6 +15,31 @@ class MachinesError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
+def message_of(error: BaseException, limit: int = 500) -> str:
+    """``str(error)`` for a message or a stored record (``storable_text``), and never an
+    exception of its own: an error's ``__str__`` is user code, and may raise or be huge."""
+    try:
+        text = str(error)
+    except Exception:
+        return f"(the message of this {type(error).__name__} could not be read)"
+    return storable_text(text, limit)
+
+
+def storable_text(text: str, limit: int = 500) -> str:
+    """``text`` cut to ``limit`` characters, with NUL and lone surrogates escaped, so that
+    any store can keep it and any terminal can show it."""
+    if len(text) > limit:
+        text = f"{text[: limit - 3]}..."
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
+
+
+class InvalidArgument(MachinesError, ValueError):
+    """An argument of a public call is not what the call takes (its type, range or form).
+    Raised before anything is done, so nothing changed."""
+
+
 class SpecError(MachinesError):
     """A definition cannot be used: unreadable, malformed, or inconsistent.
 

@@ -25,8 +25,21 @@ MAX_DEPTH = 100
 exhaust the stack of a reader (ours, or a database's JSON parser)."""
 
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL that is not an escaped backslash
+
+
+def _mapping_as_dict(value: object) -> dict[Any, Any]:
+    """Any mapping (a row's read-only data, say) is written as the JSON object it holds."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 _ENCODER = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    ensure_ascii=False,
+    allow_nan=False,
+    sort_keys=True,
+    separators=(",", ":"),
+    default=_mapping_as_dict,
 )
 
 
@@ -61,13 +74,20 @@ def dumps(value: object, *, what: str = "the value") -> str:
     return text
 
 
+def as_stored(value: object, *, what: str = "the value") -> Any:
+    """``value`` as every reader of the store gets it back: equal, and of the plain JSON
+    types (a ``StrEnum`` comes back a ``str``, a read-only mapping a ``dict``). Hand this
+    to the first caller too, so that the first caller and every replay see the same."""
+    return json.loads(dumps(value, what=what))
+
+
 def dumps_object(value: object, *, what: str = "the value") -> str:
     """``dumps`` for a column that holds a JSON object (data, context, detail)."""
     if not isinstance(value, Mapping):
         raise UnstorableValue(
             f"{what} must be a mapping (a JSON object), not a {type(value).__name__}"
         )
-    return dumps(value if isinstance(value, dict) else dict(value), what=what)
+    return dumps(value, what=what)
 
 
 def loads_object(text: str) -> Mapping[str, Any]:

@@ -183,7 +183,7 @@ def test_a_sweeper_parks_abandoned_keys_and_nothing_else(store: Store) -> None:
     clock.now += 100  # a reclaimed key has no holder: nothing to expire
     assert sweeper.park_expired() == []
     assert runs == ["old", "newer"] and transitions_of(store, "settled")[0][1] == "succeeded"
-    with pytest.raises(MachinesError, match="limit must be >= 1"):
+    with pytest.raises(MachinesError, match="limit must be between 1 and 10000"):
         sweeper.park_expired(limit=0)
 
 

@@ -18,9 +18,13 @@ written by the store in the same transaction as every state change):
    unchanged, because every replay returns it. An exception the classifier says proves the
    call did not take effect moves ``fail`` (back to ``pending``, the error recorded) and is
    re-raised; a later call runs it again (an Irreversible one only after a fresh approval).
-   Any other exception -- the default classifier trusts none -- leaves the effect
-   ``executing``: the outcome is unknown, nothing here runs it again, and a failed
-   session's saga may compensate it (``EffectOutcomeUnknown``).
+   Any other exception -- the default classifier trusts none, and a classifier that
+   raises proves nothing -- leaves the effect ``executing``: the outcome is unknown,
+   nothing here runs it again, and a failed session's saga may compensate it
+   (``EffectOutcomeUnknown``). So does a result that cannot be stored or a store write
+   that fails (``EffectNotRecorded``). Either way the log writes on the effect why its run
+   ended unknown (``unknown_outcome``), at once, so that a later caller is told that, not
+   "still running".
 4. **Replay.** A call whose signature is ``committed`` runs nothing and returns the cached
    result; the replay is counted on the record (``replay_count``, ``last_replayed_at``)
    without a state change, because one record per signature can never take the table's
@@ -36,20 +40,29 @@ Every other state refuses to run with a typed error; nothing is ever run twice o
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
 
-from machines.errors import EffectError, MachinesError
+from machines.errors import EffectError, message_of
 from machines.history import Clock, TransitionEvent
-from machines.store.records import Row, Store, StoreError, Transaction
-from machines.systems.exactly_once import Classifier, Verdict, fail_closed, process_identity
+from machines.jsonvalue import as_stored, describe
+from machines.store.records import Row, Store, Transaction
+from machines.systems import arguments
+from machines.systems.exactly_once import (
+    Classifier,
+    Verdict,
+    fail_closed,
+    process_identity,
+    verdict_of,
+)
 
 MACHINE = "effect"
 SAFE = "safe"
 COMPENSABLE = "compensable"
+MAX_RETRIES = 1_000
+"""The most retries ``compensate`` makes of one compensation."""
 
 T = TypeVar("T")
 
@@ -132,13 +145,13 @@ class EffectOutcomeUnknown(EffectStillExecuting):
         self, key: str, runner: str | None, started_at: float | None, error: Exception
     ) -> None:
         self.error_type = type(error).__name__
-        self.error_message = str(error)
+        self.error_message = message_of(error)
         super().__init__(
             key,
             runner,
             started_at,
-            why=f"it raised {self.error_type}: {error} after it was sent, so whether it took "
-            "effect is unknown",
+            why=f"it raised {self.error_type}: {self.error_message} after it was sent, so "
+            "whether it took effect is unknown",
             todo="Check upstream by hand, or compensate the failed session",
         )
 
@@ -220,12 +233,10 @@ class EffectLog:
         clock: Clock = time.time,
         worker: str | None = None,
     ) -> None:
-        if MACHINE not in store.specs():
-            raise MachinesError(f"the store has no '{MACHINE}' machine")
-        self.store = store
-        self.classify = classify
-        self.clock = clock
-        self.worker = worker or process_identity()
+        self.store = arguments.store_with(store, MACHINE)
+        self.classify = arguments.function(classify, "classify")
+        self.clock = arguments.function(clock, "clock")
+        self.worker = arguments.optional_text(worker, "worker") or process_identity()
 
     # -- the intercept path ----------------------------------------------------------------
 
@@ -241,6 +252,11 @@ class EffectLog:
 
         A signature belongs to one tier and one session: asking for it with another raises
         ``RecordExists``."""
+        arguments.text(signature, "signature")
+        arguments.function(fn, "fn")
+        arguments.text(tier, "tier")
+        arguments.optional_text(tool, "tool")
+        arguments.optional_text(session, "session")
         if tier == SAFE:
             return fn()
         claim = self._claim(signature, tier, tool, session)
@@ -270,8 +286,9 @@ class EffectLog:
         ``compensation_failed``. An effect whose tool has no compensation fails closed: it
         ends ``compensation_failed`` (a person must repair it) without anything run. Every
         other effect is left as it is, with the reason in its step."""
-        if retries < 0:
-            raise MachinesError(f"retries must be >= 0, not {retries}")
+        arguments.text(session, "session")
+        arguments.functions(compensations, "compensations")
+        arguments.count(retries, "retries", most=MAX_RETRIES)
         with self.store.transaction() as tx:
             signatures = [row.key for row in tx.scope(MACHINE, session)]
         return [self._undo(key, session, compensations, retries) for key in reversed(signatures)]
@@ -313,17 +330,21 @@ class EffectLog:
         if row.state == "pending":
             return EffectAwaitingApproval(row.key, row.data.get("error"))
         if row.state == "executing":
-            return EffectStillExecuting(row.key, row.data.get("runner"), row.data.get("started_at"))
+            return _executing(row)
         if row.state == "rejected":
             return EffectRejected(row.key, _decided_by(tx, row))
         return EffectClosed(row.key, row.state)
+
+    def _now(self) -> float:
+        return arguments.clock_reading(self.clock)
 
     def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Row:
         data = {
             **row.data,
             "runs": row.data.get("runs", 0) + 1,
             "runner": self.worker,
-            "started_at": self.clock(),
+            "started_at": self._now(),
+            "unknown_outcome": None,
         }
         return tx.move(
             row, trigger, actor="proxy", detail={"worker": self.worker, "reason": reason}, data=data
@@ -334,7 +355,7 @@ class EffectLog:
         data = {
             **row.data,
             "replay_count": row.data.get("replay_count", 0) + 1,
-            "last_replayed_at": self.clock(),
+            "last_replayed_at": self._now(),
         }
         tx.update(row, data)
         return _Replay(row.data.get("result"))
@@ -343,36 +364,42 @@ class EffectLog:
 
     def _run(self, claim: Row, fn: Callable[[], T]) -> T:
         """Run the claimed call once. A BaseException that is not an Exception (interrupt,
-        exit) propagates untouched and leaves the effect ``executing``: outcome unknown."""
+        exit, cancellation) propagates as it is, after the log wrote that the outcome is
+        unknown: the effect stays ``executing``."""
         try:
             value = fn()
         except Exception as error:
-            if self._provably_not_happened(error):
+            if verdict_of(self.classify, error) in (Verdict.FAILED, Verdict.RETRY):
                 self._reset(claim, error)
                 raise
-            raise EffectOutcomeUnknown(
+            unknown = EffectOutcomeUnknown(
                 claim.key, claim.data.get("runner"), claim.data.get("started_at"), error
-            ) from error
-        self._commit(claim, value)
-        return value
+            )
+            self._note_unknown(claim, f"it raised {unknown.error_type}: {unknown.error_message}")
+            raise unknown from error
+        except BaseException as interrupted:
+            self._note_unknown(
+                claim, f"the caller was interrupted ({type(interrupted).__name__}) mid-run"
+            )
+            raise
+        return cast(T, self._commit(claim, value))
 
-    def _provably_not_happened(self, error: Exception) -> bool:
-        return self.classify(error) in (Verdict.FAILED, Verdict.RETRY)
-
-    def _commit(self, claim: Row, value: Any) -> None:
-        problem = _unstorable(value)
-        if problem is not None:
-            raise EffectNotRecorded(claim.key, problem, value)
-        data = {**claim.data, "result": value, "error": None}
+    def _commit(self, claim: Row, value: Any) -> Any:
+        """Store the result; return it as stored, which every replay returns too."""
         detail = {"worker": self.worker, "reason": "the tool returned a result"}
         try:
+            stored = as_stored(value, what=f"the result of '{claim.key}'")
+            data = {**claim.data, "result": stored, "error": None}
             self.store.move(claim, "commit", actor="proxy", detail=detail, data=data)
-        except StoreError as failure:
-            raise EffectNotRecorded(claim.key, str(failure), value) from failure
+        except Exception as failure:
+            reason = message_of(failure)
+            self._note_unknown(claim, f"its result could not be recorded: {reason}")
+            raise EffectNotRecorded(claim.key, reason, value) from failure
+        return stored
 
     def _reset(self, claim: Row, error: Exception) -> None:
         """Back to pending with the error: the classifier says the call did not happen."""
-        recorded = {"type": type(error).__name__, "message": str(error)}
+        recorded = {"type": type(error).__name__, "message": message_of(error)}
         detail = {
             "worker": self.worker,
             "reason": "the call provably did not take effect",
@@ -381,16 +408,32 @@ class EffectLog:
         data = {**claim.data, "error": recorded, "runner": None, "started_at": None}
         try:
             self.store.move(claim, "fail", actor="proxy", detail=detail, data=data)
-        except StoreError as failure:
-            raise EffectNotRecorded(
-                claim.key, f"{recorded['type']} could not be recorded ({failure})"
-            ) from failure
+        except Exception as failure:
+            reason = f"{recorded['type']} could not be recorded ({message_of(failure)})"
+            self._note_unknown(claim, reason)
+            raise EffectNotRecorded(claim.key, reason) from failure
+
+    def _note_unknown(self, claim: Row, reason: str) -> None:
+        """Write on the effect, still ``executing``, that its run ended with an unknown
+        outcome and why, so later callers are told so. Best effort: if the write fails the
+        effect is just as safe (``executing`` is never run again), only less explained."""
+        try:
+            at: float | None = self._now()
+        except Exception:
+            at = None
+        note = {"reason": reason, "at": at, "worker": self.worker}
+        try:
+            with self.store.transaction() as tx:
+                tx.update(claim, {**claim.data, "unknown_outcome": note})
+        except Exception:
+            pass
 
     # -- human decisions -------------------------------------------------------------------
 
     def _decide(self, key: str, trigger: str, by: str, reason: str) -> Row:
-        if not by.strip():
-            raise MachinesError(f"{trigger} of effect '{key}' needs the name of who decides (by=)")
+        arguments.text(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
+        if not isinstance(reason, str):
+            raise arguments.InvalidArgument(f"{trigger}: reason must be a string")
         with self.store.transaction() as tx:
             row = tx.get(MACHINE, key)
             if row is None:
@@ -414,7 +457,7 @@ class EffectLog:
                 "compensate",
                 actor="saga",
                 detail={"session": session, "reason": "the session failed: undo newest first"},
-                data={**row.data, "compensation": {"session": session, "started_at": self.clock()}},
+                data={**row.data, "compensation": {"session": session, "started_at": self._now()}},
             )
         tool = row.data.get("tool")
         action = compensations.get(tool) if isinstance(tool, str) else None
@@ -434,7 +477,7 @@ class EffectLog:
             **(row.data.get("compensation") or {}),
             "attempts": attempts,
             "error": error,
-            "finished_at": self.clock(),
+            "finished_at": self._now(),
         }
         done = self.store.move(
             row,
@@ -460,22 +503,24 @@ def _fresh(tool: str | None) -> dict[str, Any]:
         "replay_count": 0,
         "last_replayed_at": None,
         "compensation": None,
+        "unknown_outcome": None,
     }
 
 
-def _unstorable(value: Any) -> str | None:
-    """Why ``value`` cannot be cached for replay, or None. A replay must return the result
-    unchanged, so a value JSON would alter (a tuple, non-string keys) is refused too."""
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        return f"the result {value!r} cannot be stored as JSON ({exc})"
-    if json.loads(text) != value:
-        return (
-            f"the result {value!r} would come back from JSON as {text}, so a replay could "
-            "not return it unchanged; return plain JSON values (lists, str-keyed dicts)"
-        )
-    return None
+def _executing(row: Row) -> EffectStillExecuting:
+    """What a caller of an ``executing`` effect is told: still running, or (when its run
+    wrote so) ended with an unknown outcome."""
+    runner, started_at = row.data.get("runner"), row.data.get("started_at")
+    note = row.data.get("unknown_outcome")
+    if not isinstance(note, Mapping):
+        return EffectStillExecuting(row.key, runner, started_at)
+    return EffectStillExecuting(
+        row.key,
+        runner,
+        started_at,
+        why=f"its run ended with an unknown outcome: {note.get('reason')}",
+        todo="Check upstream by hand, or compensate the failed session",
+    )
 
 
 def _decided_by(tx: Transaction, row: Row) -> str | None:
@@ -501,7 +546,7 @@ def _attempt(action: Compensation, row: Row, retries: int) -> tuple[int, str | N
         try:
             action(row)
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {message_of(exc)}"
             continue
         return attempt, None
     return retries + 1, error

@@ -12,9 +12,11 @@ Life of a key, on the ``outcome`` machine:
    one lease, and only after an error the classifier says proves the effect did not happen.
 3. **Settle.** A result is stored (``succeed``); an error classified as "did not happen"
    is stored (``fail``); anything else (an unknown error, a timeout after sending, a lost
-   lease, a failed store write, an unstorable result, a crash) ends ``indeterminate``.
-   Writes are fenced by the row version taken with the claim: a holder whose lease was
-   taken over cannot write a result.
+   lease, a failed store write, a result JSON cannot give back unchanged, a classifier
+   that raises, a crash) ends ``indeterminate`` at once: a settle that fails for any
+   reason parks the key in the same call, so no caller is told "in progress" about a
+   key whose run is over. Writes are fenced by the row version taken with the claim: a
+   holder whose lease was taken over cannot write a result.
 4. **Leave indeterminate** only explicitly: ``reclaim`` (the caller declares the effect safe
    to repeat; the next ``run`` executes it again) or ``decide`` (a person answers the gate).
 """
@@ -30,11 +32,23 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from machines.errors import EffectFailed, EffectIndeterminate, EffectInProgress, MachinesError
+from machines.errors import (
+    EffectFailed,
+    EffectIndeterminate,
+    EffectInProgress,
+    InvalidArgument,
+    MachinesError,
+    message_of,
+)
 from machines.history import Clock
-from machines.store.records import Row, StaleWrite, Store, StoreError, Transaction
+from machines.jsonvalue import as_stored, describe, dumps
+from machines.store.records import Row, StaleWrite, Store, Transaction
+from machines.systems import arguments
+from machines.systems.arguments import store_with
 
 MACHINE = "outcome"
+MAX_SWEEP = 10_000
+"""The most keys one ``park_expired`` call parks (all in one transaction)."""
 
 
 def process_identity(prefix: str = "") -> str:
@@ -75,6 +89,18 @@ def not_sent(
     return classify
 
 
+def verdict_of(classify: Classifier, error: BaseException) -> Verdict:
+    """What ``classify`` says ``error`` proves. Only an ``Exception`` is classified; a
+    classifier that raises, or answers anything but a ``Verdict``, proves nothing."""
+    if not isinstance(error, Exception):
+        return Verdict.INDETERMINATE
+    try:
+        verdict = classify(error)
+    except Exception:
+        return Verdict.INDETERMINATE
+    return verdict if isinstance(verdict, Verdict) else Verdict.INDETERMINATE
+
+
 @dataclass(frozen=True)
 class _Replay:
     value: Any
@@ -96,25 +122,22 @@ class ExactlyOnce:
         worker: str | None = None,
     ) -> None:
         if on_indeterminate not in ("fail", "gate"):
-            raise MachinesError(
-                f"on_indeterminate must be 'fail' or 'gate', not {on_indeterminate!r}"
+            raise InvalidArgument(
+                f"on_indeterminate must be 'fail' or 'gate', not {describe(on_indeterminate)}"
             )
-        if retries < 0 or lease_seconds <= 0:
-            raise MachinesError("retries must be >= 0 and lease_seconds > 0")
-        if MACHINE not in store.specs():
-            raise MachinesError(f"the store has no '{MACHINE}' machine")
-        self.store = store
-        self.classify = classify
-        self.retries = retries
-        self.lease_seconds = lease_seconds
+        self.store = store_with(store, MACHINE)
+        self.classify = arguments.function(classify, "classify")
+        self.retries = arguments.count(retries, "retries")
+        self.lease_seconds = arguments.seconds(lease_seconds, "lease_seconds")
         self.on_indeterminate = on_indeterminate
-        self.clock = clock
-        self.worker = worker or process_identity()
+        self.clock = arguments.function(clock, "clock")
+        self.worker = arguments.optional_text(worker, "worker") or process_identity()
 
     # -- the two ways to run ------------------------------------------------------------
 
     def run(self, key: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` for ``key`` at most once; replay the recorded outcome otherwise."""
+        arguments.function(fn, "fn")
         claim = self._claim(key)
         if isinstance(claim, _Replay):
             return claim.value
@@ -130,6 +153,7 @@ class ExactlyOnce:
 
     async def arun(self, key: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         """``run`` for async callables: ``await eo.arun(key, lambda: charge(card))``."""
+        arguments.function(fn, "fn")
         claim = self._claim(key)
         if isinstance(claim, _Replay):
             return claim.value
@@ -146,18 +170,17 @@ class ExactlyOnce:
     # -- sweeping abandoned keys ---------------------------------------------------------
 
     def park_expired(self, *, limit: int = 100) -> list[str]:
-        """Park up to ``limit`` keys whose holder's lease expired before it stored a
-        result (oldest first), as a later caller of each would; the keys parked. For a
-        sweeper that polls, so that an abandoned key surfaces as ``indeterminate``
-        without waiting for someone to ask for it again. Sweepers may run side by side:
-        on PostgreSQL each takes rows the others do not hold (``SKIP LOCKED``)."""
-        if limit < 1:
-            raise MachinesError(f"limit must be >= 1, not {limit}")
+        """Park up to ``limit`` keys (1 to ``MAX_SWEEP``) whose holder's lease expired
+        before it stored a result (oldest first), as a later caller of each would; the
+        keys parked. For a sweeper that polls, so that an abandoned key surfaces as
+        ``indeterminate`` without waiting for someone to ask for it again. Sweepers may
+        run side by side: on PostgreSQL each takes rows the others do not hold (``SKIP
+        LOCKED``)."""
+        arguments.count(limit, "limit", least=1, most=MAX_SWEEP)
+        now = self._now()
         parked = []
         with self.store.transaction() as tx:
-            for row in tx.due(
-                MACHINE, "in_flight", field="lease_until", before=self.clock(), limit=limit
-            ):
+            for row in tx.due(MACHINE, "in_flight", field="lease_until", before=now, limit=limit):
                 reason = f"the lease of {row.data.get('owner')} expired before a result was stored"
                 parked.append(self._park(tx, row, reason).key)
         return parked
@@ -167,6 +190,7 @@ class ExactlyOnce:
     def reclaim(self, key: str, *, by: str, reason: str) -> None:
         """Declare the effect safe to repeat: the key goes back ``in_flight`` with no
         holder, and the next ``run`` executes ``fn`` again under a fresh claim."""
+        detail = {"by": arguments.text(by, "by"), "reason": arguments.text(reason, "reason")}
         with self.store.transaction() as tx:
             row = self._existing(tx, key)
             data = {
@@ -176,12 +200,17 @@ class ExactlyOnce:
                 "reclaims": row.data.get("reclaims", 0) + 1,
                 "gate": None,
             }
-            tx.move(row, "reclaim", actor="caller", detail={"by": by, "reason": reason}, data=data)
+            tx.move(row, "reclaim", actor="caller", detail=detail, data=data)
 
     def decide(self, key: str, *, landed: bool, by: str, reason: str, result: Any = None) -> None:
         """A person's answer to "did this land?": ``landed`` records ``result`` as the
-        outcome (later callers get it); otherwise the key fails with the decision as its
-        error."""
+        outcome (later callers get it; it must be a JSON value that comes back unchanged,
+        like any result); otherwise the key fails with the decision as its error."""
+        arguments.flag(landed, "landed")
+        detail = {"by": arguments.text(by, "by"), "reason": arguments.text(reason, "reason")}
+        if landed:
+            dumps(result, what=f"the result decided for '{key}'")
+        decided_at = self._now()
         with self.store.transaction() as tx:
             row = self._existing(tx, key)
             gate = {
@@ -190,9 +219,8 @@ class ExactlyOnce:
                 "landed": landed,
                 "by": by,
                 "reason": reason,
-                "decided_at": self.clock(),
+                "decided_at": decided_at,
             }
-            detail = {"by": by, "reason": reason}
             if landed:
                 tx.move(
                     row,
@@ -221,14 +249,17 @@ class ExactlyOnce:
 
     # -- steps --------------------------------------------------------------------------
 
+    def _now(self) -> float:
+        return arguments.clock_reading(self.clock)
+
     def _existing(self, tx: Transaction, key: str) -> Row:
         row = tx.get(MACHINE, key)
         if row is None:
-            raise MachinesError(f"no effect is recorded under key '{key}'")
+            raise MachinesError(f"no effect is recorded under key {describe(key)}")
         return row
 
     def _lease(self) -> dict[str, Any]:
-        return {"owner": self.worker, "lease_until": self.clock() + self.lease_seconds}
+        return {"owner": self.worker, "lease_until": self._now() + self.lease_seconds}
 
     def _claim(self, key: str) -> Row | _Replay:
         """Take the key (durably, before anything runs) or report what is recorded. A new
@@ -256,7 +287,7 @@ class ExactlyOnce:
                         "attempts": 0,
                     },
                 )
-            if until is not None and until > self.clock():
+            if until is not None and until > self._now():
                 raise EffectInProgress(key, owner, until)
             reason = f"the lease of {owner} expired before a result was stored"
             row = self._park(tx, row, reason)
@@ -274,31 +305,40 @@ class ExactlyOnce:
 
     def _after_error(self, claim: Row, attempt: int, error: BaseException) -> None:
         """Retry (return), or settle the key and raise what the caller must see."""
-        verdict = self.classify(error) if isinstance(error, Exception) else Verdict.INDETERMINATE
-        lease_left = self.clock() < claim.data["lease_until"]
-        if verdict is Verdict.RETRY and attempt <= self.retries and lease_left:
+        verdict = verdict_of(self.classify, error)
+        if verdict is Verdict.RETRY and attempt <= self.retries and self._lease_left(claim):
             return
+        name = type(error).__name__
         if verdict in (Verdict.RETRY, Verdict.FAILED):
-            message = str(error) or type(error).__name__
-            recorded = {"type": type(error).__name__, "message": message}
+            message = message_of(error) or name
+            recorded = {"type": name, "message": message}
             try:
                 self._settle(
                     claim,
                     "fail",
                     {"error": recorded, "attempts": attempt},
-                    {"attempts": attempt, "error": recorded["type"]},
+                    {"attempts": attempt, "error": name},
                 )
-            except (StaleWrite, StoreError) as store_error:
+            except Exception as store_error:
                 raise self._park_after_write_failure(claim, store_error) from error
-            raise EffectFailed(claim.key, recorded["type"], message) from error
-        reason = f"{type(error).__name__} after the effect was started: {error}"
+            raise EffectFailed(claim.key, name, message) from error
+        reason = f"{name} after the effect was started: {message_of(error)}"
         parked = self._park_quietly(claim, reason)
         if not isinstance(error, Exception):
             raise error  # KeyboardInterrupt, SystemExit, CancelledError: parked, then re-raised
         raise parked from error
 
-    def _after_value(self, claim: Row, attempt: int, value: Any) -> Any:
+    def _lease_left(self, claim: Row) -> bool:
         try:
+            return bool(self._now() < claim.data["lease_until"])
+        except MachinesError:
+            return False  # no trustworthy time: no retry
+
+    def _after_value(self, claim: Row, attempt: int, value: Any) -> Any:
+        """Store the result and return it as stored (what every replay returns too), or
+        park the key at once when it cannot be stored."""
+        try:
+            value = as_stored(value, what=f"the result of '{claim.key}'")
             self._settle(
                 claim, "succeed", {"result": value, "attempts": attempt}, {"attempts": attempt}
             )
@@ -306,7 +346,7 @@ class ExactlyOnce:
             raise self._indeterminate(
                 claim, f"the lease was lost before the result was stored ({lost})"
             ) from lost
-        except StoreError as failed:
+        except Exception as failed:
             raise self._park_after_write_failure(claim, failed) from failed
         return value
 
@@ -321,7 +361,11 @@ class ExactlyOnce:
     def _park(self, tx: Transaction, row: Row, reason: str) -> Row:
         data: dict[str, Any] = {**row.data, "owner": None, "lease_until": None, "reason": reason}
         if self.on_indeterminate == "gate":
-            data["gate"] = {"state": "open", "opened_at": self.clock()}
+            try:
+                opened_at: float | None = self._now()
+            except MachinesError:
+                opened_at = None  # the gate opens all the same
+            data["gate"] = {"state": "open", "opened_at": opened_at}
         return tx.move(
             row, "park", actor="worker", detail={"worker": self.worker, "reason": reason}, data=data
         )
@@ -332,11 +376,13 @@ class ExactlyOnce:
             with self.store.transaction() as tx:
                 row = self._park(tx, claim, reason)
             return self._indeterminate(row, reason)
-        except (StaleWrite, StoreError) as store_error:
-            return self._indeterminate(claim, f"{reason}; parking failed too ({store_error})")
+        except Exception as store_error:
+            return self._indeterminate(
+                claim, f"{reason}; parking failed too ({message_of(store_error)})"
+            )
 
     def _park_after_write_failure(self, claim: Row, failure: Exception) -> EffectIndeterminate:
-        return self._park_quietly(claim, f"the outcome could not be stored: {failure}")
+        return self._park_quietly(claim, f"the outcome could not be stored: {message_of(failure)}")
 
     def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
         gate = row.data.get("gate") or {}

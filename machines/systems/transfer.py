@@ -42,11 +42,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from machines.derive import Deriver, Signature
-from machines.errors import InvalidStateTransition, MachinesError
+from machines.errors import InvalidStateTransition, MachinesError, message_of, storable_text
 from machines.history import Clock
+from machines.jsonvalue import describe
 from machines.spec import MachineSpec
 from machines.states import NodeState, RequestState
 from machines.store.records import Row, StaleWrite, Store, Transaction
+from machines.systems import arguments
 from machines.systems.exactly_once import process_identity
 from machines.systems.plans import node_data, validate_plan
 from machines.systems.transfer_policy import (
@@ -75,6 +77,9 @@ PLANNER, EXECUTOR, SIGNER, OBSERVER, RECONCILER = (
     "observer",
     "reconciler",
 )
+
+MAX_STEPS = 1_000_000
+"""The most steps one ``run`` takes."""
 
 CALLBACKS = ("frontier_advanced", "request_completed", "request_failed", "request_attention")
 """Every callback name the engine fires; ``callbacks`` may name only these."""
@@ -404,7 +409,9 @@ class TransferEngine:
         return moved
 
     def run(self, request_id: str, *, max_steps: int = 1000) -> RequestState:
-        """``step`` until nothing moves (or ``max_steps``); the request's state then."""
+        """``step`` until nothing moves (or ``max_steps``, 1 to ``MAX_STEPS``); the
+        request's state then."""
+        arguments.count(max_steps, "max_steps", least=1, most=MAX_STEPS)
         for _ in range(max_steps):
             if not self.step(request_id):
                 break
@@ -458,10 +465,11 @@ class TransferEngine:
         """What the venue's records show about an ``unknown`` node: ``"submitted"``,
         ``"completed"`` or ``"failed"``. The only way out of ``unknown``; refused (with
         ``InvalidStateTransition``, nothing written) for a node in any other state."""
-        trigger = _RECONCILE.get(evidence)
+        trigger = _RECONCILE.get(evidence) if isinstance(evidence, str) else None
         if trigger is None:
             raise TransferRefused(
-                f"reconcile evidence must be one of {', '.join(_RECONCILE)}; got {evidence!r}"
+                f"reconcile evidence must be one of {', '.join(_RECONCILE)}; "
+                f"got {describe(evidence)}"
             )
         with self._session(request_id) as s:
             s.move_node(s.node(node), trigger, RECONCILER, _said(by, evidence=evidence, note=note))
@@ -471,6 +479,7 @@ class TransferEngine:
         """An operator did the manual action of gate ``node``: record it on the gate,
         resume a waiting request, and drive the gate through its executor (``ManualGate``
         completes it). Returns the request's state afterwards."""
+        _required(node, "node")
         if not node.startswith(self.manual_prefix):
             raise TransferRefused(
                 f"'{node}' is not a manual gate (its name does not start with "
@@ -600,8 +609,10 @@ class TransferEngine:
         try:
             answer = method(PlanNode.of(request_id, row))
         except Exception as error:
-            return _Reply(call, None, f"{type(error).__name__}: {error}")
-        return _Reply(call, str(answer), None)
+            return _Reply(call, None, f"{type(error).__name__}: {message_of(error)}")
+        if not isinstance(answer, str):
+            return _Reply(call, None, f"answered {describe(answer)}, not one of the answers")
+        return _Reply(call, storable_text(answer, 200), None)
 
     def _report(
         self,
@@ -649,6 +660,7 @@ class TransferEngine:
     def _session(self, request_id: str) -> Iterator[_Session]:
         """One transaction over a request and its nodes; it settles (wakes, frontier,
         derivation) before committing, and fires the callbacks after the commit."""
+        _required(request_id, "request_id")
         with self.store.transaction() as tx:
             session = _Session(self, tx, request_id)
             yield session
@@ -656,6 +668,7 @@ class TransferEngine:
         self._fire(request_id, session.calls)
 
     def _read(self, request_id: str) -> tuple[Row, dict[str, Row]]:
+        _required(request_id, "request_id")
         with self.store.transaction() as tx:
             session = _Session(self, tx, request_id)
         return session.request, session.nodes
@@ -706,6 +719,7 @@ class _Session:
         return request_mode(self.request.state, (n.state for n in self.nodes.values()))
 
     def node(self, name: str) -> Row:
+        _required(name, "node")
         try:
             return self.nodes[name]
         except KeyError:
@@ -828,13 +842,19 @@ class _Session:
 
 
 def _said(by: str, **more: str) -> dict[str, Any]:
-    """An audit detail: who (``by``) plus the non-empty reasons or evidence."""
-    return {"by": _required(by, "by"), **{k: v for k, v in more.items() if v}}
+    """An audit detail: who (``by``) plus the non-empty reasons or evidence (strings)."""
+    detail = {"by": _required(by, "by")}
+    for what, text in more.items():
+        if not isinstance(text, str):
+            raise TransferRefused(f"'{what}' must be a string; got {describe(text)}")
+        if text:
+            detail[what] = text
+    return detail
 
 
 def _required(value: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise TransferRefused(f"'{what}' must be a non-empty string; got {value!r}")
+        raise TransferRefused(f"'{what}' must be a non-empty string; got {describe(value)}")
     return value
 
 

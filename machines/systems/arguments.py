@@ -1,0 +1,104 @@
+"""The checks the reference systems run on their arguments before doing anything.
+
+A system's public call is a boundary: an argument of the wrong type must be refused with
+``InvalidArgument`` naming the call and the argument before a key is claimed or an effect
+runs (a key claimed for a call that then fails on its own arguments would stay parked).
+Keys themselves are checked by the store, the one place every system's keys go through.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from machines.errors import InvalidArgument, MachinesError, message_of
+from machines.jsonvalue import describe
+from machines.store.records import Store
+
+
+def text(value: object, what: str) -> str:
+    """A ``str`` with something in it besides spaces."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{what} must be a non-empty string, not {describe(value)}")
+    return value
+
+
+def optional_text(value: object, what: str) -> str | None:
+    return None if value is None else text(value, what)
+
+
+def flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{what} must be True or False, not {describe(value)}")
+    return value
+
+
+def count(value: object, what: str, *, least: int = 0, most: int | None = None) -> int:
+    """An ``int`` (not a bool) in ``least..most``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer, not {describe(value)}")
+    if value < least or (most is not None and value > most):
+        bound = f"between {least} and {most}" if most is not None else f"at least {least}"
+        raise InvalidArgument(f"{what} must be {bound}, not {describe(value)}")
+    return value
+
+
+def seconds(value: object, what: str) -> float:
+    """A finite number of seconds, above zero."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be a number of seconds, not {describe(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite or value <= 0:
+        raise InvalidArgument(f"{what} must be a finite number above 0, not {describe(value)}")
+    return float(value)
+
+
+def function(value: object, what: str) -> Callable[..., Any]:
+    if not callable(value):
+        raise InvalidArgument(f"{what} must be callable, not {describe(value)}")
+    return value
+
+
+def functions(value: object, what: str) -> Mapping[str, Callable[..., Any]]:
+    """A mapping of names to callables (compensations by tool, say)."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"{what} must be a mapping of names to callables")
+    for name, item in value.items():
+        if not isinstance(name, str) or not callable(item):
+            raise InvalidArgument(
+                f"{what} must map names to callables; {describe(name)} maps to {describe(item)}"
+            )
+    return value
+
+
+def store_with(store: object, machine: str) -> Store:
+    """``store`` when it is a store (``open_store(url)``) that has ``machine``."""
+    specs = getattr(store, "specs", None)
+    try:
+        names = specs() if callable(specs) else None
+    except Exception:
+        names = None
+    if not isinstance(names, Mapping) or not callable(getattr(store, "transaction", None)):
+        raise InvalidArgument(f"store must be a store (open_store(url)), not {describe(store)}")
+    if machine not in names:
+        raise InvalidArgument(
+            f"the store has no '{machine}' machine; open it with the definition of '{machine}'"
+        )
+    return cast(Store, store)
+
+
+def clock_reading(clock: Callable[[], object]) -> float:
+    """What an injected clock says, which must be a finite number of seconds."""
+    try:
+        now = clock()
+    except Exception as error:
+        raise MachinesError(
+            f"the clock raised {type(error).__name__}: {message_of(error)}"
+        ) from error
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise MachinesError(f"the clock must return seconds as a number, not {describe(now)}")
+    return float(now)

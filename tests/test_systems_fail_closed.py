@@ -1,0 +1,261 @@
+"""The systems fail closed on what their users hand them: results, errors, classifiers,
+keys and sessions (issue 13 items 10-13), on every store.
+
+Each test is written as an outsider would attack: the effect returns something JSON would
+change, raises an exception whose ``__str__`` raises, the classifier itself raises. The
+promise: the key ends parked at once (never ``in_flight`` with a dead holder), the caller
+gets a typed error, and nothing runs the effect again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from machines.errors import EffectFailed, EffectIndeterminate, MachinesError
+from machines.store import Store
+from machines.systems import (
+    EffectLog,
+    EffectNotRecorded,
+    EffectOutcomeUnknown,
+    EffectStillExecuting,
+    ExactlyOnce,
+    Verdict,
+    not_sent,
+)
+
+
+class Unprintable(Exception):
+    """An upstream error whose message cannot be read."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ of the upstream's error")
+
+
+class Upstream:
+    """Counts the calls that really reached it, and answers what the test says."""
+
+    def __init__(self, answer: Callable[[], Any]) -> None:
+        self.calls = 0
+        self._answer = answer
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        return self._answer()
+
+
+def state_of(store: Store, machine: str, key: str) -> str | None:
+    with store.transaction() as tx:
+        row = tx.get(machine, key)
+    return None if row is None else row.state
+
+
+def _raise(error: BaseException) -> Callable[[], Any]:
+    def answer() -> Any:
+        raise error
+
+    return answer
+
+
+def _classifier_that_raises(error: BaseException) -> Verdict:
+    raise LookupError("the classifier itself failed")
+
+
+def _classifier_that_answers_garbage(error: BaseException) -> Verdict:
+    return "failed"  # type: ignore[return-value]  # a str, not a Verdict
+
+
+UNFAITHFUL = [(1, 2), {1: "a"}, {"a": (1,)}, {"k", "v"}, 10**5000, float("nan"), "a\x00b"]
+
+
+@pytest.mark.parametrize("result", UNFAITHFUL, ids=lambda r: type(r).__name__)
+def test_a_result_json_would_change_is_parked_never_replayed(store: Store, result: Any) -> None:
+    """issue 13 items 10 and 11: `run(key, lambda: (1, 2))` replayed `[1, 2]`, `{1: "a"}`
+    replayed `{"1": "a"}`, and 10**5000 left the key in_flight behind a raw ValueError.
+    Such a result is parked at once (the spec's `unstorable-result`)."""
+    eo = ExactlyOnce(store)
+    upstream = Upstream(lambda: result)
+    with pytest.raises(EffectIndeterminate, match="cannot be stored"):
+        eo.run("k", upstream)
+    assert state_of(store, "outcome", "k") == "indeterminate"
+    with pytest.raises(EffectIndeterminate):
+        eo.run("k", upstream)
+    assert upstream.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("classify", "expected"),
+    [
+        (not_sent(Unprintable), "failed"),  # provably not sent, its message unreadable
+        (not_sent(), "indeterminate"),  # unknown, its message unreadable
+        (_classifier_that_raises, "indeterminate"),
+        (_classifier_that_answers_garbage, "indeterminate"),
+    ],
+    ids=["failed-unprintable", "unknown-unprintable", "classifier-raises", "classifier-garbage"],
+)
+def test_a_settle_that_cannot_read_the_error_still_settles_at_once(
+    store: Store, classify: Callable[[BaseException], Verdict], expected: str
+) -> None:
+    """issue 13 item 11: an exception whose `__str__` raises, or a classifier that raises,
+    left the key in_flight (callers got EffectInProgress until the lease ran out)."""
+    eo = ExactlyOnce(store, classify=classify)
+    upstream = Upstream(_raise(Unprintable()))
+    with pytest.raises(EffectFailed if expected == "failed" else EffectIndeterminate) as told:
+        eo.run("k", upstream)
+    assert "could not be read" in str(told.value) or expected == "indeterminate"
+    assert state_of(store, "outcome", "k") == expected
+    with pytest.raises(type(told.value)):
+        eo.run("k", upstream)
+    assert upstream.calls == 1
+
+
+def test_a_decided_result_must_come_back_unchanged(store: Store) -> None:
+    """issue 13 item 10: a person's decided result is replayed like any result."""
+    eo = ExactlyOnce(store)
+    with pytest.raises(EffectIndeterminate):
+        eo.run("k", _raise(TimeoutError("sent, no answer")))
+    with pytest.raises(MachinesError, match="cannot be stored"):
+        eo.decide("k", landed=True, by="alice", reason="the bank says so", result=(1, 2))
+    assert state_of(store, "outcome", "k") == "indeterminate"
+
+
+@pytest.mark.parametrize(
+    ("answer", "classify", "raised"),
+    [
+        (lambda: 10**5000, not_sent(), EffectNotRecorded),
+        (lambda: (1, 2), not_sent(), EffectNotRecorded),
+        (_raise(Unprintable()), not_sent(), EffectOutcomeUnknown),
+        (_raise(TimeoutError("x")), _classifier_that_raises, EffectOutcomeUnknown),
+        (_raise(TimeoutError("x")), _classifier_that_answers_garbage, EffectOutcomeUnknown),
+    ],
+    ids=["huge-int", "tuple", "unprintable", "classifier-raises", "classifier-garbage"],
+)
+def test_the_effect_log_keeps_an_unknown_outcome_and_says_so(
+    store: Store,
+    answer: Callable[[], Any],
+    classify: Callable[[BaseException], Verdict],
+    raised: type[Exception],
+) -> None:
+    """issue 13 item 11 (effect log): such a run left the effect `executing` behind a raw
+    error, and later callers were told it was still running. The caller gets a typed
+    error, the effect stays `executing` (never run again) and says why its outcome is
+    unknown."""
+    log = EffectLog(store, classify=classify)
+    upstream = Upstream(answer)
+    with pytest.raises(raised):
+        log.call("sig", upstream)
+    row = log.effect("sig")
+    assert row is not None and row.state == "executing"
+    assert row.data["unknown_outcome"]["reason"]
+    with pytest.raises(EffectStillExecuting, match="ended with an unknown outcome"):
+        log.call("sig", upstream)
+    assert upstream.calls == 1
+
+
+GARBAGE_KEYS = [None, 42, 4.2, b"k", ("k",), ["k"], "", "\ud800", "a\x00b", "k" * 5000]
+
+
+@pytest.mark.parametrize("key", GARBAGE_KEYS, ids=lambda k: type(k).__name__)
+def test_a_key_that_is_not_a_key_runs_nothing(store: Store, key: Any) -> None:
+    """issue 13 item 12: `run(None, f)` twice on SQLite ran `f` twice; a list key or a
+    lone surrogate raised raw errors. A bad key is refused before anything runs."""
+    eo, log = ExactlyOnce(store), EffectLog(store)
+    upstream = Upstream(lambda: {"ok": True})
+    for _ in range(2):
+        with pytest.raises(MachinesError):
+            eo.run(key, upstream)
+        with pytest.raises(MachinesError):
+            log.call(key, upstream)
+    assert upstream.calls == 0
+    with store.transaction() as tx:
+        assert tx.rows("outcome") == [] and tx.rows("effect") == []
+
+
+def test_a_number_and_its_text_are_not_one_key(store: Store) -> None:
+    """issue 13 item 12: `42` and `"42"` were one key on SQLite and two in memory."""
+    eo = ExactlyOnce(store)
+    assert eo.run("42", lambda: "text") == "text"
+    with pytest.raises(MachinesError):
+        eo.run(42, lambda: "number")  # type: ignore[arg-type]
+    assert eo.run("42", lambda: "again") == "text"
+
+
+@pytest.mark.parametrize("session", [None, 42, "", ["s"]], ids=repr)
+def test_compensate_takes_a_session_on_every_store(store: Store, session: Any) -> None:
+    """issue 13 item 13: `compensate(None, {})` undid the unscoped effects in memory and
+    nothing on SQL. A session must be named, the same way on every store."""
+    log = EffectLog(store)
+    log.call("sig", lambda: {"ok": True})  # an effect of no session
+    with pytest.raises(MachinesError, match="session"):
+        log.compensate(session, {})
+    row = log.effect("sig")
+    assert row is not None and row.state == "committed"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda s: ExactlyOnce(s, retries=-1),
+        lambda s: ExactlyOnce(s, retries=True),
+        lambda s: ExactlyOnce(s, retries="3"),
+        lambda s: ExactlyOnce(s, lease_seconds=float("nan")),
+        lambda s: ExactlyOnce(s, lease_seconds="30"),
+        lambda s: ExactlyOnce(s, classify=None),
+        lambda s: ExactlyOnce(s, on_indeterminate=["gate"]),
+        lambda s: ExactlyOnce(s, worker=42),
+        lambda s: ExactlyOnce(object()),
+        lambda s: EffectLog(s, clock="now"),
+        lambda s: EffectLog(None),
+    ],
+)
+def test_a_system_built_with_bad_options_refuses_at_once(
+    store: Store, build: Callable[[Store], object]
+) -> None:
+    with pytest.raises(MachinesError):
+        build(store)
+
+
+def test_arguments_are_checked_before_a_key_is_claimed(store: Store) -> None:
+    """A non-callable `fn` used to claim the key and then park it forever."""
+    eo, log = ExactlyOnce(store), EffectLog(store)
+    with pytest.raises(MachinesError, match="fn must be callable"):
+        eo.run("k", 42)  # type: ignore[arg-type]
+    with pytest.raises(MachinesError, match="fn must be callable"):
+        log.call("sig", None)  # type: ignore[arg-type]
+    with pytest.raises(MachinesError, match="limit"):
+        eo.park_expired(limit="5")  # type: ignore[arg-type]
+    with pytest.raises(MachinesError, match="landed"):
+        eo.decide("k", landed="yes", by="a", reason="b")  # type: ignore[arg-type]
+    with pytest.raises(MachinesError, match="by"):
+        eo.reclaim("k", by=None, reason="b")  # type: ignore[arg-type]
+    with store.transaction() as tx:
+        assert tx.rows("outcome") == [] and tx.rows("effect") == []
+
+
+def test_a_clock_that_fails_is_a_typed_error_and_claims_nothing(store: Store) -> None:
+    def broken() -> float:
+        raise OSError("no time")
+
+    upstream = Upstream(lambda: 1)
+    with pytest.raises(MachinesError, match="clock raised OSError"):
+        ExactlyOnce(store, clock=broken).run("k", upstream)
+    with pytest.raises(MachinesError, match="clock must return"):
+        ExactlyOnce(store, clock=lambda: float("inf")).run("k", upstream)
+    assert upstream.calls == 0 and state_of(store, "outcome", "k") is None
+
+
+def test_the_first_caller_gets_what_every_replay_gets(store: Store) -> None:
+    """A result equal to its JSON but of another type (a `StrEnum`, a read-only mapping)
+    is handed to every caller, the first one included, as stored: one value for all."""
+    from types import MappingProxyType
+
+    from tests.garbage import StrEnumValue
+
+    eo, log = ExactlyOnce(store), EffectLog(store)
+    for run in (lambda f: eo.run("k", f), lambda f: log.call("sig", f)):
+        told = [run(lambda: MappingProxyType({"state": StrEnumValue.IN_FLIGHT})) for _ in "ab"]
+        assert told[0] == told[1] == {"state": "in_flight"}
+        assert type(told[0]) is type(told[1]) is dict
+        assert type(told[0]["state"]) is type(told[1]["state"]) is str
