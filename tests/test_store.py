@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import machines
-from machines.errors import ContextError, InvalidStateTransition
+from machines.errors import ContextError, InvalidArgument, InvalidStateTransition
 from machines.store import RecordExists, StaleWrite, Store, StoreError, open_store
 from machines.store.ddl import sqlite_schema
 from machines.store.records import Row
@@ -185,14 +185,17 @@ class TestContract:
             assert tx.get("effect", "inner") is None
 
     def test_unknown_machine_is_named(self, store: Store) -> None:
-        with pytest.raises(StoreError, match="no machine 'invoice'"), store.transaction() as tx:
+        with (
+            pytest.raises(InvalidArgument, match="no machine 'invoice'"),
+            store.transaction() as tx,
+        ):
             tx.get("invoice", "k")
 
 
 def test_unknown_store_url_is_refused() -> None:
-    with pytest.raises(StoreError, match="unsupported store URL"):
+    with pytest.raises(InvalidArgument, match="unsupported store URL"):
         open_store("redis://localhost")
-    with pytest.raises(StoreError, match="needs a file path"):
+    with pytest.raises(InvalidArgument, match="needs a file path"):
         open_store("sqlite:///")
 
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import machines
-from machines.errors import MachinesError
+from machines.errors import InvalidArgument, MachinesError
 from machines.history import TransitionEvent
 from machines.store import Row, Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce
@@ -125,10 +125,10 @@ def test_a_key_is_refused_alike_by_every_method_that_takes_one(store: Store, key
     ]
     for call in calls:
         error = refused_in_tx(store, call)
-        assert isinstance(error, StoreError) and "key" in str(error), error
+        assert isinstance(error, InvalidArgument) and "key" in str(error), error
         assert len(str(error)) < 300  # the key is described, never echoed whole
     error = refused(store, lambda: store.insert("outcome", key))
-    assert isinstance(error, StoreError)
+    assert isinstance(error, InvalidArgument)
 
 
 def test_42_and_the_text_42_are_never_one_key(store: Store) -> None:

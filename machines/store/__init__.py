@@ -15,13 +15,13 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 
+from machines.errors import InvalidArgument
 from machines.history import Clock
 from machines.jsonvalue import describe
 from machines.loader import load
 from machines.spec import MachineSpec
 from machines.store.memory import MemoryStore
 from machines.store.records import (
-    InvalidArgument,
     RecordExists,
     Row,
     StaleWrite,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from machines.errors import ContextError, MachinesError
+from machines.errors import ContextError, InvalidArgument, MachinesError
 from machines.history import TransitionEvent
 from machines.jsonvalue import UnstorableValue, describe, dumps_object
 from machines.spec import MachineSpec
@@ -37,14 +37,9 @@ MAX_DUE = 10_000
 
 
 class StoreError(MachinesError):
-    """The store cannot do what was asked (bad URL, broken database, unknown machine)."""
-
-
-class InvalidArgument(StoreError, ValueError):
-    """An argument the store refuses before it reads or writes anything: an unknown
-    machine or state, a key or scope that breaks the key rule (``check_key``), a trigger,
-    actor or field that is not a str, a bound or limit out of range, a row that was not
-    read from the store."""
+    """The store cannot do what was asked: the database refused, failed or cannot be
+    opened, or the row changed since it was read (``StaleWrite``). An argument the store
+    refuses before it reads or writes is ``machines.errors.InvalidArgument`` instead."""
 
 
 class UnstorableData(StoreError, UnstorableValue):
@@ -88,10 +83,11 @@ class Transaction(Protocol):
     store, and raises only these (nothing is changed when one is raised, even if the
     caller catches it and commits the transaction):
 
-    - ``InvalidArgument`` (a ``StoreError``): an unknown machine or state; a ``key`` or
-      ``scope`` that is not a non-empty ``str`` of at most ``MAX_KEY_BYTES`` bytes of
-      UTF-8 without NUL (a ``str`` subclass such as a ``StrEnum`` counts as its text); a
-      trigger, actor or field that is not a ``str``; a ``before`` that is not a number, a
+    - ``InvalidArgument`` (from ``machines.errors``; not a ``StoreError``): an unknown
+      machine or state; a ``key`` or ``scope`` that is not a non-empty ``str`` of at most
+      ``MAX_KEY_BYTES`` bytes of UTF-8 without NUL (a ``str`` subclass such as a
+      ``StrEnum`` counts as its text); a trigger, actor or field that is not a ``str``; a
+      ``before`` that is not a number, a
       ``limit`` that is not an int from 1 to ``MAX_DUE``; a ``row`` that is not a ``Row``
       as this store returned it.
     - ``UnstorableData`` (a ``StoreError`` and an ``UnstorableValue``): ``data`` or
