@@ -327,14 +327,13 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
 
 
 def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
-    from machines.audit import audit_events, audit_store, read_events
+    from machines.audit import audit_events, audit_store, read_log
 
     try:
         paths = definition_paths(spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
         if file is not None:
-            with file.open(encoding="utf-8") as lines:
-                events = read_events(lines, str(file))
+            events = read_log(file)
             breaches = audit_events(events, specs)
             what = (
                 f"{len(events)} events of {len({(e.machine, e.entity) for e in events})} entities"
