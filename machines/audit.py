@@ -256,7 +256,7 @@ def audit_events(
 
 def audit_store(url: str, specs: Mapping[str, MachineSpec]) -> list[Breach]:
     """Every breach of every invariant in the store at ``url`` (rows, data and history)."""
-    store = open_store(url, specs)
+    store = open_store(url, specs, read_only=True)
     try:
         snap, unknown = _judgeable(specs, snapshot(store))
         return unknown + check_invariants(specs, snap)

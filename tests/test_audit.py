@@ -255,3 +255,33 @@ def test_an_event_naming_what_the_definition_lacks_is_a_breach(
     assert names in out
     assert "[append-only-history] outcome 'k2': event 1 does not continue" in out
     assert "FAILED: 2 breach(es)" in out
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres", "memory"])
+def test_auditing_a_missing_store_creates_nothing_and_exits_2(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 20: ``audit --from-store sqlite:///typo.db`` created the file and
+    printed "OK"; on PostgreSQL it created the tables. An audit never writes: the store
+    is opened read-only, and a database without the tables is unreadable input."""
+    with ExitStack() as cleanup:
+        if database == "postgres":
+            url = cleanup.enter_context(postgres_schema())
+        elif database == "sqlite":
+            url = f"sqlite:///{tmp_path / 'typo.db'}"
+        else:
+            url = "memory://"
+        assert main(["audit", "--from-store", url]) == 2
+        captured = capsys.readouterr()
+        assert "OK" not in captured.out and "Traceback" not in captured.err
+        assert "machines audit: " in captured.err
+        assert list(tmp_path.iterdir()) == []
+        if database == "postgres":
+            import psycopg
+
+            with psycopg.connect(url) as conn:
+                tables = conn.execute(
+                    "SELECT count(*) FROM information_schema.tables "
+                    "WHERE table_schema = current_schema()"
+                ).fetchone()
+            assert tables == (0,)

@@ -41,8 +41,14 @@ def open_store(
     specs: Iterable[MachineSpec] | Mapping[str, MachineSpec] | None = None,
     *,
     clock: Clock | None = None,
+    read_only: bool = False,
 ) -> Store:
-    """Open the store at ``url`` for ``specs`` (default: the four bundled machines)."""
+    """Open the store at ``url`` for ``specs`` (default: the four bundled machines).
+
+    ``read_only`` opens an existing store to read it (an audit) and changes nothing at
+    all: no file or table is created (a missing database or table is a ``StoreError``),
+    and every write is refused with a ``StoreError``. ``memory://`` starts empty, so there
+    is nothing to open read-only there."""
     if specs is None:
         by_name = {name: load(name) for name in BUNDLED}
     elif isinstance(specs, Mapping):
@@ -51,16 +57,18 @@ def open_store(
         by_name = {spec.name: spec for spec in specs}
     now = clock or time.time
     if url == "memory://":
+        if read_only:
+            raise StoreError("memory:// starts empty: there is nothing to open read-only")
         return MemoryStore(by_name, now)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if not path:
             raise StoreError("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
-        return SQLiteStore(path, by_name, now)
+        return SQLiteStore(path, by_name, now, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
         from machines.store.postgres import PostgresStore  # needs psycopg (machines[postgres])
 
-        return PostgresStore(url, by_name, now)
+        return PostgresStore(url, by_name, now, read_only=read_only)
     raise StoreError(
         f"unsupported store URL {url!r}; use memory://, sqlite:///path/to/file.db or "
         "postgresql://user@host/db"
