@@ -310,10 +310,14 @@ def test_a_lost_postgres_connection_is_a_store_error_and_the_store_reconnects() 
     (never a psycopg error), and the next call opens a new one."""
     import psycopg
 
+    from machines.store.postgres import PostgresStore
+
     with postgres_schema() as url:
-        store = open_store(url)
+        store = PostgresStore(url, open_store("memory://").specs())
         store.insert("outcome", "k1")
-        pid = store._connections.current().info.backend_pid  # type: ignore[union-attr]
+        conn = store._connections.current()  # the store's own connection: white box
+        assert conn is not None
+        pid = conn.info.backend_pid  # this one connection, never another test's
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         with pytest.raises(StoreError), store.transaction() as tx:
