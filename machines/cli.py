@@ -188,12 +188,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerate_unencodable(sys.stdout)
     args = parser.parse_args(arguments)
     try:
-        code = _run(parser, args)
+        code = _reported(parser, args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
-    except BrokenPipeError:
+    except BrokenPipeError:  # from the output or from a message about a failure
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def _reported(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``_run``, with Ctrl-C and every error it may raise told in one line of stderr."""
+    try:
+        return _run(parser, args)
+    except BrokenPipeError:
+        raise
     except KeyboardInterrupt:
         print(f"machines {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -195,3 +195,28 @@ def test_ctrl_c_exits_130_without_a_traceback(
         pytest.fail("KeyboardInterrupt escaped main (a traceback)")
     assert code == 130  # 128 + SIGINT
     assert capsys.readouterr().err == "machines check: interrupted\n"
+
+
+def test_a_closed_error_pipe_ends_quietly_too() -> None:
+    """issue 13 item 24: the message about a failure goes to a closed pipe as well
+    (``machines audit missing 2>&1 | head -0``)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "machines", "audit", "/nonexistent/history.jsonl"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stderr is not None
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141
+
+
+def test_a_missing_postgres_driver_is_a_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 20: ``audit --from-store postgresql://...`` without psycopg."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg fails
+    monkeypatch.delitem(sys.modules, "machines.store.postgres", raising=False)
+    assert main(["audit", "--from-store", "postgresql://nobody@localhost/none"]) == 2
+    assert "pip install 'machines[postgres]'" in capsys.readouterr().err

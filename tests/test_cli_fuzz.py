@@ -201,6 +201,7 @@ def run(argv: list[Any], cwd: Path) -> tuple[int, str, str]:
 
 @settings(
     max_examples=CLI_EXAMPLES,
+    deadline=None,  # a command may take a second (a spec load, a check)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(data=st.data())
@@ -277,6 +278,7 @@ or bytes (invalid UTF-8 and lone surrogates included)."""
 
 @settings(
     max_examples=AUDIT_EXAMPLES,
+    deadline=None,  # a command may take a second (a spec load, a check)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(

@@ -66,7 +66,10 @@ def open_store(
             raise StoreError("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
         return SQLiteStore(path, by_name, now, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
-        from machines.store.postgres import PostgresStore  # needs psycopg (machines[postgres])
+        try:
+            from machines.store.postgres import PostgresStore  # needs machines[postgres]
+        except ModuleNotFoundError as missing:  # psycopg is not installed
+            raise StoreError(str(missing)) from missing
 
         return PostgresStore(url, by_name, now, read_only=read_only)
     raise StoreError(
