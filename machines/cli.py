@@ -142,7 +142,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         help="check a recorded history (JSON Lines of transition events) or a whole store "
         "against the definitions and the invariants",
         description="Exit 0 when every event is legal and every invariant holds, 1 on any "
-        "breach (each printed with the events involved), 2 on unreadable input.",
+        "breach (each printed with the events involved; an event naming a state, trigger, "
+        "actor or context variable the definition lacks is one), 2 on unreadable input (a "
+        "line that is not a well-formed event, named by its number; a missing store).",
     )
     audit_cmd.add_argument(
         "file", nargs="?", type=Path, help="JSON Lines as History.write_jsonl writes them"
@@ -150,7 +152,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     audit_cmd.add_argument(
         "--from-store",
         metavar="URL",
-        help="audit a store instead (sqlite:///path): rows, data and histories",
+        help="audit a store instead (sqlite:///path or postgresql://...): rows, data and "
+        "histories; opened read-only, it is never created or changed",
     )
     audit_cmd.add_argument("--spec-dir", type=Path, default=None)
     diagrams_cmd = commands.add_parser(
