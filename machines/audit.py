@@ -10,22 +10,36 @@ events involved, by the same ``machines.invariants`` code the stateful suites us
 From a log alone the entities' data is unknown (which node has a side effect, how often
 an effect ran upstream), so the invariants that read it can only be judged with
 ``--from-store``; the log still proves every move legal and every chain unbroken.
+
+What is unreadable and what is a breach: a line that is not a well-formed event (not
+UTF-8, not JSON, too long or too deep, a field missing or of the wrong type: ``seq`` a
+positive integer, ``at`` a finite number, names non-empty strings, ``context`` an object
+of strings, ``detail`` null or an object) is an input error, and the command exits 2
+naming the line. A well-formed event that names a machine, state, trigger, actor or
+context variable its definition does not define is a breach (``known-machine``,
+``known-names``; exit 1): the log says something happened that the definition does not
+allow. An audit never writes: a store is opened read-only, and a missing one is an error.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
 from machines.errors import MachinesError
 from machines.history import TransitionEvent
 from machines.invariants import INVARIANTS, Breach, Entity, Snapshot, check_invariants, snapshot
+from machines.jsonvalue import UnstorableValue, describe, dumps
 from machines.spec import MachineSpec
 from machines.store import open_store
 
 FIELDS = ("machine", "entity", "seq", "source", "dest", "trigger", "actor", "context", "at")
+NAMES = ("machine", "entity", "source", "dest", "trigger", "actor")
+"""The fields that are names: each a non-empty string."""
 FROM_HISTORY = (
     "terminal-final",
     "append-only-history",
@@ -37,27 +51,72 @@ FROM_HISTORY = (
 read entity data a log does not carry (results, errors, upstream runs, which node has a
 side effect): ``--from-store`` judges those too."""
 
+MAX_LINE_BYTES = 1 << 20
+"""The longest line read (1 MiB, its newline included). ``History.write_jsonl`` writes a
+few hundred bytes per event; a longer line is not an event, and reading it whole could
+exhaust memory (a "log" that is really ``/dev/zero``)."""
+
+MAX_SEQ = 2**63 - 1
+"""The largest ``seq``: what the widest store column (SQLite's INTEGER) holds."""
+
 
 class AuditInputError(MachinesError, ValueError):
     """A line of the history that is not a transition event; names the line and the fix."""
 
 
-def read_events(lines: Iterable[str], name: str = "<history>") -> list[TransitionEvent]:
-    """Parse JSON Lines of transition events; blank lines are skipped, anything else that
-    is not an event is refused with its line number."""
+def read_log(path: Path) -> list[TransitionEvent]:
+    """The events of the JSON Lines file at ``path``, read a bounded line at a time."""
+    with path.open("rb") as raw:
+        return read_events(_bounded_lines(raw), str(path))
+
+
+def read_events(lines: Iterable[str | bytes], name: str = "<history>") -> list[TransitionEvent]:
+    """Parse JSON Lines of transition events (text, or UTF-8 bytes); blank lines are
+    skipped, anything else that is not an event is refused with its line number."""
     events = []
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        where = f"{name}:{number}"
+        if len(line) > MAX_LINE_BYTES:
+            raise AuditInputError(
+                f"{where}: longer than {MAX_LINE_BYTES:,} bytes; an event is a short line"
+            )
+        text = _text(line, where)
+        if not text.strip():
             continue
         try:
-            raw = json.loads(line)
+            raw = json.loads(text)
         except json.JSONDecodeError as error:
-            raise AuditInputError(f"{name}:{number}: not JSON ({error.msg})") from None
-        events.append(_event(raw, f"{name}:{number}"))
+            raise AuditInputError(f"{where}: not JSON ({error.msg})") from None
+        except RecursionError:
+            raise AuditInputError(f"{where}: nested too deeply to be an event") from None
+        except ValueError:  # json's only other refusal: an integer of over 4300 digits
+            raise AuditInputError(f"{where}: holds a number too long to read") from None
+        events.append(_event(raw, where))
     return events
 
 
+def _bounded_lines(raw: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``raw``, none read past ``MAX_LINE_BYTES`` (a longer one is cut there,
+    and refused by its length)."""
+    while line := raw.readline(MAX_LINE_BYTES + 1):
+        yield line
+
+
+def _text(line: str | bytes, where: str) -> str:
+    if isinstance(line, str):
+        return line
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise AuditInputError(
+            f"{where}: byte {error.start + 1} is not UTF-8 ({line[error.start]:#04x}); "
+            "History.write_jsonl writes UTF-8 text"
+        ) from None
+
+
 def _event(raw: Any, where: str) -> TransitionEvent:
+    """One event, checked field by field: anything else is an input error (exit 2), so
+    that the invariants judge only well-formed events."""
     if not isinstance(raw, dict):
         raise AuditInputError(f"{where}: each line must be a JSON object (a transition event)")
     missing = [f for f in FIELDS if f not in raw]
@@ -68,21 +127,99 @@ def _event(raw: Any, where: str) -> TransitionEvent:
         )
     unknown = sorted(set(raw) - {*FIELDS, "detail"})
     if unknown:
-        raise AuditInputError(f"{where}: unknown field(s) {', '.join(unknown)}")
-    if not isinstance(raw["seq"], int) or not isinstance(raw["context"], dict):
-        raise AuditInputError(f"{where}: seq must be an integer and context an object")
+        raise AuditInputError(f"{where}: unknown field(s) {describe(', '.join(unknown))}")
+    for field in NAMES:
+        if not isinstance(raw[field], str) or not raw[field]:
+            raise AuditInputError(
+                f"{where}: {field} must be a non-empty string, not {_what(raw[field])}"
+            )
+    seq, at, context, detail = raw["seq"], raw["at"], raw["context"], raw.get("detail")
+    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+        raise AuditInputError(
+            f"{where}: seq must be an integer from 1 to 2**63-1 (the event's number in its "
+            f"entity's history), not {_what(seq)}"
+        )
+    if type(at) not in (int, float) or not math.isfinite(_float(at)):
+        raise AuditInputError(
+            f"{where}: at must be a finite number (seconds since the epoch), not {_what(at)}"
+        )
+    if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
+        raise AuditInputError(
+            f"{where}: context must be an object whose values are strings (the guard "
+            f"context), not {_what(context)}"
+        )
+    if detail is not None and not isinstance(detail, dict):
+        raise AuditInputError(f"{where}: detail must be null or an object, not {_what(detail)}")
+    try:
+        dumps(raw, what="the event")  # the one rule of stored values: depth, NUL, surrogates
+    except UnstorableValue as refused:
+        raise AuditInputError(f"{where}: {refused}") from None
     return TransitionEvent(
-        machine=str(raw["machine"]),
-        entity=str(raw["entity"]),
-        seq=raw["seq"],
-        source=str(raw["source"]),
-        dest=str(raw["dest"]),
-        trigger=str(raw["trigger"]),
-        actor=str(raw["actor"]),
-        detail=raw.get("detail"),
-        context={str(k): str(v) for k, v in raw["context"].items()},
-        at=float(raw["at"]),
+        machine=raw["machine"],
+        entity=raw["entity"],
+        seq=seq,
+        source=raw["source"],
+        dest=raw["dest"],
+        trigger=raw["trigger"],
+        actor=raw["actor"],
+        detail=detail,
+        context=context,
+        at=float(at),
     )
+
+
+def _float(number: int | float) -> float:
+    try:
+        return float(number)
+    except OverflowError:  # an integer beyond every float
+        return math.inf
+
+
+def _what(value: object) -> str:
+    """A value as a message shows it: its JSON type, and the value when short."""
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        type(value), "null" if value is None else f"a {type(value).__name__}"
+    )
+    if isinstance(value, (bool, float, str)) or (isinstance(value, int) and abs(value) < 10**20):
+        return f"{kind} {describe(value, 40)}"
+    return kind
+
+
+def unknown_names(spec: MachineSpec, entity: Entity) -> list[str]:
+    """What ``entity`` names that ``spec`` does not define: its state, and each event's
+    states, trigger, actor and context variables. Such an entity breaks its definition;
+    the invariants, which look these names up, cannot judge it."""
+    found = [] if entity.state in spec.states else [f"its state '{entity.state}'"]
+    for ev in entity.history:
+        names = [
+            *(f"state '{s}'" for s in (ev.source, ev.dest) if s not in spec.states),
+            *([f"trigger '{ev.trigger}'"] if ev.trigger not in spec.triggers else []),
+            *([f"actor '{ev.actor}'"] if ev.actor not in spec.actors else []),
+            *(f"context variable '{v}'" for v in ev.context if v not in spec.context),
+        ]
+        found += [f"event #{ev.seq} names {name}" for name in names]
+    return found
+
+
+def _judgeable(specs: Mapping[str, MachineSpec], snap: Snapshot) -> tuple[Snapshot, list[Breach]]:
+    """``snap`` without the entities that name what their definition does not know, and a
+    ``known-names`` breach for each of those."""
+    kept, out = {}, []
+    for key, entity in snap.entities.items():
+        unknown = unknown_names(specs[entity.machine], entity)
+        if unknown:
+            out.append(
+                Breach(
+                    "known-names",
+                    entity.machine,
+                    entity.key,
+                    f"names what its definition does not define: {'; '.join(unknown[:5])}",
+                    entity.history[:3],
+                )
+            )
+        else:
+            kept[key] = entity
+    return Snapshot(MappingProxyType(kept), snap.runs), out
 
 
 def audit_events(
@@ -110,7 +247,8 @@ def audit_events(
             ordered = tuple(sorted(history, key=lambda e: e.seq))  # lines may interleave
             state = ordered[-1].dest
             entities[key] = Entity(key[0], key[1], state, ordered[0].context, {}, None, ordered)
-    snap = Snapshot(MappingProxyType(entities))
+    snap, unknown = _judgeable(specs, Snapshot(MappingProxyType(entities)))
+    out += unknown
     for name in FROM_HISTORY:
         out += INVARIANTS[name](specs, snap, None)
     return out
@@ -118,8 +256,9 @@ def audit_events(
 
 def audit_store(url: str, specs: Mapping[str, MachineSpec]) -> list[Breach]:
     """Every breach of every invariant in the store at ``url`` (rows, data and history)."""
-    store = open_store(url, specs)
+    store = open_store(url, specs, read_only=True)
     try:
-        return check_invariants(specs, snapshot(store))
+        snap, unknown = _judgeable(specs, snapshot(store))
+        return unknown + check_invariants(specs, snap)
     finally:
         store.close()

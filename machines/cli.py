@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
+import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -20,6 +22,30 @@ from machines.loader import bundled_spec_dir, definition_paths, load, read_defin
 HELP_WIDTH = 100
 """Help is wrapped at a fixed width, so the generated CLI page is the same everywhere."""
 
+MAX_NODES = 6
+"""The largest ``check --max-nodes``. The derivation check enumerates every multiset of up
+to N node kinds, C(kinds + N, N) plans: over the bundled 48 kinds that is 2.9 million
+plans at 5 (about 2 s), 26 million at 6 (about 15 s), 200 million at 7 and 1.4 billion at
+8 (minutes to hours). The bundled signatures are closed under adding a node by 5, so a
+larger bound proves nothing more for them."""
+
+MAX_EXAMPLES = 1_000_000
+"""The largest ``mutate --examples``: the work grows linearly with it, and a larger count
+is a typo rather than a plan (the default is 300)."""
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: the shell's code for a process ended by SIGINT (128 + 2)."""
+
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output went away (``machines check | head``): the shell's code for a
+process ended by SIGPIPE (128 + 13), as other command-line tools end."""
+
+EPILOG = (
+    "Exit codes: 0 when all is well, 1 when a check finds a problem, 2 on a bad argument or "
+    f"unreadable input, {EXIT_INTERRUPTED} when interrupted (Ctrl-C), {EXIT_BROKEN_PIPE} "
+    "when the output pipe closed early."
+)
+
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.HelpFormatter(prog, width=HELP_WIDTH)
@@ -30,6 +56,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     parser = argparse.ArgumentParser(
         prog="machines",
         description="Formally tested state machine definitions for side effects.",
+        epilog=EPILOG,
         formatter_class=_formatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -47,10 +74,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     )
     check_cmd.add_argument(
         "--max-nodes",
-        type=int,
+        type=_whole(1, MAX_NODES),
         default=5,
         metavar="N",
-        help="largest plan the derivation check enumerates (default 5)",
+        help=f"largest plan the derivation check enumerates, 1 to {MAX_NODES} (default 5): "
+        "the plans grow as C(node kinds + N, N), 26 million at 6 for the bundled 48 node kinds",
     )
     check_cmd.add_argument(
         "--no-findings",
@@ -73,10 +101,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     mutate_cmd.add_argument("ids", nargs="*", metavar="ID", help="only these mutations")
     mutate_cmd.add_argument(
         "--examples",
-        type=int,
+        type=_whole(1, MAX_EXAMPLES),
         default=300,
         metavar="N",
-        help="most suite runs per mutation before it counts as surviving (default 300)",
+        help="most suite runs per mutation before it counts as surviving, 1 to "
+        f"{MAX_EXAMPLES:,} (default 300)",
     )
     mutate_cmd.add_argument("--list", action="store_true", help="list the catalog and exit")
     explore_cmd = commands.add_parser(
@@ -100,10 +129,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     explore_cmd.add_argument("--spec-dir", type=Path, default=None)
     explore_cmd.add_argument(
         "--max-states",
-        type=int,
+        type=_whole(1),
         default=None,
         metavar="N",
-        help="stop a scope after N distinct states (it is then reported as not exhausted)",
+        help="stop a scope after N distinct states, N >= 1 (it is then reported as not exhausted)",
     )
     explore_cmd.add_argument(
         "--no-symmetry", action="store_true", help="explore symmetric twins separately"
@@ -113,7 +142,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         help="check a recorded history (JSON Lines of transition events) or a whole store "
         "against the definitions and the invariants",
         description="Exit 0 when every event is legal and every invariant holds, 1 on any "
-        "breach (each printed with the events involved), 2 on unreadable input.",
+        "breach (each printed with the events involved; an event naming a state, trigger, "
+        "actor or context variable the definition lacks is one), 2 on unreadable input (a "
+        "line that is not a well-formed event, named by its number; a missing store).",
     )
     audit_cmd.add_argument(
         "file", nargs="?", type=Path, help="JSON Lines as History.write_jsonl writes them"
@@ -121,7 +152,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     audit_cmd.add_argument(
         "--from-store",
         metavar="URL",
-        help="audit a store instead (sqlite:///path): rows, data and histories",
+        help="audit a store instead (sqlite:///path or postgresql://...): rows, data and "
+        "histories; opened read-only, it is never created or changed",
     )
     audit_cmd.add_argument("--spec-dir", type=Path, default=None)
     diagrams_cmd = commands.add_parser(
@@ -150,8 +182,38 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. Every failure ends in a one-line message and exit
+    2 (or the codes of ``EPILOG``), never in a traceback: a typed error of the package or
+    an operating-system error is reported with what it names, and argparse refuses bad
+    arguments with its usage line."""
     parser, _ = build_parser()
-    args = parser.parse_args(argv)
+    arguments = _arguments(parser, argv)
+    _tolerate_unencodable(sys.stdout)
+    args = parser.parse_args(arguments)
+    try:
+        code = _reported(parser, args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:  # from the output or from a message about a failure
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _reported(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``_run``, with Ctrl-C and every error it may raise told in one line of stderr."""
+    try:
+        return _run(parser, args)
+    except BrokenPipeError:
+        raise
+    except KeyboardInterrupt:
+        print(f"machines {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (MachinesError, OSError) as exc:
+        print(f"machines {args.command}: {_problem(exc)}", file=sys.stderr)
+        return 2
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "audit":
         if (args.file is None) == (args.from_store is None):
             parser.error("audit needs a FILE or --from-store URL (one of them)")
@@ -164,17 +226,85 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _mutate(args.ids or None, args.examples, args.list)
     if args.command == "explore":
         return _explore(args)
-    if args.max_nodes < 1:
-        parser.error("--max-nodes must be at least 1")
     report = check(args.spec_dir, max_nodes=args.max_nodes)
     print_report(report, sys.stdout, findings=not args.no_findings)
     return report.exit_code
+
+
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` (no upper bound: None)."""
+    bounds = f"from {low:,} to {high:,}" if high is not None else f"of at least {low:,}"
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{_shown(text)} is not a whole number {bounds}"
+            ) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be a whole number {bounds}")
+        return value
+
+    return whole
+
+
+def _arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> list[str]:
+    """The command line, refused (exit 2) if an argument is not one a shell can pass: not
+    a string, a NUL character, or text no file name can hold (a lone surrogate)."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    for number, argument in enumerate(arguments, start=1):
+        if not isinstance(argument, str):
+            parser.error(f"argument {number} is a {type(argument).__name__}, not a string")
+        if "\x00" in argument:
+            parser.error(f"argument {number} ({_shown(argument)}) holds a NUL character")
+        try:
+            os.fsencode(argument)
+        except UnicodeEncodeError:
+            parser.error(
+                f"argument {number} ({_shown(argument)}) holds a lone surrogate, which no "
+                "file name or text can hold"
+            )
+    return arguments
+
+
+def _tolerate_unencodable(stream: TextIO) -> None:
+    """Let ``stream`` print any text (a file name of undecodable bytes, echoed back) by
+    escaping what its encoding cannot hold, instead of raising in the middle of a report."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still
+    buffered does not fail again on the closed pipe (the recipe of Python's signal docs)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test's capture): nothing to flush into a pipe
+
+
+def _shown(text: str, limit: int = 120) -> str:
+    """``text`` quoted and cut for a message: an argument may be megabytes long."""
+    return repr(text if len(text) <= limit else f"{text[: limit - 3]}...")
+
+
+def _problem(exc: MachinesError | OSError) -> str:
+    """What went wrong, for one line of stderr: an OS error names its file and reason."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{_shown(os.fsdecode(exc.filename))}: " if exc.filename is not None else ""
+        return f"{where}{exc.strerror}"
+    return str(exc)
 
 
 def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> int:
     from machines.render.files import INSTALL_GRAPHVIZ, diagram_files, sync
     from machines.render.site import site_pages
 
+    if out.exists() and not out.is_dir():
+        print(f"machines {what}: --out {_shown(str(out))} is not a directory", file=sys.stderr)
+        return 2
     try:
         specs = [read_definition(p) for p in definition_paths(spec_dir or bundled_spec_dir())]
     except SpecError as exc:
@@ -186,7 +316,16 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
             print(f"machines diagrams: {INSTALL_GRAPHVIZ}", file=sys.stderr)
     else:
         files = site_pages(specs)
-    changed = sync(files, out, check=check_only)
+    try:
+        changed = sync(files, out, check=check_only)
+    except OSError as exc:
+        doing = "read" if check_only else "write"
+        print(
+            f"machines {what}: cannot {doing} {_problem(exc)}; choose an --out directory "
+            f"you can {doing}",
+            file=sys.stderr,
+        )
+        return 2
     if check_only:
         if changed:
             names = ", ".join(str(p) for p in changed)
@@ -199,14 +338,13 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
 
 
 def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
-    from machines.audit import audit_events, audit_store, read_events
+    from machines.audit import audit_events, audit_store, read_log
 
     try:
         paths = definition_paths(spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
         if file is not None:
-            with file.open(encoding="utf-8") as lines:
-                events = read_events(lines, str(file))
+            events = read_log(file)
             breaches = audit_events(events, specs)
             what = (
                 f"{len(events)} events of {len({(e.machine, e.entity) for e in events})} entities"
@@ -216,7 +354,7 @@ def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
             breaches = audit_store(url, specs)
             what = f"the store {url}"
     except (OSError, MachinesError) as exc:
-        print(f"machines audit: {exc}", file=sys.stderr)
+        print(f"machines audit: {_problem(exc)}", file=sys.stderr)
         return 2
     for breach in breaches:
         print(breach.describe())

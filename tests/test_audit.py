@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+import machines
 from machines.audit import AuditInputError, audit_events, read_events
 from machines.cli import main
 from machines.errors import EffectIndeterminate
@@ -18,6 +22,7 @@ from machines.systems import ExactlyOnce
 from tests.conftest import postgres_schema
 
 SPECS = {name: load(name) for name in ("effect", "outcome", "node", "request")}
+ROOT = Path(machines.__file__).resolve().parent.parent
 
 
 def history_of(*moves: tuple[str, str], machine: str = "outcome", key: str = "k1") -> str:
@@ -134,3 +139,149 @@ def test_a_store_is_audited_with_its_data(
 
 def _raise(error: Exception) -> None:
     raise error
+
+
+GOOD = {
+    "machine": "outcome",
+    "entity": "k1",
+    "seq": 1,
+    "source": "in_flight",
+    "dest": "indeterminate",
+    "trigger": "park",
+    "actor": "worker",
+    "context": {},
+    "detail": {"by": "ops-1", "reason": "a test"},
+    "at": 1.5,
+}
+"""A legal event: the first of a key parked by its worker."""
+
+
+def _line(**change: object) -> bytes:
+    return json.dumps(GOOD | change).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (_line(at="yesterday"), "at must be a finite number"),
+        (_line(at=float("nan")), "at must be a finite number"),
+        (_line(at=12345.5).replace(b"12345.5", b"1e400"), "at must be a finite number"),
+        (_line(at=True), "at must be a finite number"),
+        (_line().replace(b'"seq": 1', b'"seq": ' + b"9" * 5000), "a number too long"),
+        (_line(seq=10**30), "seq must be an integer from 1"),
+        (_line(seq=True), "seq must be an integer from 1"),
+        (_line(seq=0), "seq must be an integer from 1"),
+        (_line(seq=1.0), "seq must be an integer from 1"),
+        (b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested too deeply"),
+        (_line(detail=[[[{"deep": 1}]]] * 2), "detail must be null or an object"),
+        (_line(detail=json.loads("[" * 150 + "]" * 150)), "detail must be null or an object"),
+        (_line(detail={"x": json.loads("[" * 150 + "]" * 150)}), "levels deep (at most 100)"),
+        (_line(detail="parked"), "detail must be null or an object"),
+        (b"\xff\n", "byte 1 is not UTF-8"),
+        (_line()[:-1] + b"\xc3\n", "is not UTF-8"),
+        (_line(machine=5), "machine must be a non-empty string"),
+        (_line(entity=""), "entity must be a non-empty string"),
+        (_line(actor=None), "actor must be a non-empty string"),
+        (_line(context={"tier": 1}), "context must be an object whose values are strings"),
+        (_line(context=[]), "context must be an object whose values are strings"),
+        (_line(entity="k\ud800"), "lone surrogate"),
+        (_line(entity="k\x00"), "NUL"),
+        (_line(detail={"why": "x" * (1 << 20)}), "longer than 1,048,576 bytes"),
+    ],
+    ids=lambda v: v[:24].decode(errors="replace") if isinstance(v, bytes) else v,
+)
+def test_a_malformed_event_is_unreadable_input_never_a_traceback(
+    content: bytes, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 19: on main, a bad ``at``, a 5000-digit ``seq``, deep JSON, a 0xff
+    byte ended in tracebacks, and ``at: NaN``, ``seq: true`` and a non-object ``detail``
+    passed as "OK". Each is now refused with exit 2, naming the line."""
+    log = tmp_path / "history.jsonl"
+    log.write_bytes(_line(entity="k0") + content)
+    assert main(["audit", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"machines audit: {log}:2: ") and says in err, err
+    assert "Traceback" not in err and len(err) < 2000
+
+
+def test_a_log_that_never_ends_a_line_is_refused() -> None:
+    """issue 13 item 19: lines are read a bounded length at a time (``/dev/zero`` is one
+    endless line; main read it until the machine ran out of memory). Run apart, with a
+    memory cap, so that a regression fails here instead of taking the machine."""
+
+    def cap_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "machines", "audit", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=cap_memory,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-500:]
+    assert "/dev/zero:1: longer than 1,048,576 bytes" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        ({"source": "nowhere"}, "state 'nowhere'"),
+        ({"dest": "nowhere"}, "state 'nowhere'"),
+        ({"trigger": "teleport"}, "trigger 'teleport'"),
+        ({"actor": "intruder"}, "actor 'intruder'"),
+        ({"context": {"tier": "irreversible"}}, "context variable 'tier'"),
+        ({"context": {"actor": "caller"}}, "context variable 'actor'"),
+    ],
+)
+def test_an_event_naming_what_the_definition_lacks_is_a_breach(
+    change: dict[str, object], names: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 19: an unknown source state raised a raw ``KeyError`` (and a context
+    variable named like an argument of ``step`` a ``TypeError``). A well-formed event that
+    names a state, trigger, actor or context variable the definition does not define is
+    a breach of the definition (exit 1), reported as ``known-names``; the rest of the
+    log is still judged."""
+    log = tmp_path / "history.jsonl"
+    log.write_bytes(_line(**change) + _line(entity="k2", seq=2))
+    assert main(["audit", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "[known-names] outcome 'k1': names what its definition does not define: " in out
+    assert names in out
+    assert "[append-only-history] outcome 'k2': event 1 does not continue" in out
+    assert "FAILED: 2 breach(es)" in out
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres", "memory"])
+def test_auditing_a_missing_store_creates_nothing_and_exits_2(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 20: ``audit --from-store sqlite:///typo.db`` created the file and
+    printed "OK"; on PostgreSQL it created the tables. An audit never writes: the store
+    is opened read-only, and a database without the tables is unreadable input."""
+    with ExitStack() as cleanup:
+        if database == "postgres":
+            url = cleanup.enter_context(postgres_schema())
+        elif database == "sqlite":
+            url = f"sqlite:///{tmp_path / 'typo.db'}"
+        else:
+            url = "memory://"
+        assert main(["audit", "--from-store", url]) == 2
+        captured = capsys.readouterr()
+        assert "OK" not in captured.out and "Traceback" not in captured.err
+        assert "machines audit: " in captured.err
+        assert list(tmp_path.iterdir()) == []
+        if database == "postgres":
+            import psycopg
+
+            with psycopg.connect(url) as conn:
+                tables = conn.execute(
+                    "SELECT count(*) FROM information_schema.tables "
+                    "WHERE table_schema = current_schema()"
+                ).fetchone()
+            assert tables == (0,)

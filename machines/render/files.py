@@ -57,7 +57,8 @@ def sync(files: Mapping[str, str], folder: Path, *, check: bool) -> tuple[Path, 
     changed = []
     for name, text in sorted(files.items()):
         path = folder / name
-        old = path.read_text(encoding="utf-8") if path.exists() else None
+        # A file that is not UTF-8 is stale too (it differs), not a crash.
+        old = path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
         if old is None or _comparable(name, old) != _comparable(name, text):
             changed.append(path)
             if not check:

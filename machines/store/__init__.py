@@ -56,6 +56,7 @@ def open_store(
     specs: Iterable[MachineSpec] | Mapping[str, MachineSpec] | None = None,
     *,
     clock: Clock | None = None,
+    read_only: bool = False,
 ) -> Store:
     """Open the store at ``url`` for ``specs`` (default: the four bundled machines).
 
@@ -63,22 +64,34 @@ def open_store(
     ``clock`` a function that returns the time as a finite number (default
     ``time.time``). Anything else, an unknown URL scheme, or a URL that is not text (NUL,
     a lone surrogate) is ``InvalidArgument``; a database that cannot be opened is a
-    ``StoreError``."""
+    ``StoreError``.
+
+    ``read_only`` opens an existing store to read it (an audit) and changes nothing at
+    all: no file or table is created (a missing database or table is a ``StoreError``),
+    and every write is refused with a ``StoreError``. ``memory://`` starts empty, so there
+    is nothing to open read-only there."""
     url = text(url, "a store URL")
     check_key(url, "open_store", "URL")
+    if not isinstance(read_only, bool):
+        raise InvalidArgument(f"read_only must be True or False, not {describe(read_only)}")
     by_name = _by_name(specs)
     now = time.time if clock is None else _checked_clock(clock)
     if url == "memory://":
+        if read_only:
+            raise StoreError("memory:// starts empty: there is nothing to open read-only")
         return MemoryStore(by_name, now)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if not path:
             raise InvalidArgument("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
-        return SQLiteStore(path, by_name, now)
+        return SQLiteStore(path, by_name, now, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
-        from machines.store.postgres import PostgresStore  # needs psycopg (machines[postgres])
+        try:
+            from machines.store.postgres import PostgresStore  # needs machines[postgres]
+        except ModuleNotFoundError as missing:  # psycopg is not installed
+            raise StoreError(str(missing)) from missing
 
-        return PostgresStore(url, by_name, now)
+        return PostgresStore(url, by_name, now, read_only=read_only)
     raise InvalidArgument(
         f"unsupported store URL {describe(url)}; use memory://, sqlite:///path/to/file.db or "
         "postgresql://user@host/db"

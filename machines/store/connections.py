@@ -46,6 +46,13 @@ class ThreadConnections(Generic[C]):
         del old  # its finalizer closes the connection it held
         return conn
 
+    def discard(self) -> None:
+        """Close and forget this thread's connection (after a fault left it in a state
+        nobody can vouch for): the thread's next use opens a fresh one."""
+        old: _Slot[C] | None = getattr(self._local, "slot", None)
+        self._local.slot = None
+        del old  # its finalizer closes the connection it held
+
     def open_count(self) -> int:
         """How many connections are open (threads alive that opened one)."""
         with self._lock:

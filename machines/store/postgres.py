@@ -16,6 +16,10 @@ database at once.
 
 A ``search_path`` in the URL's ``options`` (``?options=-csearch_path%3Dmine``) keeps one
 application's (or one test's) tables apart from another's.
+
+Opened with ``read_only=True`` (an audit) the store runs no DDL: the tables of every
+machine must exist, and every session's transactions are READ ONLY and REPEATABLE READ
+(one consistent snapshot per transaction), so the server itself refuses any write.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from machines.store.sql import (
     SCHEMA_TABLE,
     Dialect,
     SQLTransaction,
+    existing_tables,
     moved,
     needs_tables,
     refused,
@@ -80,21 +85,43 @@ def fingerprint(spec: MachineSpec) -> str:
     return hashlib.sha256(postgres_schema(spec).encode()).hexdigest()[:16]
 
 
-def _connect(url: str) -> psycopg.Connection[Any]:
+_READ_ONLY = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+"""Every transaction of a read-only store's session, including each single statement."""
+
+
+def _connect(url: str, read_only: bool = False) -> psycopg.Connection[Any]:
     try:
-        return psycopg.connect(url, autocommit=True)
+        conn = psycopg.connect(url, autocommit=True)
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
+    if read_only:
+        try:
+            conn.execute(_READ_ONLY)
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(f"{url}: cannot make the session read-only: {exc}") from exc
+    return conn
 
 
 class PostgresStore:
-    def __init__(self, url: str, specs: Mapping[str, MachineSpec], clock: Clock = time.time):
+    def __init__(
+        self,
+        url: str,
+        specs: Mapping[str, MachineSpec],
+        clock: Clock = time.time,
+        *,
+        read_only: bool = False,
+    ):
         self.url = url
+        self.read_only = read_only
         self._specs = dict(specs)
         self._clock = clock
         self._connections: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
             psycopg.Connection.close
         )
+        if read_only:
+            self._require_schema()
+            return
         with self._errors(), _connect(url) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             conn.execute(SCHEMA_TABLE)
@@ -107,13 +134,24 @@ class PostgresStore:
                     conn.execute(postgres_schema(spec).encode())
                     conn.execute("INSERT INTO machines_schema VALUES (%s, %s)", (name, expected))
 
+    def _require_schema(self) -> None:
+        """A read-only store runs no DDL: the tables of every machine must be there."""
+        with self._errors(), _connect(self.url, read_only=True) as conn:
+            exists = conn.execute("SELECT to_regclass('machines_schema') IS NOT NULL").fetchone()
+            found = (
+                dict(conn.execute("SELECT machine, fingerprint FROM machines_schema").fetchall())
+                if exists and exists[0]
+                else None
+            )
+        existing_tables(self.url, found, {n: fingerprint(s) for n, s in self._specs.items()})
+
     def _connection(self) -> psycopg.Connection[Any]:
         """This thread's connection (autocommit: a transaction is an explicit BEGIN), with
         no transaction open: transactions do not nest (psycopg would make the inner one a
         savepoint, and a one-write transaction would silently join the outer one)."""
         conn = self._connections.current()
         if conn is None or conn.closed or conn.info.transaction_status == _LOST:
-            conn = self._connections.keep(_connect(self.url))
+            conn = self._connections.keep(_connect(self.url, self.read_only))
         if conn.info.transaction_status != _IDLE:
             raise StoreError(
                 f"{self.url}: a transaction is already open in this thread; "
@@ -173,6 +211,11 @@ class PostgresStore:
             yield
         except psycopg.errors.SerializationFailure as exc:
             raise StaleWrite(f"a concurrent transaction won: {exc}") from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise StoreError(
+                f"{self.url}: this store was opened read-only (for an audit): it refuses "
+                "every write"
+            ) from exc
         except _DIALECT.refusals as exc:
             raise refused(_DIALECT.reason(exc)) from exc
         except psycopg.Error as exc:

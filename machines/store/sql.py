@@ -45,6 +45,25 @@ def needs_tables(where: str, machine: str, found: str | None, expected: str) -> 
     return found is None
 
 
+def existing_tables(
+    where: str, found: Mapping[str, str] | None, expected: Mapping[str, str]
+) -> None:
+    """For a store opened read-only, which never creates anything: ``found`` (machine ->
+    fingerprint, None without a ``machines_schema`` table) must hold the tables of every
+    machine ``expected``, made for the same version of its spec."""
+    if found is None:
+        raise StoreError(
+            f"{where}: no machines tables (a new or foreign database?); a read-only store "
+            "creates nothing, so there is nothing to read"
+        )
+    for machine, fingerprint in expected.items():
+        if needs_tables(where, machine, found.get(machine), fingerprint):
+            raise StoreError(
+                f"{where}: no tables for machine '{machine}'; a read-only store creates "
+                "nothing, so there is nothing to read"
+            )
+
+
 class Dialect:
     """How one database spells the shared statements."""
 

@@ -4,6 +4,13 @@ One connection per thread; every transaction is ``BEGIN IMMEDIATE`` (the write l
 taken up front, so two writers never deadlock on an upgrade) and commits with
 ``synchronous=FULL``. The schema comes from the specs (``machines.store.ddl``), so the
 database itself refuses illegal state changes and history rewrites even from raw SQL.
+
+Faults of the file (full disk, I/O error, read-only file, a damaged or foreign file, a
+path that cannot be opened) are ``StoreError``s naming the file and what to do, whatever
+the call; the transaction is rolled back if SQLite has not already done so, and the
+connection is replaced, so the store works again once the fault is gone. Opened with
+``read_only=True`` (an audit) the file is opened ``mode=ro``: it is never created, its
+tables must exist, and every write is refused.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from machines.store.sql import (
     SCHEMA_TABLE,
     Dialect,
     SQLTransaction,
+    existing_tables,
     moved,
     needs_tables,
 )
@@ -54,18 +62,31 @@ class SQLiteStore(OneWriteTransactions):
         specs: Mapping[str, MachineSpec],
         clock: Clock = time.time,
         busy_timeout: float = 30.0,
+        *,
+        read_only: bool = False,
     ) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
+        self.read_only = read_only
         self._specs = dict(specs)
         self._clock = clock
         self._busy_timeout = busy_timeout
         self._connections: ThreadConnections[sqlite3.Connection] = ThreadConnections(
             sqlite3.Connection.close
         )
-        with self._connection() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            self._ensure_schema(conn)
+        try:
+            with self._connection() as conn:
+                if read_only:
+                    self._require_schema(conn)
+                else:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    self._ensure_schema(conn)
+        except sqlite3.Error as exc:
+            self.close()
+            raise self._fault("open it", exc) from exc
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections --------------------------------------------------------------------
 
@@ -73,21 +94,77 @@ class SQLiteStore(OneWriteTransactions):
     def _connection(self) -> Iterator[sqlite3.Connection]:
         conn = self._connections.current()
         if conn is None:
-            try:
-                # check_same_thread=False only so that close() can close every thread's
-                # connection; each connection is used by its own thread alone.
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=self._busy_timeout,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
+            conn = self._connections.keep(self._open())
+        yield conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A new connection, set up; read-only stores open the file ``mode=ro`` (never
+        created, never written)."""
+        try:
+            # check_same_thread=False only so that close() can close every thread's
+            # connection; each connection is used by its own thread alone.
+            conn = sqlite3.connect(
+                f"{Path(self.path).absolute().as_uri()}?mode=ro" if self.read_only else self.path,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=self.read_only,
+            )
+        except sqlite3.Error as exc:
+            raise self._fault("open it", exc) from exc
+        except ValueError as exc:  # a NUL or a lone surrogate in the path
+            raise StoreError(f"{_shown(self.path)!r} cannot be a file name: {exc}") from exc
+        try:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
-            self._connections.keep(conn)
-        yield conn
+            if self.read_only:
+                conn.execute("PRAGMA query_only=ON")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._fault("open it", exc) from exc
+        return conn
+
+    def _require_schema(self, conn: sqlite3.Connection) -> None:
+        """A read-only store creates nothing: the tables of every machine must be there."""
+        tables = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'machines_schema'"
+        ).fetchone()
+        found = (
+            dict(conn.execute("SELECT machine, fingerprint FROM machines_schema").fetchall())
+            if tables
+            else None
+        )
+        existing_tables(
+            _shown(self.path), found, {name: fingerprint(s) for name, s in self._specs.items()}
+        )
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        """Roll back what SQLite has not rolled back already (it does so itself on some
+        faults, and then a ROLLBACK would fail); a connection that cannot even roll back
+        is replaced."""
+        if not conn.in_transaction:
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            self._connections.discard()
+
+    def _fault(self, doing: str, exc: sqlite3.Error) -> StoreError:
+        """``exc`` as the store's error: the file, what failed, and what to do. The
+        thread's connection is replaced: after a fault nobody can vouch for its state."""
+        self._connections.discard()
+        code = getattr(exc, "sqlite_errorcode", None)
+        name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+        primary = code & 0xFF if isinstance(code, int) else None
+        if primary == sqlite3.SQLITE_READONLY and self.read_only:
+            advice = "this store was opened read-only (for an audit): it refuses every write"
+        elif primary == sqlite3.SQLITE_CANTOPEN and self.read_only:
+            advice = "no database file is there (a store opened read-only creates none)"
+        else:
+            advice = _ADVICE.get(primary, "check the file and the disk it is on")
+        return StoreError(
+            f"SQLite database {_shown(self.path)}: cannot {doing}: {exc} ({name}); {advice}"
+        )
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -105,7 +182,7 @@ class SQLiteStore(OneWriteTransactions):
                     conn.execute("INSERT INTO machines_schema VALUES (?, ?)", (name, expected))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback(conn)
             raise
 
     def specs(self) -> Mapping[str, MachineSpec]:
@@ -113,24 +190,57 @@ class SQLiteStore(OneWriteTransactions):
 
     @contextmanager
     def transaction(self) -> Iterator[_SQLiteTransaction]:
+        """A read-only store's transaction is a deferred BEGIN: a consistent snapshot of
+        the file (WAL), without taking the write lock."""
         with self._connection() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot start a transaction: {exc}") from exc
+            if conn.in_transaction:  # a misuse, not a fault: the outer one stays intact
+                raise StoreError(
+                    f"SQLite database {_shown(self.path)}: a transaction is already open in "
+                    "this thread; transactions do not nest"
+                )
+            self._execute(conn, "BEGIN" if self.read_only else "BEGIN IMMEDIATE", "begin")
             try:
                 yield _SQLiteTransaction(conn, self._specs, self._clock)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            try:
-                conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                raise StoreError(f"{self.path}: commit failed: {exc}") from exc
+                self._rollback(conn)
+                raise self._fault("read or write", exc) from exc
+            except BaseException:
+                self._rollback(conn)
+                raise
+            self._execute(conn, "COMMIT", "commit")
+
+    def _execute(self, conn: sqlite3.Connection, statement: str, doing: str) -> None:
+        try:
+            conn.execute(statement)
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise self._fault(doing, exc) from exc
 
     def close(self) -> None:
         self._connections.close_all()
+
+
+_ADVICE: Mapping[int | None, str] = {
+    sqlite3.SQLITE_FULL: "the disk (or the database's size limit) is full: free space, and "
+    "the store works again",
+    sqlite3.SQLITE_IOERR: "the disk failed a read or write (a full disk can show this way): "
+    "fix it, and the store works again",
+    sqlite3.SQLITE_READONLY: "the file or its directory cannot be written: make them "
+    "writable, or open the store read-only to read it",
+    sqlite3.SQLITE_CORRUPT: "the file is damaged: restore it from a backup",
+    sqlite3.SQLITE_NOTADB: "the file is not a SQLite database: point the URL at the store",
+    sqlite3.SQLITE_CANTOPEN: "check that the path names a file (not a directory) in a "
+    "directory that exists and can be written",
+    sqlite3.SQLITE_BUSY: "another connection holds the database: retry later",
+    sqlite3.SQLITE_LOCKED: "another connection holds the database: retry later",
+    sqlite3.SQLITE_PERM: "the operating system denied access to the file",
+}
+"""What to do about each kind of fault, by SQLite's primary result code."""
+
+
+def _shown(path: str, limit: int = 200) -> str:
+    """A path for a message, cut: it may be thousands of characters long."""
+    return path if len(path) <= limit else f"{path[: limit - 3]}..."
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -1,0 +1,222 @@
+"""The command line fails closed: bad arguments, unwritable places, a closed pipe and
+Ctrl-C end with a one-line message and a documented exit code, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import machines
+from machines import cli
+from machines.cli import main
+
+ROOT = Path(machines.__file__).resolve().parent.parent
+"""Where the package under test lives: each subprocess imports the same one."""
+
+
+def exit_code(argv: list[str]) -> int:
+    """``main(argv)``'s exit code, whether it returns it or argparse exits with it."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        assert isinstance(stop.code, int)
+        return stop.code
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explore", "exactly-once", "--max-states", "-1"],
+        ["explore", "exactly-once", "--max-states", "0"],
+        ["mutate", "outcome-terminal-exit", "--examples", "0"],
+        ["mutate", "outcome-terminal-exit", "--examples", "-1"],
+        ["mutate", "outcome-terminal-exit", "--examples", "10000000"],
+    ],
+    ids=lambda argv: " ".join(a[:12] for a in argv),
+)
+def test_numeric_options_are_validated_and_bounded(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 21: a number out of its range is refused at once with exit 2 (on
+    main, ``explore --max-states -1`` printed "OK", ``check --max-nodes 8`` ran for
+    minutes and ``100000`` ended in ``MemoryError``)."""
+    started = time.perf_counter()
+    assert exit_code(argv) == 2
+    assert time.perf_counter() - started < 5
+    err = capsys.readouterr().err
+    assert "must be a whole number" in err
+    assert "Traceback" not in err and len(err) < 2000
+
+
+@pytest.mark.parametrize("nodes", ["7", "8", "100000"])
+def test_exponential_work_is_bounded(nodes: str) -> None:
+    """issue 13 item 21: ``check --max-nodes 8`` ran for minutes and ``100000`` ended in
+    ``MemoryError``. Run apart, with a memory cap and a deadline, so that a regression
+    fails here instead of taking the machine."""
+
+    def cap_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "machines", "check", "--max-nodes", nodes],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=cap_memory,
+            timeout=30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"check --max-nodes {nodes} still ran after 30 s")
+    assert done.returncode == 2, done.stderr[-500:]
+    assert "must be a whole number from 1 to 6" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_bounds_are_in_the_help() -> None:
+    """issue 13 item 21: the bound of the exponential work is documented where it is used."""
+    _, commands = cli.build_parser()
+    assert "1 to 6" in commands["check"].format_help()
+    assert "N >= 1" in commands["explore"].format_help()
+
+
+@pytest.mark.parametrize("command", ["docs", "diagrams"])
+def test_writing_to_an_unwritable_place_exits_2_naming_it(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 21: ``docs --out`` where nothing can be written ended in a traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = blocker / "site"
+    assert exit_code([command, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(out) in err and "Traceback" not in err
+    assert exit_code([command, "--out", str(blocker)]) == 2  # --out names a file
+    assert exit_code([command, "--check", "--out", str(blocker)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert blocker.read_text() == "not a directory"
+
+
+def test_a_stale_page_that_is_not_text_is_stale_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 21: a generated file replaced by bytes that are not UTF-8."""
+    assert main(["docs", "--out", str(tmp_path)]) == 0
+    (tmp_path / "cli.md").write_bytes(b"\xff\xfe not text")
+    assert main(["docs", "--check", "--out", str(tmp_path)]) == 1
+    assert main(["docs", "--out", str(tmp_path)]) == 0
+    assert main(["docs", "--check", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\ud800", "x" * 10_000 + "\x00"])
+def test_arguments_no_shell_can_pass_are_refused(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 21: a NUL or a lone surrogate in an argument (main(argv) is public)
+    raised a raw ``ValueError`` / ``UnicodeEncodeError`` from the file system."""
+    for argv in (["audit", bad], ["audit", "--from-store", f"sqlite:///{bad}"]):
+        assert exit_code(argv) == 2
+    for argv in (["check", "--spec-dir", bad], ["export", bad]):
+        assert exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err) < 4000
+
+
+def test_an_undecodable_file_name_is_echoed_without_a_crash(tmp_path: Path) -> None:
+    """issue 13 item 21: a file name of bytes that are not UTF-8, printed back on a
+    strict UTF-8 stdout (a UTF-8 locale), raised ``UnicodeEncodeError`` mid-report."""
+    name = os.fsencode(tmp_path) + b"/not-\xff-utf8"
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"machines", b"check", b"--spec-dir", name],
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8:strict"},
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert b"not-\\udcff-utf8" in done.stdout
+
+
+def test_a_closed_output_pipe_ends_quietly() -> None:
+    """issue 13 item 24: ``machines check | head`` ended in a ``BrokenPipeError``
+    traceback. The reader is gone before the first write, as with ``head`` that exits."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "machines", "check", "--max-nodes", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err  # 128 + SIGPIPE, as other tools end
+    assert err == ""
+
+
+def test_a_shell_pipeline_into_head_has_no_traceback() -> None:
+    """issue 13 item 24: the real pipeline, ``machines check | head -1``."""
+    done = subprocess.run(
+        f"{sys.executable} -m machines check --max-nodes 2 | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.stdout.startswith("machines check: ")
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_ctrl_c_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 24: ``KeyboardInterrupt`` ends the command with exit 130."""
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "check", interrupted)
+    try:
+        code = main(["check", "--max-nodes", "2"])
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped main (a traceback)")
+    assert code == 130  # 128 + SIGINT
+    assert capsys.readouterr().err == "machines check: interrupted\n"
+
+
+def test_a_closed_error_pipe_ends_quietly_too() -> None:
+    """issue 13 item 24: the message about a failure goes to a closed pipe as well
+    (``machines audit missing 2>&1 | head -0``)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "machines", "audit", "/nonexistent/history.jsonl"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stderr is not None
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141
+
+
+def test_a_missing_postgres_driver_is_a_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 13 item 20: ``audit --from-store postgresql://...`` without psycopg."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg fails
+    monkeypatch.delitem(sys.modules, "machines.store.postgres", raising=False)
+    assert main(["audit", "--from-store", "postgresql://nobody@localhost/none"]) == 2
+    assert "pip install 'machines[postgres]'" in capsys.readouterr().err

@@ -1,0 +1,327 @@
+"""Faults of the database file are ``StoreError``s, the key of an effect that ran ends
+parked (never run again), and the store works again once the fault is gone.
+
+The faults are real, not mocked: a full disk is a file-size limit on the process
+(``RLIMIT_FSIZE``: every write past it fails in the kernel, so SQLite's COMMIT fails as
+on a full disk) or SQLite's own ``max_page_count`` (SQLITE_FULL at the next write); a
+read-only file is a file the process cannot write (``chmod 444``, and for root, who
+ignores modes, ``chattr +i``); corrupt files hold garbage bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from machines.errors import EffectIndeterminate, EffectInProgress, InvalidArgument
+from machines.invariants import check_invariants, snapshot
+from machines.store import Store, StoreError, open_store
+from machines.store.sqlite import SQLiteStore
+from machines.systems import ExactlyOnce
+from tests.conftest import FakeClock, postgres_schema, unavailable
+
+
+class FullDisk:
+    """While filled, every write this process makes to a file fails in the kernel, as on
+    a full disk (SIGXFSZ, which would kill the process, is ignored meanwhile)."""
+
+    def __init__(self) -> None:
+        self._limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+        self._handler: object = None
+
+    def fill(self) -> None:
+        self._handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1, self._limits[1]))
+
+    def free(self) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, self._limits)
+        if self._handler is not None:
+            signal.signal(signal.SIGXFSZ, self._handler)  # type: ignore[arg-type]
+
+
+@contextmanager
+def read_only_file(path: Path) -> Iterator[None]:
+    """``path`` cannot be written by this process until the block ends."""
+    os.chmod(path, 0o444)
+    immutable = os.geteuid() == 0  # root ignores file modes
+    if immutable:
+        chattr = shutil.which("chattr")
+        done = subprocess.run([chattr or "chattr", "+i", str(path)], check=False)
+        if chattr is None or done.returncode != 0:
+            os.chmod(path, 0o644)
+            unavailable("a read-only file for root (chattr +i)", "run as a user, or on ext4")
+    try:
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        os.chmod(path, 0o644)
+
+
+def an_effect(runs: list[str], during: Callable[[], object] = lambda: None) -> Callable[[], str]:
+    def effect() -> str:
+        runs.append("ran")
+        during()
+        return "r" * 20_000  # a result that needs new pages to store
+
+    return effect
+
+
+def test_a_disk_that_fills_during_the_effect_parks_the_key_and_recovers(
+    tmp_path: Path,
+) -> None:
+    """issue 13 item 18: on main the settle's COMMIT failed, the store's own ROLLBACK
+    then raised "no transaction is active", and a raw ``sqlite3.OperationalError``
+    escaped ``run`` after the effect ran. Now: the effect runs once, every store call
+    while the disk is full is a ``StoreError``, the key ends indeterminate (parked),
+    never re-run, and the store works again once there is room."""
+    clock = FakeClock()
+    store = open_store(f"sqlite:///{tmp_path / 'effects.db'}", clock=clock)
+    eo = ExactlyOnce(store, clock=clock, lease_seconds=30)
+    eo.run("warm", lambda: "ok")
+    runs: list[str] = []
+    disk = FullDisk()
+    try:
+        with pytest.raises(EffectIndeterminate, match="parking failed too"):
+            eo.run("charge-1", an_effect(runs, during=disk.fill))
+        with pytest.raises(StoreError, match=r"effects\.db: cannot .*\(SQLITE_"):
+            eo.run("charge-2", lambda: "never")
+        with pytest.raises(StoreError, match="the store works again"), store.transaction() as tx:
+            tx.insert("outcome", "charge-3")
+    finally:
+        disk.free()
+    assert runs == ["ran"]
+    with pytest.raises(EffectInProgress):  # its lease still runs: nobody takes it over
+        eo.run("charge-1", an_effect(runs))
+    clock.now += 31
+    with pytest.raises(EffectIndeterminate):
+        eo.run("charge-1", an_effect(runs))
+    assert runs == ["ran"]
+    outcome = eo.outcome("charge-1")
+    assert outcome is not None and outcome.state == "indeterminate"
+    assert eo.run("charge-2", lambda: "ok") == "ok"  # the store works again
+    assert check_invariants(store.specs(), snapshot(store)) == []
+    store.close()
+
+
+def test_a_database_at_its_size_limit_parks_the_key_at_once(tmp_path: Path) -> None:
+    """issue 13 item 18: SQLITE_FULL at the settle's write escaped ``run`` raw. The
+    database is "full" for real (``PRAGMA max_page_count`` on the store's connection:
+    the result needs pages it may not add); the fault replaces that connection, so the
+    small park that follows fits, and the key is parked at once."""
+    clock = FakeClock()
+    store = SQLiteStore(tmp_path / "effects.db", open_store("memory://").specs(), clock)
+    eo = ExactlyOnce(store, clock=clock)
+    eo.run("warm", lambda: "ok")
+
+    def fill() -> None:
+        conn = store._connections.current()  # the store's own connection: white box
+        assert conn is not None
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    runs: list[str] = []
+    with pytest.raises(EffectIndeterminate, match="SQLITE_FULL"):
+        eo.run("charge-1", an_effect(runs, during=fill))
+    outcome = eo.outcome("charge-1")
+    assert outcome is not None and outcome.state == "indeterminate"
+    with pytest.raises(EffectIndeterminate):
+        eo.run("charge-1", an_effect(runs))
+    assert runs == ["ran"]
+    assert eo.run("charge-2", an_effect(runs)) == "r" * 20_000
+    store.close()
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(8192))
+
+
+def _bad_header(path: Path) -> None:
+    _a_store(path)
+    data = bytearray(path.read_bytes())
+    data[:16] = b"not sqlite, no!!"
+    path.write_bytes(bytes(data))
+
+
+def _bad_pages(path: Path) -> None:
+    _a_store(path, rows=200)
+    data = bytearray(path.read_bytes())
+    for page in range(len(data) // 4096 // 2, len(data) // 4096):
+        data[page * 4096 : page * 4096 + 64] = os.urandom(64)
+    path.write_bytes(bytes(data))
+
+
+def _a_store(path: Path, rows: int = 1) -> None:
+    store = open_store(f"sqlite:///{path}")
+    for i in range(rows):
+        store.insert("outcome", f"k{i}", data={"pad": "p" * 400})
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_garbage, "not a SQLite database"),
+        (_bad_header, "not a SQLite database"),
+        (_bad_pages, "damaged"),
+        (lambda path: path.mkdir(), "names a file (not a directory)"),
+    ],
+    ids=["garbage", "bad-header", "bad-pages", "a-directory"],
+)
+def test_a_broken_file_is_a_store_error_at_every_call(
+    make: Callable[[Path], None], says: str, tmp_path: Path
+) -> None:
+    """issue 13 item 18: a file of garbage, a damaged header or damaged pages raised raw
+    ``sqlite3.DatabaseError`` from ``open_store`` or from the first read. Every call
+    that fails says so with a ``StoreError`` naming the file and what to do."""
+    path = tmp_path / "effects.db"
+    make(path)
+    errors: list[StoreError] = []
+    try:
+        store = open_store(f"sqlite:///{path}")
+    except StoreError as refused:
+        errors.append(refused)
+    else:
+        for call in (_insert, _rows, _history):
+            try:
+                call(store)
+            except StoreError as refused:
+                errors.append(refused)
+        store.close()
+    assert errors and all(str(path) in str(e) and says in str(e) for e in errors), errors
+
+
+def _insert(store: Store) -> None:
+    store.insert("outcome", "new")
+
+
+def _rows(store: Store) -> None:
+    with store.transaction() as tx:
+        tx.rows("outcome")
+
+
+def _history(store: Store) -> None:
+    with store.transaction() as tx:
+        tx.history("outcome", "k1")
+
+
+@pytest.mark.parametrize(
+    "where", ["/dev/null", "missing-dir/effects.db", "a\x00b.db"], ids=["devnull", "dir", "nul"]
+)
+def test_a_path_that_cannot_hold_a_database_is_a_store_error(where: str, tmp_path: Path) -> None:
+    """issue 13 item 18: ``/dev/null`` ended in "cannot rollback - no transaction is
+    active" and a NUL in the path in a raw ``ValueError``."""
+    path = where if where.startswith("/") else str(tmp_path / where)
+    refused = InvalidArgument if "\x00" in where else StoreError  # a NUL is no path at all
+    with pytest.raises(refused, match="cannot|NUL"):
+        open_store(f"sqlite:///{path}")
+
+
+def test_a_read_only_file_is_a_store_error_and_can_still_be_read(tmp_path: Path) -> None:
+    """issue 13 items 18 and 20: a file the process cannot write raised a raw
+    ``sqlite3.OperationalError`` from ``open_store``; it is a ``StoreError`` that says
+    what to do, and the store opened read-only reads it and refuses writes."""
+    path = tmp_path / "effects.db"
+    _a_store(path)
+    with read_only_file(path):
+        with pytest.raises(StoreError, match="cannot be written: make them writable, or open"):
+            open_store(f"sqlite:///{path}")
+        store = open_store(f"sqlite:///{path}", read_only=True)
+        with store.transaction() as tx:
+            found = tx.get("outcome", "k0")
+        assert found is not None and found.state == "in_flight"
+        with pytest.raises(StoreError, match="opened read-only"):
+            store.insert("outcome", "k1")
+        store.close()
+
+
+def test_a_locked_database_is_a_store_error_at_open(tmp_path: Path) -> None:
+    """issue 13 item 18: opening a store while another connection holds the write lock
+    raised a raw "database is locked" from schema creation."""
+    path = tmp_path / "effects.db"
+    _a_store(path)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="another connection holds the database"):
+            SQLiteStore(path, open_store("memory://").specs(), busy_timeout=0.05)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store = SQLiteStore(path, open_store("memory://").specs(), busy_timeout=0.05)
+    assert store.insert("outcome", "k1")[1]
+    store.close()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_a_read_only_store_creates_nothing_and_refuses_every_write(
+    database: str, tmp_path: Path
+) -> None:
+    """issue 13 item 20: opening for an audit created the SQLite file, or the tables on
+    PostgreSQL. Read-only, a missing database or missing tables are a ``StoreError``,
+    nothing is created, and a write to an existing store is a ``StoreError``."""
+    with ExitStack() as cleanup:
+        if database == "postgres":
+            url = cleanup.enter_context(postgres_schema())
+        else:
+            url = f"sqlite:///{tmp_path / 'effects.db'}"
+        with pytest.raises(StoreError, match=r"creates? (nothing|none)"):
+            open_store(url, read_only=True)
+        assert list(tmp_path.iterdir()) == []
+        if database == "postgres":
+            assert _tables(url) == []
+        writer = open_store(url)
+        writer.insert("outcome", "k1")
+        writer.close()
+        store = open_store(url, read_only=True)
+        with pytest.raises(StoreError, match="opened read-only"):
+            store.insert("outcome", "k2")
+        with pytest.raises(StoreError, match="opened read-only"), store.transaction() as tx:
+            row = tx.get("outcome", "k1")
+            assert row is not None
+            tx.move(row, "park", actor="worker")
+        with store.transaction() as tx:
+            row = tx.get("outcome", "k1")
+            assert row is not None and row.state == "in_flight"
+            assert tx.get("outcome", "k2") is None
+        store.close()
+
+
+def _tables(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+    return [name for (name,) in found]
+
+
+def test_a_lost_postgres_connection_is_a_store_error_and_the_store_reconnects() -> None:
+    """issue 13 item 18, on PostgreSQL: a connection the server ended is a ``StoreError``
+    (never a psycopg error), and the next call opens a new one."""
+    import psycopg
+
+    from machines.store.postgres import PostgresStore
+
+    with postgres_schema() as url:
+        store = PostgresStore(url, open_store("memory://").specs())
+        store.insert("outcome", "k1")
+        conn = store._connections.current()  # the store's own connection: white box
+        assert conn is not None
+        pid = conn.info.backend_pid  # this one connection, never another test's
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreError), store.transaction() as tx:
+            tx.get("outcome", "k1")
+        assert store.insert("outcome", "k2")[1]
+        store.close()
