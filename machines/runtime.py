@@ -8,10 +8,16 @@ never registers with it. Nothing is injected into user models (no ``is_*``/``to_
 methods): triggers are called through the entity machine.
 
 Every move is decided by the spec's compiled table first (``MachineSpec.stepper`` /
-``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged. The
-history event is recorded when the destination state is entered (a ``State`` subclass),
-i.e. at the moment the state changes and before any user callback, so triggers fired from user
-callbacks are recorded in the order they happen.
+``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged.
+
+State and history change as one act. Everything a move needs is checked before anything
+changes: the trigger, actor and context (by the table), the detail (a JSON object) and the
+time (the clock is read and checked then). The history event is then complete, and it is
+appended when the destination state is entered (a ``State`` subclass): right after the
+state is set and before any ``on_enter`` or ``after`` callback, by an append that cannot
+fail. So a callback that raises in ``prepare``, ``before`` or ``on_exit`` leaves both
+unchanged; one that raises in ``on_enter`` or ``after`` leaves both changed (its exception
+propagates); triggers fired from callbacks are recorded in the order they happen.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -33,8 +39,9 @@ from transitions import EventData, Machine, State
 from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
 
 from machines.errors import InvalidStateTransition, MachinesError, UnknownName
-from machines.history import Clock, History, HistoryView
-from machines.routing import suggest
+from machines.history import Clock, History, HistoryView, Record, checked_clock, frozen_detail
+from machines.jsonvalue import describe
+from machines.routing import plain, shown, suggest
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
@@ -57,6 +64,31 @@ class Hooks:
     after_state_change: tuple[Callback, ...] = ()
     finalize_event: tuple[Callback, ...] = ()
 
+    def __post_init__(self) -> None:
+        """Each field is a sequence of callables or non-empty names (a list is kept as a
+        tuple); the whole is hashable, since entities that share hooks share a template."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, tuple | list) or not all(
+                callable(c) or (isinstance(c, str) and c) for c in value
+            ):
+                raise MachinesError(
+                    f"Hooks.{f.name} must be a tuple of callables or method names, "
+                    f"not {describe(value)}"
+                )
+            object.__setattr__(self, f.name, tuple(value))
+        try:
+            hash(self)
+        except Exception as exc:
+            raise MachinesError(
+                f"Hooks: every callback must be hashable ({type(exc).__name__}); entities "
+                "that share hooks share one template machine"
+            ) from None
+
+    def names(self) -> tuple[str, ...]:
+        """The callbacks given by name (a model method, or a dotted module path)."""
+        return tuple(c for f in fields(self) for c in getattr(self, f.name) if isinstance(c, str))
+
 
 _NO_HOOKS = Hooks()
 
@@ -77,11 +109,12 @@ class _AsyncRecordingState(AsyncState):
 
 
 def _entered(entity: _Entity) -> None:
-    """The state just changed: record the pending move, then allow nested triggers
-    (from on_enter and after callbacks)."""
+    """The state just changed: append the pending event (checked and stamped before the
+    move began, so this cannot fail), then allow nested triggers (from on_enter and after
+    callbacks)."""
     pending = entity._pending
     assert pending is not None, "a state was entered outside a trigger"
-    (entity._history or entity._recorder()).record(*pending)
+    (entity._history or entity._recorder())._append(pending)
     entity._changing = False
 
 
@@ -200,39 +233,53 @@ class _Entity(abc.ABC):
         hooks: Hooks | None = None,
         **context: str,
     ) -> None:
+        """Check every option before anything is set: a refusal (``MachinesError``)
+        leaves the model untouched. The common case (no model, a string id) is inlined."""
         self._spec = spec
         self._stepper = spec.stepper(**context)
         self._context = self._stepper.context
-        if model is None:  # the entity keeps its state itself, in a private slot
-            if state_attr != "state":
-                raise MachinesError("state_attr is for a model of your own; pass model=...")
+        self._clock = clock if clock is time.time else checked_clock(clock, spec.name)
+        if hooks is not None and not isinstance(hooks, Hooks):
+            raise MachinesError(
+                f"{spec.name}: hooks must be a machines.runtime.Hooks, not {type(hooks).__name__}"
+            )
+        own = model is None
+        if own:  # the entity keeps its state itself, in a private slot
+            if state_attr.__class__ is not str or state_attr != "state":
+                raise MachinesError(
+                    f"{spec.name}: state_attr is for a model of your own; pass model=..."
+                )
             model, state_attr = self, "_state"
-            self._state: str | None = None
+            current = spec.initial if state is None else _start_state(spec, None, "", state)
+        elif type(state_attr) is str and state_attr.isidentifier() and state_attr[:2] != "__":
+            current = _start_state(spec, model, state_attr, state)
+        else:
+            raise MachinesError(
+                f"{spec.name}: state_attr must name an attribute of the model (such as "
+                f"'status'), not {describe(state_attr)}"
+            )
+        if entity_id.__class__ is not str or not entity_id:
+            entity_id = _entity_id(spec, None if own else model, entity_id)
+        if hooks is not None:
+            _check_hook_names(spec, hooks, model)
+        self._entity_id = entity_id
         self._model = model
         self._attr = state_attr
-        current = getattr(model, state_attr, None)
-        if current is not None and state is not None and current != state:
-            raise MachinesError(
-                f"{spec.name}: the model's {state_attr} is '{current}' but state='{state}' "
-                "was passed; pass one or the other"
-            )
-        current = current if current is not None else (state or spec.initial)
-        if current not in spec.states:
-            raise UnknownName(
-                f"{spec.name}: the model's {state_attr} '{current}' is not a state"
-                f"{suggest(str(current), spec.states)}; states: {', '.join(spec.states)}"
-            )
-        setattr(model, state_attr, current)
-        if entity_id is None:
-            own = getattr(model, "id", None)
-            entity_id = str(own) if own is not None else uuid.uuid4().hex
-        self._entity_id = entity_id
-        self._clock = clock
         self._history: History | None = None  # created on first use: most entities are idle
         self._template = _template(spec, type(model), state_attr, hooks, self._asynchronous)
         self._events = self._template.events
-        self._pending: tuple[str, str, str, str, Mapping[str, str], Any] | None = None
+        self._pending: Record | None = None
         self._changing = False
+        if own:
+            self._state: str = current
+            return
+        try:
+            setattr(model, state_attr, current)
+        except Exception as exc:
+            raise MachinesError(
+                f"{spec.name}: the model (a {type(model).__name__}) cannot hold its state in "
+                f"'{state_attr}' ({type(exc).__name__}); pass a model whose attribute can be set"
+            ) from None
 
     # -- what an entity exposes ---------------------------------------------------------
 
@@ -247,7 +294,14 @@ class _Entity(abc.ABC):
 
     @property
     def state(self) -> str:
-        return str(getattr(self._model, self._attr))
+        current = getattr(self._model, self._attr)
+        text = plain(current)
+        if text is None:
+            raise MachinesError(
+                f"{self._spec.name}: the model's {self._attr} holds a "
+                f"{type(current).__name__}, not a state name"
+            )
+        return text
 
     @property
     def entity_id(self) -> str:
@@ -282,7 +336,8 @@ class _Entity(abc.ABC):
         )
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._spec.name} {self.entity_id} in '{self.state}'>"
+        state = shown(getattr(self._model, self._attr, None))
+        return f"<{type(self).__name__} {self._spec.name} {self.entity_id} in '{state}'>"
 
     @abc.abstractmethod
     def trigger(
@@ -295,16 +350,16 @@ class _Entity(abc.ABC):
     def _decide(
         self, trigger: str, actor: str, context: Mapping[str, str]
     ) -> tuple[str, str, Mapping[str, str]]:
+        source = getattr(self._model, self._attr)
         if self._changing:
             raise InvalidStateTransition(
                 self._spec.name,
-                self.state,
-                trigger=trigger,
-                actor=actor,
+                shown(source),
+                trigger=shown(trigger),
+                actor=shown(actor),
                 reason="another transition of this entity is under way (fired from a prepare "
                 "or before callback); fire it from an on_enter or after callback instead",
             )
-        source = self.state
         if context:
             merged = MappingProxyType({**self._context, **context})
             return source, self._spec.step(source, trigger, actor=actor, **merged), merged
@@ -317,11 +372,19 @@ class _Entity(abc.ABC):
         detail: Mapping[str, Any] | None,
         context: Mapping[str, str],
     ) -> tuple[dict[str, Any], str]:
-        """Decide the move and mark it pending; return transitions' kwargs and the dest."""
+        """Decide the move, check its detail, read the clock, and mark the complete event
+        pending; return transitions' kwargs and the dest."""
         source, dest, ctx = self._decide(trigger, actor, context)
-        self._pending = (source, dest, trigger, actor, ctx, detail)
+        frozen = None if detail is None else self._frozen(trigger, detail)
+        self._pending = (source, dest, trigger, actor, frozen, ctx, self._clock())
         self._changing = True
         return {"actor": actor, "detail": detail, "machine": self}, dest
+
+    def _frozen(self, trigger: str, detail: object) -> Mapping[str, Any]:
+        return frozen_detail(
+            detail,
+            f"{self._spec.name} entity '{shown(self._entity_id)}': the detail of '{trigger}'",
+        )
 
     def _recorder(self) -> History:
         history = self._history
@@ -334,6 +397,65 @@ class _Entity(abc.ABC):
             f"{self._spec.name}: transitions did not apply '{trigger}' although the spec "
             "allowed it; this is a bug in machines, please report it"
         )
+
+
+def _start_state(spec: MachineSpec, model: object | None, attr: str, state: object) -> str:
+    """Where an entity starts: the model's own state, else ``state``, else the initial one;
+    each checked to be a state name before it is compared or shown."""
+    try:
+        current = getattr(model, attr, None) if model is not None else None
+    except Exception as exc:
+        raise MachinesError(
+            f"{spec.name}: reading the model's {attr} raised {type(exc).__name__}"
+        ) from None
+    for what, value in ((f"the model's {attr}", current), ("state=", state)):
+        if value is not None and (plain(value) is None or plain(value) not in spec.states):
+            raise UnknownName(
+                f"{spec.name}: {what} {describe(value)} is not a state"
+                f"{suggest(plain(value), spec.states)}; states: {', '.join(spec.states)}"
+            )
+    own, given = plain(current), plain(state)
+    if own is not None and given is not None and own != given:
+        raise MachinesError(
+            f"{spec.name}: the model's {attr} is '{own}' but state='{given}' "
+            "was passed; pass one or the other"
+        )
+    return own or given or spec.initial
+
+
+def _entity_id(spec: MachineSpec, model: object | None, entity_id: object) -> str:
+    """``entity_id`` (a non-empty string), else the text of the model's ``id``, else a
+    fresh random id (``model`` is ``None`` for an entity without a model of its own)."""
+    if entity_id is not None:
+        text = plain(entity_id)
+        if not text:
+            raise MachinesError(
+                f"{spec.name}: entity_id must be a non-empty string, not {describe(entity_id)}"
+            )
+        return text
+    try:
+        own = getattr(model, "id", None) if model is not None else None
+        return str(own) if own is not None else uuid.uuid4().hex
+    except Exception as exc:
+        raise MachinesError(
+            f"{spec.name}: the model's id cannot name the entity ({type(exc).__name__}); "
+            "pass entity_id=..."
+        ) from None
+
+
+def _check_hook_names(spec: MachineSpec, hooks: Hooks, model: object) -> None:
+    """A hook given by name must name something the model has, or a dotted module path,
+    so that a typo fails here rather than in the middle of a move."""
+    for name in hooks.names():
+        try:
+            found = "." in name or hasattr(model, name)
+        except Exception:
+            found = False
+        if not found:
+            raise MachinesError(
+                f"{spec.name}: hook '{shown(name)}' is neither an attribute of the model "
+                f"(a {type(model).__name__}) nor a dotted module path"
+            )
 
 
 class EntityMachine(_Entity):
@@ -355,8 +477,11 @@ class EntityMachine(_Entity):
         """Fire ``name`` as ``actor``; return the new state.
 
         Raises ``InvalidStateTransition`` (state and history unchanged) when the spec refuses
-        the move, ``ContextError`` for bad context. ``detail`` is stored, read-only, with
-        the history event. Extra keywords override the bound context for this move only.
+        the move or a name is not a string, ``ContextError`` for bad context,
+        ``UnstorableValue`` for a ``detail`` that is not a JSON object, ``MachinesError``
+        for a clock that fails: all before anything changes. ``detail`` is stored, as a
+        read-only copy, with the history event; callbacks receive it as passed. Extra
+        keywords override the bound context for this move only.
         """
         with self._lock:
             outer = self._pending  # set when fired from a callback of another move
@@ -366,7 +491,8 @@ class EntityMachine(_Entity):
                 source = getattr(self._model, self._attr)
                 dest = self._stepper(source, name, actor)
                 ctx = self._context
-            self._pending = (source, dest, name, actor, ctx, detail)
+            frozen = None if detail is None else self._frozen(name, detail)
+            self._pending = (source, dest, name, actor, frozen, ctx, self._clock())
             self._changing = True
             try:
                 done = self._events[name].trigger(
