@@ -27,6 +27,7 @@ from machines.spec import MachineSpec
 from tests.garbage import Hostile, StrSubclass
 
 EFFECT = machines.load("effect")
+NOT_AN_OBJECT: Any = [1, 2]
 NOT_STRINGS: tuple[Any, ...] = (None, 5, 1.5, [], ["pending"], {}, ("pending",), b"pending")
 NOT_STRINGS_IDS = [type(v).__name__ for v in NOT_STRINGS]
 BAD_DETAILS: tuple[Any, ...] = (
@@ -66,7 +67,7 @@ class TestStateAndEventAreOneAct:
         without a history event, and the next move was recorded as seq 1."""
         m = EFFECT.machine(tier="compensable")
         with pytest.raises(MachinesError):
-            m.trigger("execute", actor="proxy", detail=[1, 2])
+            m.trigger("execute", actor="proxy", detail=NOT_AN_OBJECT)
         unchanged(m, "pending", 0)
         m.trigger("execute", actor="proxy")
         m.trigger("fail", actor="proxy")
@@ -79,7 +80,7 @@ class TestStateAndEventAreOneAct:
         async def scenario() -> None:
             m = EFFECT.async_machine(tier="compensable")
             with pytest.raises(MachinesError):
-                await m.trigger("execute", actor="proxy", detail=[1, 2])
+                await m.trigger("execute", actor="proxy", detail=NOT_AN_OBJECT)
             unchanged(m, "pending", 0)
             await m.trigger("execute", actor="proxy")
             consistent(m, "pending")
@@ -236,7 +237,8 @@ class TestDetailIsJson:
         ):
             with pytest.raises(MachinesError):
                 history.record(*args)
-        for context in ({"tier": 5}, {"tier": Hostile()}, [("tier", "x")], "tier"):
+        contexts: tuple[Any, ...] = ({"tier": 5}, {"tier": Hostile()}, [("tier", "x")], "tier")
+        for context in contexts:
             with pytest.raises(MachinesError):
                 history.record("a", "b", "t", "x", context)
         assert len(history) == 0
@@ -247,7 +249,8 @@ class TestDetailIsJson:
         path), so it is how a bad value can still reach the history."""
         history = History("effect", "e", clock=lambda: 1.0)
         history.record("a", "b", "t", "x", {"tier": "compensable"})
-        history.record("b", "c", "t", "x", MappingProxyType({"tier": datetime.date(2026, 1, 1)}))
+        forged: Any = MappingProxyType({"tier": datetime.date(2026, 1, 1)})
+        history.record("b", "c", "t", "x", forged)
         out = io.StringIO()
         with pytest.raises(MachinesError, match="nothing was written"):
             history.write_jsonl(out)
@@ -305,7 +308,7 @@ class TestNamesThatAreNotStrings:
 
     def test_forbidden_reason_of_an_unknown_state_is_refused(self) -> None:
         """issue 13 item 17: an unknown state answered "nothing forbidden" (None)."""
-        with pytest.raises(UnknownName, match="'comitted' is not a state.*'committed'"):
+        with pytest.raises(UnknownName, match=r"'comitted' is not a state.*'committed'"):
             EFFECT.forbidden_reason("comitted", "pending")
 
     def test_a_long_or_unprintable_name_is_cut_and_escaped(self) -> None:
@@ -383,7 +386,8 @@ class TestRuntimeOptionsAndArguments:
 
     def test_a_model_holding_garbage_is_refused(self) -> None:
         class Row:
-            status: Any = ["pending"]
+            def __init__(self) -> None:
+                self.status = ["pending"]
 
         with pytest.raises(UnknownName):
             EFFECT.machine(Row(), state_attr="status")
@@ -400,7 +404,8 @@ class TestRuntimeOptionsAndArguments:
         """issue 13 item 17: a list of hooks was unhashable (TypeError at the first
         entity); a callback that is neither callable nor a name failed mid-move."""
         assert Hooks(after_state_change=[print]).after_state_change == (print,)  # type: ignore[arg-type]
-        for bad in ([1], print, "audit", [""]):
+        bads: tuple[Any, ...] = ([1], print, "audit", [""])
+        for bad in bads:
             with pytest.raises(MachinesError):
                 Hooks(after_state_change=bad)
 
