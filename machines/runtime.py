@@ -2,10 +2,10 @@
 
 Why the shape: a ``transitions.Machine`` costs ~20 KB and ``add_model`` rescans its model
 list (quadratic in the number of entities). So every entity of one spec and one model
-class shares a single *template* machine, built once with ``auto_transitions=False`` and
-``send_event=True``; an entity fires the template's ``Event.trigger`` with its own model and
-never registers with it. Nothing is injected into user models (no ``is_*``/``to_*``
-methods): triggers are called through the entity machine.
+class shares a single *template* machine (``machines.templates``); an entity fires the
+template's ``Event.trigger`` with its own model and never registers with it. Nothing is
+injected into user models (no ``is_*``/``to_*`` methods): triggers are called through the
+entity machine.
 
 Every move is decided by the spec's compiled table first (``MachineSpec.stepper`` /
 ``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged.
@@ -26,178 +26,22 @@ import _thread
 import abc
 import asyncio
 import contextvars
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, fields
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
-
-from transitions import EventData, Machine, State
-from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
 
 from machines.errors import InvalidStateTransition, MachinesError, UnknownName
 from machines.history import Clock, History, HistoryView, Record, checked_clock, frozen_detail
 from machines.jsonvalue import describe
 from machines.routing import plain, shown, suggest
+from machines.templates import Hooks as Hooks
+from machines.templates import check_hook_names, template
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
-
-Callback = str | Callable[[EventData], Any]
-"""A model method name or a callable; it receives transitions' ``EventData``."""
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """Machine-level callbacks, as in ``transitions.Machine`` (names or callables).
-
-    Each receives ``EventData``: ``event.kwargs["actor"]``, ``["detail"]`` and
-    ``["machine"]`` (the entity machine) are always there. Pass names of model methods or
-    module-level functions: entities that share hooks share one template machine.
-    """
-
-    prepare_event: tuple[Callback, ...] = ()
-    before_state_change: tuple[Callback, ...] = ()
-    after_state_change: tuple[Callback, ...] = ()
-    finalize_event: tuple[Callback, ...] = ()
-
-    def __post_init__(self) -> None:
-        """Each field is a sequence of callables or non-empty names (a list is kept as a
-        tuple); the whole is hashable, since entities that share hooks share a template."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, tuple | list) or not all(
-                callable(c) or (isinstance(c, str) and c) for c in value
-            ):
-                raise MachinesError(
-                    f"Hooks.{f.name} must be a tuple of callables or method names, "
-                    f"not {describe(value)}"
-                )
-            object.__setattr__(self, f.name, tuple(value))
-        try:
-            hash(self)
-        except Exception as exc:
-            raise MachinesError(
-                f"Hooks: every callback must be hashable ({type(exc).__name__}); entities "
-                "that share hooks share one template machine"
-            ) from None
-
-    def names(self) -> tuple[str, ...]:
-        """The callbacks given by name (a model method, or a dotted module path)."""
-        return tuple(c for f in fields(self) for c in getattr(self, f.name) if isinstance(c, str))
-
-
-_NO_HOOKS = Hooks()
-
-
-class _RecordingState(State):
-    """A template state that records the move the moment it is entered, before any
-    ``on_enter`` callback (``state_cls`` is transitions' documented extension point)."""
-
-    def enter(self, event_data: EventData) -> None:
-        _entered(event_data.kwargs["machine"])
-        super().enter(event_data)
-
-
-class _AsyncRecordingState(AsyncState):
-    async def enter(self, event_data: AsyncEventData) -> None:  # type: ignore[override]
-        _entered(event_data.kwargs["machine"])
-        await super().enter(event_data)
-
-
-def _entered(entity: _Entity) -> None:
-    """The state just changed: append the pending event (checked and stamped before the
-    move began, so this cannot fail), then allow nested triggers (from on_enter and after
-    callbacks)."""
-    pending = entity._pending
-    assert pending is not None, "a state was entered outside a trigger"
-    (entity._history or entity._recorder())._append(pending)
-    entity._changing = False
-
-
-class _Template(Machine):
-    state_cls = _RecordingState
-
-
-class _AsyncTemplate(AsyncMachine):
-    state_cls = _AsyncRecordingState  # type: ignore[assignment]
-
-
-class _DestIs:
-    """Condition that picks one of several template edges sharing a source and trigger."""
-
-    def __init__(self, dest: str) -> None:
-        self.dest = dest
-
-    def __call__(self, event: EventData) -> bool:
-        return bool(event.kwargs["machine"]._pending[1] == self.dest)
-
-
-_TEMPLATES_LOCK = threading.Lock()
-
-
-def _template(
-    spec: MachineSpec, model_type: type, state_attr: str, hooks: Hooks | None, asynchronous: bool
-) -> Machine:
-    """The shared template for entities like this one, built once (under a lock) and kept
-    with the spec."""
-    key = (model_type, state_attr, hooks, asynchronous)
-    cache = spec._runtime_cache
-    machine = cache.get(key)
-    if machine is None:
-        with _TEMPLATES_LOCK:
-            machine = cache.get(key)
-            if machine is None:
-                machine = cache[key] = _build_template(
-                    spec, model_type, state_attr, hooks or _NO_HOOKS, asynchronous
-                )
-    return cast(Machine, machine)
-
-
-def _build_template(
-    spec: MachineSpec, model_type: type, state_attr: str, hooks: Hooks, asynchronous: bool
-) -> Machine:
-    states = []
-    for name in spec.states:
-        on_enter: list[Callback] = []
-        on_exit: list[Callback] = []
-        if not issubclass(model_type, _Entity):
-            if callable(getattr(model_type, f"on_enter_{name}", None)):
-                on_enter.append(f"on_enter_{name}")
-            if callable(getattr(model_type, f"on_exit_{name}", None)):
-                on_exit.append(f"on_exit_{name}")
-        states.append({"name": name, "on_enter": on_enter, "on_exit": on_exit})
-    shared: dict[tuple[str, str], int] = {}
-    for t in spec.transitions:
-        shared[(t.source, t.trigger)] = shared.get((t.source, t.trigger), 0) + 1
-    edges = [
-        {
-            "trigger": t.trigger,
-            "source": t.source,
-            "dest": t.dest,
-            "conditions": [_DestIs(t.dest)] if shared[(t.source, t.trigger)] > 1 else [],
-        }
-        for t in spec.transitions
-    ]
-    cls = _AsyncTemplate if asynchronous else _Template
-    return cls(
-        model=None,
-        states=states,
-        transitions=edges,
-        initial=spec.initial,
-        auto_transitions=False,
-        send_event=True,
-        ignore_invalid_triggers=False,
-        model_attribute=state_attr,
-        name=f"{spec.name}: ",
-        prepare_event=list(hooks.prepare_event),
-        before_state_change=list(hooks.before_state_change),
-        after_state_change=list(hooks.after_state_change),
-        finalize_event=list(hooks.finalize_event),
-    )
 
 
 class _Entity(abc.ABC):
@@ -261,12 +105,14 @@ class _Entity(abc.ABC):
         if entity_id.__class__ is not str or not entity_id:
             entity_id = _entity_id(spec, None if own else model, entity_id)
         if hooks is not None:
-            _check_hook_names(spec, hooks, model)
+            check_hook_names(spec, hooks, model)
         self._entity_id = entity_id
         self._model = model
         self._attr = state_attr
         self._history: History | None = None  # created on first use: most entities are idle
-        self._template = _template(spec, type(model), state_attr, hooks, self._asynchronous)
+        self._template = template(
+            spec, type(model), state_attr, hooks, self._asynchronous, model_callbacks=not own
+        )
         self._events = self._template.events
         self._pending: Record | None = None
         self._changing = False
@@ -386,6 +232,15 @@ class _Entity(abc.ABC):
             f"{self._spec.name} entity '{shown(self._entity_id)}': the detail of '{trigger}'",
         )
 
+    def _entered(self) -> None:
+        """The state just changed (the template says so): append the pending event,
+        checked and stamped before the move began, so this cannot fail; then allow nested
+        triggers (from on_enter and after callbacks)."""
+        pending = self._pending
+        assert pending is not None, "a state was entered outside a trigger"
+        (self._history or self._recorder())._append(pending)
+        self._changing = False
+
     def _recorder(self) -> History:
         history = self._history
         if history is None:
@@ -441,21 +296,6 @@ def _entity_id(spec: MachineSpec, model: object | None, entity_id: object) -> st
             f"{spec.name}: the model's id cannot name the entity ({type(exc).__name__}); "
             "pass entity_id=..."
         ) from None
-
-
-def _check_hook_names(spec: MachineSpec, hooks: Hooks, model: object) -> None:
-    """A hook given by name must name something the model has, or a dotted module path,
-    so that a typo fails here rather than in the middle of a move."""
-    for name in hooks.names():
-        try:
-            found = "." in name or hasattr(model, name)
-        except Exception:
-            found = False
-        if not found:
-            raise MachinesError(
-                f"{spec.name}: hook '{shown(name)}' is neither an attribute of the model "
-                f"(a {type(model).__name__}) nor a dotted module path"
-            )
 
 
 class EntityMachine(_Entity):
