@@ -307,10 +307,11 @@ class MachineSpec:
         """Validate one move and return the destination, without building an object.
 
         Raises ``InvalidStateTransition`` (nothing changes anywhere) for an unknown state,
-        trigger or actor, a trigger not defined from ``state``, an actor not allowed to fire
-        it, or a guard the context fails; ``ContextError`` for a context variable that is
-        unknown, missing where a guard needs it, or holds a refused value. The object
-        runtime takes its decisions from the same compiled table.
+        trigger or actor (or one that is not a string), a trigger not defined from
+        ``state``, an actor not allowed to fire it, or a guard the context fails;
+        ``ContextError`` for a context variable that is unknown, missing where a guard needs
+        it, or holds a refused value or one that is not a string. The object runtime takes
+        its decisions from the same compiled table.
         """
         return self._router.step(state, trigger, actor=actor, **context)
 
@@ -321,7 +322,9 @@ class MachineSpec:
         ``"state"``) holds the state; without one the entity keeps its own. Options:
         ``state`` (start here instead of the initial state), ``state_attr``, ``entity_id``,
         ``clock``, ``hooks`` (``machines.runtime.Hooks``); any other keyword is bound context
-        (``tier="compensable"``).
+        (``tier="compensable"``). Every option is checked before the model is touched: a
+        bad one is a ``MachinesError`` (``UnknownName`` for a state, ``ContextError`` for
+        context) and leaves the model as it was.
         """
         return EntityMachine(self, model, **options)
 
