@@ -210,6 +210,11 @@ class History(HistoryView):
     See ``_recorder``; it is a closure of each history because it is the hot path."""
 
     def __init__(self, machine: str, entity: str, clock: Clock = time.time) -> None:
+        if not isinstance(machine, str) or not isinstance(entity, str):
+            raise MachinesError(
+                "a History names its machine and entity by strings, not "
+                f"{type(machine).__name__} and {type(entity).__name__}"
+            )
         super().__init__(machine, entity, [])
         self._append = self._records.append
         self.record = _recorder(machine, entity, self._append, checked_clock(clock, machine))

@@ -275,7 +275,9 @@ def _start_state(spec: MachineSpec, model: object | None, attr: str, state: obje
             f"{spec.name}: the model's {attr} is '{own}' but state='{given}' "
             "was passed; pass one or the other"
         )
-    return own or given or spec.initial
+    if own is not None:
+        return cast(str, current)  # the model's own object (a StrEnum member stays one)
+    return given or spec.initial
 
 
 def _entity_id(spec: MachineSpec, model: object | None, entity_id: object) -> str:

@@ -243,6 +243,22 @@ class TestDetailIsJson:
                 history.record("a", "b", "t", "x", context)
         assert len(history) == 0
 
+    def test_a_history_is_named_by_strings_and_read_contexts_are_checked(self) -> None:
+        class Unreadable(dict[str, str]):
+            def items(self) -> Any:
+                raise RuntimeError("no")
+
+        with pytest.raises(MachinesError):
+            History(Hostile(), "e")  # type: ignore[arg-type]
+        with pytest.raises(MachinesError):
+            History("effect", None)  # type: ignore[arg-type]
+        history = History("effect", "e", clock=lambda: 1.0)
+        with pytest.raises(MachinesError):
+            history.record("a", "b", "t", "x", Unreadable(tier="compensable"))
+        history.record(StrSubclass("a"), "b", "t", "x", {StrSubclass("tier"): StrSubclass("c")})
+        event = history[0]
+        assert type(event.source) is str and type(next(iter(event.context))) is str
+
     def test_write_jsonl_is_all_or_nothing(self) -> None:
         """issue 13 item 9: write_jsonl wrote the lines before a bad event, then raised a
         raw TypeError: a partial file. A read-only context is taken as it is (the hot
@@ -316,6 +332,16 @@ class TestNamesThatAreNotStrings:
             with pytest.raises(InvalidStateTransition) as caught:
                 EFFECT.step("pending", name, actor="proxy", tier="compensable")
             assert len(str(caught.value)) < 600 and "\n" not in str(caught.value)
+
+    def test_a_model_keeps_its_own_state_object(self) -> None:
+        class Row:
+            def __init__(self) -> None:
+                self.status = StrSubclass("pending")
+
+        row = Row()
+        original = row.status
+        m = EFFECT.machine(row, state_attr="status", tier="compensable")
+        assert row.status is original and m.state == "pending" and type(m.state) is str
 
     def test_string_subclasses_are_their_text(self) -> None:
         m = EFFECT.machine(state=StrSubclass("pending"), tier=StrSubclass("compensable"))
@@ -403,6 +429,15 @@ class TestRuntimeOptionsAndArguments:
     def test_hooks_are_checked_when_made(self) -> None:
         """issue 13 item 17: a list of hooks was unhashable (TypeError at the first
         entity); a callback that is neither callable nor a name failed mid-move."""
+
+        class Unhashable:
+            __hash__ = None  # type: ignore[assignment]
+
+            def __call__(self, event: Any) -> None:
+                pass
+
+        with pytest.raises(MachinesError, match="hashable"):
+            Hooks(after_state_change=(Unhashable(),))
         assert Hooks(after_state_change=[print]).after_state_change == (print,)  # type: ignore[arg-type]
         bads: tuple[Any, ...] = ([1], print, "audit", [""])
         for bad in bads:
