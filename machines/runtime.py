@@ -163,12 +163,16 @@ class _Entity(abc.ABC):
         return self._recorder().view()
 
     def can(self, trigger: str, *, actor: str, **context: str) -> bool:
-        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes). A bad
-        context still raises ``ContextError``: that is a mistake, not a "no"."""
+        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes). A
+        mistake is not a "no": a bad context still raises ``ContextError``, and a trigger,
+        actor or current state that is not a string ``InvalidStateTransition``."""
         try:
             self._decide(trigger, actor, context)
         except InvalidStateTransition:
-            return False
+            names = (trigger, actor, getattr(self._model, self._attr, None))
+            if all(isinstance(name, str) for name in names):
+                return False
+            raise
         return True
 
     def __getattr__(self, name: str) -> Callable[..., Any]:

@@ -454,10 +454,13 @@ class TestRuntimeOptionsAndArguments:
             m.trigger("execute", actor=bad)
         with pytest.raises(ContextError):
             m.trigger("execute", actor="proxy", tier=bad)
-        assert m.can(bad, actor="proxy") is False
-        assert m.can("execute", actor=bad) is False
+        with pytest.raises(InvalidStateTransition):
+            m.can(bad, actor="proxy")  # a mistake, not a "no"
+        with pytest.raises(InvalidStateTransition):
+            m.can("execute", actor=bad)
         with pytest.raises(ContextError):
             m.can("execute", actor="proxy", tier=bad)
+        assert m.can("teleport", actor="proxy") is False
         unchanged(m, "pending", 0)
 
     @pytest.mark.parametrize("bad", [[], Hostile(), None], ids=["list", "hostile", "none"])
@@ -472,7 +475,8 @@ class TestRuntimeOptionsAndArguments:
                 await m.trigger("execute", actor=bad)
             with pytest.raises(ContextError):
                 await m.trigger("execute", actor="proxy", tier=bad)
-            assert m.can(bad, actor="proxy") is False
+            with pytest.raises(InvalidStateTransition):
+                m.can(bad, actor="proxy")
             unchanged(m, "pending", 0)
 
         asyncio.run(scenario())
@@ -486,5 +490,6 @@ class TestRuntimeOptionsAndArguments:
         row.status = ["pending"]  # type: ignore[assignment]
         with pytest.raises(InvalidStateTransition, match="must be a string"):
             m.trigger("execute", actor="proxy")
-        assert m.can("execute", actor="proxy") is False
-        assert "list" in repr(m) or "pending" in repr(m)
+        with pytest.raises(InvalidStateTransition, match="must be a string"):
+            m.can("execute", actor="proxy")
+        assert "['pending']" in repr(m)
