@@ -5,23 +5,89 @@ a plain tuple (the cheapest thing CPython can append) and hands out ``Transition
 named tuples when read; the sequence number is the position, so it can have no gaps. What
 an entity machine exposes is a ``HistoryView``, which cannot grow either, so nothing
 outside the machine can add, remove or rewrite an event.
+
+Nothing enters a history unchecked: names are strings, a context maps strings to strings,
+a detail is a JSON object (``machines.jsonvalue``, the one rule for stored values) and a
+time is a finite number. So ``write_jsonl`` has nothing left to refuse.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple, TextIO, overload
+from typing import Any, NamedTuple, Protocol, TextIO, overload
+
+from machines.errors import ContextError, MachinesError
+from machines.jsonvalue import UnstorableValue, describe, dumps_object, loads_object
 
 Clock = Callable[[], float]
 """Seconds since the epoch; ``time.time`` unless a test or a simulation injects another."""
 
 NO_CONTEXT: Mapping[str, str] = MappingProxyType({})
 
-_Record = tuple[str, str, str, str, "Mapping[str, Any] | None", Mapping[str, str], float]
-"""(source, dest, trigger, actor, detail, context, at) as stored."""
+Record = tuple[str, str, str, str, "Mapping[str, Any] | None", Mapping[str, str], float]
+"""(source, dest, trigger, actor, detail, context, at) as stored: checked, read-only."""
+
+
+def checked_clock(clock: Clock, machine: str) -> Clock:
+    """``clock`` itself when it is ``time.time``; else the same clock, checked on each
+    reading: one that raises or answers anything but a finite number of seconds raises
+    ``MachinesError`` instead, before anything is recorded (an ``int`` reads as a float)."""
+    if clock is time.time:
+        return clock
+    if not callable(clock):
+        raise MachinesError(
+            f"{machine}: clock must be a function returning seconds since the epoch, "
+            f"not {type(clock).__name__}"
+        )
+
+    def checked() -> float:
+        try:
+            at = clock()
+        except Exception as exc:
+            raise MachinesError(
+                f"{machine}: the clock raised {type(exc).__name__}; nothing was recorded"
+            ) from exc
+        if at.__class__ is float and math.isfinite(at):
+            return at
+        if isinstance(at, int) and not isinstance(at, bool) and abs(at) < 2**53:
+            return float(at)
+        raise MachinesError(
+            f"{machine}: the clock returned {describe(at)}, not seconds since the epoch as a "
+            "finite number; nothing was recorded"
+        )
+
+    return checked
+
+
+def frozen_detail(detail: object, what: str) -> Mapping[str, Any]:
+    """A read-only deep copy of ``detail``, which must be a JSON object (the one rule of
+    ``machines.jsonvalue``), or ``UnstorableValue`` naming ``what``. A deep copy: nothing
+    the caller keeps can change the history afterwards."""
+    return loads_object(dumps_object(detail, what=what))
+
+
+def frozen_context(context: object, what: str) -> Mapping[str, str]:
+    """A read-only copy of ``context``, which must map strings to strings, or
+    ``ContextError`` naming ``what``."""
+    if not isinstance(context, Mapping):
+        raise ContextError(f"{what}: a context must be a mapping, not {type(context).__name__}")
+    try:
+        items = list(context.items())
+    except Exception as exc:
+        raise ContextError(f"{what}: reading the context raised {type(exc).__name__}") from None
+    copy: dict[str, str] = {}
+    for key, value in items:
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ContextError(
+                f"{what}: a context maps names to values, both strings; got "
+                f"{describe(key)}: {describe(value)}"
+            )
+        copy[str.__str__(key)] = str.__str__(value)
+    return MappingProxyType(copy)
 
 
 class TransitionEvent(NamedTuple):
@@ -51,7 +117,7 @@ class HistoryView:
 
     __slots__ = ("_entity", "_machine", "_records")
 
-    def __init__(self, machine: str, entity: str, records: list[_Record]) -> None:
+    def __init__(self, machine: str, entity: str, records: list[Record]) -> None:
         self._machine = machine
         self._entity = entity
         self._records = records
@@ -101,23 +167,71 @@ class HistoryView:
         return f"{type(self).__name__}({list(self)!r})"
 
     def write_jsonl(self, out: TextIO) -> int:
-        """Write one JSON object per event, one per line; return how many."""
+        """Write one JSON object per event, one per line; return how many.
+
+        All or nothing: every line is encoded before the first is written, so an event
+        that cannot be written (``UnstorableValue``) leaves ``out`` untouched. The text
+        goes out in one ``write``; an I/O error there is the stream's own."""
+        lines = []
         for event in self:
-            out.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
-        return len(self._records)
+            try:
+                lines.append(json.dumps(event.to_dict(), sort_keys=True, allow_nan=False))
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise UnstorableValue(
+                    f"{self._machine} entity {describe(self._entity)}: event {event.seq} cannot "
+                    f"be written as JSON ({type(exc).__name__}); nothing was written"
+                ) from None
+        out.write("".join(f"{line}\n" for line in lines))
+        return len(lines)
+
+
+class Recorder(Protocol):
+    """``History.record``'s signature."""
+
+    def __call__(
+        self,
+        source: str,
+        dest: str,
+        trigger: str,
+        actor: str,
+        context: Mapping[str, str] = ...,
+        detail: Mapping[str, Any] | None = ...,
+    ) -> None: ...
 
 
 class History(HistoryView):
     """The append-only log of one entity. ``record`` is the only way in."""
 
-    __slots__ = ("_clock",)
+    __slots__ = ("_append", "record")
+
+    record: Recorder
+    """``record(source, dest, trigger, actor, context=NO_CONTEXT, detail=None)``: append
+    one move, stamped by the clock, after checking everything (a refusal appends nothing).
+    See ``_recorder``; it is a closure of each history because it is the hot path."""
 
     def __init__(self, machine: str, entity: str, clock: Clock = time.time) -> None:
+        if not isinstance(machine, str) or not isinstance(entity, str):
+            raise MachinesError(
+                "a History names its machine and entity by strings, not "
+                f"{type(machine).__name__} and {type(entity).__name__}"
+            )
         super().__init__(machine, entity, [])
-        self._clock = clock
+        self._append = self._records.append
+        self.record = _recorder(machine, entity, self._append, checked_clock(clock, machine))
+
+    def view(self) -> HistoryView:
+        """A read-only view that follows this history as it grows."""
+        return HistoryView(self._machine, self._entity, self._records)
+
+
+def _recorder(
+    machine: str, entity: str, append: Callable[[Record], None], clock: Clock
+) -> Recorder:
+    """One history's ``record``: a closure over its list's ``append`` and its clock (the
+    cheapest callable CPython has, since a store or a loop calls it once per move)."""
+    proxy = MappingProxyType
 
     def record(
-        self,
         source: str,
         dest: str,
         trigger: str,
@@ -125,16 +239,65 @@ class History(HistoryView):
         context: Mapping[str, str] = NO_CONTEXT,
         detail: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one move, stamped by the clock. ``detail`` is always copied into a
-        read-only mapping (shallow). ``context`` is copied too unless it already is a
-        read-only mapping: pass one you never mutate underneath, such as
-        ``Stepper.context`` (that saves a copy per move on the hot path)."""
-        if context.__class__ is not MappingProxyType:
-            context = MappingProxyType(dict(context))
-        if detail is not None:
-            detail = MappingProxyType(dict(detail))
-        self._records.append((source, dest, trigger, actor, detail, context, self._clock()))
+        """Append one move, stamped by the clock; check everything first, so that a
+        refusal (``MachinesError``) appends nothing.
 
-    def view(self) -> HistoryView:
-        """A read-only view that follows this history as it grows."""
-        return HistoryView(self._machine, self._entity, self._records)
+        Names must be strings. ``detail`` must be a JSON object (``machines.jsonvalue``)
+        and is deep-copied, read-only. ``context`` must map strings to strings and is
+        copied, unless it already is a read-only mapping: one of those is taken as it is
+        (pass one you never mutate underneath and whose contents are checked, such as
+        ``Stepper.context``; that saves a copy and a check per move on the hot path)."""
+        if (
+            source.__class__ is not str
+            or dest.__class__ is not str
+            or trigger.__class__ is not str
+            or actor.__class__ is not str
+            or context.__class__ is not proxy
+            or detail is not None
+        ):
+            source, dest, trigger, actor, detail, context = _checked(
+                f"{machine} entity {describe(entity)}",
+                source,
+                dest,
+                trigger,
+                actor,
+                detail,
+                context,
+            )
+        append((source, dest, trigger, actor, detail, context, clock()))
+
+    return record
+
+
+def _checked(
+    what: str,
+    source: object,
+    dest: object,
+    trigger: object,
+    actor: object,
+    detail: object,
+    context: object,
+) -> tuple[str, str, str, str, Mapping[str, Any] | None, Mapping[str, str]]:
+    """``record``'s arguments checked and copied (the path off the hot one)."""
+    source, dest, trigger, actor = (
+        _name(what, role, value)
+        for role, value in (
+            ("source", source),
+            ("dest", dest),
+            ("trigger", trigger),
+            ("actor", actor),
+        )
+    )
+    if context.__class__ is not MappingProxyType:
+        context = frozen_context(context, what)
+    if detail is not None:
+        detail = frozen_detail(detail, f"{what}: the detail of {describe(trigger)}")
+    return source, dest, trigger, actor, detail, context
+
+
+def _name(what: str, role: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise MachinesError(
+            f"{what}: the {role} of a history event must be a string, not {type(value).__name__}"
+        )
+    return str.__str__(value)

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from machines.errors import ContextError, InvalidStateTransition
+from machines.jsonvalue import describe
 
 if TYPE_CHECKING:
     from machines.spec import Guard, MachineSpec
@@ -29,10 +30,35 @@ class _Single(NamedTuple):
     dests: dict[str, str]
 
 
-def suggest(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` when a close match exists, else ``''``."""
+NAME_SHOWN = 80
+"""Longest name an error message repeats as it is; a longer one is cut (``describe``)."""
+
+
+def suggest(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a close match exists, else ``''`` (also for anything
+    that is not a short string: a caller's mistake of type gets no guess)."""
+    if type(name) is not str or len(name) > NAME_SHOWN:
+        return ""
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def shown(value: object) -> str:
+    """How an error message names a value a caller passed: a string as its text (escaped
+    when unprintable, cut when long), anything else by a short safe description (never
+    by its own ``str()``, which may raise or be huge)."""
+    text = plain(value)
+    if text is None:
+        return describe(value, NAME_SHOWN)
+    if not text.isprintable():
+        text = repr(text)[1:-1]
+    return text if len(text) <= NAME_SHOWN else f"{text[: NAME_SHOWN - 3]}..."
+
+
+def plain(value: object) -> str | None:
+    """``value`` as an exact ``str`` (a ``str`` subclass such as a ``StrEnum`` member is
+    read as its text), or ``None`` when it is no string at all."""
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 class Router:
@@ -74,29 +100,31 @@ class Router:
         """The destination of this move, or raise ``InvalidStateTransition`` /
         ``ContextError``. Nothing is changed anywhere either way. This is the hottest path
         of the package: ``MachineSpec.step`` is this very method."""
-        route = self._table.get((state, trigger, actor))
-        if isinstance(route, str):
-            if context:
+        try:
+            route = self._table[(state, trigger, actor)]
+            if isinstance(route, str):
+                if not context:
+                    return route
                 if len(context) == 1:
                     ((pair),) = context.items()
                     if pair in self._valid_pairs:
                         return route
-                    raise self.refuse(state, trigger, actor, context)
-                if not self._valid(context):
-                    raise self.refuse(state, trigger, actor, context)
-            return route
-        if isinstance(route, _Single):
-            var, dests = route
-            if len(context) == 1:
-                dest = dests.get(context.get(var, ""))
-                if dest is not None:
-                    return dest
-            if self._valid(context) and context.get(var, "") in dests:
-                return dests[context[var]]
-        elif route is not None and self._valid(context):
-            for guard, dest in route:
-                if all(context.get(var) in admitted for var, admitted in guard):
-                    return dest
+                elif self._valid(context):
+                    return route
+            elif isinstance(route, _Single):
+                var, dests = route
+                if len(context) == 1:
+                    dest = dests.get(context.get(var, ""))
+                    if dest is not None:
+                        return dest
+                if self._valid(context) and context.get(var, "") in dests:
+                    return dests[context[var]]
+            elif self._valid(context):
+                for guard, dest in route:
+                    if all(context.get(var) in admitted for var, admitted in guard):
+                        return dest
+        except Exception:  # no such edge, or an unhashable or hostile argument
+            raise self.refuse(state, trigger, actor, context) from None
         raise self.refuse(state, trigger, actor, context)
 
     @property
@@ -107,10 +135,15 @@ class Router:
         """A step function for one fixed context, validated once: ``(state, trigger,
         actor) -> dest``. Every decision is precomputed into one dict; equal contexts get
         the very same stepper (entities share it, so binding costs one lookup)."""
-        cache_key = tuple(sorted(context.items()))
-        stepper = self._bound.get(cache_key)
+        try:
+            cache_key = tuple(sorted(context.items()))
+            stepper = self._bound.get(cache_key)
+        except Exception:  # an unhashable or hostile value: check_context names it
+            stepper = None
         if stepper is None:
-            frozen = MappingProxyType(dict(self.check_context(context)))
+            self.check_context(context)
+            frozen = MappingProxyType({k: str.__str__(v) for k, v in context.items()})
+            cache_key = tuple(sorted(frozen.items()))
             table = {}
             for state, trigger, actor in self._table:
                 try:
@@ -131,13 +164,28 @@ class Router:
         return True
 
     def refuse(
-        self, state: str, trigger: str, actor: str, context: Mapping[str, str]
+        self, state: object, trigger: object, actor: object, context: Mapping[str, object]
     ) -> InvalidStateTransition | ContextError:
-        """The precise error for a move ``route`` did not find (never returns a success)."""
-        spec = self._spec
+        """The precise error for a move ``route`` did not find (never returns a success).
+
+        Arguments of any type are welcome here: this is where garbage ends up, so every
+        name is checked to be a string before it is compared, hashed or shown."""
         problem = self._context_problem(context)
         if problem is not None:
             return problem
+        s, t, a = plain(state), plain(trigger), plain(actor)
+        if s is None or t is None or a is None:
+            given = (("state", state, s), ("trigger", trigger, t), ("actor", actor, a))
+            role, wrong = next((role, raw) for role, raw, name in given if name is None)
+            return self._refusal(
+                state, trigger, actor, f"the {role} must be a string, not {type(wrong).__name__}"
+            )
+        return self._refuse_move(s, t, a, cast("Mapping[str, str]", context))
+
+    def _refuse_move(
+        self, state: str, trigger: str, actor: str, context: Mapping[str, str]
+    ) -> InvalidStateTransition | ContextError:
+        spec = self._spec
         if state not in spec.states or trigger not in self._triggers:
             return self._refusal(state, trigger, actor, self._why_no_edge(state, trigger))
         candidates = [t for t in spec.transitions if t.source == state and t.trigger == trigger]
@@ -148,7 +196,7 @@ class Router:
                 state,
                 trigger,
                 actor,
-                f"'{actor}' is not an actor of machine '{spec.name}'"
+                f"'{shown(actor)}' is not an actor of machine '{spec.name}'"
                 f"{suggest(actor, spec.actors)}; actors: {', '.join(spec.actors)}",
             )
         by_actor = [t for t in candidates if actor in t.actors]
@@ -170,29 +218,35 @@ class Router:
                     f"'{var.name}'; pass {var.name}=... (one of: {', '.join(var.values)})"
                 )
         needs = "; or ".join(_describe_guard(t.when) for t in by_actor)
-        got = ", ".join(f"{k}={v}" for k, v in sorted(context.items()))
+        got = ", ".join(f"{k}={str.__str__(v)}" for k, v in sorted(context.items()))
         reason = f"guard not met: requires {needs}; got {got}"
         forbidden = spec.forbidden_reason(state, by_actor[0].dest)
         if forbidden is not None:
             reason = f"{forbidden} ({reason})"
         return self._refusal(state, trigger, actor, reason)
 
-    def check_context(self, context: Mapping[str, str]) -> Mapping[str, str]:
-        """``context`` itself when every variable and value is known and admitted."""
+    def check_context(self, context: Mapping[str, object]) -> Mapping[str, str]:
+        """``context`` itself when every variable and value is a known, admitted string."""
         problem = self._context_problem(context)
         if problem is not None:
             raise problem
-        return context
+        return cast("Mapping[str, str]", context)
 
-    def _context_problem(self, context: Mapping[str, str]) -> ContextError | None:
+    def _context_problem(self, context: Mapping[str, object]) -> ContextError | None:
         spec = self._spec
-        for var, value in context.items():
-            declared = spec.context.get(var)
+        for key, raw in context.items():
+            var, value = plain(key), plain(raw)
+            declared = spec.context.get(var) if var is not None else None
             if declared is None:
                 known = ", ".join(spec.context) or "none"
                 return ContextError(
-                    f"{spec.name}: '{var}' is not a context variable"
+                    f"{spec.name}: '{shown(key)}' is not a context variable"
                     f"{suggest(var, spec.context)}; known: {known}"
+                )
+            if value is None:
+                return ContextError(
+                    f"{spec.name}: {var} must be a string (one of: {', '.join(declared.values)}),"
+                    f" not {type(raw).__name__}"
                 )
             if value in declared.excluded:
                 return ContextError(
@@ -200,18 +254,21 @@ class Router:
                 )
             if value not in declared.values:
                 return ContextError(
-                    f"{spec.name}: {var}={value!r} is not allowed"
-                    f"{suggest(str(value), declared.values)}; values: {', '.join(declared.values)}"
+                    f"{spec.name}: {var}={shown(value)!r} is not allowed"
+                    f"{suggest(value, declared.values)}; values: {', '.join(declared.values)}"
                 )
         return None
 
     def _why_no_edge(self, state: str, trigger: str) -> str:
         spec = self._spec
         if state not in spec.states:
-            return f"'{state}' is not a state of machine '{spec.name}'{suggest(state, spec.states)}"
+            return (
+                f"'{shown(state)}' is not a state of machine '{spec.name}'"
+                f"{suggest(state, spec.states)}"
+            )
         if trigger not in self._triggers:
             return (
-                f"'{trigger}' is not a trigger of machine '{spec.name}'"
+                f"'{shown(trigger)}' is not a trigger of machine '{spec.name}'"
                 f"{suggest(trigger, self._triggers)}"
             )
         entry = spec.forbidden_entry(
@@ -228,9 +285,11 @@ class Router:
         available = ", ".join(spec.triggers_from(state)) or "none"
         return f"'{trigger}' is not defined from '{state}'; triggers from '{state}': {available}"
 
-    def _refusal(self, state: str, trigger: str, actor: str, reason: str) -> InvalidStateTransition:
+    def _refusal(
+        self, state: object, trigger: object, actor: object, reason: str
+    ) -> InvalidStateTransition:
         return InvalidStateTransition(
-            self._spec.name, state, trigger=trigger, actor=actor, reason=reason
+            self._spec.name, shown(state), trigger=shown(trigger), actor=shown(actor), reason=reason
         )
 
 
@@ -250,14 +309,13 @@ class Stepper(Protocol):
 def _make_stepper(
     router: Router, table: dict[tuple[str, str, str], str], context: Mapping[str, str]
 ) -> Stepper:
-    get = table.get
     refuse = router.refuse
 
     def stepper(state: str, trigger: str, actor: str) -> str:
-        dest = get((state, trigger, actor))
-        if dest is None:
-            raise refuse(state, trigger, actor, context)
-        return dest
+        try:
+            return table[(state, trigger, actor)]
+        except Exception:  # no such move, or an unhashable or hostile argument
+            raise refuse(state, trigger, actor, context) from None
 
     setattr(stepper, "context", context)  # noqa: B010 - a function attribute, by design
     return cast(Stepper, stepper)

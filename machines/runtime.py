@@ -2,16 +2,22 @@
 
 Why the shape: a ``transitions.Machine`` costs ~20 KB and ``add_model`` rescans its model
 list (quadratic in the number of entities). So every entity of one spec and one model
-class shares a single *template* machine, built once with ``auto_transitions=False`` and
-``send_event=True``; an entity fires the template's ``Event.trigger`` with its own model and
-never registers with it. Nothing is injected into user models (no ``is_*``/``to_*``
-methods): triggers are called through the entity machine.
+class shares a single *template* machine (``machines.templates``); an entity fires the
+template's ``Event.trigger`` with its own model and never registers with it. Nothing is
+injected into user models (no ``is_*``/``to_*`` methods): triggers are called through the
+entity machine.
 
 Every move is decided by the spec's compiled table first (``MachineSpec.stepper`` /
-``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged. The
-history event is recorded when the destination state is entered (a ``State`` subclass),
-i.e. at the moment the state changes and before any user callback, so triggers fired from user
-callbacks are recorded in the order they happen.
+``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged.
+
+State and history change as one act. Everything a move needs is checked before anything
+changes: the trigger, actor and context (by the table), the detail (a JSON object) and the
+time (the clock is read and checked then). The history event is then complete, and it is
+appended when the destination state is entered (a ``State`` subclass): right after the
+state is set and before any ``on_enter`` or ``after`` callback, by an append that cannot
+fail. So a callback that raises in ``prepare``, ``before`` or ``on_exit`` leaves both
+unchanged; one that raises in ``on_enter`` or ``after`` leaves both changed (its exception
+propagates); triggers fired from callbacks are recorded in the order they happen.
 """
 
 from __future__ import annotations
@@ -20,151 +26,22 @@ import _thread
 import abc
 import asyncio
 import contextvars
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from transitions import EventData, Machine, State
-from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
-
 from machines.errors import InvalidStateTransition, MachinesError, UnknownName
-from machines.history import Clock, History, HistoryView
-from machines.routing import suggest
+from machines.history import Clock, History, HistoryView, Record, checked_clock, frozen_detail
+from machines.jsonvalue import describe
+from machines.routing import plain, shown, suggest
+from machines.templates import Hooks as Hooks
+from machines.templates import check_hook_names, template
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
-
-Callback = str | Callable[[EventData], Any]
-"""A model method name or a callable; it receives transitions' ``EventData``."""
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """Machine-level callbacks, as in ``transitions.Machine`` (names or callables).
-
-    Each receives ``EventData``: ``event.kwargs["actor"]``, ``["detail"]`` and
-    ``["machine"]`` (the entity machine) are always there. Pass names of model methods or
-    module-level functions: entities that share hooks share one template machine.
-    """
-
-    prepare_event: tuple[Callback, ...] = ()
-    before_state_change: tuple[Callback, ...] = ()
-    after_state_change: tuple[Callback, ...] = ()
-    finalize_event: tuple[Callback, ...] = ()
-
-
-_NO_HOOKS = Hooks()
-
-
-class _RecordingState(State):
-    """A template state that records the move the moment it is entered, before any
-    ``on_enter`` callback (``state_cls`` is transitions' documented extension point)."""
-
-    def enter(self, event_data: EventData) -> None:
-        _entered(event_data.kwargs["machine"])
-        super().enter(event_data)
-
-
-class _AsyncRecordingState(AsyncState):
-    async def enter(self, event_data: AsyncEventData) -> None:  # type: ignore[override]
-        _entered(event_data.kwargs["machine"])
-        await super().enter(event_data)
-
-
-def _entered(entity: _Entity) -> None:
-    """The state just changed: record the pending move, then allow nested triggers
-    (from on_enter and after callbacks)."""
-    pending = entity._pending
-    assert pending is not None, "a state was entered outside a trigger"
-    (entity._history or entity._recorder()).record(*pending)
-    entity._changing = False
-
-
-class _Template(Machine):
-    state_cls = _RecordingState
-
-
-class _AsyncTemplate(AsyncMachine):
-    state_cls = _AsyncRecordingState  # type: ignore[assignment]
-
-
-class _DestIs:
-    """Condition that picks one of several template edges sharing a source and trigger."""
-
-    def __init__(self, dest: str) -> None:
-        self.dest = dest
-
-    def __call__(self, event: EventData) -> bool:
-        return bool(event.kwargs["machine"]._pending[1] == self.dest)
-
-
-_TEMPLATES_LOCK = threading.Lock()
-
-
-def _template(
-    spec: MachineSpec, model_type: type, state_attr: str, hooks: Hooks | None, asynchronous: bool
-) -> Machine:
-    """The shared template for entities like this one, built once (under a lock) and kept
-    with the spec."""
-    key = (model_type, state_attr, hooks, asynchronous)
-    cache = spec._runtime_cache
-    machine = cache.get(key)
-    if machine is None:
-        with _TEMPLATES_LOCK:
-            machine = cache.get(key)
-            if machine is None:
-                machine = cache[key] = _build_template(
-                    spec, model_type, state_attr, hooks or _NO_HOOKS, asynchronous
-                )
-    return cast(Machine, machine)
-
-
-def _build_template(
-    spec: MachineSpec, model_type: type, state_attr: str, hooks: Hooks, asynchronous: bool
-) -> Machine:
-    states = []
-    for name in spec.states:
-        on_enter: list[Callback] = []
-        on_exit: list[Callback] = []
-        if not issubclass(model_type, _Entity):
-            if callable(getattr(model_type, f"on_enter_{name}", None)):
-                on_enter.append(f"on_enter_{name}")
-            if callable(getattr(model_type, f"on_exit_{name}", None)):
-                on_exit.append(f"on_exit_{name}")
-        states.append({"name": name, "on_enter": on_enter, "on_exit": on_exit})
-    shared: dict[tuple[str, str], int] = {}
-    for t in spec.transitions:
-        shared[(t.source, t.trigger)] = shared.get((t.source, t.trigger), 0) + 1
-    edges = [
-        {
-            "trigger": t.trigger,
-            "source": t.source,
-            "dest": t.dest,
-            "conditions": [_DestIs(t.dest)] if shared[(t.source, t.trigger)] > 1 else [],
-        }
-        for t in spec.transitions
-    ]
-    cls = _AsyncTemplate if asynchronous else _Template
-    return cls(
-        model=None,
-        states=states,
-        transitions=edges,
-        initial=spec.initial,
-        auto_transitions=False,
-        send_event=True,
-        ignore_invalid_triggers=False,
-        model_attribute=state_attr,
-        name=f"{spec.name}: ",
-        prepare_event=list(hooks.prepare_event),
-        before_state_change=list(hooks.before_state_change),
-        after_state_change=list(hooks.after_state_change),
-        finalize_event=list(hooks.finalize_event),
-    )
 
 
 class _Entity(abc.ABC):
@@ -200,39 +77,55 @@ class _Entity(abc.ABC):
         hooks: Hooks | None = None,
         **context: str,
     ) -> None:
+        """Check every option before anything is set: a refusal (``MachinesError``)
+        leaves the model untouched. The common case (no model, a string id) is inlined."""
         self._spec = spec
         self._stepper = spec.stepper(**context)
         self._context = self._stepper.context
-        if model is None:  # the entity keeps its state itself, in a private slot
-            if state_attr != "state":
-                raise MachinesError("state_attr is for a model of your own; pass model=...")
+        self._clock = clock if clock is time.time else checked_clock(clock, spec.name)
+        if hooks is not None and not isinstance(hooks, Hooks):
+            raise MachinesError(
+                f"{spec.name}: hooks must be a machines.runtime.Hooks, not {type(hooks).__name__}"
+            )
+        own = model is None
+        if own:  # the entity keeps its state itself, in a private slot
+            if state_attr.__class__ is not str or state_attr != "state":
+                raise MachinesError(
+                    f"{spec.name}: state_attr is for a model of your own; pass model=..."
+                )
             model, state_attr = self, "_state"
-            self._state: str | None = None
+            current = spec.initial if state is None else _start_state(spec, None, "", state)
+        elif type(state_attr) is str and state_attr.isidentifier() and state_attr[:2] != "__":
+            current = _start_state(spec, model, state_attr, state)
+        else:
+            raise MachinesError(
+                f"{spec.name}: state_attr must name an attribute of the model (such as "
+                f"'status'), not {describe(state_attr)}"
+            )
+        if entity_id.__class__ is not str or not entity_id:
+            entity_id = _entity_id(spec, None if own else model, entity_id)
+        if hooks is not None:
+            check_hook_names(spec, hooks, model)
+        self._entity_id = entity_id
         self._model = model
         self._attr = state_attr
-        current = getattr(model, state_attr, None)
-        if current is not None and state is not None and current != state:
-            raise MachinesError(
-                f"{spec.name}: the model's {state_attr} is '{current}' but state='{state}' "
-                "was passed; pass one or the other"
-            )
-        current = current if current is not None else (state or spec.initial)
-        if current not in spec.states:
-            raise UnknownName(
-                f"{spec.name}: the model's {state_attr} '{current}' is not a state"
-                f"{suggest(str(current), spec.states)}; states: {', '.join(spec.states)}"
-            )
-        setattr(model, state_attr, current)
-        if entity_id is None:
-            own = getattr(model, "id", None)
-            entity_id = str(own) if own is not None else uuid.uuid4().hex
-        self._entity_id = entity_id
-        self._clock = clock
         self._history: History | None = None  # created on first use: most entities are idle
-        self._template = _template(spec, type(model), state_attr, hooks, self._asynchronous)
+        self._template = template(
+            spec, type(model), state_attr, hooks, self._asynchronous, model_callbacks=not own
+        )
         self._events = self._template.events
-        self._pending: tuple[str, str, str, str, Mapping[str, str], Any] | None = None
+        self._pending: Record | None = None
         self._changing = False
+        if own:
+            self._state: str = current
+            return
+        try:
+            setattr(model, state_attr, current)
+        except Exception as exc:
+            raise MachinesError(
+                f"{spec.name}: the model (a {type(model).__name__}) cannot hold its state in "
+                f"'{state_attr}' ({type(exc).__name__}); pass a model whose attribute can be set"
+            ) from None
 
     # -- what an entity exposes ---------------------------------------------------------
 
@@ -247,7 +140,14 @@ class _Entity(abc.ABC):
 
     @property
     def state(self) -> str:
-        return str(getattr(self._model, self._attr))
+        current = getattr(self._model, self._attr)
+        text = plain(current)
+        if text is None:
+            raise MachinesError(
+                f"{self._spec.name}: the model's {self._attr} holds a "
+                f"{type(current).__name__}, not a state name"
+            )
+        return text
 
     @property
     def entity_id(self) -> str:
@@ -263,12 +163,16 @@ class _Entity(abc.ABC):
         return self._recorder().view()
 
     def can(self, trigger: str, *, actor: str, **context: str) -> bool:
-        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes). A bad
-        context still raises ``ContextError``: that is a mistake, not a "no"."""
+        """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes). A
+        mistake is not a "no": a bad context still raises ``ContextError``, and a trigger,
+        actor or current state that is not a string ``InvalidStateTransition``."""
         try:
             self._decide(trigger, actor, context)
         except InvalidStateTransition:
-            return False
+            names = (trigger, actor, getattr(self._model, self._attr, None))
+            if all(isinstance(name, str) for name in names):
+                return False
+            raise
         return True
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -282,7 +186,8 @@ class _Entity(abc.ABC):
         )
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._spec.name} {self.entity_id} in '{self.state}'>"
+        state = shown(getattr(self._model, self._attr, None))
+        return f"<{type(self).__name__} {self._spec.name} {self.entity_id} in '{state}'>"
 
     @abc.abstractmethod
     def trigger(
@@ -295,16 +200,16 @@ class _Entity(abc.ABC):
     def _decide(
         self, trigger: str, actor: str, context: Mapping[str, str]
     ) -> tuple[str, str, Mapping[str, str]]:
+        source = getattr(self._model, self._attr)
         if self._changing:
             raise InvalidStateTransition(
                 self._spec.name,
-                self.state,
-                trigger=trigger,
-                actor=actor,
+                shown(source),
+                trigger=shown(trigger),
+                actor=shown(actor),
                 reason="another transition of this entity is under way (fired from a prepare "
                 "or before callback); fire it from an on_enter or after callback instead",
             )
-        source = self.state
         if context:
             merged = MappingProxyType({**self._context, **context})
             return source, self._spec.step(source, trigger, actor=actor, **merged), merged
@@ -317,11 +222,28 @@ class _Entity(abc.ABC):
         detail: Mapping[str, Any] | None,
         context: Mapping[str, str],
     ) -> tuple[dict[str, Any], str]:
-        """Decide the move and mark it pending; return transitions' kwargs and the dest."""
+        """Decide the move, check its detail, read the clock, and mark the complete event
+        pending; return transitions' kwargs and the dest."""
         source, dest, ctx = self._decide(trigger, actor, context)
-        self._pending = (source, dest, trigger, actor, ctx, detail)
+        frozen = None if detail is None else self._frozen(trigger, detail)
+        self._pending = (source, dest, trigger, actor, frozen, ctx, self._clock())
         self._changing = True
         return {"actor": actor, "detail": detail, "machine": self}, dest
+
+    def _frozen(self, trigger: str, detail: object) -> Mapping[str, Any]:
+        return frozen_detail(
+            detail,
+            f"{self._spec.name} entity '{shown(self._entity_id)}': the detail of '{trigger}'",
+        )
+
+    def _entered(self) -> None:
+        """The state just changed (the template says so): append the pending event,
+        checked and stamped before the move began, so this cannot fail; then allow nested
+        triggers (from on_enter and after callbacks)."""
+        pending = self._pending
+        assert pending is not None, "a state was entered outside a trigger"
+        (self._history or self._recorder())._append(pending)
+        self._changing = False
 
     def _recorder(self) -> History:
         history = self._history
@@ -334,6 +256,52 @@ class _Entity(abc.ABC):
             f"{self._spec.name}: transitions did not apply '{trigger}' although the spec "
             "allowed it; this is a bug in machines, please report it"
         )
+
+
+def _start_state(spec: MachineSpec, model: object | None, attr: str, state: object) -> str:
+    """Where an entity starts: the model's own state, else ``state``, else the initial one;
+    each checked to be a state name before it is compared or shown."""
+    try:
+        current = getattr(model, attr, None) if model is not None else None
+    except Exception as exc:
+        raise MachinesError(
+            f"{spec.name}: reading the model's {attr} raised {type(exc).__name__}"
+        ) from None
+    for what, value in ((f"the model's {attr}", current), ("state=", state)):
+        if value is not None and (plain(value) is None or plain(value) not in spec.states):
+            raise UnknownName(
+                f"{spec.name}: {what} {describe(value)} is not a state"
+                f"{suggest(plain(value), spec.states)}; states: {', '.join(spec.states)}"
+            )
+    own, given = plain(current), plain(state)
+    if own is not None and given is not None and own != given:
+        raise MachinesError(
+            f"{spec.name}: the model's {attr} is '{own}' but state='{given}' "
+            "was passed; pass one or the other"
+        )
+    if own is not None:
+        return cast(str, current)  # the model's own object (a StrEnum member stays one)
+    return given or spec.initial
+
+
+def _entity_id(spec: MachineSpec, model: object | None, entity_id: object) -> str:
+    """``entity_id`` (a non-empty string), else the text of the model's ``id``, else a
+    fresh random id (``model`` is ``None`` for an entity without a model of its own)."""
+    if entity_id is not None:
+        text = plain(entity_id)
+        if not text:
+            raise MachinesError(
+                f"{spec.name}: entity_id must be a non-empty string, not {describe(entity_id)}"
+            )
+        return text
+    try:
+        own = getattr(model, "id", None) if model is not None else None
+        return str(own) if own is not None else uuid.uuid4().hex
+    except Exception as exc:
+        raise MachinesError(
+            f"{spec.name}: the model's id cannot name the entity ({type(exc).__name__}); "
+            "pass entity_id=..."
+        ) from None
 
 
 class EntityMachine(_Entity):
@@ -355,8 +323,11 @@ class EntityMachine(_Entity):
         """Fire ``name`` as ``actor``; return the new state.
 
         Raises ``InvalidStateTransition`` (state and history unchanged) when the spec refuses
-        the move, ``ContextError`` for bad context. ``detail`` is stored, read-only, with
-        the history event. Extra keywords override the bound context for this move only.
+        the move or a name is not a string, ``ContextError`` for bad context,
+        ``UnstorableValue`` for a ``detail`` that is not a JSON object, ``MachinesError``
+        for a clock that fails: all before anything changes. ``detail`` is stored, as a
+        read-only copy, with the history event; callbacks receive it as passed. Extra
+        keywords override the bound context for this move only.
         """
         with self._lock:
             outer = self._pending  # set when fired from a callback of another move
@@ -366,7 +337,8 @@ class EntityMachine(_Entity):
                 source = getattr(self._model, self._attr)
                 dest = self._stepper(source, name, actor)
                 ctx = self._context
-            self._pending = (source, dest, name, actor, ctx, detail)
+            frozen = None if detail is None else self._frozen(name, detail)
+            self._pending = (source, dest, name, actor, frozen, ctx, self._clock())
             self._changing = True
             try:
                 done = self._events[name].trigger(

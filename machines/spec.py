@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from machines.errors import UnknownName
-from machines.routing import Router, Stepper, suggest
+from machines.routing import Router, Stepper, plain, shown, suggest
 from machines.runtime import AsyncEntityMachine, EntityMachine
 
 Guard = Mapping[str, frozenset[str]]
@@ -267,8 +267,7 @@ class MachineSpec:
         Without context: under ANY context. With context: under THIS context (variables
         left out still count as any value).
         """
-        self._state(source)
-        self._state(dest)
+        source, dest = self._state(source).name, self._state(dest).name
         ctx = self._router.check_context(context)
         return any(
             t.source == source and t.dest == dest and t.admits(ctx) for t in self.transitions
@@ -276,7 +275,7 @@ class MachineSpec:
 
     def next_states(self, source: str, **context: str) -> tuple[str, ...]:
         """Destinations reachable in one move from ``source``, in definition order."""
-        self._state(source)
+        source = self._state(source).name
         ctx = self._router.check_context(context)
         out: dict[str, None] = {}
         for t in self.transitions:
@@ -285,12 +284,12 @@ class MachineSpec:
         return tuple(out)
 
     def triggers_from(self, source: str) -> tuple[str, ...]:
-        self._state(source)
+        source = self._state(source).name
         return tuple(dict.fromkeys(t.trigger for t in self.transitions if t.source == source))
 
     def forbidden_reason(self, source: str, dest: str) -> str | None:
         """The reason of the most specific ``forbidden`` entry for ``source -> dest``."""
-        entry = self.forbidden_entry([(source, dest)])
+        entry = self.forbidden_entry([(self._state(source).name, self._state(dest).name)])
         return entry.reason if entry is not None else None
 
     def forbidden_entry(self, moves: Iterable[tuple[str, str]]) -> Forbidden | None:
@@ -308,10 +307,11 @@ class MachineSpec:
         """Validate one move and return the destination, without building an object.
 
         Raises ``InvalidStateTransition`` (nothing changes anywhere) for an unknown state,
-        trigger or actor, a trigger not defined from ``state``, an actor not allowed to fire
-        it, or a guard the context fails; ``ContextError`` for a context variable that is
-        unknown, missing where a guard needs it, or holds a refused value. The object
-        runtime takes its decisions from the same compiled table.
+        trigger or actor (or one that is not a string), a trigger not defined from
+        ``state``, an actor not allowed to fire it, or a guard the context fails;
+        ``ContextError`` for a context variable that is unknown, missing where a guard needs
+        it, or holds a refused value or one that is not a string. The object runtime takes
+        its decisions from the same compiled table.
         """
         return self._router.step(state, trigger, actor=actor, **context)
 
@@ -322,7 +322,9 @@ class MachineSpec:
         ``"state"``) holds the state; without one the entity keeps its own. Options:
         ``state`` (start here instead of the initial state), ``state_attr``, ``entity_id``,
         ``clock``, ``hooks`` (``machines.runtime.Hooks``); any other keyword is bound context
-        (``tier="compensable"``).
+        (``tier="compensable"``). Every option is checked before the model is touched: a
+        bad one is a ``MachinesError`` (``UnknownName`` for a state, ``ContextError`` for
+        context) and leaves the model as it was.
         """
         return EntityMachine(self, model, **options)
 
@@ -338,11 +340,15 @@ class MachineSpec:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _state(self, name: str) -> State:
-        try:
-            return self.states[name]
-        except KeyError:
-            raise UnknownName(
-                f"'{name}' is not a state of machine '{self.name}'{suggest(name, self.states)}; "
-                f"states: {', '.join(self.states)}"
-            ) from None
+    def _state(self, name: object) -> State:
+        """The state called ``name``, or ``UnknownName`` (for anything that is not a state
+        name, whatever its type: checked before it is hashed or shown)."""
+        text = plain(name)
+        state = self.states.get(text) if text is not None else None
+        if state is not None:
+            return state
+        what = f"'{shown(name)}' is" if text is not None else f"a {type(name).__name__} is"
+        raise UnknownName(
+            f"{what} not a state of machine '{self.name}'{suggest(text, self.states)}; "
+            f"states: {', '.join(self.states)}"
+        )

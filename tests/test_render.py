@@ -3,19 +3,24 @@ committed ones are current (``machines diagrams --check``, ``machines docs --che
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shutil
 from pathlib import Path
 
 import graphviz
 import pytest
+import yaml
 
 from machines.cli import main
+from machines.errors import MachinesError
 from machines.export import export
 from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
 from machines.render import DiagramView, to_dot, to_mermaid
 from machines.render.files import diagram_files, sync
 from machines.render.site import site_pages
-from tests.conftest import Document, SpecCopy, transition
+from machines.spec import MachineSpec
+from tests.conftest import Document, SpecCopy, transition, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 MACHINES = [read_definition(p) for p in definition_paths(bundled_spec_dir())]
@@ -146,3 +151,81 @@ def test_every_machine_page_has_its_tables_and_findings() -> None:
         assert f"`{name}`" in invariants or f"### {name}" in invariants
     assert "closed" in invariants and "outcome-auto-exit-indeterminate" in invariants
     assert "## `machines explore`" in pages["cli.md"]
+
+
+# -- issue 13, item 23: text from a definition cannot break a diagram -------------------------
+
+AWKWARD_TITLES = (
+    'say "hi"',
+    "two\nlines",
+    "back\\slash\\",
+    "---",
+    "end\n---\nstateDiagram-v2\n    [*] --> committed",
+    "ünïcödé \u2713 \U0001f680 \u00a0",
+    "nul\x00 tab\t cr\r sep\u2028 del\x7f",
+    "lone \ud800 surrogate",
+    "#quot; & &amp; <b>bold</b> %% ; :",
+)
+
+
+def _titled(title: str) -> MachineSpec:
+    return dataclasses.replace(load("effect"), title=title)
+
+
+@pytest.mark.parametrize("title", AWKWARD_TITLES, ids=range(len(AWKWARD_TITLES)))
+def test_mermaid_front_matter_holds_any_title(title: str) -> None:
+    """issue 13 item 23: a ``"`` or a line break in the title broke the front matter."""
+    plain = to_mermaid(load("effect")).splitlines()
+    text = to_mermaid(_titled(title))
+    text.encode("utf-8")  # writable as the file is written
+    lines = text.splitlines()
+    assert lines[0] == lines[2] == "---" and lines[3:] == plain[3:]
+    assert yaml.safe_load(lines[1]) == {"title": f"effect - {title}"}
+
+
+@pytest.mark.parametrize("title", AWKWARD_TITLES, ids=range(len(AWKWARD_TITLES)))
+def test_dot_holds_any_title(title: str) -> None:
+    """issue 13 item 23 (DOT): a line break went into the file raw, an unprintable
+    character or a lone surrogate made it unwritable."""
+    plain = to_dot(load("effect")).splitlines()
+    dot = to_dot(_titled(title))
+    dot.encode("utf-8")
+    lines = dot.splitlines()
+    assert len(lines) == len(plain) and lines[2:] == plain[2:]
+    label = re.search(r'label=("(?:[^"\\]|\\.)*")\];$', lines[1])
+    assert label is not None
+    shown = "".join(
+        c if c.isprintable() or c == "\n" else ascii(c)[1:-1] for c in f"effect: {title}"
+    )
+    assert _read_dot_string(label.group(1)) == shown
+
+
+def _read_dot_string(quoted: str) -> str:
+    """What Graphviz shows for a quoted DOT label that ``_quote`` wrote."""
+    text = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), quoted[1:-1])
+    return text.replace("&amp;", "&")
+
+
+def test_graphviz_draws_a_diagram_with_an_awkward_title() -> None:
+    if shutil.which("dot") is None:
+        unavailable("Graphviz's dot binary", "apt-get install graphviz")
+    for title in AWKWARD_TITLES:
+        svg = graphviz.Source(to_dot(_titled(title))).pipe(format="svg").decode("utf-8")
+        assert "<svg" in svg and "effect: " in svg
+
+
+def test_mermaid_labels_stay_on_their_line_and_odd_state_ids_are_refused() -> None:
+    """issue 13 item 23: label text is spelled in Mermaid's entity codes; a state name
+    that cannot be a Mermaid id is refused, not drawn as another diagram."""
+    spec = load("effect")
+    first = dataclasses.replace(spec.transitions[0], trigger="go;#<b>\nnext: now")
+    odd = dataclasses.replace(spec, transitions=(first, *spec.transitions[1:]))
+    lines = to_mermaid(odd).splitlines()
+    assert len(lines) == len(to_mermaid(spec).splitlines())
+    label = lines[6].split(": ", 1)[1]
+    assert label.startswith("go,#35;#lt;b#gt;\\nnext  now (")
+    renamed = dataclasses.replace(
+        spec, states={("pending state" if k == "pending" else k): v for k, v in spec.states.items()}
+    )
+    with pytest.raises(MachinesError, match="cannot be a Mermaid id"):
+        to_mermaid(renamed)

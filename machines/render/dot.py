@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from machines.render.view import DiagramView, Edge
+from machines.render.view import DiagramView, Edge, visible
 from machines.spec import MachineSpec
 
 FONT = "Helvetica"
@@ -60,5 +60,14 @@ def _edge_style(edge: Edge) -> str:
     return ", ".join(attrs)
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "&": "&amp;", "\n": "\\n"}
+
+
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT double-quoted string that Graphviz shows as ``text``: quotes and backslashes
+    escaped, ``&`` as an entity (Graphviz reads entities in labels), a line break as
+    Graphviz's own, any other unprintable character by its escape (``visible``)."""
+    inner = "".join(
+        _ESCAPES.get(c, c) for char in text for c in (char if char == "\n" else visible(char))
+    )
+    return f'"{inner}"'

@@ -8,6 +8,13 @@ from machines.spec import MachineSpec
 from machines.vocabulary import FAIL_CLOSED
 
 
+def visible(char: str) -> str:
+    """How a diagram shows one character of a definition's text: itself when printable,
+    else its escape (``\\x00``, ``\\u2028``): renderers cannot draw a control character or
+    a lone surrogate, and Graphviz writes broken UTF-8 for some."""
+    return char if char.isprintable() else ascii(char)[1:-1]
+
+
 @dataclass(frozen=True)
 class Edge:
     """One transition as drawn."""

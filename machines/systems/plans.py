@@ -3,15 +3,34 @@
 A plan is a list of node mappings (``PLAN_KEYS``); ``validate_plan`` returns the plan as
 it is stored (every key present) and the list of problems, so that the engine can refuse
 a bad plan with all of them in one ``PlanError`` and write nothing.
+
+A plan is user input of any size and shape, so the check is linear in its size, never
+recursive (a long chain or cycle cannot exhaust the stack), reads every value only after
+checking its type (an unhashable or hostile value is a problem line, not a ``TypeError``)
+and names values by a short safe description.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from machines.jsonvalue import describe
+
 PLAN_KEYS = ("name", "kind", "has_side_effect", "executor", "after")
 REQUIRED_KEYS = ("name", "kind", "has_side_effect", "executor")
+
+MAX_PLAN_NODES = 100_000
+"""A larger plan is refused before its nodes are read. Checking is linear, but each node
+is a row written in the submit's one transaction, the whole plan is stored as one JSON
+value in the request row (about 10 MB at this size), and every move of the request reads
+all its nodes. Real transfer plans have a handful of nodes; this bound keeps an outsider
+from making one submit hold the store for minutes."""
+
+MAX_PROBLEMS_LISTED = 100
+"""A plan with more problems lists this many, then how many more: the first ones are
+enough to fix it, and the error message stays readable."""
 
 
 def validate_plan(
@@ -22,72 +41,120 @@ def validate_plan(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(the plan as stored, its problems); the plan is only meaningful without problems."""
     problems = _id_problems(request_id)
-    if isinstance(plan, str | bytes) or not isinstance(plan, Sequence):
-        return [], [*problems, "the plan must be a list of node mappings"]
-    if not plan:
-        return [], [*problems, "the plan is empty; it needs nodes"]
+    entries = _entries(plan)
+    if isinstance(entries, str):
+        return [], [*problems, entries]
     nodes: list[dict[str, Any]] = []
-    for index, node in enumerate(plan):
-        found = _node_problems(index, node, kinds, executors)
+    for index, entry in enumerate(entries):
+        node, found = _node(index, entry, kinds, executors)
         problems += found
         if not found:
-            nodes.append({"after": [], **node})
+            nodes.append({key: node.get(key, []) for key in PLAN_KEYS})
     if not problems:
         problems = _graph_problems(nodes)
-    return [{key: node[key] for key in PLAN_KEYS} for node in nodes], problems
+    return nodes, _listed(problems)
+
+
+def node_rows(plan: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What each node row keeps of its (validated) plan entry, in plan order, with its
+    successors worked out in one pass."""
+    successors: dict[str, list[str]] = {node["name"]: [] for node in plan}
+    for node in plan:
+        for predecessor in node["after"]:
+            successors[predecessor].append(node["name"])
+    return [
+        {
+            "name": node["name"],
+            "has_side_effect": node["has_side_effect"],
+            "executor": node["executor"],
+            "predecessors": list(node["after"]),
+            "successors": successors[node["name"]],
+        }
+        for node in plan
+    ]
 
 
 def _id_problems(request_id: object) -> list[str]:
     if not isinstance(request_id, str) or not request_id or "/" in request_id:
-        return [f"request id {request_id!r} must be a non-empty string without '/'"]
+        return [f"request id {describe(request_id)} must be a non-empty string without '/'"]
     return []
 
 
+def _entries(plan: object) -> list[object] | str:
+    """The plan's entries, or the one problem that stops reading them."""
+    if isinstance(plan, str | bytes) or not isinstance(plan, Sequence):
+        return "the plan must be a list of node mappings"
+    try:
+        size = len(plan)
+        if size > MAX_PLAN_NODES:
+            return f"the plan has {size:,} nodes; at most {MAX_PLAN_NODES:,} are allowed"
+        entries = list(plan)
+    except Exception as exc:
+        return f"the plan cannot be read as a list ({type(exc).__name__})"
+    return entries or "the plan is empty; it needs nodes"
+
+
+def _node(
+    index: int, entry: object, kinds: Sequence[str], executors: Mapping[str, object]
+) -> tuple[dict[Any, Any], list[str]]:
+    """One node entry read into a plain dict (with a copy of its ``after`` list), and what
+    is wrong with it on its own (its edges are checked later)."""
+    if not isinstance(entry, Mapping):
+        return {}, [f"node #{index} must be a mapping, not {type(entry).__name__}"]
+    try:
+        fields = dict(entry.items())
+        if isinstance(fields.get("after"), list):
+            fields["after"] = list(fields["after"])
+    except Exception as exc:
+        return {}, [f"node #{index} cannot be read as a mapping ({type(exc).__name__})"]
+    return fields, _node_problems(index, fields, kinds, executors)
+
+
 def _node_problems(
-    index: int, node: object, kinds: Sequence[str], executors: Mapping[str, object]
+    index: int, fields: dict[Any, Any], kinds: Sequence[str], executors: Mapping[str, object]
 ) -> list[str]:
-    """What is wrong with one node entry on its own (its edges are checked later)."""
-    if not isinstance(node, Mapping):
-        return [f"node #{index} must be a mapping, not {type(node).__name__}"]
-    name = node.get("name")
-    label = f"node '{name}'" if isinstance(name, str) else f"node #{index}"
+    name = fields.get("name")
+    label = f"node '{name}'" if _is_name(name) else f"node #{index}"
     problems = [
-        f"{label}: unknown key '{key}'; keys: {', '.join(PLAN_KEYS)}"
-        for key in node
-        if key not in PLAN_KEYS
+        f"{label}: unknown key {describe(key)}; keys: {', '.join(PLAN_KEYS)}"
+        for key in fields
+        if not isinstance(key, str) or key not in PLAN_KEYS
     ]
-    problems += [f"{label}: missing '{key}'" for key in REQUIRED_KEYS if key not in node]
-    if "name" in node and (not isinstance(name, str) or not name or "/" in name):
-        problems.append(f"{label}: name must be a non-empty string without '/'; got {name!r}")
-    if "kind" in node and node["kind"] not in kinds:
-        problems.append(f"{label}: kind {node['kind']!r} is not one of {', '.join(kinds)}")
-    if "has_side_effect" in node and not isinstance(node["has_side_effect"], bool):
+    problems += [f"{label}: missing '{key}'" for key in REQUIRED_KEYS if key not in fields]
+    if "name" in fields and not _is_name(name):
+        problems.append(
+            f"{label}: name must be a non-empty string without '/'; got {describe(name)}"
+        )
+    kind = fields.get("kind")
+    if "kind" in fields and (not isinstance(kind, str) or kind not in kinds):
+        problems.append(f"{label}: kind {describe(kind)} is not one of {', '.join(kinds)}")
+    if "has_side_effect" in fields and not isinstance(fields["has_side_effect"], bool):
         problems.append(f"{label}: has_side_effect must be true or false")
-    if "executor" in node and node["executor"] not in executors:
+    executor = fields.get("executor")
+    if "executor" in fields and (not isinstance(executor, str) or executor not in executors):
         known = ", ".join(executors) or "none"
-        problems.append(f"{label}: unknown executor {node['executor']!r}; executors: {known}")
-    after = node.get("after", [])
-    if not isinstance(after, list) or not all(isinstance(p, str) for p in after):
+        problems.append(f"{label}: unknown executor {describe(executor)}; executors: {known}")
+    after = fields.get("after", [])
+    if not isinstance(after, list) or not all(_is_name(p) for p in after):
         problems.append(f"{label}: 'after' must be a list of node names")
     elif len(set(after)) != len(after):
         problems.append(f"{label}: 'after' names a predecessor twice")
     return problems
 
 
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value) and "/" not in value
+
+
 def _graph_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     """Duplicate names, dangling edges, then cycles."""
-    names = [n["name"] for n in nodes]
-    problems = [
-        f"node '{n}' is defined {names.count(n)} times"
-        for n in dict.fromkeys(names)
-        if names.count(n) > 1
-    ]
-    known = set(names)
+    counts = Counter(n["name"] for n in nodes)
+    problems = [f"node '{n}' is defined {count} times" for n, count in counts.items() if count > 1]
     for node in nodes:
         problems += [
             f"node '{node['name']}' runs after '{p}', which is not in the plan"
             for p in node["after"]
-            if p not in known
+            if p not in counts
         ]
     if problems:
         return problems
@@ -96,34 +163,31 @@ def _graph_problems(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _find_cycle(after: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """A cycle of the predecessor graph as a closed path of names, or None."""
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> list[str] | None:
-        if name in path:
-            return [*path[path.index(name) :], name][::-1]
-        if name in done:
-            return None
-        for predecessor in after[name]:
-            found = visit(predecessor, [*path, name])
-            if found:
-                return found
-        done.add(name)
-        return None
-
-    for name in after:
-        found = visit(name, [])
-        if found:
-            return found
+    """A cycle of the predecessor graph as a closed path of names in the order they would
+    run, or None. Depth-first with an explicit stack: linear, and no recursion limit."""
+    ON_PATH, DONE = 1, 2
+    mark: dict[str, int] = {}
+    for root in after:
+        if root in mark:
+            continue
+        mark[root] = ON_PATH
+        path, pending = [root], [iter(after[root])]
+        while pending:
+            predecessor = next(pending[-1], None)
+            if predecessor is None:
+                mark[path.pop()] = DONE
+                pending.pop()
+            elif mark.get(predecessor) == ON_PATH:
+                return [*path[path.index(predecessor) :], predecessor][::-1]
+            elif predecessor not in mark:
+                mark[predecessor] = ON_PATH
+                path.append(predecessor)
+                pending.append(iter(after[predecessor]))
     return None
 
 
-def node_data(node: Mapping[str, Any], plan: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a node row keeps of its plan entry, with its successors worked out."""
-    return {
-        "name": node["name"],
-        "has_side_effect": node["has_side_effect"],
-        "executor": node["executor"],
-        "predecessors": list(node["after"]),
-        "successors": [n["name"] for n in plan if node["name"] in n["after"]],
-    }
+def _listed(problems: list[str]) -> list[str]:
+    if len(problems) <= MAX_PROBLEMS_LISTED:
+        return problems
+    more = len(problems) - MAX_PROBLEMS_LISTED
+    return [*problems[:MAX_PROBLEMS_LISTED], f"... and {more:,} more problems"]

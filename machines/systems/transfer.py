@@ -50,7 +50,7 @@ from machines.states import NodeState, RequestState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.exactly_once import process_identity
-from machines.systems.plans import node_data, validate_plan
+from machines.systems.plans import node_rows, validate_plan
 from machines.systems.transfer_policy import (
     REQUEST_CALLS,
     Mode,
@@ -127,7 +127,7 @@ class PlanError(TransferError, ValueError):
             text = self.problems[0]
         else:
             text = f"{len(self.problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"plan of request {request_id!r}: {text}")
+        super().__init__(f"plan of request {describe(request_id)}: {text}")
 
 
 class TransferConfigError(TransferError, ValueError):
@@ -329,13 +329,13 @@ class TransferEngine:
                 if row.data.get("plan") != nodes:
                     raise PlanError(request_id, ["a different plan exists under this id"])
                 return RequestState(row.state)
-            for node in nodes:
+            for node, node_data in zip(nodes, node_rows(nodes), strict=True):
                 tx.insert(
                     NODE,
                     f"{request_id}/{node['name']}",
                     scope=request_id,
                     context={"kind": node["kind"]},
-                    data=node_data(node, nodes),
+                    data=node_data,
                 )
         return RequestState(row.state)
 

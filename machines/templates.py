@@ -1,0 +1,206 @@
+"""The ``transitions`` machines that entities share: one *template* per spec, model class,
+state attribute, hooks and flavour (sync or async), built once and kept with the spec.
+
+A ``transitions.Machine`` costs ~20 KB and ``add_model`` rescans its model list, so an
+entity never registers with its template: it fires the template's ``Event.trigger`` with
+its own model. The template's states tell the entity the moment its state is entered
+(``Mover._entered``), which is where the runtime appends the move's history event.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from transitions import EventData, Machine, State
+from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
+
+from machines.errors import MachinesError
+from machines.jsonvalue import describe
+from machines.routing import shown
+
+if TYPE_CHECKING:
+    from machines.history import Record
+    from machines.spec import MachineSpec
+
+
+class Mover(Protocol):
+    """What a template needs of the entity in ``event.kwargs["machine"]``."""
+
+    _pending: Record | None
+
+    def _entered(self) -> None: ...
+
+
+Callback = str | Callable[[EventData], Any]
+"""A model method name or a callable; it receives transitions' ``EventData``."""
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Machine-level callbacks, as in ``transitions.Machine`` (names or callables).
+
+    Each receives ``EventData``: ``event.kwargs["actor"]``, ``["detail"]`` and
+    ``["machine"]`` (the entity machine) are always there. Pass names of model methods or
+    module-level functions: entities that share hooks share one template machine.
+    """
+
+    prepare_event: tuple[Callback, ...] = ()
+    before_state_change: tuple[Callback, ...] = ()
+    after_state_change: tuple[Callback, ...] = ()
+    finalize_event: tuple[Callback, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Each field is a sequence of callables or non-empty names (a list is kept as a
+        tuple); the whole is hashable, since entities that share hooks share a template."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, tuple | list) or not all(
+                callable(c) or (isinstance(c, str) and c) for c in value
+            ):
+                raise MachinesError(
+                    f"Hooks.{f.name} must be a tuple of callables or method names, "
+                    f"not {describe(value)}"
+                )
+            object.__setattr__(self, f.name, tuple(value))
+        try:
+            hash(self)
+        except Exception as exc:
+            raise MachinesError(
+                f"Hooks: every callback must be hashable ({type(exc).__name__}); entities "
+                "that share hooks share one template machine"
+            ) from None
+
+    def names(self) -> tuple[str, ...]:
+        """The callbacks given by name (a model method, or a dotted module path)."""
+        return tuple(c for f in fields(self) for c in getattr(self, f.name) if isinstance(c, str))
+
+
+NO_HOOKS = Hooks()
+
+
+class _RecordingState(State):
+    """A template state that records the move the moment it is entered, before any
+    ``on_enter`` callback (``state_cls`` is transitions' documented extension point)."""
+
+    def enter(self, event_data: EventData) -> None:
+        cast(Mover, event_data.kwargs["machine"])._entered()
+        super().enter(event_data)
+
+
+class _AsyncRecordingState(AsyncState):
+    async def enter(self, event_data: AsyncEventData) -> None:  # type: ignore[override]
+        cast(Mover, event_data.kwargs["machine"])._entered()
+        await super().enter(event_data)
+
+
+class _Template(Machine):
+    state_cls = _RecordingState
+
+
+class _AsyncTemplate(AsyncMachine):
+    state_cls = _AsyncRecordingState  # type: ignore[assignment]
+
+
+class _DestIs:
+    """Condition that picks one of several template edges sharing a source and trigger."""
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+
+    def __call__(self, event: EventData) -> bool:
+        pending = cast(Mover, event.kwargs["machine"])._pending
+        return pending is not None and pending[1] == self.dest
+
+
+_TEMPLATES_LOCK = threading.Lock()
+
+
+def template(
+    spec: MachineSpec,
+    model_type: type,
+    state_attr: str,
+    hooks: Hooks | None,
+    asynchronous: bool,
+    *,
+    model_callbacks: bool,
+) -> Machine:
+    """The shared template for entities like this one, built once (under a lock) and kept
+    with the spec. ``model_callbacks``: the model's ``on_enter_<state>`` and
+    ``on_exit_<state>`` methods are callbacks (a model of the user's own)."""
+    key = (model_type, state_attr, hooks, asynchronous, model_callbacks)
+    cache = spec._runtime_cache
+    machine = cache.get(key)
+    if machine is None:
+        with _TEMPLATES_LOCK:
+            machine = cache.get(key)
+            if machine is None:
+                machine = cache[key] = _build_template(
+                    spec, model_type, state_attr, hooks or NO_HOOKS, asynchronous, model_callbacks
+                )
+    return cast(Machine, machine)
+
+
+def _build_template(
+    spec: MachineSpec,
+    model_type: type,
+    state_attr: str,
+    hooks: Hooks,
+    asynchronous: bool,
+    model_callbacks: bool,
+) -> Machine:
+    states = []
+    for name in spec.states:
+        on_enter: list[Callback] = []
+        on_exit: list[Callback] = []
+        if model_callbacks:
+            if callable(getattr(model_type, f"on_enter_{name}", None)):
+                on_enter.append(f"on_enter_{name}")
+            if callable(getattr(model_type, f"on_exit_{name}", None)):
+                on_exit.append(f"on_exit_{name}")
+        states.append({"name": name, "on_enter": on_enter, "on_exit": on_exit})
+    shared: dict[tuple[str, str], int] = {}
+    for t in spec.transitions:
+        shared[(t.source, t.trigger)] = shared.get((t.source, t.trigger), 0) + 1
+    edges = [
+        {
+            "trigger": t.trigger,
+            "source": t.source,
+            "dest": t.dest,
+            "conditions": [_DestIs(t.dest)] if shared[(t.source, t.trigger)] > 1 else [],
+        }
+        for t in spec.transitions
+    ]
+    cls = _AsyncTemplate if asynchronous else _Template
+    return cls(
+        model=None,
+        states=states,
+        transitions=edges,
+        initial=spec.initial,
+        auto_transitions=False,
+        send_event=True,
+        ignore_invalid_triggers=False,
+        model_attribute=state_attr,
+        name=f"{spec.name}: ",
+        prepare_event=list(hooks.prepare_event),
+        before_state_change=list(hooks.before_state_change),
+        after_state_change=list(hooks.after_state_change),
+        finalize_event=list(hooks.finalize_event),
+    )
+
+
+def check_hook_names(spec: MachineSpec, hooks: Hooks, model: object) -> None:
+    """A hook given by name must name something the model has, or a dotted module path,
+    so that a typo fails here rather than in the middle of a move."""
+    for name in hooks.names():
+        try:
+            found = "." in name or hasattr(model, name)
+        except Exception:
+            found = False
+        if not found:
+            raise MachinesError(
+                f"{spec.name}: hook '{shown(name)}' is neither an attribute of the model "
+                f"(a {type(model).__name__}) nor a dotted module path"
+            )

@@ -1,0 +1,495 @@
+"""Issue 13, items 8, 9 and 17: the definition layer and the runtime refuse bad input
+before acting, with a typed error, and a move's state and its history event change as
+one act (both or neither), whatever fails on the way.
+
+These reach the behaviour through the API that exists before the fix (the errors are
+asserted as ``MachinesError`` subclasses), so that each one fails on the old code for the
+behaviour, not for a missing name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import json
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+import machines
+from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
+from machines.history import History
+from machines.runtime import Hooks
+from machines.spec import MachineSpec
+from tests.garbage import Hostile, StrSubclass
+
+EFFECT = machines.load("effect")
+NOT_AN_OBJECT: Any = [1, 2]
+NOT_STRINGS: tuple[Any, ...] = (None, 5, 1.5, [], ["pending"], {}, ("pending",), b"pending")
+NOT_STRINGS_IDS = [type(v).__name__ for v in NOT_STRINGS]
+BAD_DETAILS: tuple[Any, ...] = (
+    [1, 2],
+    "text",
+    {"at": datetime.datetime(2026, 1, 1)},
+    {"n": 10**5000},
+    {"x": float("nan")},
+    {1: "a"},
+    {"t": (1, 2)},
+    {"s": {1, 2}},
+    Hostile(),
+)
+
+
+def consistent(m: Any, start: str) -> None:
+    """The history tells the state: consecutive seqs, each move starts where the last one
+    ended, and the last one ends in the current state."""
+    events = list(m.history)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    at = start
+    for event in events:
+        assert event.source == at
+        at = event.dest
+    assert m.state == at
+
+
+def unchanged(m: Any, state: str, moves: int) -> None:
+    assert m.state == state and len(m.history) == moves
+
+
+class TestStateAndEventAreOneAct:
+    """Item 8: everything a move needs is checked before the state changes."""
+
+    def test_a_detail_that_is_not_an_object_changes_nothing(self) -> None:
+        """issue 13 item 8: ``detail=[1, 2]`` raised TypeError after the state had changed,
+        without a history event, and the next move was recorded as seq 1."""
+        m = EFFECT.machine(tier="compensable")
+        with pytest.raises(MachinesError):
+            m.trigger("execute", actor="proxy", detail=NOT_AN_OBJECT)
+        unchanged(m, "pending", 0)
+        m.trigger("execute", actor="proxy")
+        m.trigger("fail", actor="proxy")
+        consistent(m, "pending")
+        assert [(e.seq, e.source) for e in m.history] == [(1, "pending"), (2, "executing")]
+
+    def test_async_a_detail_that_is_not_an_object_changes_nothing(self) -> None:
+        """issue 13 item 8 (async)."""
+
+        async def scenario() -> None:
+            m = EFFECT.async_machine(tier="compensable")
+            with pytest.raises(MachinesError):
+                await m.trigger("execute", actor="proxy", detail=NOT_AN_OBJECT)
+            unchanged(m, "pending", 0)
+            await m.trigger("execute", actor="proxy")
+            consistent(m, "pending")
+
+        asyncio.run(scenario())
+
+    @pytest.mark.parametrize(
+        "clock",
+        [lambda: 1 / 0, lambda: "noon", lambda: None, lambda: float("nan"), lambda: 10**400],
+        ids=["raises", "str", "none", "nan", "huge"],
+    )
+    def test_a_clock_that_fails_changes_nothing(self, clock: Callable[[], Any]) -> None:
+        """issue 13 item 8: a clock that raised left the state changed without an event;
+        one that answered a non-number was recorded as the time."""
+        m = EFFECT.machine(tier="compensable", clock=clock)
+        with pytest.raises(MachinesError, match="clock"):
+            m.trigger("execute", actor="proxy")
+        unchanged(m, "pending", 0)
+
+    def test_async_a_clock_that_raises_changes_nothing(self) -> None:
+        """issue 13 item 8 (async)."""
+
+        async def scenario() -> None:
+            m = EFFECT.async_machine(tier="compensable", clock=lambda: 1 / 0)
+            with pytest.raises(MachinesError, match="clock"):
+                await m.trigger("execute", actor="proxy")
+            unchanged(m, "pending", 0)
+
+        asyncio.run(scenario())
+
+    def test_an_integer_clock_reads_as_seconds(self) -> None:
+        m = EFFECT.machine(tier="compensable", clock=lambda: 7)
+        m.trigger("execute", actor="proxy")
+        assert m.history[0].at == 7.0 and type(m.history[0].at) is float
+
+
+class _Raising:
+    """A model whose callbacks raise where the test says."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.state = "pending"
+
+    def _maybe(self, where: str) -> None:
+        if self.where == where:
+            raise RuntimeError(f"callback broke in {where}")
+
+    def on_exit_pending(self, event: Any) -> None:
+        self._maybe("on_exit")
+
+    def on_enter_executing(self, event: Any) -> None:
+        self._maybe("on_enter")
+
+    def prepare(self, event: Any) -> None:
+        self._maybe("prepare")
+
+    def before(self, event: Any) -> None:
+        self._maybe("before")
+
+    def after(self, event: Any) -> None:
+        self._maybe("after")
+
+    def finalize(self, event: Any) -> None:
+        self._maybe("finalize")
+
+
+HOOKS = Hooks(
+    prepare_event=("prepare",),
+    before_state_change=("before",),
+    after_state_change=("after",),
+    finalize_event=("finalize",),
+)
+BEFORE_THE_CHANGE = ("prepare", "before", "on_exit")
+AFTER_THE_CHANGE = ("on_enter", "after")
+
+
+class TestCallbacksThatRaise:
+    """Item 8: a callback that raises before the state changes leaves both unchanged; one
+    that raises after leaves both changed; the history never disagrees with the state."""
+
+    @pytest.mark.parametrize("where", BEFORE_THE_CHANGE + AFTER_THE_CHANGE + ("finalize",))
+    def test_sync(self, where: str) -> None:
+        """issue 13 item 8: state and history agree whichever callback raises."""
+        model = _Raising(where)
+        m = EFFECT.machine(model, hooks=HOOKS, tier="compensable", entity_id="e")
+        if where == "finalize":  # transitions logs and swallows a finalize failure
+            m.trigger("execute", actor="proxy")
+        else:
+            with pytest.raises(RuntimeError, match=where):
+                m.trigger("execute", actor="proxy")
+        moved = where not in BEFORE_THE_CHANGE
+        unchanged(m, "executing" if moved else "pending", int(moved))
+        consistent(m, "pending")
+        model.where = ""
+        m.trigger("fail", actor="proxy") if moved else m.trigger("execute", actor="proxy")
+        consistent(m, "pending")
+
+    @pytest.mark.parametrize("where", BEFORE_THE_CHANGE + AFTER_THE_CHANGE)
+    def test_async(self, where: str) -> None:
+        """issue 13 item 8 (async)."""
+
+        async def scenario() -> None:
+            model = _Raising(where)
+            m = EFFECT.async_machine(model, hooks=HOOKS, tier="compensable", entity_id="e")
+            with pytest.raises(RuntimeError, match=where):
+                await m.trigger("execute", actor="proxy")
+            moved = where not in BEFORE_THE_CHANGE
+            unchanged(m, "executing" if moved else "pending", int(moved))
+            consistent(m, "pending")
+
+        asyncio.run(scenario())
+
+
+class TestDetailIsJson:
+    """Item 9: a detail is a JSON object or None, checked at the trigger and at record."""
+
+    @pytest.mark.parametrize("detail", BAD_DETAILS, ids=lambda d: type(d).__name__)
+    def test_trigger_refuses_a_detail_that_is_not_a_json_object(self, detail: Any) -> None:
+        """issue 13 item 9: a datetime detail was accepted (and write_jsonl then failed)."""
+        m = EFFECT.machine(tier="compensable")
+        with pytest.raises(MachinesError):
+            m.trigger("execute", actor="proxy", detail=detail)
+        unchanged(m, "pending", 0)
+
+    @pytest.mark.parametrize("detail", BAD_DETAILS, ids=lambda d: type(d).__name__)
+    def test_record_refuses_a_detail_that_is_not_a_json_object(self, detail: Any) -> None:
+        """issue 13 item 9: ``History.record`` is public and checks the same way."""
+        history = History("effect", "e", clock=lambda: 1.0)
+        history.record("a", "b", "t", "x")
+        with pytest.raises(MachinesError):
+            history.record("b", "c", "t", "x", detail=detail)
+        assert len(history) == 1
+
+    def test_the_recorded_detail_cannot_change_afterwards(self) -> None:
+        """issue 13 item 9: the detail was copied one level deep, so changing a nested
+        value afterwards rewrote the history (and could make it unwritable)."""
+        detail: dict[str, Any] = {"items": [1, 2]}
+        m = EFFECT.machine(tier="compensable", entity_id="e", clock=lambda: 1.0)
+        m.trigger("execute", actor="proxy", detail=detail)
+        detail["items"].append(datetime.datetime(2026, 1, 1))
+        assert m.history[0].detail == {"items": [1, 2]}
+        out = io.StringIO()
+        assert m.history.write_jsonl(out) == 1
+        assert json.loads(out.getvalue())["detail"] == {"items": [1, 2]}
+
+    def test_record_refuses_names_and_contexts_that_are_not_strings(self) -> None:
+        """issue 13 item 9: every field of a recorded event is checked before appending."""
+        history = History("effect", "e", clock=lambda: 1.0)
+        for args in (
+            (None, "b", "t", "x"),
+            ("a", 5, "t", "x"),
+            ("a", "b", ["t"], "x"),
+            ("a", "b", "t", Hostile()),
+        ):
+            with pytest.raises(MachinesError):
+                history.record(*args)
+        contexts: tuple[Any, ...] = ({"tier": 5}, {"tier": Hostile()}, [("tier", "x")], "tier")
+        for context in contexts:
+            with pytest.raises(MachinesError):
+                history.record("a", "b", "t", "x", context)
+        assert len(history) == 0
+
+    def test_a_history_is_named_by_strings_and_read_contexts_are_checked(self) -> None:
+        class Unreadable(dict[str, str]):
+            def items(self) -> Any:
+                raise RuntimeError("no")
+
+        with pytest.raises(MachinesError):
+            History(Hostile(), "e")  # type: ignore[arg-type]
+        with pytest.raises(MachinesError):
+            History("effect", None)  # type: ignore[arg-type]
+        history = History("effect", "e", clock=lambda: 1.0)
+        with pytest.raises(MachinesError):
+            history.record("a", "b", "t", "x", Unreadable(tier="compensable"))
+        history.record(StrSubclass("a"), "b", "t", "x", {StrSubclass("tier"): StrSubclass("c")})
+        event = history[0]
+        assert type(event.source) is str and type(next(iter(event.context))) is str
+
+    def test_write_jsonl_is_all_or_nothing(self) -> None:
+        """issue 13 item 9: write_jsonl wrote the lines before a bad event, then raised a
+        raw TypeError: a partial file. A read-only context is taken as it is (the hot
+        path), so it is how a bad value can still reach the history."""
+        history = History("effect", "e", clock=lambda: 1.0)
+        history.record("a", "b", "t", "x", {"tier": "compensable"})
+        forged: Any = MappingProxyType({"tier": datetime.date(2026, 1, 1)})
+        history.record("b", "c", "t", "x", forged)
+        out = io.StringIO()
+        with pytest.raises(MachinesError, match="nothing was written"):
+            history.write_jsonl(out)
+        assert out.getvalue() == ""
+
+
+def _calls(spec: MachineSpec, bad: Any) -> dict[str, Callable[[], object]]:
+    """Each public question of a spec, with ``bad`` in place of one name."""
+    return {
+        "step state": lambda: spec.step(bad, "execute", actor="proxy", tier="compensable"),
+        "step trigger": lambda: spec.step("pending", bad, actor="proxy", tier="compensable"),
+        "step actor": lambda: spec.step("pending", "execute", actor=bad, tier="compensable"),
+        "step context": lambda: spec.step("pending", "execute", actor="proxy", tier=bad),
+        "allows source": lambda: spec.allows(bad, "executing"),
+        "allows dest": lambda: spec.allows("pending", bad),
+        "allows context": lambda: spec.allows("pending", "executing", tier=bad),
+        "next_states": lambda: spec.next_states(bad),
+        "next_states context": lambda: spec.next_states("pending", tier=bad),
+        "triggers_from": lambda: spec.triggers_from(bad),
+        "forbidden_reason source": lambda: spec.forbidden_reason(bad, "pending"),
+        "forbidden_reason dest": lambda: spec.forbidden_reason("committed", bad),
+        "is_terminal": lambda: spec.is_terminal(bad),
+        "stepper context": lambda: spec.stepper(tier=bad),
+        "stepper state": lambda: spec.stepper(tier="compensable")(bad, "execute", "proxy"),
+        "stepper trigger": lambda: spec.stepper(tier="compensable")("pending", bad, "proxy"),
+        "stepper actor": lambda: spec.stepper(tier="compensable")("pending", "execute", bad),
+    }
+
+
+EXPECTED: dict[str, type[MachinesError]] = {
+    "step": InvalidStateTransition,
+    "allows": UnknownName,
+    "next_states": UnknownName,
+    "triggers_from": UnknownName,
+    "forbidden_reason": UnknownName,
+    "is_terminal": UnknownName,
+    "stepper": InvalidStateTransition,
+}
+CALLS = sorted(_calls(EFFECT, None))
+
+
+class TestNamesThatAreNotStrings:
+    """Item 17: every question of the definition layer refuses a name or a context value
+    that is not a string with its typed error, naming the machine."""
+
+    @pytest.mark.parametrize("bad", [*NOT_STRINGS, Hostile()], ids=[*NOT_STRINGS_IDS, "hostile"])
+    @pytest.mark.parametrize("call", CALLS)
+    def test_spec_questions(self, call: str, bad: Any) -> None:
+        """issue 13 item 17: ``spec.step(None, ...)`` and friends raised raw TypeErrors."""
+        expected = ContextError if "context" in call else EXPECTED[call.split()[0]]
+        with pytest.raises(expected) as caught:
+            _calls(EFFECT, bad)[call]()
+        message = str(caught.value)
+        assert "effect" in message and len(message) < 600
+
+    def test_forbidden_reason_of_an_unknown_state_is_refused(self) -> None:
+        """issue 13 item 17: an unknown state answered "nothing forbidden" (None)."""
+        with pytest.raises(UnknownName, match=r"'comitted' is not a state.*'committed'"):
+            EFFECT.forbidden_reason("comitted", "pending")
+
+    def test_a_long_or_unprintable_name_is_cut_and_escaped(self) -> None:
+        for name in ("x" * 100_000, "bad\nname\ud800"):
+            with pytest.raises(InvalidStateTransition) as caught:
+                EFFECT.step("pending", name, actor="proxy", tier="compensable")
+            assert len(str(caught.value)) < 600 and "\n" not in str(caught.value)
+
+    def test_a_model_keeps_its_own_state_object(self) -> None:
+        class Row:
+            def __init__(self) -> None:
+                self.status = StrSubclass("pending")
+
+        row = Row()
+        original = row.status
+        m = EFFECT.machine(row, state_attr="status", tier="compensable")
+        assert row.status is original and m.state == "pending" and type(m.state) is str
+
+    def test_string_subclasses_are_their_text(self) -> None:
+        m = EFFECT.machine(state=StrSubclass("pending"), tier=StrSubclass("compensable"))
+        assert EFFECT.step(StrSubclass("pending"), "execute", actor="proxy", tier="compensable")
+        assert EFFECT.is_terminal(StrSubclass("committed"))
+        assert m.trigger("execute", actor=StrSubclass("proxy")) == "executing"
+        assert type(m.context["tier"]) is str and type(m.state) is str
+
+
+class TestRuntimeOptionsAndArguments:
+    """Item 17: ``spec.machine(...)`` / ``async_machine(...)`` options and the arguments of
+    ``trigger`` and ``can``."""
+
+    @pytest.mark.parametrize(
+        "options",
+        [
+            {"state": []},
+            {"state": Hostile()},
+            {"state": 5},
+            {"state_attr": 3},
+            {"state_attr": Hostile()},
+            {"entity_id": 5},
+            {"entity_id": ""},
+            {"clock": 5},
+            {"hooks": [print]},
+            {"hooks": Hostile()},
+            {"tier": []},
+            {"tier": Hostile()},
+        ],
+        ids=lambda o: f"{next(iter(o))}={type(next(iter(o.values()))).__name__}",
+    )
+    @pytest.mark.parametrize("factory", ["machine", "async_machine"])
+    def test_bad_options_are_refused(self, factory: str, options: dict[str, Any]) -> None:
+        """issue 13 item 17: bad options raised TypeError, or were silently accepted."""
+        if "tier" not in options:
+            options = {**options, "tier": "compensable"}
+        with pytest.raises(MachinesError):
+            getattr(EFFECT, factory)(**options)
+
+    @pytest.mark.parametrize(
+        "options",
+        [
+            {"state_attr": "__class__"},
+            {"state_attr": "not an attribute"},
+            {"state_attr": 7},
+            {"hooks": Hooks(after_state_change=("no_such_method",))},
+        ],
+        ids=str,
+    )
+    def test_bad_options_with_a_model_leave_the_model_untouched(
+        self, options: dict[str, Any]
+    ) -> None:
+        """issue 13 item 17: ``state_attr=7`` raised TypeError; the model is never touched
+        by a refused construction."""
+
+        class Row:
+            pass
+
+        row = Row()
+        with pytest.raises(MachinesError):
+            EFFECT.machine(row, tier="compensable", **options)
+        assert vars(row) == {}
+
+    def test_a_model_that_cannot_hold_a_state_is_refused(self) -> None:
+        """issue 13 item 17: a model without settable attributes raised AttributeError."""
+        with pytest.raises(MachinesError, match="cannot hold its state"):
+            EFFECT.machine(42, state_attr="status", tier="compensable")
+
+    def test_a_model_holding_garbage_is_refused(self) -> None:
+        class Row:
+            def __init__(self) -> None:
+                self.status = ["pending"]
+
+        with pytest.raises(UnknownName):
+            EFFECT.machine(Row(), state_attr="status")
+
+    def test_a_model_id_whose_str_raises_is_refused(self) -> None:
+        class Row:
+            id = Hostile()
+            state = None
+
+        with pytest.raises(MachinesError, match="entity_id"):
+            EFFECT.machine(Row(), tier="compensable")
+
+    def test_hooks_are_checked_when_made(self) -> None:
+        """issue 13 item 17: a list of hooks was unhashable (TypeError at the first
+        entity); a callback that is neither callable nor a name failed mid-move."""
+
+        class Unhashable:
+            __hash__ = None  # type: ignore[assignment]
+
+            def __call__(self, event: Any) -> None:
+                pass
+
+        with pytest.raises(MachinesError, match="hashable"):
+            Hooks(after_state_change=(Unhashable(),))
+        assert Hooks(after_state_change=[print]).after_state_change == (print,)  # type: ignore[arg-type]
+        bads: tuple[Any, ...] = ([1], print, "audit", [""])
+        for bad in bads:
+            with pytest.raises(MachinesError):
+                Hooks(after_state_change=bad)
+
+    @pytest.mark.parametrize("bad", [*NOT_STRINGS, Hostile()], ids=[*NOT_STRINGS_IDS, "hostile"])
+    def test_trigger_and_can_refuse_names_that_are_not_strings(self, bad: Any) -> None:
+        """issue 13 item 17: ``trigger``/``can`` with an unhashable name raised TypeError."""
+        m = EFFECT.machine(tier="compensable")
+        with pytest.raises(InvalidStateTransition):
+            m.trigger(bad, actor="proxy")
+        with pytest.raises(InvalidStateTransition):
+            m.trigger("execute", actor=bad)
+        with pytest.raises(ContextError):
+            m.trigger("execute", actor="proxy", tier=bad)
+        with pytest.raises(InvalidStateTransition):
+            m.can(bad, actor="proxy")  # a mistake, not a "no"
+        with pytest.raises(InvalidStateTransition):
+            m.can("execute", actor=bad)
+        with pytest.raises(ContextError):
+            m.can("execute", actor="proxy", tier=bad)
+        assert m.can("teleport", actor="proxy") is False
+        unchanged(m, "pending", 0)
+
+    @pytest.mark.parametrize("bad", [[], Hostile(), None], ids=["list", "hostile", "none"])
+    def test_async_trigger_refuses_names_that_are_not_strings(self, bad: Any) -> None:
+        """issue 13 item 17 (async)."""
+
+        async def scenario() -> None:
+            m = EFFECT.async_machine(tier="compensable")
+            with pytest.raises(InvalidStateTransition):
+                await m.trigger(bad, actor="proxy")
+            with pytest.raises(InvalidStateTransition):
+                await m.trigger("execute", actor=bad)
+            with pytest.raises(ContextError):
+                await m.trigger("execute", actor="proxy", tier=bad)
+            with pytest.raises(InvalidStateTransition):
+                m.can(bad, actor="proxy")
+            unchanged(m, "pending", 0)
+
+        asyncio.run(scenario())
+
+    def test_a_model_state_changed_to_garbage_underneath_is_refused(self) -> None:
+        class Row:
+            status = "pending"
+
+        row = Row()
+        m = EFFECT.machine(row, state_attr="status", tier="compensable")
+        row.status = ["pending"]  # type: ignore[assignment]
+        with pytest.raises(InvalidStateTransition, match="must be a string"):
+            m.trigger("execute", actor="proxy")
+        with pytest.raises(InvalidStateTransition, match="must be a string"):
+            m.can("execute", actor="proxy")
+        assert "['pending']" in repr(m)
