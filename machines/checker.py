@@ -18,10 +18,12 @@ from machines.derive_check import (
     Counterexample,
     DerivationReport,
     check_derivation,
+    check_max_nodes,
 )
 from machines.errors import SpecError, SpecUnreadable
 from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import Finding, MachineSpec
+from machines.specfiles import as_path
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,16 @@ class Report:
 
 
 def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
-    """Check every definition in ``spec_dir`` (default: the bundled ones)."""
-    directory = Path(spec_dir) if spec_dir is not None else bundled_spec_dir()
+    """Check every definition in ``spec_dir`` (default: the bundled ones). ``max_nodes``
+    (1 to ``machines.derive_check.MAX_NODES``) bounds the derivation check; a bad one is
+    ``InvalidArgument``, an unusable ``spec_dir`` is reported as unreadable."""
+    check_max_nodes(max_nodes)
+    try:
+        directory = as_path(spec_dir) if spec_dir is not None else bundled_spec_dir()
+    except SpecUnreadable as exc:
+        report = Report(Path("<not a path>"))
+        report.unreadable.append(str(exc))
+        return report
     report = Report(directory)
     try:
         paths = definition_paths(directory)

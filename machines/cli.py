@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from machines.checker import Report, check
-from machines.derive_check import DERIVATION_INVARIANTS
+from machines.derive_check import DERIVATION_INVARIANTS, MAX_NODES
 from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.explore import SYSTEMS, ProgressBar, build_model, explore, scopes_of
 from machines.export import FORMATS, export
@@ -22,7 +22,6 @@ from machines.loader import bundled_spec_dir, definition_paths, load, read_defin
 HELP_WIDTH = 100
 """Help is wrapped at a fixed width, so the generated CLI page is the same everywhere."""
 
-MAX_NODES = 6
 """The largest ``check --max-nodes``. The derivation check enumerates every multiset of up
 to N node kinds, C(kinds + N, N) plans: over the bundled 48 kinds that is 2.9 million
 plans at 5 (about 2 s), 26 million at 6 (about 15 s), 200 million at 7 and 1.4 billion at
@@ -339,6 +338,7 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
 
 def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
     from machines.audit import audit_events, audit_store, read_log
+    from machines.store.records import shown_url
 
     try:
         paths = definition_paths(spec_dir or bundled_spec_dir())
@@ -352,7 +352,7 @@ def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
         else:
             assert url is not None
             breaches = audit_store(url, specs)
-            what = f"the store {url}"
+            what = f"the store {shown_url(url)}"
     except (OSError, MachinesError) as exc:
         print(f"machines audit: {_problem(exc)}", file=sys.stderr)
         return 2

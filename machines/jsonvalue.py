@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -24,6 +25,8 @@ MAX_DEPTH = 100
 """Deeper nesting is refused: no real result nests this deep, and a deeper one would
 exhaust the stack of a reader (ours, or a database's JSON parser)."""
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 120, 120, 120
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL that is not an escaped backslash
 
 
@@ -49,9 +52,11 @@ class UnstorableValue(MachinesError, ValueError):
 
 def describe(value: object, limit: int = 80) -> str:
     """A short, safe description of any value for an error message: its ``repr`` cut to
-    ``limit`` characters, or only its type when even ``repr`` fails (or is huge)."""
+    ``limit`` characters (built from a bounded part of the value: a 50 MB string or a
+    million-item list costs no more than a short one), or only its type when even
+    ``repr`` fails (a hostile ``__repr__``, an integer too long to print)."""
     try:
-        text = repr(value)
+        text = _SHORT.repr(value)
     except Exception:
         return f"a {type(value).__name__} (its repr failed)"
     return text if len(text) <= limit else f"{text[: limit - 3]}..."

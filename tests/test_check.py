@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from machines.analysis import RULE_KINDS
 from machines.checker import check
 from machines.cli import main
 from machines.derive_check import DERIVATION_INVARIANTS
+from machines.errors import MachinesError
 from tests.conftest import Document, SpecCopy, transition
 
 
@@ -461,3 +463,17 @@ def test_schema_and_ir_list_exactly_the_rule_catalog() -> None:
     schema = json.loads((bundled_spec_dir() / SCHEMA_FILE).read_text())
     assert schema["$defs"]["rule"]["properties"]["rule"]["enum"] == list(RULE_KINDS)
     assert set(typing.get_args(RuleKind)) == set(RULE_KINDS)
+
+
+@pytest.mark.parametrize("max_nodes", [0, 7, -1, True, "5", None, 10**100])
+def test_the_derivation_check_is_bounded_in_the_library_too(max_nodes: Any) -> None:
+    """issue 13 item 21: `check --max-nodes 8` ran for minutes and 100000 ended in a
+    MemoryError; the CLI bounds it, and so does `machines.check` itself."""
+    with pytest.raises(MachinesError, match="max_nodes"):
+        check(max_nodes=max_nodes)
+
+
+@pytest.mark.parametrize("spec_dir", [5, b"spec", ["spec"], object()])
+def test_check_reports_a_spec_dir_that_is_not_a_path(spec_dir: Any) -> None:
+    report = check(spec_dir)
+    assert report.exit_code == 2 and "str or a Path" in report.unreadable[0]

@@ -582,3 +582,18 @@ def test_json_written_behind_the_stores_back_is_a_store_error(tmp_path: Path) ->
         with pytest.raises(StoreError, match="JSON object"):
             frozen(value)  # how PostgreSQL's driver hands a column over
     assert frozen({"a": 1}) == MappingProxyType({"a": 1})
+
+
+def test_a_password_in_a_url_never_reaches_a_message() -> None:
+    """A PostgreSQL URL's password was echoed in every error and in the audit's verdict."""
+    from machines.store.records import shown_url
+
+    assert shown_url("postgresql://bob:s3cr3t@db:5432/app") == "postgresql://bob:***@db:5432/app"
+    assert (
+        shown_url("postgresql://db/app?password=s3cr3t&a=1")
+        == "postgresql://db/app?password=***&a=1"
+    )
+    assert shown_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    with pytest.raises(MachinesError) as refused:
+        open_store("postgresql://bob:s3cr3t@127.0.0.1:1/app?connect_timeout=2")
+    assert "s3cr3t" not in str(refused.value) and "bob:***@" in str(refused.value)

@@ -50,6 +50,7 @@ from machines.store.records import (
     decide_move,
     encode,
     frozen,
+    shown_url,
 )
 from machines.store.sql import (
     SCHEMA_TABLE,
@@ -89,17 +90,25 @@ _READ_ONLY = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATA
 """Every transaction of a read-only store's session, including each single statement."""
 
 
+CONNECT_TIMEOUT = 10
+"""Seconds to wait for a server that does not answer, unless the URL says otherwise
+(``?connect_timeout=N``): an unreachable host is an error, not a wait for TCP to give up."""
+
+
 def _connect(url: str, read_only: bool = False) -> psycopg.Connection[Any]:
     try:
-        conn = psycopg.connect(url, autocommit=True)
+        if "connect_timeout" in url:
+            conn = psycopg.connect(url, autocommit=True)
+        else:
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {url}: {exc}") from exc
+        raise StoreError(f"cannot connect to PostgreSQL at {shown_url(url)}: {exc}") from exc
     if read_only:
         try:
             conn.execute(_READ_ONLY)
         except psycopg.Error as exc:
             conn.close()
-            raise StoreError(f"{url}: cannot make the session read-only: {exc}") from exc
+            raise StoreError(f"{shown_url(url)}: cannot make the session read-only: {exc}") from exc
     return conn
 
 
@@ -113,6 +122,7 @@ class PostgresStore:
         read_only: bool = False,
     ):
         self.url = url
+        self.where = shown_url(url)  # the URL as messages show it: no password
         self.read_only = read_only
         self._specs = dict(specs)
         self._clock = clock
@@ -130,7 +140,7 @@ class PostgresStore:
                     "SELECT fingerprint FROM machines_schema WHERE machine = %s", (name,)
                 ).fetchone()
                 expected = fingerprint(spec)
-                if needs_tables(url, name, found and found[0], expected):
+                if needs_tables(self.where, name, found and found[0], expected):
                     conn.execute(postgres_schema(spec).encode())
                     conn.execute("INSERT INTO machines_schema VALUES (%s, %s)", (name, expected))
 
@@ -143,7 +153,7 @@ class PostgresStore:
                 if exists and exists[0]
                 else None
             )
-        existing_tables(self.url, found, {n: fingerprint(s) for n, s in self._specs.items()})
+        existing_tables(self.where, found, {n: fingerprint(s) for n, s in self._specs.items()})
 
     def _connection(self) -> psycopg.Connection[Any]:
         """This thread's connection (autocommit: a transaction is an explicit BEGIN), with
@@ -154,7 +164,7 @@ class PostgresStore:
             conn = self._connections.keep(_connect(self.url, self.read_only))
         if conn.info.transaction_status != _IDLE:
             raise StoreError(
-                f"{self.url}: a transaction is already open in this thread; "
+                f"{self.where}: a transaction is already open in this thread; "
                 "transactions do not nest"
             )
         return conn
@@ -213,13 +223,13 @@ class PostgresStore:
             raise StaleWrite(f"a concurrent transaction won: {exc}") from exc
         except psycopg.errors.ReadOnlySqlTransaction as exc:
             raise StoreError(
-                f"{self.url}: this store was opened read-only (for an audit): it refuses "
+                f"{self.where}: this store was opened read-only (for an audit): it refuses "
                 "every write"
             ) from exc
         except _DIALECT.refusals as exc:
             raise refused(_DIALECT.reason(exc)) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"{self.url}: {exc}") from exc
+            raise StoreError(f"{self.where}: {exc}") from exc
 
     def close(self) -> None:
         self._connections.close_all()

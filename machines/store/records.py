@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import urllib.parse
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -243,6 +245,20 @@ def decide_move(
     spec = spec_for(specs, row.machine)
     full = MappingProxyType({**row.context, **context}) if context else row.context
     return spec.step(row.state, trigger, actor=actor, **full), full
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may appear in a message or a log: a password, in the authority or in
+    the query (``password=``), is replaced by ``***``."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def as_read(current: Row | None, row: Row) -> bool:
