@@ -21,6 +21,8 @@ from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    check_update,
+    creation_context,
     decide_move,
     decode,
     encode,
@@ -100,7 +102,7 @@ class _MemoryTransaction:
         scope: str | None = None,
     ) -> tuple[Row, bool]:
         spec = spec_for(self._store._specs, machine)
-        spec.stepper(**(context or {}))
+        creation_context(spec, context)
         existing = self._store._rows.get((machine, key))
         if existing is not None:
             return same_entity(existing, scope, context), False
@@ -172,10 +174,12 @@ class _MemoryTransaction:
         current = self.get(row.machine, row.key)
         if current is None or current.version != row.version:
             raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
+        new_data = decode(encode(data))
+        check_update(self._store._specs[row.machine], current, data)
         return self._put(
             replace(
                 current,
-                data=decode(encode(data)),
+                data=new_data,
                 version=current.version + 1,
                 updated_at=self._store._clock(),
             )

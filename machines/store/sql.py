@@ -1,9 +1,9 @@
 """What the SQLite and PostgreSQL transactions share: the same statements on the same
-generated tables, told apart only by their dialect (placeholders, JSON columns, the
-creation-order column, how a refusal arrives). Each store keeps its own ``move``: SQLite
-writes the history event first and lets its trigger fence the row; PostgreSQL writes the
-fenced UPDATE and its event in one statement, so that a lost race never aborts the
-transaction."""
+generated tables (named by ``machines.store.names``), told apart only by their dialect
+(placeholders, JSON columns, the creation-order column, how a refusal arrives). A move is
+one statement on both: the entity UPDATE fenced by the version it read, naming the move in
+its ``last_*`` columns; the database checks it and writes its history event itself
+(``machines.store.ddl``), so a lost race matches no row and never aborts the transaction."""
 
 from __future__ import annotations
 
@@ -13,21 +13,19 @@ from typing import Any, Protocol
 
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
+from machines.store.names import name
 from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    check_update,
+    creation_context,
+    decide_move,
     decode,
     encode,
     same_entity,
     spec_for,
 )
-
-SCHEMA_TABLE = (
-    "CREATE TABLE IF NOT EXISTS machines_schema "
-    "(machine TEXT PRIMARY KEY, fingerprint TEXT NOT NULL)"
-)
-"""Which machines' tables a database holds, and for which version of each spec."""
 
 
 def needs_tables(where: str, machine: str, found: str | None, expected: str) -> bool:
@@ -49,6 +47,7 @@ class Dialect:
     ordinal: str  # the column that gives creation order
 
     lock_skipping: str  # what makes a SELECT lock its rows, skipping those held elsewhere
+    reads_before_insert: bool  # its schema refuses any INSERT of an existing key
     refusals: tuple[type[Exception], ...]  # how the database says its schema refused a write
 
     def json(self, value: Any) -> Mapping[str, Any]:
@@ -72,7 +71,7 @@ class Connection(Protocol):
 
 class SQLTransaction:
     """A transaction on the generated schema, on one connection; a subclass names its
-    dialect and writes its own ``move``."""
+    dialect."""
 
     dialect: Dialect
 
@@ -133,13 +132,17 @@ class SQLTransaction:
         scope: str | None = None,
     ) -> tuple[Row, bool]:
         spec = spec_for(self._specs, machine)
-        spec.stepper(**(context or {}))  # validates the context (ContextError)
+        creation_context(spec, context)
+        if self.dialect.reads_before_insert:  # no other writer: the transaction holds them off
+            existing = self.get(machine, key)
+            if existing is not None:
+                return same_entity(existing, scope, context), False
         now = self._clock()
         p, j = self.dialect.param, self.dialect.json_param
         context_json, data_json = encode(context), encode(data)
         created = self._write(
-            f"INSERT INTO {machine}_entities (key, state, context, data, scope, moves, version, "
-            f"created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
+            f"INSERT INTO {name(machine, 'entities')} (key, state, context, data, scope, moves, "
+            f"version, created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
             f"ON CONFLICT (key) DO NOTHING RETURNING {self.dialect.ordinal}",
             (key, spec.initial, context_json, data_json, scope, now, now),
         )
@@ -164,24 +167,65 @@ class SQLTransaction:
     def get(self, machine: str, key: str) -> Row | None:
         spec_for(self._specs, machine)
         found = self._fetchone(
-            f"SELECT {self._columns()} FROM {machine}_entities WHERE key = {self.dialect.param}",
+            f"SELECT {self._columns()} FROM {name(machine, 'entities')} "
+            f"WHERE key = {self.dialect.param}",
             (key,),
         )
         return None if found is None else self._row(machine, found)
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
         m = row.machine
-        spec_for(self._specs, m)
+        spec = spec_for(self._specs, m)
         p, j = self.dialect.param, self.dialect.json_param
         data_json, now = encode(data), self._clock()
+        check_update(spec, row, data)
         updated = self._write(
-            f"UPDATE {m}_entities SET data = {j}, version = version + 1, updated_at = {p} "
-            f"WHERE key = {p} AND version = {p} RETURNING version",
+            f"UPDATE {name(m, 'entities')} SET data = {j}, version = version + 1, "
+            f"updated_at = {p} WHERE key = {p} AND version = {p} RETURNING version",
             (data_json, now, row.key, row.version),
         )
         if updated is None:
             raise StaleWrite(f"{m} '{row.key}' changed since it was read")
         return replace(row, data=decode(data_json), version=row.version + 1, updated_at=now)
+
+    def move(
+        self,
+        row: Row,
+        trigger: str,
+        *,
+        actor: str,
+        context: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        """One statement: the UPDATE fenced by the version read, naming the move; the
+        database judges it and writes its history event. A writer that lost the race
+        matches no row (``StaleWrite``); on PostgreSQL it first waits for the winner's row
+        lock, and its transaction is not aborted."""
+        dest, full = decide_move(self._specs, row, trigger, actor, context)
+        p, j = self.dialect.param, self.dialect.json_param
+        now = self._clock()
+        data_json = encode(row.data if data is None else data)
+        matched = self._write(
+            f"UPDATE {name(row.machine, 'entities')} SET state = {p}, moves = moves + 1, "
+            f"version = version + 1, data = {j}, updated_at = {p}, last_trigger = {p}, "
+            f"last_actor = {p}, last_detail = {j}, last_context = {j} "
+            f"WHERE key = {p} AND version = {p} RETURNING version",
+            (
+                dest,
+                data_json,
+                now,
+                trigger,
+                actor,
+                None if detail is None else encode(detail),
+                encode(full),
+                row.key,
+                row.version,
+            ),
+        )
+        if matched is None:
+            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
+        return moved(row, dest, data_json, now)
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         spec_for(self._specs, machine)
@@ -201,7 +245,8 @@ class SQLTransaction:
             )
             for seq, source, dest, trigger, actor, detail, context, at in self._fetchall(
                 f"SELECT seq, source, dest, trigger, actor, detail, context, at "
-                f"FROM {machine}_history WHERE entity = {self.dialect.param} ORDER BY seq",
+                f"FROM {name(machine, 'history')} WHERE entity = {self.dialect.param} "
+                "ORDER BY seq",
                 (key,),
             )
         ]
@@ -228,7 +273,7 @@ class SQLTransaction:
         return [
             self._row(machine, values)
             for values in self._fetchall(
-                f"SELECT {self._columns()} FROM {machine}_entities {where} "
+                f"SELECT {self._columns()} FROM {name(machine, 'entities')} {where} "
                 f"ORDER BY {self.dialect.ordinal} {tail}",
                 params,
             )

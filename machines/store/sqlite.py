@@ -19,23 +19,9 @@ from typing import Any
 from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import sqlite_schema
-from machines.store.records import (
-    OneWriteTransactions,
-    Row,
-    StaleWrite,
-    StoreError,
-    decide_move,
-    decode,
-    encode,
-)
-from machines.store.sql import (
-    SCHEMA_TABLE,
-    Dialect,
-    SQLTransaction,
-    moved,
-    needs_tables,
-)
+from machines.store.ddl import REGISTRY, sqlite_registry, sqlite_schema
+from machines.store.records import OneWriteTransactions, StoreError, decode
+from machines.store.sql import Dialect, SQLTransaction, needs_tables
 
 
 def fingerprint(spec: MachineSpec) -> str:
@@ -90,17 +76,18 @@ class SQLiteStore(OneWriteTransactions):
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(SCHEMA_TABLE)
+            for statement in _statements(sqlite_registry()):
+                conn.execute(statement)
             for name, spec in self._specs.items():
                 found = conn.execute(
-                    "SELECT fingerprint FROM machines_schema WHERE machine = ?", (name,)
+                    f"SELECT fingerprint FROM {REGISTRY} WHERE machine = ?", (name,)
                 ).fetchone()
                 expected = fingerprint(spec)
                 fresh = needs_tables(self.path, name, found and found[0], expected)
                 for statement in _statements(sqlite_schema(spec)):
                     conn.execute(statement)
                 if fresh:
-                    conn.execute("INSERT INTO machines_schema VALUES (?, ?)", (name, expected))
+                    conn.execute(f"INSERT INTO {REGISTRY} VALUES (?, ?)", (name, expected))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -151,6 +138,7 @@ class _SQLiteDialect(Dialect):
     json_param = "?"
     ordinal = "rowid"
     lock_skipping = ""  # BEGIN IMMEDIATE already holds the whole database
+    reads_before_insert = True  # under BEGIN IMMEDIATE nobody inserts between read and write
     refusals = (sqlite3.IntegrityError,)  # a trigger's RAISE(ABORT) arrives as one too
 
     def json(self, value: Any) -> Mapping[str, Any]:
@@ -162,48 +150,3 @@ class _SQLiteDialect(Dialect):
 
 class _SQLiteTransaction(SQLTransaction):
     dialect = _SQLiteDialect()
-
-    def move(
-        self,
-        row: Row,
-        trigger: str,
-        *,
-        actor: str,
-        context: Mapping[str, str] | None = None,
-        detail: Mapping[str, Any] | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> Row:
-        dest, full = decide_move(self._specs, row, trigger, actor, context)
-        m, now = row.machine, self._clock()
-        try:
-            # The history trigger refuses an event that does not continue the row as
-            # stored, so a row moved since it was read fails here.
-            self._write(
-                f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
-                "context, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.key,
-                    row.moves + 1,
-                    row.state,
-                    dest,
-                    trigger,
-                    actor,
-                    None if detail is None else encode(detail),
-                    encode(full),
-                    now,
-                ),
-            )
-        except StoreError as refusal:
-            current = self.get(m, row.key)
-            if current is None or current.version != row.version:
-                raise StaleWrite(f"{m} '{row.key}' changed since it was read") from refusal
-            raise
-        data_json = encode(row.data if data is None else data)
-        updated = self._write(
-            f"UPDATE {m}_entities SET state = ?, moves = moves + 1, version = version + 1, "
-            "data = ?, updated_at = ? WHERE key = ? AND version = ? RETURNING version",
-            (dest, data_json, now, row.key, row.version),
-        )
-        if updated is None:  # the caller's with-block rolls the history event back
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return moved(row, dest, data_json, now)
