@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from machines.spec import MachineSpec
 from machines.store.names import name
@@ -192,52 +191,6 @@ SELECT * FROM (VALUES
     NO_TRUNCATE = "TRUNCATE refused: legal moves, entities and history are never emptied"
 
 
-@dataclass(frozen=True)
-class Spelling:
-    """How one database spells the context checks over ``json_each`` rows."""
-
-    any_of: str  # the aggregate "true for some row"
-    text: str  # a row's value as SQL text
-    not_string: str  # "the row's value is not a JSON string"
-    stored: str  # the entity's stored value of the variable ``%s``
-    differs: str  # "{a} differs from {b}", NULL compared as a value
-
-
-_SQLITE = Spelling(
-    any_of="max",
-    text="value",
-    not_string="type IS NOT 'text'",
-    stored="json_extract(OLD.context, '$.%s')",
-    differs="{a} IS NOT {b}",
-)
-
-
-def context_ok(plan: Plan, column: str, spelling: Spelling, *, at_creation: bool) -> str:
-    """A boolean, from one scan of ``json_each(column)``: no key twice, every value a
-    string the spec allows for its variable, and every fixed variable present. At creation
-    the context holds exactly the fixed variables; in a move it may add derived ones, and
-    each fixed one must equal the entity's stored value."""
-    fixed = len(plan.fixed)
-    whens = []
-    for v, values in {**plan.fixed, **({} if at_creation else plan.derived)}.items():
-        if v in plan.fixed and not at_creation:
-            differs = spelling.differs.format(a=spelling.text, b=spelling.stored % v)
-            whens.append(f"WHEN {literal(v)} THEN {differs}")
-        else:
-            whens.append(f"WHEN {literal(v)} THEN {spelling.text} NOT IN ({in_list(values)})")
-    wrong = f"CASE key {' '.join(whens)} ELSE TRUE END" if whens else "TRUE"
-    if at_creation:
-        count = f"count(*) = {fixed} AND count(DISTINCT key) = {fixed}"
-    else:
-        present = f"key IN ({in_list(plan.fixed)})" if plan.fixed else "FALSE"
-        count = (
-            "count(*) = count(DISTINCT key) AND "
-            f"coalesce(sum(CASE WHEN {present} THEN 1 ELSE 0 END), 0) = {fixed}"
-        )
-    bad = f"{spelling.any_of}({spelling.not_string} OR {wrong})"
-    return f"(SELECT {count} AND NOT coalesce({bad}, FALSE) FROM json_each({column}))"
-
-
 # -- SQLite --------------------------------------------------------------------------------
 
 
@@ -249,7 +202,31 @@ def _sqlite_object(column: str) -> str:
 
 
 def _sqlite_context_ok(plan: Plan, column: str, *, at_creation: bool) -> str:
-    ok = context_ok(plan, column, _SQLITE, at_creation=at_creation)
+    """A boolean, from one scan of ``json_each(column)``: an object, no key twice (SQLite
+    reads the first of two, Python the last), every value a string the spec allows for
+    its variable, and every fixed variable present. At creation the context holds exactly
+    the fixed variables; in a move it may add derived ones, and each fixed one must equal
+    the entity's stored value."""
+    fixed = len(plan.fixed)
+    whens = []
+    for v, values in {**plan.fixed, **({} if at_creation else plan.derived)}.items():
+        if v in plan.fixed and not at_creation:
+            whens.append(f"WHEN {literal(v)} THEN value IS NOT json_extract(OLD.context, '$.{v}')")
+        else:
+            whens.append(f"WHEN {literal(v)} THEN value NOT IN ({in_list(values)})")
+    wrong = f"CASE key {' '.join(whens)} ELSE TRUE END" if whens else "TRUE"
+    if at_creation:
+        count = f"count(*) = {fixed} AND count(DISTINCT key) = {fixed}"
+    else:
+        present = f"key IN ({in_list(plan.fixed)})" if plan.fixed else "FALSE"
+        count = (
+            "count(*) = count(DISTINCT key) AND "
+            f"coalesce(sum(CASE WHEN {present} THEN 1 ELSE 0 END), 0) = {fixed}"
+        )
+    ok = (
+        f"(SELECT {count} AND NOT coalesce(max(type IS NOT 'text' OR {wrong}), FALSE) "
+        f"FROM json_each({column}))"
+    )
     return f"CASE WHEN {_sqlite_object(column)} THEN {ok} ELSE FALSE END"
 
 

@@ -17,25 +17,35 @@ from machines.store.ddl import (
     MOVE_VALUES,
     REGISTRY,
     Plan,
-    Spelling,
-    context_ok,
     in_list,
     literal,
-)
-
-_POSTGRES = Spelling(
-    any_of="bool_or",
-    text="(value #>> '{}')",
-    not_string="json_typeof(value) <> 'string'",
-    stored="(OLD.context ->> '%s')",
-    differs="{a} IS DISTINCT FROM {b}",
 )
 
 _FUNCTIONS = ("refuse", "entities_guard", "entities_record", "history_guard")
 
 
 def _context_ok(plan: Plan, column: str, *, at_creation: bool) -> str:
-    return context_ok(plan, column, _POSTGRES, at_creation=at_creation)
+    """A boolean without a query (PL/pgSQL evaluates it at once): an object with no key
+    but the spec's variables (at creation: its fixed ones), each a string the spec allows;
+    every fixed variable present, in a move equal to the entity's stored value. A key
+    given twice is read as its last value, by PostgreSQL and by Python alike."""
+    allowed = list(plan.fixed) if at_creation else [*plan.fixed, *plan.derived]
+    keys = f"ARRAY[{in_list(allowed)}]::text[]" if allowed else "ARRAY[]::text[]"
+    checks = [f"{column}::jsonb - {keys} = '{{}}'::jsonb"]
+    for v, values in plan.fixed.items():
+        text, kind = f"({column} ->> {literal(v)})", f"json_typeof({column} -> {literal(v)})"
+        expected = f"(OLD.context ->> {literal(v)})" if not at_creation else None
+        checks.append(f"{kind} = 'string'")
+        checks.append(f"{text} = {expected}" if expected else f"{text} IN ({in_list(values)})")
+    if not at_creation:
+        for v, values in plan.derived.items():
+            text, kind = f"({column} ->> {literal(v)})", f"json_typeof({column} -> {literal(v)})"
+            checks.append(
+                f"({column} -> {literal(v)} IS NULL OR ({kind} = 'string' "
+                f"AND {text} IN ({in_list(values)})))"
+            )
+    joined = "\n       AND ".join(checks)
+    return f"coalesce({joined}, FALSE)"
 
 
 def _final_data(plan: Plan) -> str:
@@ -51,7 +61,7 @@ def _final_data(plan: Plan) -> str:
             changed = f"{without('NEW.data', kept)} IS DISTINCT FROM {without('OLD.data', kept)}"
         else:
             changed = "NEW.data::text IS DISTINCT FROM OLD.data::text"
-        cases.append(f"\n        WHEN {literal(state)} THEN {changed}")
+        cases.append(f"\n          WHEN {literal(state)} THEN {changed}")
     return f"(CASE OLD.state{''.join(cases)}\n        ELSE FALSE END)" if cases else "FALSE"
 
 
@@ -157,9 +167,11 @@ BEGIN
     IF {last_move_changed} THEN
       {raise_(say(p.STILL))}
     END IF;
-    IF json_typeof(NEW.data) = 'object' THEN
-      IF {_final_data(p)} THEN
-        {raise_(p.final_data_message)}
+    IF OLD.state IN ({in_list(p.terminal) or "NULL"}) THEN
+      IF json_typeof(NEW.data) = 'object' THEN
+        IF {_final_data(p)} THEN
+          {raise_(p.final_data_message)}
+        END IF;
       END IF;
     END IF;
     RETURN NEW;
@@ -200,8 +212,7 @@ BEGIN
       WHERE e.key = NEW.entity AND e.moves = NEW.seq AND e.state = NEW.dest
         AND e.last_trigger = NEW.trigger AND e.last_actor = NEW.actor
         AND e.last_detail::text IS NOT DISTINCT FROM NEW.detail::text
-        AND e.last_context::text = NEW.context::text AND e.updated_at = NEW.at)
-     OR EXISTS (SELECT 1 FROM {history} h WHERE h.entity = NEW.entity AND h.seq = NEW.seq) THEN
+        AND e.last_context::text = NEW.context::text AND e.updated_at = NEW.at) THEN
     {raise_(say(p.HISTORY_ONLY_MOVES))}
   END IF;
   RETURN NEW;

@@ -66,7 +66,9 @@ class Transaction(Protocol):
         scope: str | None = None,
     ) -> tuple[Row, bool]:
         """Create the row in the initial state, or return the existing one: ``(row,
-        created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``)."""
+        created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``). ``context``
+        gives a value for every fixed context variable and no derived one (those are
+        given per move); every later move is judged against it (``ContextError``)."""
 
     def get(self, machine: str, key: str) -> Row | None:
         """The row of ``key``, or None."""
@@ -84,11 +86,14 @@ class Transaction(Protocol):
         """Fire ``trigger`` on ``row`` (as read at ``row.version``): the new row.
 
         Raises ``InvalidStateTransition`` when the spec refuses, ``StaleWrite`` when the
-        row changed since it was read. ``data`` replaces the row's data when given."""
+        row changed since it was read. ``data`` replaces the row's data when given.
+        ``context`` gives the derived context variables (a request's ``side_effects``);
+        a fixed one may only repeat the stored value (``ContextError`` otherwise)."""
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
         """Replace the data of ``row`` (as read) without a state change; ``StaleWrite``
-        when it changed since."""
+        when it changed since. In a terminal state only the fields the state declares as
+        ``annotations`` may change (``StoreError`` otherwise)."""
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         """Every move of ``key``, oldest first (one event per move, numbered from 1)."""

@@ -133,13 +133,13 @@ class SQLTransaction:
     ) -> tuple[Row, bool]:
         spec = spec_for(self._specs, machine)
         creation_context(spec, context)
+        context_json, data_json = encode(context), encode(data)
         if self.dialect.reads_before_insert:  # no other writer: the transaction holds them off
             existing = self.get(machine, key)
             if existing is not None:
                 return same_entity(existing, scope, context), False
         now = self._clock()
         p, j = self.dialect.param, self.dialect.json_param
-        context_json, data_json = encode(context), encode(data)
         created = self._write(
             f"INSERT INTO {name(machine, 'entities')} (key, state, context, data, scope, moves, "
             f"version, created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
