@@ -8,7 +8,8 @@ from typing import Any
 
 from machines.render import to_dot, to_mermaid
 from machines.spec import Clause, MachineSpec
-from machines.store.ddl import postgres_schema, sqlite_schema
+from machines.store.ddl import sqlite_schema
+from machines.store.ddl_postgres import postgres_schema
 
 FORMATS = ("json", "sql", "postgresql", "mermaid", "dot")
 
@@ -40,6 +41,7 @@ def as_json(spec: MachineSpec) -> dict[str, Any]:
                 "db_value": s.db_value,
                 "enum": s.enum_name,
                 "tags": list(s.tags),
+                "annotations": list(s.annotations),
                 "description": s.description,
             }
             for name, s in spec.states.items()

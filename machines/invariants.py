@@ -18,7 +18,7 @@ from machines.derive import Deriver
 from machines.errors import MachinesError
 from machines.history import TransitionEvent
 from machines.spec import MachineSpec
-from machines.store.records import Store
+from machines.store.records import Store, derived_variables
 from machines.vocabulary import EFFECT_STARTED
 from machines.vocabulary import RELEASES_RESERVATION as RELEASES
 
@@ -101,12 +101,27 @@ def terminal_final(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> l
 
 def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
     """Every state change has exactly one event: the events form one unbroken chain from
-    the initial state to the current one, each a move the spec allows, and no earlier
-    snapshot's history was rewritten."""
+    the initial state to the current one, each a move the spec allows under the entity's
+    own context (a fixed variable an event gives another value is a breach), and no
+    earlier snapshot's history was rewritten."""
     out = []
     for spec, e in _machines(specs, snap):
         state = spec.initial
+        derived = derived_variables(spec)
+        fixed = {k: v for k, v in e.context.items() if k not in derived}
         for i, ev in enumerate(e.history, start=1):
+            forged = sorted(k for k, v in fixed.items() if ev.context.get(k) != v)
+            if forged:
+                out.append(
+                    Breach(
+                        "append-only-history",
+                        e.machine,
+                        e.key,
+                        "an event judged under another context than the entity's: "
+                        + ", ".join(f"{k}={ev.context.get(k)!r}, not {fixed[k]!r}" for k in forged),
+                        (ev,),
+                    )
+                )
             if ev.seq != i or ev.source != state:
                 out.append(
                     Breach(
@@ -119,7 +134,7 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
                 )
                 break
             try:
-                dest = spec.step(ev.source, ev.trigger, actor=ev.actor, **ev.context)
+                dest = spec.step(ev.source, ev.trigger, actor=ev.actor, **{**ev.context, **fixed})
                 why = "" if dest == ev.dest else f": the move leads to '{dest}', not '{ev.dest}'"
             except MachinesError as refused:
                 why = f": {refused}"

@@ -341,12 +341,20 @@ class _Builder:
                     f"db_value {quote(db_value)} is already used by {quote(seen_db[db_value])}",
                 )
             seen_db[db_value] = name
+            annotations = tuple(raw.get("annotations", ()))
+            if annotations and not raw.get("terminal", False):
+                self.problem(
+                    ("states", name, "annotations"),
+                    "annotations name the data fields that may change in a terminal state; "
+                    f"'{name}' is not terminal (its data may change anyway): remove them",
+                )
             out[name] = State(
                 name,
                 raw["description"],
                 raw.get("terminal", False),
                 db_value,
                 self.state_tags(name, raw.get("tags", [])),
+                annotations,
             )
         return MappingProxyType(out)
 

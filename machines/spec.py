@@ -38,6 +38,9 @@ class State:
     terminal: bool
     db_value: str
     tags: tuple[str, ...]
+    annotations: tuple[str, ...] = ()
+    """Data fields that may still change while the entity is in this terminal state (a
+    replay count); every other field of a finished entity never changes."""
 
     @property
     def enum_name(self) -> str:

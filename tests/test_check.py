@@ -157,7 +157,7 @@ BREAKAGES = [
     Breakage(
         "terminal-mark-dropped",
         "effect",
-        lambda d: d["states"]["committed"].pop("terminal"),
+        lambda d: [d["states"]["committed"].pop(k) for k in ("terminal", "annotations")],
         "always-can-finish",
         "can_terminate",
         ("from 'committed' no terminal state",),

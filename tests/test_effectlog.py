@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 import machines.store.memory as memory_store
-import machines.store.postgres as postgres_store
 import machines.store.sql as sql_store
-import machines.store.sqlite as sqlite_store
 from machines.errors import ContextError, InvalidStateTransition, MachinesError
 from machines.store import RecordExists, Row, Store, StoreError, open_store
 from machines.store.records import encode
@@ -558,9 +556,8 @@ def test_an_unstorable_result_is_not_lost_silently(log: EffectLog, result: Any) 
 def inject_write_fault(
     monkeypatch: pytest.MonkeyPatch, when: Callable[[Mapping[str, Any]], bool]
 ) -> None:
-    """Make every store fail to encode a row's data when ``when`` says so. In SQLite that
-    is in the middle of a move, after its history event is written (it encodes the data
-    last); a PostgreSQL move is one statement, so the fault comes before it."""
+    """Make every store fail to encode a row's data when ``when`` says so (a move is one
+    statement on both databases, so the fault comes before it)."""
 
     def faulty(value: Mapping[str, Any] | None, *where: str) -> str:
         if value and "runs" in value and when(value):  # a row's data, not a detail
@@ -568,9 +565,7 @@ def inject_write_fault(
         return encode(value, *where)
 
     monkeypatch.setattr(memory_store, "encode", faulty)
-    monkeypatch.setattr(sql_store, "encode", faulty)  # inserts and updates, both databases
-    monkeypatch.setattr(sqlite_store, "encode", faulty)
-    monkeypatch.setattr(postgres_store, "encode", faulty)
+    monkeypatch.setattr(sql_store, "encode", faulty)  # every write, both databases
 
 
 def test_a_failed_commit_write_rolls_back_the_whole_move(

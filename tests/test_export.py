@@ -8,7 +8,8 @@ import pytest
 
 import machines
 from machines.cli import main
-from machines.store.ddl import postgres_schema, sqlite_schema
+from machines.store.ddl import sqlite_schema
+from machines.store.ddl_postgres import postgres_schema
 from tests.conftest import postgres_schema as postgres_schema_on_server
 
 

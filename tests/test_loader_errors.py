@@ -224,7 +224,7 @@ def test_unknown_key_in_a_state(spec_dir: Path) -> None:
         f"line {line_of(text, r'^    colour: red$')}, at states.pending.colour: "
     )
     assert "unknown key(s) 'colour'" in problem
-    assert "allowed here: db_value, description, tags, terminal" in problem
+    assert "allowed here: annotations, db_value, description, tags, terminal" in problem
     assert "Remove or fix the spelling" in problem
 
 

@@ -1,6 +1,6 @@
-"""What only a real PostgreSQL server shows: the PL/pgSQL schema refusing raw SQL, and
-many threads racing on the same keys and rows. (Every test that takes the ``store``
-fixture also runs on PostgreSQL; see tests/conftest.py.)"""
+"""What only a real PostgreSQL server shows: many threads racing on the same keys and
+rows. (The PL/pgSQL schema refusing raw SQL is in tests/test_raw_sql_attacks.py; every
+test that takes the ``store`` fixture also runs on PostgreSQL, see tests/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -8,16 +8,18 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import machines
 from machines.store import open_store
 from machines.store.postgres import PostgresStore, _PostgresTransaction
 from machines.store.records import StaleWrite, StoreError
 from machines.systems import ExactlyOnce
 from tests.conftest import postgres_schema
-from tests.test_store import RAW_SQL_REFUSALS, compensable, executing
+from tests.test_store import compensable
 
 
 @pytest.fixture
@@ -46,71 +48,17 @@ def race(threads: int, work: Callable[[int], Any]) -> list[Any]:
     return results
 
 
-@pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)
-def test_raw_sql_is_refused_by_the_database(url: str, sql: str, why: str) -> None:
-    import psycopg
-
-    executing(url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        with pytest.raises(psycopg.Error, match=why):
-            conn.execute(sql)
-        assert conn.execute("SELECT state, moves FROM effect_entities").fetchone() == (
-            "executing",
-            1,
-        )
-        assert conn.execute("SELECT count(*) FROM effect_history").fetchone() == (1,)
-
-
-COMMIT_EVENT = (
-    "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', 'commit', "
-    "'proxy', NULL, '{\"tier\": \"compensable\"}', 0)"
-)
-COMMIT_STATE = "UPDATE effect_entities SET state = 'committed', moves = 2"
-
-
-@pytest.mark.parametrize("order", [(COMMIT_EVENT, COMMIT_STATE), (COMMIT_STATE, COMMIT_EVENT)])
-def test_a_legal_raw_move_is_accepted_in_either_order(url: str, order: tuple[str, str]) -> None:
-    """The state change is checked against its history event at COMMIT (a deferred
-    constraint trigger), so raw SQL may write them in either order."""
-    import psycopg
-
-    executing(url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        with conn.transaction():
-            for sql in order:
-                conn.execute(sql)
-        assert conn.execute("SELECT state, moves FROM effect_entities").fetchone() == (
-            "committed",
-            2,
-        )
-
-
-def test_a_state_change_without_its_event_is_refused_at_commit(url: str) -> None:
-    import psycopg
-
-    executing(url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        with (
-            pytest.raises(psycopg.Error, match="needs its legal history event"),
-            conn.transaction(),
-        ):
-            conn.execute(COMMIT_STATE)  # accepted for now: its event may follow
-        assert conn.execute("SELECT state, moves FROM effect_entities").fetchone() == (
-            "executing",
-            1,
-        )
-
-
-def test_a_refusal_at_commit_reaches_the_caller_as_a_store_error(url: str) -> None:
+def test_a_refusal_by_the_database_reaches_the_caller_as_a_store_error(url: str) -> None:
     store = open_store(url)
     compensable(store)
     with (
-        pytest.raises(StoreError, match="needs its legal history event"),
+        pytest.raises(StoreError, match="change only by a move"),
         store.transaction() as tx,
     ):
         assert isinstance(tx, _PostgresTransaction)
         tx._conn.execute(
-            "UPDATE effect_entities SET state = 'executing', moves = 1 WHERE key = 'sig-1'"
+            "UPDATE effect_entities SET state = 'executing', version = version + 1 "
+            "WHERE key = 'sig-1'"
         )
     with store.transaction() as tx:
         row = tx.get("effect", "sig-1")
@@ -226,14 +174,13 @@ def test_many_processes_may_create_the_schema_at_once(url: str) -> None:
         r.close()
 
 
-def test_tables_made_for_another_spec_are_refused(url: str) -> None:
-    import psycopg
-
+def test_tables_made_for_another_spec_are_refused(url: str, tmp_path: Path) -> None:
     open_store(url).close()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("UPDATE machines_schema SET fingerprint = 'other' WHERE machine = 'node'")
-    with pytest.raises(StoreError, match="'node' were made for another version of its spec"):
-        open_store(url)
+    source = (machines.load("outcome").path or Path()).read_text()
+    changed = tmp_path / "outcome.yaml"
+    changed.write_text(source.replace("    actor: caller\n", "    actor: [caller, operator]\n"))
+    with pytest.raises(StoreError, match="'outcome' were made for another version of its spec"):
+        open_store(url, [machines.load(changed)])
 
 
 def test_an_unreachable_server_is_a_store_error() -> None:

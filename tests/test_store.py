@@ -1,10 +1,8 @@
-"""The store contract, on memory and SQLite alike, and what the SQLite database refuses
-on its own (raw SQL, no Python in the way)."""
+"""The store contract, on memory, SQLite and PostgreSQL alike. What the databases refuse
+on their own (raw SQL, no Python in the way) is in tests/test_raw_sql_attacks.py."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -197,81 +195,6 @@ def test_unknown_store_url_is_refused() -> None:
         open_store("redis://localhost")
     with pytest.raises(InvalidArgument, match="needs a file path"):
         open_store("sqlite:///")
-
-
-RAW_SQL_REFUSALS = [
-    ("UPDATE effect_entities SET state = 'committed'", "needs its legal history event"),
-    (
-        "UPDATE effect_entities SET state = 'compensated', moves = 2",
-        "needs its legal history event",
-    ),
-    ("UPDATE effect_entities SET moves = 5", "needs its legal history event"),
-    ('UPDATE effect_entities SET context = \'{"tier": "irreversible"}\'', "never change"),
-    ("DELETE FROM effect_entities", "never deleted"),
-    (
-        "INSERT INTO effect_entities (key, state, created_at, updated_at) "
-        "VALUES ('x', 'committed', 0, 0)",
-        "starts in pending",
-    ),
-    ("UPDATE effect_history SET actor = 'human'", "append-only"),
-    ("DELETE FROM effect_history", "append-only"),
-    (
-        "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'approved', "
-        "'approve', "
-        "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
-        "not a legal next move",
-    ),
-    (
-        "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', "
-        "'commit', "
-        "'human', NULL, '{\"tier\": \"compensable\"}', 0)",
-        "not a legal next move",
-    ),
-    (
-        "INSERT INTO effect_history VALUES ('sig-1', 7, 'executing', 'committed', "
-        "'commit', "
-        "'proxy', NULL, '{\"tier\": \"compensable\"}', 0)",
-        "not a legal next move",
-    ),
-    ("DELETE FROM effect_moves", "never change"),
-    (
-        "INSERT INTO effect_entities (key, state, created_at, updated_at) "
-        "VALUES ('y', 'limbo', 0, 0)",
-        "starts in pending",
-    ),
-]
-"""Raw SQL against an effect 'sig-1' that moved pending -> executing, and what the
-generated schema says to each (SQLite here, PostgreSQL in tests/test_postgres.py)."""
-
-
-class TestTheDatabaseRefusesOnItsOwn:
-    """Raw SQL against the generated schema: the triggers, not the Python, say no."""
-
-    @pytest.fixture
-    def db(self, tmp_path: Path) -> Iterator[sqlite3.Connection]:
-        executing(f"sqlite:///{tmp_path}/raw.db")
-        conn = sqlite3.connect(tmp_path / "raw.db", isolation_level=None)
-        yield conn
-        conn.close()
-
-    @pytest.mark.parametrize(("sql", "why"), RAW_SQL_REFUSALS)
-    def test_raw_sql_is_refused(self, db: sqlite3.Connection, sql: str, why: str) -> None:
-        with pytest.raises(sqlite3.DatabaseError, match=why):
-            db.execute(sql)
-        state, moves = db.execute("SELECT state, moves FROM effect_entities").fetchone()
-        assert (state, moves) == ("executing", 1)
-        assert db.execute("SELECT count(*) FROM effect_history").fetchone() == (1,)
-
-    def test_a_legal_move_in_raw_sql_is_accepted(self, db: sqlite3.Connection) -> None:
-        """The triggers encode the spec, not a blanket ban: history first, then the state."""
-        db.execute("BEGIN")
-        db.execute(
-            "INSERT INTO effect_history VALUES ('sig-1', 2, 'executing', 'committed', "
-            "'commit', 'proxy', NULL, '{\"tier\": \"compensable\"}', 0)"
-        )
-        db.execute("UPDATE effect_entities SET state = 'committed', moves = 2")
-        db.execute("COMMIT")
-        assert db.execute("SELECT state FROM effect_entities").fetchone() == ("committed",)
 
 
 def test_database_made_for_another_spec_version_is_refused(tmp_path: Path) -> None:

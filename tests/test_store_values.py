@@ -483,13 +483,10 @@ def test_a_stored_value_comes_back_exactly(store: Store, value: Any) -> None:
 
 
 @pytest.mark.parametrize("value", NUMBERS_JSONB_CHANGES, ids=repr)
-def test_a_float_comes_back_a_float(
-    request: pytest.FixtureRequest, store: Store, value: Any
-) -> None:
+def test_a_float_comes_back_a_float(store: Store, value: Any) -> None:
     """issue 13 item 10: ``1e300`` came back from PostgreSQL's ``jsonb`` as an integer and
-    ``-0.0`` as ``0.0``, so a replay there was not the result stored."""
-    if store.url.startswith("postgres"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="needs the db-guards DDL"))
+    ``-0.0`` as ``0.0``, so a replay there was not the result stored (the columns are
+    ``json`` now, which keeps the text as written)."""
     round_trips(store, "k", value)
 
 
@@ -507,15 +504,7 @@ JSON = st.recursive(
 )
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param(
-            "postgres", marks=pytest.mark.xfail(strict=True, reason="needs the db-guards DDL")
-        ),
-    ]
-)
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def every_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """One store of each kind for a whole Hypothesis run (keys tell the examples apart)."""
     if request.param == "postgres":

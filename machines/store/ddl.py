@@ -1,38 +1,86 @@
 """SQL schema generated from a spec: the database itself refuses what the spec forbids.
 
-Per machine ``m``:
+Per machine (object names from ``machines.store.names``):
 
-- ``m_moves``: every legal (source, dest, trigger, actor) with the guard's context values
+- ``moves``: every legal (source, dest, trigger, actor) with the guard's context values
   (NULL: any value), one row per admitted combination. Data, not code, so the triggers
-  below stay the same whatever the spec says.
-- ``m_entities``: one row per entity (its rowid is the creation order: rows are never
-  deleted); ``state`` has a CHECK over the spec's states. A row
-  can only be inserted in the initial state with no moves, never deleted, and its state
-  (and move count) can only change together with a matching, legal history row.
-- ``m_history``: append-only (UPDATE and DELETE abort); an inserted event must be a legal
-  move by its actor under its context, continue the entity's history without a gap, and
-  start from the entity's current state.
+  below stay the same whatever the spec says. Frozen once seeded: no INSERT, UPDATE,
+  DELETE (or TRUNCATE).
+- ``entities``: one row per entity (the creation order is its rowid / ``ordinal``). A row
+  is created once per key, in the initial state, at version 1, with no moves and exactly
+  its fixed context (a value the spec admits for each variable the derivation does not
+  compute). It is never deleted. Every UPDATE raises ``version`` by exactly one; key,
+  context, scope and creation time never change. The state changes only by a move: one
+  UPDATE that raises ``moves`` by one and names the move in ``last_trigger``,
+  ``last_actor``, ``last_detail`` and ``last_context``; the move must be legal from the
+  old state by that actor, judged under the entity's stored context (the move may give
+  only the derived variables; a fixed one must equal the stored value). An AFTER UPDATE
+  trigger writes that move's history event, so state and history are one statement.
+  ``context``, ``data``, ``last_detail`` and ``last_context`` hold JSON objects, and the
+  data of an entity in a terminal state never changes except the fields its state
+  declares as ``annotations``.
+- ``history``: append-only (no UPDATE, DELETE or TRUNCATE), and written by the moves
+  alone: an INSERT is accepted only as the event of the entity's latest move, not yet
+  recorded, which only that move's own trigger can write.
 
 ``sqlite_schema`` is what the SQLite store runs and what ``machines export --format sql``
-prints; the PostgreSQL dialect follows the same plan, with one difference: the check that
-a state change has its history event is a constraint trigger deferred to COMMIT, so the
-event may be written before or after the state (a move is then one statement), and an
-event must continue the entity either from its current state or into it.
+prints; ``postgres_schema`` is the same plan in PL/pgSQL (JSON kept as written, in ``json``
+columns, so a stored value comes back exactly), with its functions pinned to the schema
+they were created in, so that no session can shadow a table they read (a temporary
+``moves`` table, say).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 
 from machines.spec import MachineSpec
+from machines.store.names import name
+from machines.store.records import derived_variables
+
+REGISTRY = "machines_schema"
+"""The table naming each machine whose tables a database holds, and the fingerprint of
+the schema they were made with. A machine's row is written once, with its tables."""
+
+ENTITY_COLUMNS = """  key TEXT PRIMARY KEY{key_check},
+  state TEXT NOT NULL CHECK (state IN ({states})),
+  context {json} NOT NULL DEFAULT '{{}}' CHECK ({context_object}),
+  data {json} NOT NULL DEFAULT '{{}}' CHECK ({data_object}),
+  scope TEXT{scope_check},{ordinal}
+  moves INTEGER NOT NULL DEFAULT 0 CHECK (moves >= 0),
+  version INTEGER NOT NULL DEFAULT 1,
+  created_at {real} NOT NULL,
+  updated_at {real} NOT NULL,
+  last_trigger TEXT,
+  last_actor TEXT,
+  last_detail {json} CHECK (last_detail IS NULL OR {detail_object}),
+  last_context {json} CHECK (last_context IS NULL OR {last_context_object})"""
+
+HISTORY_COLUMNS = """  entity TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  trigger TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  detail {json},
+  context {json} NOT NULL,
+  at {real} NOT NULL,
+  PRIMARY KEY (entity, seq)"""
+
+MOVE_COLUMNS = "entity, seq, source, dest, trigger, actor, detail, context, at"
+MOVE_VALUES = (
+    "NEW.key, NEW.moves, OLD.state, NEW.state, NEW.last_trigger, NEW.last_actor, "
+    "NEW.last_detail, NEW.last_context, NEW.updated_at"
+)
 
 
-def _quote(value: str) -> str:
+def literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _in_list(values: object) -> str:
-    return ", ".join(_quote(str(v)) for v in values)  # type: ignore[attr-defined]
+def in_list(values: Iterable[str]) -> str:
+    return ", ".join(literal(v) for v in values)
 
 
 def legal_moves(spec: MachineSpec) -> list[tuple[str, str, str, str, tuple[str | None, ...]]]:
@@ -47,218 +95,263 @@ def legal_moves(spec: MachineSpec) -> list[tuple[str, str, str, str, tuple[str |
     return rows
 
 
-def _moves_parts(spec: MachineSpec) -> tuple[str, str, str]:
-    """(context columns, their names, the VALUES rows) of the legal-moves table, shared
-    by both dialects."""
-    variables = list(spec.context)
-    columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
-    names = "".join(f", ctx_{v}" for v in variables)
-    rows = ",\n  ".join(
-        "("
-        + ", ".join(
-            [_quote(s), _quote(d), _quote(tr), _quote(a)]
-            + ["NULL" if x is None else _quote(x) for x in values]
+class Plan:
+    """What both dialects say about one machine, and how they word their refusals."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.spec = spec
+        self.m = spec.name
+        derived = derived_variables(spec)
+        self.fixed = {v: c.values for v, c in spec.context.items() if v not in derived}
+        self.derived = {v: c.values for v, c in spec.context.items() if v in derived}
+        self.terminal = {s: st.annotations for s, st in spec.states.items() if st.terminal}
+        self.states = in_list(spec.states)
+
+    def n(self, role: str) -> str:
+        return name(self.m, role)
+
+    def say(self, text: str) -> str:
+        """A refusal's message as an SQL string literal, naming the machine."""
+        return literal(f"{self.m}: {text}")
+
+    def moves_table(self) -> str:
+        """The legal-moves table and its seed (both dialects): seeded only while empty,
+        so a second run inserts no row and its frozen-insert trigger never fires."""
+        variables = list(self.spec.context)
+        columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
+        names = "".join(f", ctx_{v}" for v in variables)
+        rows = ",\n  ".join(
+            "("
+            + ", ".join(
+                [literal(s), literal(d), literal(tr), literal(a)]
+                + ["NULL" if x is None else literal(x) for x in values]
+            )
+            + ")"
+            for s, d, tr, a, values in legal_moves(self.spec)
         )
-        + ")"
-        for s, d, tr, a, values in legal_moves(spec)
+        moves = self.n("moves")
+        return f"""CREATE TABLE IF NOT EXISTS {moves} (
+  source TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  trigger TEXT NOT NULL,
+  actor TEXT NOT NULL{columns}
+);
+INSERT INTO {moves} (source, dest, trigger, actor{names})
+SELECT * FROM (VALUES
+  {rows}
+) AS legal WHERE NOT EXISTS (SELECT 1 FROM {moves});"""
+
+    def guard_match(self, value_of: str) -> str:
+        """The legal-moves row for the move being made (``value_of % var``: the move's
+        value of a context variable)."""
+        match = "".join(
+            f"\n        AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = {value_of % v})"
+            for v in self.spec.context
+        )
+        return (
+            f"SELECT 1 FROM {self.n('moves')} mv\n"
+            "      WHERE mv.source = OLD.state AND mv.dest = NEW.state\n"
+            "        AND mv.trigger = NEW.last_trigger AND mv.actor = NEW.last_actor"
+            f"{match}"
+        )
+
+    @property
+    def start_message(self) -> str:
+        return self.say(
+            f"an entity starts in {self.spec.initial} at version 1 with no moves (and no last move)"
+        )
+
+    @property
+    def context_message(self) -> str:
+        fixed = ", ".join(self.fixed) or "none"
+        return self.say(
+            f"an entity's context is an object holding exactly its fixed variables ({fixed}), "
+            "each with a value the spec allows"
+        )
+
+    @property
+    def final_data_message(self) -> str:
+        kept = "; ".join(f"{s}: {', '.join(a)}" for s, a in self.terminal.items() if a)
+        return self.say(
+            "the data of an entity in a terminal state never changes, except the fields its "
+            f"state declares as annotations ({kept or 'none'})"
+        )
+
+    FIXED = "key, context, scope and creation never change"
+    VERSION = "every write raises version by exactly one"
+    STILL = "the state and the last move change only by a move (moves rises by one)"
+    LEGAL = "not a legal next move of this entity under its stored context (the spec forbids it)"
+    NEW_KEY = "an entity is created once: its key exists (INSERT OR REPLACE and UPSERT refused)"
+    NO_DELETE = "entities are never deleted"
+    MOVES_FROZEN = "the legal moves come from the spec and never change"
+    HISTORY_ONLY_MOVES = (
+        "a history event is written by its move (an UPDATE of the entity), never on its own"
     )
-    return columns, names, rows
+    APPEND_ONLY = "history is append-only"
+    NO_TRUNCATE = "TRUNCATE refused: legal moves, entities and history are never emptied"
+
+
+# -- SQLite --------------------------------------------------------------------------------
+
+
+def _sqlite_object(column: str) -> str:
+    return (
+        f"CASE WHEN typeof({column}) = 'text' AND json_valid({column}) "
+        f"THEN json_type({column}) = 'object' ELSE FALSE END"
+    )
+
+
+def _sqlite_context_ok(plan: Plan, column: str, *, at_creation: bool) -> str:
+    """A boolean, from one scan of ``json_each(column)``: an object, no key twice (SQLite
+    reads the first of two, Python the last), every value a string the spec allows for
+    its variable, and every fixed variable present. At creation the context holds exactly
+    the fixed variables; in a move it may add derived ones, and each fixed one must equal
+    the entity's stored value."""
+    fixed = len(plan.fixed)
+    whens = []
+    for v, values in {**plan.fixed, **({} if at_creation else plan.derived)}.items():
+        if v in plan.fixed and not at_creation:
+            whens.append(f"WHEN {literal(v)} THEN value IS NOT json_extract(OLD.context, '$.{v}')")
+        else:
+            whens.append(f"WHEN {literal(v)} THEN value NOT IN ({in_list(values)})")
+    wrong = f"CASE key {' '.join(whens)} ELSE TRUE END" if whens else "TRUE"
+    if at_creation:
+        count = f"count(*) = {fixed} AND count(DISTINCT key) = {fixed}"
+    else:
+        present = f"key IN ({in_list(plan.fixed)})" if plan.fixed else "FALSE"
+        count = (
+            "count(*) = count(DISTINCT key) AND "
+            f"coalesce(sum(CASE WHEN {present} THEN 1 ELSE 0 END), 0) = {fixed}"
+        )
+    ok = (
+        f"(SELECT {count} AND NOT coalesce(max(type IS NOT 'text' OR {wrong}), FALSE) "
+        f"FROM json_each({column}))"
+    )
+    return f"CASE WHEN {_sqlite_object(column)} THEN {ok} ELSE FALSE END"
+
+
+def _sqlite_final_data(plan: Plan) -> str:
+    cases = []
+    for state, kept in plan.terminal.items():
+        if kept:
+            paths = ", ".join(literal(f"$.{k}") for k in kept)
+            changed = (
+                f"CASE WHEN json_valid(NEW.data) THEN json_remove(NEW.data, {paths}) IS NOT "
+                f"json_remove(OLD.data, {paths}) ELSE TRUE END"
+            )
+        else:
+            changed = "NEW.data IS NOT OLD.data"
+        cases.append(f"\n  WHEN {literal(state)} THEN {changed}")
+    return f"CASE OLD.state{''.join(cases)}\n  ELSE FALSE END" if cases else "FALSE"
+
+
+def sqlite_registry() -> str:
+    """The registry of machines (``REGISTRY``): a machine's row is inserted once, with its
+    tables, and never changed (no UPDATE, DELETE or REPLACE)."""
+    refuse = "SELECT RAISE(ABORT, 'machines_schema: a machine''s fingerprint is written once"
+    return f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
+  machine TEXT PRIMARY KEY,
+  fingerprint TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS {REGISTRY}_once BEFORE INSERT ON {REGISTRY}
+WHEN EXISTS (SELECT 1 FROM {REGISTRY} WHERE machine = NEW.machine)
+BEGIN {refuse}, with its tables'); END;
+CREATE TRIGGER IF NOT EXISTS {REGISTRY}_frozen_update BEFORE UPDATE ON {REGISTRY}
+BEGIN {refuse} and never changes'); END;
+CREATE TRIGGER IF NOT EXISTS {REGISTRY}_frozen_delete BEFORE DELETE ON {REGISTRY}
+BEGIN {refuse} and never deleted'); END;
+"""
 
 
 def sqlite_schema(spec: MachineSpec) -> str:
     """The DDL (idempotent: IF NOT EXISTS everywhere) for one machine on SQLite."""
-    m = spec.name
-    ctx_columns, ctx_names, moves = _moves_parts(spec)
-    ctx_match = "".join(
-        f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = json_extract(NEW.context, '$.{v}'))"
-        for v in spec.context
+    p = Plan(spec)
+    n, say = p.n, p.say
+    entities, history, moves = n("entities"), n("history"), n("moves")
+    columns = ENTITY_COLUMNS.format(
+        key_check=" CHECK (typeof(key) = 'text')",
+        states=p.states,
+        json="TEXT",
+        context_object=_sqlite_object("context"),
+        data_object=_sqlite_object("data"),
+        scope_check=" CHECK (scope IS NULL OR typeof(scope) = 'text')",
+        ordinal="",
+        real="REAL",
+        detail_object=_sqlite_object("last_detail"),
+        last_context_object=_sqlite_object("last_context"),
     )
-    states = _in_list(spec.states)
-    abort = f"SELECT RAISE(ABORT, '{m}:"
-    return f"""-- machine '{m}': generated from the spec by machines; do not edit by hand
-CREATE TABLE IF NOT EXISTS {m}_moves (
-  source TEXT NOT NULL,
-  dest TEXT NOT NULL,
-  trigger TEXT NOT NULL,
-  actor TEXT NOT NULL{ctx_columns}
-);
-INSERT INTO {m}_moves (source, dest, trigger, actor{ctx_names})
-SELECT * FROM (VALUES
-  {moves}
-) WHERE NOT EXISTS (SELECT 1 FROM {m}_moves);
-CREATE TRIGGER IF NOT EXISTS {m}_moves_frozen_update BEFORE UPDATE ON {m}_moves
-BEGIN {abort} the legal moves come from the spec and never change'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_moves_frozen_delete BEFORE DELETE ON {m}_moves
-BEGIN {abort} the legal moves come from the spec and never change'); END;
+    last_move_changed = " OR ".join(
+        f"NEW.{c} IS NOT OLD.{c}"
+        for c in ("state", "last_trigger", "last_actor", "last_detail", "last_context")
+    )
 
-CREATE TABLE IF NOT EXISTS {m}_entities (
-  key TEXT PRIMARY KEY,
-  state TEXT NOT NULL CHECK (state IN ({states})),
-  context TEXT NOT NULL DEFAULT '{{}}',
-  data TEXT NOT NULL DEFAULT '{{}}',
-  scope TEXT,
-  moves INTEGER NOT NULL DEFAULT 0 CHECK (moves >= 0),
-  version INTEGER NOT NULL DEFAULT 1,
-  created_at REAL NOT NULL,
-  updated_at REAL NOT NULL
+    def refuse(text: str) -> str:
+        return f"BEGIN SELECT RAISE(ABORT, {text}); END;"
+
+    return f"""-- machine '{p.m}': generated from the spec by machines; do not edit by hand
+{p.moves_table()}
+CREATE TRIGGER IF NOT EXISTS {n("moves_frozen_insert")} BEFORE INSERT ON {moves}
+{refuse(say(p.MOVES_FROZEN))}
+CREATE TRIGGER IF NOT EXISTS {n("moves_frozen_update")} BEFORE UPDATE ON {moves}
+{refuse(say(p.MOVES_FROZEN))}
+CREATE TRIGGER IF NOT EXISTS {n("moves_frozen_delete")} BEFORE DELETE ON {moves}
+{refuse(say(p.MOVES_FROZEN))}
+
+CREATE TABLE IF NOT EXISTS {entities} (
+{columns},
+  CHECK (typeof(created_at) = 'real' AND typeof(updated_at) = 'real')
 );
-CREATE INDEX IF NOT EXISTS {m}_entities_scope ON {m}_entities (scope);
-CREATE TRIGGER IF NOT EXISTS {m}_entities_start BEFORE INSERT ON {m}_entities
-WHEN NEW.state IS NOT {_quote(spec.initial)} OR NEW.moves IS NOT 0
-BEGIN {abort} an entity starts in {spec.initial} with no moves'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_entities_no_delete BEFORE DELETE ON {m}_entities
-BEGIN {abort} entities are never deleted'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_entities_fixed BEFORE UPDATE OF key, context, scope
-ON {m}_entities
+CREATE INDEX IF NOT EXISTS {n("entities_by_scope")} ON {entities} (scope);
+CREATE TRIGGER IF NOT EXISTS {n("entities_new_key")} BEFORE INSERT ON {entities}
+WHEN EXISTS (SELECT 1 FROM {entities} WHERE key = NEW.key)
+{refuse(say(p.NEW_KEY))}
+CREATE TRIGGER IF NOT EXISTS {n("entities_start")} BEFORE INSERT ON {entities}
+WHEN NEW.state IS NOT {literal(spec.initial)} OR NEW.moves IS NOT 0 OR NEW.version IS NOT 1
+  OR NEW.last_trigger IS NOT NULL OR NEW.last_actor IS NOT NULL
+  OR NEW.last_detail IS NOT NULL OR NEW.last_context IS NOT NULL
+{refuse(p.start_message)}
+CREATE TRIGGER IF NOT EXISTS {n("entities_context")} BEFORE INSERT ON {entities}
+WHEN NOT ({_sqlite_context_ok(p, "NEW.context", at_creation=True)})
+{refuse(p.context_message)}
+CREATE TRIGGER IF NOT EXISTS {n("entities_no_delete")} BEFORE DELETE ON {entities}
+{refuse(say(p.NO_DELETE))}
+CREATE TRIGGER IF NOT EXISTS {n("entities_fixed")} BEFORE UPDATE ON {entities}
 WHEN NEW.key IS NOT OLD.key OR NEW.context IS NOT OLD.context OR NEW.scope IS NOT OLD.scope
-BEGIN {abort} key, context and scope never change'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_entities_legal_move BEFORE UPDATE ON {m}_entities
-WHEN (NEW.state IS NOT OLD.state OR NEW.moves IS NOT OLD.moves)
-  AND NOT (NEW.moves = OLD.moves + 1 AND EXISTS (
-    SELECT 1 FROM {m}_history h
-    WHERE h.entity = NEW.key AND h.seq = NEW.moves AND h.source = OLD.state
-      AND h.dest = NEW.state))
-BEGIN {abort} a state change needs its legal history event (illegal UPDATE refused)'); END;
+  OR NEW.created_at IS NOT OLD.created_at OR NEW.rowid IS NOT OLD.rowid
+{refuse(say(p.FIXED))}
+CREATE TRIGGER IF NOT EXISTS {n("entities_version")} BEFORE UPDATE ON {entities}
+WHEN NEW.version IS NOT OLD.version + 1
+{refuse(say(p.VERSION))}
+CREATE TRIGGER IF NOT EXISTS {n("entities_still")} BEFORE UPDATE ON {entities}
+WHEN NEW.moves IS OLD.moves AND ({last_move_changed})
+{refuse(say(p.STILL))}
+CREATE TRIGGER IF NOT EXISTS {n("entities_legal_move")} BEFORE UPDATE ON {entities}
+WHEN NEW.moves IS NOT OLD.moves AND NOT (
+  NEW.moves IS OLD.moves + 1
+  AND {_sqlite_context_ok(p, "NEW.last_context", at_creation=False)}
+  AND EXISTS ({p.guard_match("json_extract(NEW.last_context, '$.%s')")}))
+{refuse(say(p.LEGAL))}
+CREATE TRIGGER IF NOT EXISTS {n("entities_final_data")} BEFORE UPDATE OF data ON {entities}
+WHEN {_sqlite_final_data(p)}
+{refuse(p.final_data_message)}
+CREATE TRIGGER IF NOT EXISTS {n("entities_record")} AFTER UPDATE OF moves ON {entities}
+WHEN NEW.moves IS NOT OLD.moves
+BEGIN INSERT INTO {history} ({MOVE_COLUMNS}) VALUES ({MOVE_VALUES}); END;
 
-CREATE TABLE IF NOT EXISTS {m}_history (
-  entity TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  source TEXT NOT NULL,
-  dest TEXT NOT NULL,
-  trigger TEXT NOT NULL,
-  actor TEXT NOT NULL,
-  detail TEXT,
-  context TEXT NOT NULL,
-  at REAL NOT NULL,
-  PRIMARY KEY (entity, seq)
+CREATE TABLE IF NOT EXISTS {history} (
+{HISTORY_COLUMNS.format(json="TEXT", real="REAL")}
 );
-CREATE TRIGGER IF NOT EXISTS {m}_history_no_update BEFORE UPDATE ON {m}_history
-BEGIN {abort} history is append-only (UPDATE refused)'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_history_no_delete BEFORE DELETE ON {m}_history
-BEGIN {abort} history is append-only (DELETE refused)'); END;
-CREATE TRIGGER IF NOT EXISTS {m}_history_legal BEFORE INSERT ON {m}_history
-WHEN NOT EXISTS (
-    SELECT 1 FROM {m}_moves mv
-    WHERE mv.source = NEW.source AND mv.dest = NEW.dest AND mv.trigger = NEW.trigger
-      AND mv.actor = NEW.actor{ctx_match})
-  OR NOT EXISTS (
-    SELECT 1 FROM {m}_entities e
-    WHERE e.key = NEW.entity AND e.state = NEW.source AND e.moves + 1 = NEW.seq)
-BEGIN {abort} not a legal next move of this entity (the spec forbids it)'); END;
-"""
-
-
-def postgres_schema(spec: MachineSpec) -> str:
-    """The same plan for PostgreSQL: JSONB context and data, PL/pgSQL trigger functions,
-    the state-change check deferred to COMMIT. Idempotent (IF NOT EXISTS, CREATE OR
-    REPLACE, DROP ... IF EXISTS); statements end with ``;`` at a line's end, function
-    bodies are dollar-quoted."""
-    m = spec.name
-    ctx_columns, ctx_names, moves = _moves_parts(spec)
-    ctx_match = "".join(
-        f"\n      AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = NEW.context ->> {_quote(v)})"
-        for v in spec.context
-    )
-    states = _in_list(spec.states)
-    refuse = f"RAISE EXCEPTION '{m}: %'"
-    return f"""-- machine '{m}' (PostgreSQL): generated from the spec; do not edit by hand
-CREATE TABLE IF NOT EXISTS {m}_moves (
-  source TEXT NOT NULL,
-  dest TEXT NOT NULL,
-  trigger TEXT NOT NULL,
-  actor TEXT NOT NULL{ctx_columns}
-);
-INSERT INTO {m}_moves (source, dest, trigger, actor{ctx_names})
-SELECT * FROM (VALUES
-  {moves}
-) AS legal WHERE NOT EXISTS (SELECT 1 FROM {m}_moves);
-CREATE OR REPLACE FUNCTION {m}_refuse() RETURNS trigger LANGUAGE plpgsql AS $body$
-BEGIN
-  {refuse}, TG_ARGV[0];
-END $body$;
-CREATE OR REPLACE TRIGGER {m}_moves_frozen BEFORE UPDATE OR DELETE ON {m}_moves
-FOR EACH ROW EXECUTE FUNCTION {m}_refuse('the legal moves come from the spec and never change');
-
-CREATE TABLE IF NOT EXISTS {m}_entities (
-  key TEXT PRIMARY KEY,
-  state TEXT NOT NULL CHECK (state IN ({states})),
-  context JSONB NOT NULL DEFAULT '{{}}',
-  data JSONB NOT NULL DEFAULT '{{}}',
-  scope TEXT,
-  ordinal BIGSERIAL NOT NULL,
-  moves INTEGER NOT NULL DEFAULT 0 CHECK (moves >= 0),
-  version INTEGER NOT NULL DEFAULT 1,
-  created_at DOUBLE PRECISION NOT NULL,
-  updated_at DOUBLE PRECISION NOT NULL
-);
-CREATE INDEX IF NOT EXISTS {m}_entities_scope ON {m}_entities (scope);
-CREATE OR REPLACE TRIGGER {m}_entities_no_delete BEFORE DELETE ON {m}_entities
-FOR EACH ROW EXECUTE FUNCTION {m}_refuse('entities are never deleted');
-CREATE OR REPLACE FUNCTION {m}_entities_guard() RETURNS trigger LANGUAGE plpgsql AS $body$
-BEGIN
-  IF TG_OP = 'INSERT' THEN
-    IF NEW.state IS DISTINCT FROM {_quote(spec.initial)} OR NEW.moves <> 0 THEN
-      {refuse}, 'an entity starts in {spec.initial} with no moves';
-    END IF;
-    RETURN NEW;
-  END IF;
-  IF NEW.key IS DISTINCT FROM OLD.key OR NEW.context IS DISTINCT FROM OLD.context
-     OR NEW.scope IS DISTINCT FROM OLD.scope OR NEW.ordinal IS DISTINCT FROM OLD.ordinal THEN
-    {refuse}, 'key, context and scope never change';
-  END IF;
-  IF (NEW.state IS DISTINCT FROM OLD.state OR NEW.moves IS DISTINCT FROM OLD.moves)
-     AND NEW.moves IS DISTINCT FROM OLD.moves + 1 THEN
-    {refuse}, 'a state change needs its legal history event (illegal UPDATE refused)';
-  END IF;
-  RETURN NEW;
-END $body$;
-CREATE OR REPLACE TRIGGER {m}_entities_guard BEFORE INSERT OR UPDATE ON {m}_entities
-FOR EACH ROW EXECUTE FUNCTION {m}_entities_guard();
-CREATE OR REPLACE FUNCTION {m}_entities_moved() RETURNS trigger LANGUAGE plpgsql AS $body$
-BEGIN
-  IF NOT EXISTS (
-      SELECT 1 FROM {m}_history h
-      WHERE h.entity = NEW.key AND h.seq = NEW.moves AND h.source = OLD.state
-        AND h.dest = NEW.state) THEN
-    {refuse}, 'a state change needs its legal history event (illegal UPDATE refused)';
-  END IF;
-  RETURN NULL;
-END $body$;
-DROP TRIGGER IF EXISTS {m}_entities_moved ON {m}_entities;
-CREATE CONSTRAINT TRIGGER {m}_entities_moved AFTER UPDATE ON {m}_entities
-DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-WHEN (NEW.state IS DISTINCT FROM OLD.state OR NEW.moves IS DISTINCT FROM OLD.moves)
-EXECUTE FUNCTION {m}_entities_moved();
-
-CREATE TABLE IF NOT EXISTS {m}_history (
-  entity TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  source TEXT NOT NULL,
-  dest TEXT NOT NULL,
-  trigger TEXT NOT NULL,
-  actor TEXT NOT NULL,
-  detail JSONB,
-  context JSONB NOT NULL,
-  at DOUBLE PRECISION NOT NULL,
-  PRIMARY KEY (entity, seq)
-);
-CREATE OR REPLACE TRIGGER {m}_history_append_only BEFORE UPDATE OR DELETE ON {m}_history
-FOR EACH ROW EXECUTE FUNCTION {m}_refuse('history is append-only');
-CREATE OR REPLACE FUNCTION {m}_history_legal() RETURNS trigger LANGUAGE plpgsql AS $body$
-BEGIN
-  IF NOT EXISTS (
-      SELECT 1 FROM {m}_moves mv
-      WHERE mv.source = NEW.source AND mv.dest = NEW.dest AND mv.trigger = NEW.trigger
-        AND mv.actor = NEW.actor{ctx_match})
-     OR NOT EXISTS (
-      SELECT 1 FROM {m}_entities e
-      WHERE e.key = NEW.entity AND (
-        (e.state = NEW.source AND e.moves + 1 = NEW.seq)
-        OR (e.state = NEW.dest AND e.moves = NEW.seq AND NEW.seq > 0))) THEN
-    {refuse}, 'not a legal next move of this entity (the spec forbids it)';
-  END IF;
-  RETURN NEW;
-END $body$;
-CREATE OR REPLACE TRIGGER {m}_history_legal BEFORE INSERT ON {m}_history
-FOR EACH ROW EXECUTE FUNCTION {m}_history_legal();
+CREATE TRIGGER IF NOT EXISTS {n("history_no_update")} BEFORE UPDATE ON {history}
+{refuse(say(p.APPEND_ONLY + " (UPDATE refused)"))}
+CREATE TRIGGER IF NOT EXISTS {n("history_no_delete")} BEFORE DELETE ON {history}
+{refuse(say(p.APPEND_ONLY + " (DELETE refused)"))}
+CREATE TRIGGER IF NOT EXISTS {n("history_guard")} BEFORE INSERT ON {history}
+WHEN NEW.seq < 1 OR NOT EXISTS (
+    SELECT 1 FROM {entities} e
+    WHERE e.key = NEW.entity AND e.moves = NEW.seq AND e.state = NEW.dest
+      AND e.last_trigger = NEW.trigger AND e.last_actor = NEW.actor
+      AND e.last_detail IS NEW.detail AND e.last_context = NEW.context
+      AND e.updated_at = NEW.at)
+  OR EXISTS (SELECT 1 FROM {history} h WHERE h.entity = NEW.entity AND h.seq = NEW.seq)
+{refuse(say(p.HISTORY_ONLY_MOVES))}
 """

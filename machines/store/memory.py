@@ -24,11 +24,13 @@ from machines.store.records import (
     StaleWrite,
     StoreError,
     as_read,
+    check_annotations,
     check_due,
     check_insert,
     check_key,
     check_move,
     check_update,
+    creation_context,
     decide_move,
     decode,
     encode,
@@ -117,6 +119,7 @@ class _MemoryTransaction:
     ) -> tuple[Row, bool]:
         store = self._store
         spec, key, context, scope = check_insert(store._specs, machine, key, context, scope)
+        creation_context(spec, context)
         context_json = encode(context, spec.name, key, "context")
         data_json = encode(data, spec.name, key, "data")
         existing = store._rows.get((spec.name, key))
@@ -191,9 +194,10 @@ class _MemoryTransaction:
         return self._put(changed, data_json)
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        check_update(self._store._specs, row, data)
+        spec = check_update(self._store._specs, row, data)
         data_json = encode(data, row.machine, row.key, "data")
         current = self._current(row)
+        check_annotations(spec, current, data)
         now = self._store._clock()
         changed = replace(
             current, data=decode(data_json), version=current.version + 1, updated_at=now

@@ -4,15 +4,14 @@ Same promises and the same generated plan as the SQLite store (``machines.store.
 the database refuses illegal state changes and history rewrites itself, in PL/pgSQL.
 Each thread has its own connection; a transaction runs at READ COMMITTED.
 
-A move is one statement: the UPDATE fenced by the version it read and, only if that
-matched, the history event (a data-modifying ``WITH``). Of two writers of one row the
-second waits for the first's row lock, then matches nothing and gets ``StaleWrite``,
-without aborting its transaction. A claim is one ``INSERT ... ON CONFLICT DO NOTHING``.
-``Store.insert`` and ``Store.move`` run that one statement outside BEGIN, so it commits
-by itself in one round trip; the history check of a state change is a deferred
-constraint trigger, so it holds at every commit, however the statements were ordered.
-The schema is created under an advisory lock, so many processes may open the same
-database at once.
+A move is one statement: the UPDATE fenced by the version it read; the schema's triggers
+judge it and write its history event. Of two writers of one row the second waits for the
+first's row lock, then matches nothing and gets ``StaleWrite``, without aborting its
+transaction. A claim is one ``INSERT ... ON CONFLICT DO NOTHING``. ``Store.insert`` and
+``Store.move`` run that one statement outside BEGIN, so it commits by itself in one round
+trip. JSON columns are ``json`` (kept as written), so every stored value comes back
+exactly. The schema is created under an advisory lock, so many processes may open the
+same database at once.
 
 A ``search_path`` in the URL's ``options`` (``?options=-csearch_path%3Dmine``) keeps one
 application's (or one test's) tables apart from another's.
@@ -41,26 +40,10 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
 from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import postgres_schema
-from machines.store.records import (
-    Row,
-    StaleWrite,
-    StoreError,
-    check_move,
-    decide_move,
-    encode,
-    frozen,
-    shown_url,
-)
-from machines.store.sql import (
-    SCHEMA_TABLE,
-    Dialect,
-    SQLTransaction,
-    existing_tables,
-    moved,
-    needs_tables,
-    refused,
-)
+from machines.store.ddl import REGISTRY
+from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.records import Row, StaleWrite, StoreError, frozen, shown_url
+from machines.store.sql import Dialect, SQLTransaction, existing_tables, needs_tables, refused
 
 _SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
 _IDLE = psycopg.pq.TransactionStatus.IDLE
@@ -134,22 +117,23 @@ class PostgresStore:
             return
         with self._errors(), _connect(url) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            conn.execute(SCHEMA_TABLE)
+            if conn.execute("SELECT to_regclass(%s)", (REGISTRY,)).fetchone() == (None,):
+                conn.execute(postgres_registry().encode())
             for name, spec in self._specs.items():
                 found = conn.execute(
-                    "SELECT fingerprint FROM machines_schema WHERE machine = %s", (name,)
+                    f"SELECT fingerprint FROM {REGISTRY} WHERE machine = %s", (name,)
                 ).fetchone()
                 expected = fingerprint(spec)
                 if needs_tables(self.where, name, found and found[0], expected):
                     conn.execute(postgres_schema(spec).encode())
-                    conn.execute("INSERT INTO machines_schema VALUES (%s, %s)", (name, expected))
+                    conn.execute(f"INSERT INTO {REGISTRY} VALUES (%s, %s)", (name, expected))
 
     def _require_schema(self) -> None:
         """A read-only store runs no DDL: the tables of every machine must be there."""
         with self._errors(), _connect(self.url, read_only=True) as conn:
-            exists = conn.execute("SELECT to_regclass('machines_schema') IS NOT NULL").fetchone()
+            exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (REGISTRY,)).fetchone()
             found = (
-                dict(conn.execute("SELECT machine, fingerprint FROM machines_schema").fetchall())
+                dict(conn.execute(f"SELECT machine, fingerprint FROM {REGISTRY}").fetchall())
                 if exists and exists[0]
                 else None
             )
@@ -215,8 +199,8 @@ class PostgresStore:
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        """psycopg's errors as the store's: a refusal (also one found at COMMIT, by the
-        deferred history check) is refused(), a lost serialization is StaleWrite."""
+        """psycopg's errors as the store's: a refusal by the schema is refused(), a lost
+        serialization is StaleWrite."""
         try:
             yield
         except psycopg.errors.SerializationFailure as exc:
@@ -237,9 +221,10 @@ class PostgresStore:
 
 class _PostgresDialect(Dialect):
     param = "%s"
-    json_param = "%s::jsonb"
+    json_param = "%s::json"
     ordinal = "ordinal"
     lock_skipping = "FOR UPDATE SKIP LOCKED"
+    reads_before_insert = False  # a claim is one INSERT ... ON CONFLICT DO NOTHING
     refusals = (psycopg.errors.RaiseException, psycopg.errors.IntegrityError)
 
     def json(self, value: Any) -> Mapping[str, Any]:
@@ -252,8 +237,8 @@ class _PostgresDialect(Dialect):
 
     def number_in_data(self) -> str:
         return (
-            "(SELECT (value #>> '{}')::double precision FROM jsonb_each(data) "
-            "WHERE key = %s AND jsonb_typeof(value) = 'number')"
+            "(SELECT (value #>> '{}')::double precision FROM json_each(data) "
+            "WHERE key = %s AND json_typeof(value) = 'number')"
         )
 
 
@@ -262,51 +247,3 @@ _DIALECT = _PostgresDialect()
 
 class _PostgresTransaction(SQLTransaction):
     dialect = _DIALECT
-
-    def move(
-        self,
-        row: Row,
-        trigger: str,
-        *,
-        actor: str,
-        context: Mapping[str, str] | None = None,
-        detail: Mapping[str, Any] | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> Row:
-        """One statement: the fenced UPDATE and, only if it matched, the history event.
-        A writer that lost the race waits for the winner's row lock, then matches no
-        row (``StaleWrite``) without aborting its transaction."""
-        trigger, actor, context = check_move(
-            self._specs, row, trigger, actor, context, detail, data
-        )
-        dest, full = decide_move(self._specs, row, trigger, actor, context)
-        m, now = row.machine, self._clock()
-        data_json = encode(row.data if data is None else data, m, row.key, "data")
-        matched = self._write(
-            f"WITH moved AS (UPDATE {m}_entities SET state = %s, moves = moves + 1, "
-            "version = version + 1, data = %s::jsonb, updated_at = %s "
-            "WHERE key = %s AND version = %s AND state = %s AND moves = %s "
-            "RETURNING key, moves), "
-            f"event AS (INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, "
-            "detail, context, at) SELECT key, moves, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s "
-            "FROM moved) SELECT moves FROM moved",
-            (
-                dest,
-                data_json,
-                now,
-                row.key,
-                row.version,
-                row.state,
-                row.moves,
-                row.state,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else encode(detail, m, row.key, "detail"),
-                encode(full, m, row.key, "context"),
-                now,
-            ),
-        )
-        if matched is None:
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return moved(row, dest, data_json, now)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from machines.errors import ContextError, InvalidArgument, MachinesError
 from machines.history import TransitionEvent
-from machines.jsonvalue import UnstorableValue, describe, dumps_object
+from machines.jsonvalue import UnstorableValue, describe, dumps, dumps_object
 from machines.spec import MachineSpec
 
 MAX_KEY_BYTES = 1000
@@ -115,7 +115,9 @@ class Transaction(Protocol):
         """Create the row in the initial state, or return the existing one: ``(row,
         created)``. Never overwrites (``INSERT ... ON CONFLICT DO NOTHING``); a row found
         with another scope or context is ``RecordExists``. ``scope`` is None or follows
-        the key rule."""
+        the key rule. ``context`` gives a value for every fixed context variable and no
+        derived one (those are given per move); every later move is judged against it
+        (``ContextError``)."""
 
     def get(self, machine: str, key: str) -> Row | None:
         """The row of ``key``, or None."""
@@ -133,11 +135,14 @@ class Transaction(Protocol):
         """Fire ``trigger`` on ``row`` (as read at ``row.version``): the new row.
 
         Raises ``InvalidStateTransition`` when the spec refuses, ``StaleWrite`` when the
-        row changed since it was read. ``data`` replaces the row's data when given."""
+        row changed since it was read. ``data`` replaces the row's data when given.
+        ``context`` gives the derived context variables (a request's ``side_effects``);
+        a fixed one may only repeat the stored value (``ContextError`` otherwise)."""
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
         """Replace the data of ``row`` (as read) with ``data`` (a mapping) without a state
-        change; ``StaleWrite`` when it changed since."""
+        change; ``StaleWrite`` when it changed since. In a terminal state only the fields
+        the state declares as ``annotations`` may change (``StoreError`` otherwise)."""
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         """Every move of ``key``, oldest first (one event per move, numbered from 1)."""
@@ -233,6 +238,35 @@ class OneWriteTransactions:
             return tx.move(row, trigger, actor=actor, context=context, detail=detail, data=data)
 
 
+def derived_variables(spec: MachineSpec) -> frozenset[str]:
+    """The context variables the spec's derivation computes per move (a request's
+    ``side_effects``, from its nodes); every other variable is fixed when the entity is
+    created."""
+    return frozenset(spec.derivation.context) if spec.derivation is not None else frozenset()
+
+
+def creation_context(spec: MachineSpec, context: Mapping[str, str] | None) -> Mapping[str, str]:
+    """``context`` when it fits an entity being created: a value the spec admits for every
+    fixed variable and nothing else (a derived variable is given per move, never stored);
+    ``ContextError`` otherwise. The guards of every later move are judged against it."""
+    given = check_context(spec, context) or {}
+    spec.stepper(**given)  # unknown variables and refused values
+    derived = derived_variables(spec)
+    stored = sorted(derived.intersection(given))
+    if stored:
+        raise ContextError(
+            f"{spec.name}: {', '.join(stored)} is derived for each move, not stored when an "
+            "entity is created; leave it out"
+        )
+    missing = [v for v in spec.context if v not in derived and v not in given]
+    if missing:
+        raise ContextError(
+            f"{spec.name}: an entity is created with a value for each fixed context variable; "
+            f"missing: {', '.join(missing)}"
+        )
+    return given
+
+
 def decide_move(
     specs: Mapping[str, MachineSpec],
     row: Row,
@@ -240,10 +274,23 @@ def decide_move(
     actor: str,
     context: Mapping[str, str] | None,
 ) -> tuple[str, Mapping[str, str]]:
-    """The destination and full context of a move, decided by the spec; raises
-    ``InvalidStateTransition`` / ``ContextError`` exactly as ``spec.step`` does."""
+    """The destination and full context of a move, decided by the spec against the
+    entity's stored context; raises ``InvalidStateTransition`` / ``ContextError`` exactly
+    as ``spec.step`` does. ``context`` may give the derived variables (computed per move);
+    a fixed variable it gives must equal the stored value (a ``ContextError`` names it), so
+    that no caller can judge a move under a context the entity was not created with."""
     spec = spec_for(specs, row.machine)
-    full = MappingProxyType({**row.context, **context}) if context else row.context
+    if context is None:
+        return spec.step(row.state, trigger, actor=actor, **row.context), row.context
+    derived = derived_variables(spec)
+    for var, value in (check_context(spec, context) or {}).items():
+        if var not in derived and var in spec.context and row.context.get(var) != value:
+            raise ContextError(
+                f"{spec.name} '{row.key}': context variable '{var}' is fixed when the entity "
+                f"is created ({var}={row.context.get(var)!r}); a move cannot give it another "
+                f"value ({describe(value)})"
+            )
+    full = MappingProxyType({**row.context, **context})
     return spec.step(row.state, trigger, actor=actor, **full), full
 
 
@@ -271,6 +318,32 @@ def as_read(current: Row | None, row: Row) -> bool:
         and current.state == row.state
         and current.moves == row.moves
     )
+
+
+def check_annotations(spec: MachineSpec, row: Row, data: Mapping[str, Any]) -> None:
+    """Refuse (``StoreError``) new data for an entity in a terminal state that changes
+    anything but the fields its state declares as annotations (a replay count): what a
+    finished entity recorded, a cached result above all, never changes."""
+    state = spec.states.get(row.state)
+    if state is None or not state.terminal:
+        return
+    kept = state.annotations
+
+    def recorded(value: Mapping[str, Any]) -> str:
+        return dumps({k: v for k, v in value.items() if k not in kept}, what="the data")
+
+    if recorded(data) != recorded(row.data):
+        changed = sorted(
+            k
+            for k in {*data, *row.data} - set(kept)
+            if k not in data or k not in row.data or dumps(data[k]) != dumps(row.data[k])
+        )
+        allowed = ", ".join(kept) or "none"
+        raise StoreError(
+            f"{row.machine} '{row.key}' is {row.state}, a terminal state: its data never "
+            f"changes except its annotations ({allowed}); refused a change of "
+            f"{', '.join(changed)}"
+        )
 
 
 def same_entity(row: Row, scope: str | None, context: Mapping[str, str] | None) -> Row:

@@ -1,9 +1,9 @@
 """What the SQLite and PostgreSQL transactions share: the same statements on the same
-generated tables, told apart only by their dialect (placeholders, JSON columns, the
-creation-order column, how a refusal arrives). Each store keeps its own ``move``: SQLite
-writes the history event first and lets its trigger fence the row; PostgreSQL writes the
-fenced UPDATE and its event in one statement, so that a lost race never aborts the
-transaction."""
+generated tables (named by ``machines.store.names``), told apart only by their dialect
+(placeholders, JSON columns, the creation-order column, how a refusal arrives). A move is
+one statement on both: the entity UPDATE fenced by the version it read, naming the move in
+its ``last_*`` columns; the database checks it and writes its history event itself
+(``machines.store.ddl``), so a lost race matches no row and never aborts the transaction."""
 
 from __future__ import annotations
 
@@ -13,25 +13,24 @@ from typing import Any, Protocol
 
 from machines.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
+from machines.store.names import name
 from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    check_annotations,
     check_due,
     check_insert,
     check_key,
+    check_move,
     check_update,
+    creation_context,
+    decide_move,
     decode,
     encode,
     same_entity,
     spec_for,
 )
-
-SCHEMA_TABLE = (
-    "CREATE TABLE IF NOT EXISTS machines_schema "
-    "(machine TEXT PRIMARY KEY, fingerprint TEXT NOT NULL)"
-)
-"""Which machines' tables a database holds, and for which version of each spec."""
 
 
 def needs_tables(where: str, machine: str, found: str | None, expected: str) -> bool:
@@ -72,6 +71,7 @@ class Dialect:
     ordinal: str  # the column that gives creation order
 
     lock_skipping: str  # what makes a SELECT lock its rows, skipping those held elsewhere
+    reads_before_insert: bool  # its schema refuses any INSERT of an existing key
     refusals: tuple[type[Exception], ...]  # how the database says its schema refused a write
 
     def json(self, value: Any) -> Mapping[str, Any]:
@@ -95,7 +95,7 @@ class Connection(Protocol):
 
 class SQLTransaction:
     """A transaction on the generated schema, on one connection; a subclass names its
-    dialect and writes its own ``move``."""
+    dialect."""
 
     dialect: Dialect
 
@@ -156,12 +156,18 @@ class SQLTransaction:
         scope: str | None = None,
     ) -> tuple[Row, bool]:
         spec, key, context, scope = check_insert(self._specs, machine, key, context, scope)
-        m, now = spec.name, self._clock()
-        p, j = self.dialect.param, self.dialect.json_param
+        creation_context(spec, context)
+        m = spec.name
         context_json, data_json = encode(context, m, key, "context"), encode(data, m, key, "data")
+        if self.dialect.reads_before_insert:  # no other writer: the transaction holds them off
+            existing = self.get(m, key)
+            if existing is not None:
+                return same_entity(existing, scope, context), False
+        now = self._clock()
+        p, j = self.dialect.param, self.dialect.json_param
         created = self._write(
-            f"INSERT INTO {m}_entities (key, state, context, data, scope, moves, version, "
-            f"created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
+            f"INSERT INTO {name(m, 'entities')} (key, state, context, data, scope, moves, "
+            f"version, created_at, updated_at) VALUES ({p}, {p}, {j}, {j}, {p}, 0, 1, {p}, {p}) "
             f"ON CONFLICT (key) DO NOTHING RETURNING {self.dialect.ordinal}",
             (key, spec.initial, context_json, data_json, scope, now, now),
         )
@@ -186,24 +192,73 @@ class SQLTransaction:
     def get(self, machine: str, key: str) -> Row | None:
         m = spec_for(self._specs, machine).name
         found = self._fetchone(
-            f"SELECT {self._columns()} FROM {m}_entities WHERE key = {self.dialect.param}",
+            f"SELECT {self._columns()} FROM {name(m, 'entities')} WHERE key = {self.dialect.param}",
             (check_key(key, m),),
         )
         return None if found is None else self._row(m, found)
 
     def update(self, row: Row, data: Mapping[str, Any]) -> Row:
-        m = check_update(self._specs, row, data).name
+        spec = check_update(self._specs, row, data)
+        m = spec.name
         p, j = self.dialect.param, self.dialect.json_param
         data_json, now = encode(data, m, row.key, "data"), self._clock()
+        check_annotations(spec, row, data)
         updated = self._write(
-            f"UPDATE {m}_entities SET data = {j}, version = version + 1, updated_at = {p} "
-            f"WHERE key = {p} AND version = {p} AND state = {p} AND moves = {p} "
-            "RETURNING version",
+            f"UPDATE {name(m, 'entities')} SET data = {j}, version = version + 1, "
+            f"updated_at = {p} WHERE key = {p} AND version = {p} AND state = {p} "
+            f"AND moves = {p} RETURNING version",
             (data_json, now, row.key, row.version, row.state, row.moves),
         )
         if updated is None:
             raise StaleWrite(f"{m} '{row.key}' changed since it was read")
         return replace(row, data=decode(data_json), version=row.version + 1, updated_at=now)
+
+    def move(
+        self,
+        row: Row,
+        trigger: str,
+        *,
+        actor: str,
+        context: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        """One statement: the UPDATE fenced by the version read, naming the move; the
+        database judges it and writes its history event. A writer that lost the race
+        matches no row (``StaleWrite``); on PostgreSQL it first waits for the winner's row
+        lock, and its transaction is not aborted."""
+        trigger, actor, context = check_move(
+            self._specs, row, trigger, actor, context, detail, data
+        )
+        dest, full = decide_move(self._specs, row, trigger, actor, context)
+        m, key = row.machine, row.key
+        p, j = self.dialect.param, self.dialect.json_param
+        now = self._clock()
+        data_json = encode(row.data if data is None else data, m, key, "data")
+        detail_json = None if detail is None else encode(detail, m, key, "detail")
+        matched = self._write(
+            f"UPDATE {name(m, 'entities')} SET state = {p}, moves = moves + 1, "
+            f"version = version + 1, data = {j}, updated_at = {p}, last_trigger = {p}, "
+            f"last_actor = {p}, last_detail = {j}, last_context = {j} "
+            f"WHERE key = {p} AND version = {p} AND state = {p} AND moves = {p} "
+            "RETURNING version",
+            (
+                dest,
+                data_json,
+                now,
+                trigger,
+                actor,
+                detail_json,
+                encode(full, m, key, "context"),
+                key,
+                row.version,
+                row.state,
+                row.moves,
+            ),
+        )
+        if matched is None:
+            raise StaleWrite(f"{row.machine} '{row.key}' changed since it was read")
+        return moved(row, dest, data_json, now)
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         m = spec_for(self._specs, machine).name
@@ -224,7 +279,8 @@ class SQLTransaction:
             )
             for seq, source, dest, trigger, actor, detail, context, at in self._fetchall(
                 f"SELECT seq, source, dest, trigger, actor, detail, context, at "
-                f"FROM {m}_history WHERE entity = {self.dialect.param} ORDER BY seq",
+                f"FROM {name(m, 'history')} WHERE entity = {self.dialect.param} "
+                "ORDER BY seq",
                 (key,),
             )
         ]
@@ -254,7 +310,7 @@ class SQLTransaction:
         return [
             self._row(m, values)
             for values in self._fetchall(
-                f"SELECT {self._columns()} FROM {m}_entities {where} "
+                f"SELECT {self._columns()} FROM {name(m, 'entities')} {where} "
                 f"ORDER BY {self.dialect.ordinal} {tail}",
                 params,
             )

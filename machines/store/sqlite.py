@@ -26,26 +26,9 @@ from typing import Any
 from machines.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import sqlite_schema
-from machines.store.records import (
-    OneWriteTransactions,
-    Row,
-    StaleWrite,
-    StoreError,
-    as_read,
-    check_move,
-    decide_move,
-    decode,
-    encode,
-)
-from machines.store.sql import (
-    SCHEMA_TABLE,
-    Dialect,
-    SQLTransaction,
-    existing_tables,
-    moved,
-    needs_tables,
-)
+from machines.store.ddl import REGISTRY, sqlite_registry, sqlite_schema
+from machines.store.records import OneWriteTransactions, StoreError, decode
+from machines.store.sql import Dialect, SQLTransaction, existing_tables, needs_tables
 
 
 def fingerprint(spec: MachineSpec) -> str:
@@ -127,10 +110,10 @@ class SQLiteStore(OneWriteTransactions):
     def _require_schema(self, conn: sqlite3.Connection) -> None:
         """A read-only store creates nothing: the tables of every machine must be there."""
         tables = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'machines_schema'"
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (REGISTRY,)
         ).fetchone()
         found = (
-            dict(conn.execute("SELECT machine, fingerprint FROM machines_schema").fetchall())
+            dict(conn.execute(f"SELECT machine, fingerprint FROM {REGISTRY}").fetchall())
             if tables
             else None
         )
@@ -169,17 +152,18 @@ class SQLiteStore(OneWriteTransactions):
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(SCHEMA_TABLE)
+            for statement in _statements(sqlite_registry()):
+                conn.execute(statement)
             for name, spec in self._specs.items():
                 found = conn.execute(
-                    "SELECT fingerprint FROM machines_schema WHERE machine = ?", (name,)
+                    f"SELECT fingerprint FROM {REGISTRY} WHERE machine = ?", (name,)
                 ).fetchone()
                 expected = fingerprint(spec)
                 fresh = needs_tables(self.path, name, found and found[0], expected)
                 for statement in _statements(sqlite_schema(spec)):
                     conn.execute(statement)
                 if fresh:
-                    conn.execute("INSERT INTO machines_schema VALUES (?, ?)", (name, expected))
+                    conn.execute(f"INSERT INTO {REGISTRY} VALUES (?, ?)", (name, expected))
             conn.execute("COMMIT")
         except BaseException:
             self._rollback(conn)
@@ -263,6 +247,7 @@ class _SQLiteDialect(Dialect):
     json_param = "?"
     ordinal = "rowid"
     lock_skipping = ""  # BEGIN IMMEDIATE already holds the whole database
+    reads_before_insert = True  # under BEGIN IMMEDIATE nobody inserts between read and write
     refusals = (sqlite3.IntegrityError,)  # a trigger's RAISE(ABORT) arrives as one too
 
     def json(self, value: Any) -> Mapping[str, Any]:
@@ -274,51 +259,3 @@ class _SQLiteDialect(Dialect):
 
 class _SQLiteTransaction(SQLTransaction):
     dialect = _SQLiteDialect()
-
-    def move(
-        self,
-        row: Row,
-        trigger: str,
-        *,
-        actor: str,
-        context: Mapping[str, str] | None = None,
-        detail: Mapping[str, Any] | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> Row:
-        trigger, actor, context = check_move(
-            self._specs, row, trigger, actor, context, detail, data
-        )
-        dest, full = decide_move(self._specs, row, trigger, actor, context)
-        m, now = row.machine, self._clock()
-        data_json = encode(row.data if data is None else data, m, row.key, "data")
-        try:
-            # The history trigger refuses an event that does not continue the row as
-            # stored, so a row moved since it was read fails here.
-            self._write(
-                f"INSERT INTO {m}_history (entity, seq, source, dest, trigger, actor, detail, "
-                "context, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.key,
-                    row.moves + 1,
-                    row.state,
-                    dest,
-                    trigger,
-                    actor,
-                    None if detail is None else encode(detail, m, row.key, "detail"),
-                    encode(full, m, row.key, "context"),
-                    now,
-                ),
-            )
-        except StoreError as refusal:
-            current = self.get(m, row.key)
-            if not as_read(current, row):
-                raise StaleWrite(f"{m} '{row.key}' changed since it was read") from refusal
-            raise
-        updated = self._write(
-            f"UPDATE {m}_entities SET state = ?, moves = moves + 1, version = version + 1, "
-            "data = ?, updated_at = ? WHERE key = ? AND version = ? RETURNING version",
-            (dest, data_json, now, row.key, row.version),
-        )
-        if updated is None:  # the caller's with-block rolls the history event back
-            raise StaleWrite(f"{m} '{row.key}' changed since it was read")
-        return moved(row, dest, data_json, now)

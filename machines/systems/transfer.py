@@ -765,6 +765,8 @@ class _Session:
         for tag, reservation in _RESERVATION_BY_TAG.items():
             if tag in tags:
                 data["reservation"] = reservation
+        if engine.request_spec.is_terminal(dest):  # a finished request's data never changes
+            data["current_frontier"] = []
         self.request = self.tx.move(
             before, trigger, actor=actor, context=context, detail=detail, data=data
         )
