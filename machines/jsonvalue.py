@@ -88,7 +88,7 @@ def as_stored(value: object, *, what: str = "the value") -> Any:
 
 def dumps_object(value: object, *, what: str = "the value") -> str:
     """``dumps`` for a column that holds a JSON object (data, context, detail)."""
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise UnstorableValue(
             f"{what} must be a mapping (a JSON object), not a {type(value).__name__}"
         )
@@ -104,12 +104,15 @@ def loads_object(text: str) -> Mapping[str, Any]:
 
 
 def _problem(value: object, text: str) -> str | None:
-    if _NUL.search(text):
+    if "\\u0000" in text and _NUL.search(text):
         return "it holds a NUL character, which PostgreSQL's JSON refuses"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "it holds a lone surrogate, which is not UTF-8"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "it holds a lone surrogate, which is not UTF-8"
+    if _plain(value, 0):
+        return None  # exact JSON types all the way down: it reads back equal by construction
     depth = _depth(text)
     if depth > MAX_DEPTH:
         return f"it nests {depth} levels deep (at most {MAX_DEPTH})"
@@ -118,6 +121,36 @@ def _problem(value: object, text: str) -> str | None:
             "it would not come back the same (a tuple comes back a list, a non-string key a string)"
         )
     return None
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: object, depth: int) -> bool:
+    """Whether ``value`` is built of exact JSON types only (``dict``, or a read-only view
+    of one, with ``str`` keys; ``list``, ``str``, ``int``, ``float``, ``bool``, None)
+    within ``MAX_DEPTH``: then its
+    text reads back equal without reading it (the encoder already refused NaN and
+    unprintable integers). Anything else is judged by reading the text back. Leaves are
+    checked in the loop, without a call each: this runs on every stored value."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict or kind is MappingProxyType:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                return False
+            if type(item) not in _SCALARS and not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # type: ignore[attr-defined]
+            if type(item) not in _SCALARS and not _plain(item, depth + 1):
+                return False
+        return True
+    return False
 
 
 def _depth(text: str) -> int:

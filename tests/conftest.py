@@ -96,18 +96,26 @@ def postgres_schema() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Each test that takes ``store`` runs on memory://, on SQLite and on PostgreSQL."""
-    if request.param == "postgres":
+@contextmanager
+def opened_store(kind: str, tmp_path: Path) -> Iterator[Store]:
+    """A fresh store of ``kind`` (memory, sqlite or postgres: a schema of its own on the
+    test server), closed (and dropped) afterwards."""
+    if kind == "postgres":
         with postgres_schema() as url:
             opened = open_store(url)
             yield opened
             opened.close()
         return
-    opened = open_store(store_url(request.param, tmp_path))
+    opened = open_store(store_url(kind, tmp_path))
     yield opened
     opened.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Each test that takes ``store`` runs on memory://, on SQLite and on PostgreSQL."""
+    with opened_store(request.param, tmp_path) as opened:
+        yield opened
 
 
 @pytest.fixture

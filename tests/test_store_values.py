@@ -26,7 +26,7 @@ from machines.errors import InvalidArgument, MachinesError
 from machines.history import TransitionEvent
 from machines.store import Row, Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce
-from tests.conftest import postgres_schema, store_url
+from tests.conftest import opened_store, store_url
 
 Contents = list[tuple[Row, list[TransitionEvent]]]
 EXAMPLE_NUMBERS = itertools.count()  # a fresh key for each example that shares a store
@@ -507,15 +507,8 @@ JSON = st.recursive(
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def every_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """One store of each kind for a whole Hypothesis run (keys tell the examples apart)."""
-    if request.param == "postgres":
-        with postgres_schema() as url:
-            opened = open_store(url)
-            yield opened
-            opened.close()
-        return
-    opened = open_store(store_url(request.param, tmp_path))
-    yield opened
-    opened.close()
+    with opened_store(request.param, tmp_path) as opened:
+        yield opened
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -586,3 +579,26 @@ def test_a_password_in_a_url_never_reaches_a_message() -> None:
     with pytest.raises(MachinesError) as refused:
         open_store("postgresql://bob:s3cr3t@127.0.0.1:1/app?connect_timeout=2")
     assert "s3cr3t" not in str(refused.value) and "bob:***@" in str(refused.value)
+
+
+def test_a_transaction_used_after_its_block_refuses_every_call(store: Store) -> None:
+    """A transaction object kept past its ``with`` block still ran statements on its
+    connection: on PostgreSQL each one committed by itself, outside any transaction."""
+    with store.transaction() as tx:
+        row, _ = tx.insert("outcome", "k")
+    calls: list[Callable[[], object]] = [
+        lambda: tx.get("outcome", "k"),
+        lambda: tx.insert("outcome", "k2"),
+        lambda: tx.move(row, "park", actor="worker"),
+        lambda: tx.update(row, {"a": 1}),
+        lambda: tx.history("outcome", "k"),
+        lambda: tx.scope("outcome", "s"),
+        lambda: tx.rows("outcome"),
+        lambda: tx.due("outcome", "in_flight", field="lease_until", before=1.0, limit=1),
+    ]
+    for call in calls:
+        with pytest.raises(StoreError, match="transaction has ended"):
+            call()
+    with store.transaction() as fresh:
+        assert [r.key for r in fresh.rows("outcome")] == ["k"]
+        assert fresh.get("outcome", "k") == row

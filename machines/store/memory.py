@@ -30,10 +30,10 @@ from machines.store.records import (
     check_key,
     check_move,
     check_update,
-    creation_context,
     decide_move,
     decode,
     encode,
+    ended,
     same_entity,
     spec_for,
 )
@@ -72,6 +72,7 @@ class MemoryStore(OneWriteTransactions):
                 tx.rollback()
                 raise
             finally:
+                tx.end()
                 self._open = False
 
     def close(self) -> None:
@@ -85,8 +86,19 @@ def _read(stored: _Stored) -> Row:
 
 class _MemoryTransaction:
     def __init__(self, store: MemoryStore) -> None:
-        self._store = store
+        self._owner: MemoryStore | None = store
         self._undo: list[tuple[str, Any]] = []
+
+    @property
+    def _store(self) -> MemoryStore:
+        """The store, while the transaction lasts; after its ``with`` block, a
+        ``StoreError`` for every call."""
+        if self._owner is None:
+            raise ended("memory://")
+        return self._owner
+
+    def end(self) -> None:
+        self._owner = None
 
     def rollback(self) -> None:
         store = self._store
@@ -119,7 +131,6 @@ class _MemoryTransaction:
     ) -> tuple[Row, bool]:
         store = self._store
         spec, key, context, scope = check_insert(store._specs, machine, key, context, scope)
-        creation_context(spec, context)
         context_json = encode(context, spec.name, key, "context")
         data_json = encode(data, spec.name, key, "data")
         existing = store._rows.get((spec.name, key))

@@ -160,7 +160,11 @@ class PostgresStore:
     def transaction(self) -> Iterator[_PostgresTransaction]:
         conn = self._connection()
         with self._errors(), conn.transaction():
-            yield _PostgresTransaction(conn, self._specs, self._clock)
+            tx = _PostgresTransaction(conn, self._specs, self._clock)
+            try:
+                yield tx
+            finally:
+                tx.end(self.where)
 
     def insert(
         self,

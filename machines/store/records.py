@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from machines.errors import ContextError, InvalidArgument, MachinesError
-from machines.history import TransitionEvent
+from machines.history import TransitionEvent, frozen_context
 from machines.jsonvalue import UnstorableValue, describe, dumps, dumps_object
 from machines.spec import MachineSpec
 
@@ -238,6 +238,15 @@ class OneWriteTransactions:
             return tx.move(row, trigger, actor=actor, context=context, detail=detail, data=data)
 
 
+def ended(where: str) -> StoreError:
+    """What a transaction used after its ``with`` block says: its work was committed or
+    rolled back, so a later read or write through it would belong to no transaction."""
+    return StoreError(
+        f"{where}: this transaction has ended (its with block is over); "
+        "open a new one with store.transaction()"
+    )
+
+
 def derived_variables(spec: MachineSpec) -> frozenset[str]:
     """The context variables the spec's derivation computes per move (a request's
     ``side_effects``, from its nodes); every other variable is fixed when the entity is
@@ -245,11 +254,13 @@ def derived_variables(spec: MachineSpec) -> frozenset[str]:
     return frozenset(spec.derivation.context) if spec.derivation is not None else frozenset()
 
 
-def creation_context(spec: MachineSpec, context: Mapping[str, str] | None) -> Mapping[str, str]:
-    """``context`` when it fits an entity being created: a value the spec admits for every
-    fixed variable and nothing else (a derived variable is given per move, never stored);
-    ``ContextError`` otherwise. The guards of every later move are judged against it."""
-    given = check_context(spec, context) or {}
+def creation_context(spec: MachineSpec, given: Mapping[str, str]) -> Mapping[str, str]:
+    """``given`` (a context of strings, ``check_context``) when it fits an entity being
+    created: a value the spec admits for every fixed variable and nothing else (a derived
+    variable is given per move, never stored); ``ContextError`` otherwise. The guards of
+    every later move are judged against it."""
+    if not given and not spec.context:
+        return given
     spec.stepper(**given)  # unknown variables and refused values
     derived = derived_variables(spec)
     stored = sorted(derived.intersection(given))
@@ -408,40 +419,19 @@ def spec_for(specs: Mapping[str, MachineSpec], machine: object) -> MachineSpec:
 
 
 def check_context(spec: MachineSpec, context: object) -> Mapping[str, str] | None:
-    """``context`` as a dict of exact strs (None stays None); the spec judges the values."""
-    if context is None:
-        return None
-    if not isinstance(context, Mapping):
-        raise ContextError(
-            f"{spec.name}: a context must be a mapping of str to str, not a "
-            f"{type(context).__name__}"
-        )
-    try:
-        items = list(context.items())
-    except Exception as exc:
-        raise ContextError(
-            f"{spec.name}: reading the context raised {type(exc).__name__}"
-        ) from None
-    checked = {}
-    for var, value in items:
-        if not isinstance(var, str) or not isinstance(value, str):
-            raise ContextError(
-                f"{spec.name}: a context maps str to str; it holds a "
-                f"{type(var).__name__} -> {type(value).__name__} pair"
-            )
-        checked[str.__str__(var)] = str.__str__(value)
-    return checked
+    """``context`` as a read-only mapping of exact strs (None stays None), by the
+    runtime's one rule (``history.frozen_context``); the spec judges the values."""
+    return None if context is None else frozen_context(context, spec.name)
 
 
 def check_insert(
     specs: Mapping[str, MachineSpec], machine: object, key: object, context: object, scope: object
-) -> tuple[MachineSpec, str, Mapping[str, str] | None, str | None]:
+) -> tuple[MachineSpec, str, Mapping[str, str], str | None]:
     """``Transaction.insert``'s arguments, checked: (spec, key, context, scope). The
-    context's values are judged by the spec (``ContextError``)."""
+    context must fit an entity being created (``creation_context``)."""
     spec = spec_for(specs, machine)
     key = check_key(key, spec.name)
-    checked = check_context(spec, context)
-    spec.stepper(**(checked or {}))
+    checked = creation_context(spec, check_context(spec, context) or _EMPTY)
     return spec, key, checked, None if scope is None else check_key(scope, spec.name, "scope")
 
 
@@ -552,7 +542,7 @@ def encode(
     """The exact JSON text of a data, context or detail column (None: an empty object),
     by the one rule of ``machines.jsonvalue``; ``UnstorableData`` names the machine, the
     key and the column."""
-    if value is None:
+    if value is None or (type(value) is MappingProxyType and not value):
         return "{}"
     try:
         return dumps_object(value, what=column)

@@ -24,10 +24,10 @@ from machines.store.records import (
     check_key,
     check_move,
     check_update,
-    creation_context,
     decide_move,
     decode,
     encode,
+    ended,
     same_entity,
     spec_for,
 )
@@ -104,6 +104,12 @@ class SQLTransaction:
         self._specs = specs
         self._clock = clock
 
+    def end(self, where: str) -> None:
+        """The ``with`` block is over: every later call through this transaction is a
+        ``StoreError`` (on PostgreSQL it would otherwise run as a statement of its own,
+        outside any transaction)."""
+        self._conn = _Ended(where)
+
     def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         found: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
         return found
@@ -156,7 +162,6 @@ class SQLTransaction:
         scope: str | None = None,
     ) -> tuple[Row, bool]:
         spec, key, context, scope = check_insert(self._specs, machine, key, context, scope)
-        creation_context(spec, context)
         m = spec.name
         context_json, data_json = encode(context, m, key, "context"), encode(data, m, key, "data")
         if self.dialect.reads_before_insert:  # no other writer: the transaction holds them off
@@ -315,6 +320,16 @@ class SQLTransaction:
                 params,
             )
         ]
+
+
+class _Ended:
+    """The connection of a transaction that has ended: it refuses every statement."""
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+
+    def execute(self, sql: str, params: tuple[Any, ...], /) -> Any:
+        raise ended(self._where)
 
 
 def moved(row: Row, dest: str, data_json: str, now: float) -> Row:

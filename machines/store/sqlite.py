@@ -183,14 +183,17 @@ class SQLiteStore(OneWriteTransactions):
                     "this thread; transactions do not nest"
                 )
             self._execute(conn, "BEGIN" if self.read_only else "BEGIN IMMEDIATE", "begin")
+            tx = _SQLiteTransaction(conn, self._specs, self._clock)
             try:
-                yield _SQLiteTransaction(conn, self._specs, self._clock)
+                yield tx
             except sqlite3.Error as exc:
                 self._rollback(conn)
                 raise self._fault("read or write", exc) from exc
             except BaseException:
                 self._rollback(conn)
                 raise
+            finally:
+                tx.end(f"SQLite database {_shown(self.path)}")
             self._execute(conn, "COMMIT", "commit")
 
     def _execute(self, conn: sqlite3.Connection, statement: str, doing: str) -> None:
