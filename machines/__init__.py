@@ -11,6 +11,7 @@ from machines.errors import (
     EffectFailed,
     EffectIndeterminate,
     EffectInProgress,
+    InvalidArgument,
     InvalidNodeState,
     InvalidStateTransition,
     MachinesError,
@@ -20,6 +21,7 @@ from machines.errors import (
     UnknownName,
 )
 from machines.history import History, HistoryView, TransitionEvent
+from machines.jsonvalue import UnstorableValue
 from machines.loader import load
 from machines.routing import Stepper
 from machines.runtime import AsyncEntityMachine, EntityMachine, Hooks
@@ -38,6 +40,7 @@ __all__ = [
     "History",
     "HistoryView",
     "Hooks",
+    "InvalidArgument",
     "InvalidNodeState",
     "InvalidStateTransition",
     "MachineSpec",
@@ -52,6 +55,7 @@ __all__ = [
     "Stepper",
     "TransitionEvent",
     "UnknownName",
+    "UnstorableValue",
     "check",
     "derive_request_state",
     "load",
