@@ -1,0 +1,95 @@
+"""The contract between a property suite and the implementation it judges: its adapter.
+
+A suite talks to the system under test only through an adapter, a class the user writes.
+Every method of the adapter's base class is required, and a class that leaves one out
+fails when it is *defined*, naming the method and what it must do (the way Hypothesis
+refuses a broken rule at definition time), instead of being a silent no-op halfway
+through a run. A duck-typed adapter (one that does not subclass the base) is checked the
+same way when the suite builds it.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from typing import Any
+
+from machines.errors import MachinesError
+
+
+class AdapterContractError(MachinesError, TypeError):
+    """An adapter lacks a method its suite calls, or has one that is not callable."""
+
+
+def required(cls: type) -> dict[str, str]:
+    """The methods an adapter of ``cls``'s contract must have: name -> what it must do
+    (the first paragraph of the contract's docstring for it)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        for name, attribute in vars(klass).items():
+            if getattr(attribute, "__isabstractmethod__", False):
+                out[name] = _duty(attribute)
+    return out
+
+
+def _duty(method: Any) -> str:
+    doc = inspect.getdoc(method) or "(no description)"
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _missing(cls: type, contract: dict[str, str]) -> list[str]:
+    """The contract's methods ``cls`` leaves abstract, or has as something not callable."""
+    out = []
+    for name in contract:
+        attribute = getattr(cls, name, None)
+        if not callable(attribute) or getattr(attribute, "__isabstractmethod__", False):
+            out.append(name)
+    return out
+
+
+def _refusal(who: str, contract_name: str, missing: list[str], contract: dict[str, str]) -> str:
+    lines = "\n".join(f"  - {name}: {contract[name]}" for name in missing)
+    return (
+        f"{who} does not implement {len(missing)} method(s) of {contract_name}, which its "
+        f"suite calls; write them (each is required, even as an explicit no-op where the "
+        f"contract allows one):\n{lines}"
+    )
+
+
+class Adapter(abc.ABC):  # noqa: B024 - the contracts below it declare the methods
+    """Base of every suite's adapter contract. A subclass that is not marked
+    ``abstract=True`` must implement every abstract method, or its ``class`` statement
+    raises ``AdapterContractError``."""
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if abstract or any(base is Adapter for base in cls.__bases__):
+            return  # a contract itself, or a partial base the user declares abstract
+        contract = required(cls)
+        missing = _missing(cls, contract)
+        if missing:
+            contract_name = _contract_of(cls).__name__
+            raise AdapterContractError(
+                _refusal(f"adapter class {cls.__qualname__}", contract_name, missing, contract)
+            )
+
+
+def _contract_of(cls: type) -> type:
+    """The contract ``cls`` implements: the class right below ``Adapter`` in its MRO."""
+    for klass in cls.__mro__:
+        if Adapter in klass.__bases__:
+            return klass
+    return cls
+
+
+def check_adapter(adapter: object, contract: type[Adapter]) -> None:
+    """Refuse (``AdapterContractError``) an adapter object, subclass of ``contract`` or not,
+    that lacks one of its methods: for adapters that are duck-typed."""
+    if isinstance(adapter, contract):
+        return  # its class statement already checked it
+    duties = required(contract)
+    missing = [name for name in duties if not callable(getattr(adapter, name, None))]
+    if missing:
+        raise AdapterContractError(
+            _refusal(f"adapter {type(adapter).__qualname__}", contract.__name__, missing, duties)
+        )
