@@ -1,0 +1,499 @@
+"""The exactly-once suite's oracle: what the upstream received and what every caller was
+told, judged by the suite alone.
+
+The implementation under test is never asked whether it kept its promises. The suite's
+fake upstream records every send with the claim it belongs to (a claim is the first call
+of a key, or the first call after an accepted reclaim), and the suite records every answer
+it got (a result, a typed failure, indeterminate, in progress, a crash, an interrupt). That
+record lives outside the implementation, so no simulated crash or restart loses it. Each
+observation is judged as it arrives against ``RULES``; the first broken rule is kept and
+reported (``RuleBroken``, its message starting with the rule's name) after the step.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from machines.jsonvalue import describe
+from machines.spec import MachineSpec
+
+RULES: Mapping[str, str] = {
+    "one-send-per-claim": (
+        "the upstream receives at most one send per claim (the first call of a key, and the "
+        "first call after each accepted reclaim), and no second caller starts the effect "
+        "while a holder's lease may be live"
+    ),
+    "no-retry-after-send": (
+        "an error the effect raised after it sent is never retried within its claim"
+    ),
+    "indeterminate-stays": (
+        "a key any caller was told is indeterminate stays indeterminate for every later "
+        "caller until an explicit reclaim or decision (a late holder cannot settle it)"
+    ),
+    "replay-identical": (
+        "a result or error a caller was given replays identically to every later caller, "
+        "and nothing runs the effect again"
+    ),
+    "interrupted-parks": (
+        "a caller cancelled or interrupted inside the effect (asyncio.CancelledError, "
+        "KeyboardInterrupt) leaves the key parked: indeterminate for every later caller, "
+        "never free to run again without a reclaim"
+    ),
+    "expired-lease-parks": (
+        "a key whose holder died or stalled past its lease is parked for the next caller: "
+        "told indeterminate, neither run again nor reported in progress"
+    ),
+    "failed-means-not-sent": (
+        "a caller is told the effect failed only when nothing was sent in the claim"
+    ),
+    "result-from-upstream": (
+        "a result given to a caller is what the upstream answered in that claim, or what a "
+        "person decided"
+    ),
+    "in-progress-means-held": (
+        "a caller is told 'in progress' only while another caller may hold the key's lease"
+    ),
+    "explicit-exit": (
+        "a parked key accepts a reclaim (the next call runs the effect under a fresh claim) "
+        "and a decision (every later caller gets it); a key that is not parked refuses both"
+    ),
+    "typed-answer": (
+        "every answer is a result, EffectFailed, EffectIndeterminate or EffectInProgress, "
+        "a refusal is a MachinesError, and only an interrupt the effect raised passes through"
+    ),
+    "legal-history": (
+        "the history the adapter exposes is append-only, a legal chain of the bundled "
+        "outcome definition, and stands where what the callers were told says"
+    ),
+    "adapter-check": "the adapter's own check() finds no problem",
+}
+"""Every rule the suite judges, by the name its failure message starts with."""
+
+TRANSCRIPT = 14
+"""How many of the last observations a failure report shows."""
+
+
+class RuleBroken(AssertionError):
+    """A rule of ``RULES`` was broken; the message starts with its name."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        self.rule = rule
+        super().__init__(f"{rule}: {message}")
+
+
+class Phase(enum.Enum):
+    """Where a key stands, as far as the callers were told."""
+
+    NEW = "never called"
+    FREE = "reclaimed, free for a fresh claim"
+    RUNNING = "running its effect"
+    HELD = "held by a holder that died or stalled"
+    PARKED = "parked"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+SETTLED = (Phase.SUCCEEDED, Phase.FAILED)
+
+Kind = Literal[
+    "result", "failed", "indeterminate", "in progress", "crashed", "interrupted", "untyped"
+]
+
+
+@dataclass(frozen=True)
+class Told:
+    """One answer a caller got: ``value`` is the result, the (type, message) of a failure,
+    or the type of what was raised."""
+
+    kind: Kind
+    value: Any = None
+
+    def describe(self) -> str:
+        if self.kind == "result":
+            return f"result {describe(self.value)}"
+        if self.kind == "failed":
+            return f"failed {describe(self.value)}"
+        if self.kind in ("interrupted", "untyped"):
+            return f"{self.kind} ({describe(self.value)})"
+        return self.kind
+
+
+@dataclass
+class CallSeen:
+    """One call of ``run``, as the suite made and saw it."""
+
+    number: int
+    key: str
+    worker: str
+    behaviour: str
+    invocations: int = 0
+    sent: bool = False
+    raised_after_send: bool = False
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class Send:
+    """One send the fake upstream received."""
+
+    key: str
+    claim: int
+    call: int
+    answer: Mapping[str, int]
+
+
+@dataclass
+class KeyRecord:
+    """What the suite knows of one key, from what it saw alone."""
+
+    phase: Phase = Phase.NEW
+    claim: int = 1
+    sends: int = 0
+    answer: Any = None
+    holder: int | None = None
+    lease_until: float = 0.0
+    parked_by: str = "indeterminate-stays"
+    result: Any = None
+    error: tuple[str, str] | None = None
+    decided: bool = False
+    moves: tuple[tuple[str, str, str], ...] = ()
+
+
+class StopRun(BaseException):
+    """Raised inside an effect once a rule is broken, so that the implementation stops (a
+    retry loop that never ends cannot hold the suite)."""
+
+
+@dataclass
+class Oracle:
+    """The upstream's record, the callers' answers and the verdict, for one run."""
+
+    keys: Iterable[str]
+    lease: float
+    clock: float = 0.0
+    upstream: list[Send] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+    broken: RuleBroken | None = None
+    records: dict[str, KeyRecord] = field(init=False)
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        self.records = {key: KeyRecord() for key in self.keys}
+
+    # -- observations -------------------------------------------------------------------
+
+    def begin(self, key: str, worker: str, behaviour: str) -> CallSeen:
+        self.calls += 1
+        call = CallSeen(self.calls, key, worker, behaviour)
+        self.note(f"call {call.number} ({worker}) of {key}: {behaviour}")
+        return call
+
+    def invoked(self, call: CallSeen) -> None:
+        """The effect of ``call`` starts (raises ``StopRun`` once a rule is broken)."""
+        call.invocations += 1
+        self.note(f"  call {call.number}: the effect starts (attempt {call.invocations})")
+        if self.broken is None:
+            self._invoked(call, self.records[call.key])
+        if self.broken is not None:
+            raise StopRun()
+
+    def sent(self, call: CallSeen) -> dict[str, int]:
+        """The effect of ``call`` sends: the upstream records it and answers."""
+        record = self.records[call.key]
+        record.sends += 1
+        call.sent = True
+        answer = {"value": len(self.upstream) + 1}
+        self.upstream.append(Send(call.key, record.claim, call.number, answer))
+        record.answer = answer
+        self.note(f"  call {call.number}: sent #{record.sends} of claim {record.claim}")
+        if record.sends > 1:
+            self.breaks(
+                "one-send-per-claim",
+                f"{call.key} was sent {record.sends} times in claim {record.claim}",
+            )
+        return dict(answer)
+
+    def raised(self, call: CallSeen, *, after_send: bool, interrupt: bool) -> None:
+        call.raised_after_send |= after_send
+        call.interrupted |= interrupt
+
+    def answered(self, call: CallSeen, told: Told) -> None:
+        """``call`` returned or raised: judge what its caller was told."""
+        self.note(f"  call {call.number}: told {told.describe()}")
+        if self.broken is None:
+            self._answered(call, self.records[call.key], told)
+
+    def reclaimed(self, key: str, refusal: Told | None) -> None:
+        """A caller asked to reclaim ``key``; ``refusal`` is how it was refused, if it was."""
+        self.note(f"reclaim {key}: {'accepted' if refusal is None else refusal.describe()}")
+        if self.broken is None:
+            self._left(key, "reclaim", refusal, None)
+
+    def decided(self, key: str, landed: bool, result: Any, refusal: Told | None) -> None:
+        """A person decided ``key`` landed (with ``result``) or did not."""
+        verdict = "landed" if landed else "did not land"
+        outcome = "accepted" if refusal is None else refusal.describe()
+        self.note(f"decide {key} {verdict}: {outcome}")
+        if self.broken is None:
+            self._left(key, "decision", refusal, (landed, result))
+
+    def history(self, key: str, moves: object, spec: MachineSpec) -> None:
+        """Judge the history the adapter exposes for ``key`` (None: it exposes none). A
+        chain that is not legal breaks ``legal-history``; one that disagrees with what the
+        callers were told breaks the rule that told them (its own record shows the promise
+        is already broken, before any later caller finds out)."""
+        if self.broken is None and moves is not None:
+            problem = _history_problem(self.records[key], key, moves, spec)
+            if problem is not None:
+                self.breaks(*problem)
+
+    def note(self, line: str) -> None:
+        self.seen.append(line)
+
+    def breaks(self, rule: str, message: str) -> None:
+        """Keep the first broken rule (later ones follow from it, or are judged on a record
+        it already made wrong)."""
+        if self.broken is None:
+            shown = "\n".join(f"    {line}" for line in self.seen[-TRANSCRIPT:])
+            self.broken = RuleBroken(
+                rule, f"{message}\n  ({RULES[rule]})\n  what the suite saw last:\n{shown}"
+            )
+
+    def verdict(self) -> None:
+        """Raise the first broken rule, if any: the suite's one place of failure, so that
+        one bug gives one report however many rules it then breaks."""
+        if self.broken is not None:
+            raise self.broken
+
+    # -- judging ------------------------------------------------------------------------
+
+    def _expired(self, record: KeyRecord) -> bool:
+        return self.clock > record.lease_until
+
+    def _invoked(self, call: CallSeen, record: KeyRecord) -> None:
+        key, phase = call.key, record.phase
+        if call.raised_after_send:
+            self.breaks(
+                "no-retry-after-send",
+                f"call {call.number} started the effect of {key} again after it raised having sent",
+            )
+        elif phase is Phase.PARKED:
+            self.breaks(record.parked_by, f"the effect of parked {key} started again")
+        elif phase in SETTLED:
+            rule = "explicit-exit" if record.decided else "replay-identical"
+            self.breaks(rule, f"the effect of {phase.value} {key} started again")
+        elif record.holder == call.number:
+            return  # the holder retries after an error that proved nothing was sent
+        elif phase in (Phase.RUNNING, Phase.HELD) and record.sends > 0:
+            if self._expired(record):
+                self.breaks(
+                    "expired-lease-parks",
+                    f"call {call.number} started the effect of {key} again after its "
+                    f"holder's lease expired",
+                )
+            else:
+                self.breaks(
+                    "one-send-per-claim",
+                    f"call {call.number} started the effect of {key} while call "
+                    f"{record.holder} held claim {record.claim}",
+                )
+        else:
+            record.phase, record.holder = Phase.RUNNING, call.number
+            record.lease_until = self.clock + self.lease
+
+    def _answered(self, call: CallSeen, record: KeyRecord, told: Told) -> None:
+        problem = self._answer_problem(call, record, told)
+        if problem is not None:
+            rule, what = problem
+            self.breaks(rule, f"call {call.number} ({call.worker}) of {call.key} {what}")
+
+    def _answer_problem(
+        self, call: CallSeen, record: KeyRecord, told: Told
+    ) -> tuple[str, str] | None:
+        kind, phase = told.kind, record.phase
+        holder = record.holder == call.number
+        if kind == "crashed":
+            if holder:
+                record.phase, record.holder = Phase.HELD, None
+            return None
+        if kind == "untyped" or (kind == "interrupted" and not call.interrupted):
+            return "typed-answer", f"raised {told.value}"
+        if kind == "interrupted" or (kind == "indeterminate" and call.interrupted):
+            if phase is not Phase.PARKED or record.parked_by != "interrupted-parks":
+                self._park(record, "interrupted-parks")
+            return None
+        if phase is Phase.PARKED:
+            if kind == "indeterminate":
+                return None
+            return record.parked_by, f"was told {told.describe()} although {call.key} is parked"
+        if call.interrupted:
+            return "interrupted-parks", f"was interrupted, yet told {told.describe()}"
+        if phase in SETTLED:
+            return self._replay_problem(record, told)
+        if kind == "in progress":
+            return self._in_progress_problem(call, record, holder)
+        if kind == "indeterminate":
+            if phase is Phase.FREE and call.invocations == 0:
+                return "explicit-exit", "was told indeterminate without running, after a reclaim"
+            self._park(record, "indeterminate-stays")
+            return None
+        if kind == "failed":
+            if record.sends > 0:
+                return "failed-means-not-sent", (
+                    f"was told {told.describe()} although claim {record.claim} sent"
+                )
+            record.phase, record.holder, record.error = Phase.FAILED, None, told.value
+            return None
+        if record.sends == 1 and _same(told.value, record.answer):
+            record.phase, record.holder, record.result = Phase.SUCCEEDED, None, told.value
+            return None
+        upstream = describe(record.answer) if record.sends else "nothing (no send)"
+        return "result-from-upstream", (
+            f"was given {told.describe()}; the upstream answered {upstream} in claim {record.claim}"
+        )
+
+    def _replay_problem(self, record: KeyRecord, told: Told) -> tuple[str, str] | None:
+        if record.phase is Phase.SUCCEEDED and told.kind == "result":
+            if _same(told.value, record.result):
+                return None
+        elif record.phase is Phase.FAILED and told.kind == "failed":
+            if record.error is None:  # decided "did not land": its first replay fixes it
+                record.error = told.value
+                return None
+            if _same(told.value, record.error):
+                return None
+        acknowledged = (
+            f"result {describe(record.result)}"
+            if record.phase is Phase.SUCCEEDED
+            else f"failure {describe(record.error)}"
+        )
+        how = "decided" if record.decided else "given to an earlier caller"
+        rule = "explicit-exit" if record.decided else "replay-identical"
+        return rule, f"was told {told.describe()}; the {acknowledged} was {how}"
+
+    def _in_progress_problem(
+        self, call: CallSeen, record: KeyRecord, holder: bool
+    ) -> tuple[str, str] | None:
+        if holder:
+            return "in-progress-means-held", "was told its own finished run is in progress"
+        if record.phase in (Phase.RUNNING, Phase.HELD):
+            if self._expired(record):
+                return "expired-lease-parks", "was told in progress after the lease expired"
+            return None
+        if record.phase is Phase.FREE:
+            return "explicit-exit", "was told in progress after a reclaim, with no holder"
+        return "in-progress-means-held", f"was told in progress, but {call.key} had no holder"
+
+    def _park(self, record: KeyRecord, rule: str) -> None:
+        record.phase, record.holder, record.parked_by = Phase.PARKED, None, rule
+
+    def _left(
+        self, key: str, what: str, refusal: Told | None, decision: tuple[bool, Any] | None
+    ) -> None:
+        record = self.records[key]
+        phase = record.phase
+        if refusal is not None and refusal.kind == "untyped":
+            self.breaks("typed-answer", f"the {what} of {key} raised {refusal.value}")
+        elif refusal is not None:
+            if phase is Phase.PARKED and record.parked_by == "interrupted-parks":
+                self.breaks(
+                    "interrupted-parks",
+                    f"the {what} of {key} was refused: the interrupted call left it unparked",
+                )
+            elif phase is Phase.PARKED:
+                self.breaks("explicit-exit", f"the {what} of parked {key} was refused")
+        elif phase in (Phase.PARKED, Phase.HELD):
+            if decision is None:
+                record.claim, record.sends, record.answer = record.claim + 1, 0, None
+                record.phase, record.holder = Phase.FREE, None
+            else:
+                landed, result = decision
+                record.phase = Phase.SUCCEEDED if landed else Phase.FAILED
+                record.result, record.error = (result, None) if landed else (None, None)
+                record.decided, record.holder = True, None
+        elif not (phase is Phase.FREE and decision is None):  # a second reclaim changes nothing
+            self.breaks("explicit-exit", f"the {what} of {key} was accepted while {phase.value}")
+
+
+Move = tuple[str, str, str]
+
+
+def _history_problem(
+    record: KeyRecord, key: str, moves: object, spec: MachineSpec
+) -> tuple[str, str] | None:
+    """The rule ``moves`` breaks as ``key``'s history, and how, given what callers were told."""
+    chain = _as_moves(moves)
+    if chain is None:
+        return "legal-history", (
+            f"history({key!r}) gave {describe(moves)}, not a list of (source, trigger, dest)"
+        )
+    if chain[: len(record.moves)] != record.moves:
+        was, now = describe(record.moves), describe(chain)
+        return "legal-history", f"the history of {key} was rewritten: {was} became {now}"
+    record.moves = chain
+    legal = {(t.source, t.trigger, t.dest) for t in spec.transitions}
+    state = spec.initial
+    for number, (source, trigger, dest) in enumerate(chain, 1):
+        if source != state or (source, trigger, dest) not in legal:
+            return "legal-history", (
+                f"move {number} of {key}'s history, {source} --{trigger}--> {dest}, is not a "
+                f"move of the bundled '{spec.name}' definition from {state}"
+            )
+        state = dest
+    if record.phase is Phase.NEW and chain:
+        return "legal-history", f"{key} was never called, yet its history has {len(chain)} move(s)"
+    expected = _STANDS[record.phase]
+    if state in expected:
+        return None
+    return _rule_behind(record), (
+        f"the history of {key} ends in {state}, but what its callers were told says "
+        f"{' or '.join(expected)} ({record.phase.value})"
+    )
+
+
+_STANDS: Mapping[Phase, tuple[str, ...]] = {
+    Phase.NEW: ("in_flight",),
+    Phase.FREE: ("in_flight",),
+    Phase.RUNNING: ("in_flight",),
+    Phase.HELD: ("in_flight", "indeterminate"),
+    Phase.PARKED: ("indeterminate",),
+    Phase.SUCCEEDED: ("succeeded",),
+    Phase.FAILED: ("failed",),
+}
+"""Where the implementation's history may stand, given what the callers were told."""
+
+
+def _rule_behind(record: KeyRecord) -> str:
+    """The rule that makes the callers' answers bind the key's state."""
+    if record.phase is Phase.PARKED:
+        return record.parked_by
+    if record.phase is Phase.FREE or record.decided:
+        return "explicit-exit"
+    if record.phase in SETTLED:
+        return "replay-identical"
+    return "legal-history"
+
+
+def _as_moves(moves: object) -> tuple[Move, ...] | None:
+    if not isinstance(moves, Sequence) or isinstance(moves, str | bytes):
+        return None
+    out = []
+    for move in moves:
+        if not isinstance(move, Sequence) or len(move) != 3:
+            return None
+        if not all(isinstance(part, str) for part in move):
+            return None
+        out.append((move[0], move[1], move[2]))
+    return tuple(out)
+
+
+def _same(told: object, recorded: object) -> bool:
+    """Equal, and of the same JSON shape (a tuple is not the list it was); a value whose
+    comparison raises is not the same."""
+    try:
+        return type(told) is type(recorded) and bool(told == recorded)
+    except Exception:
+        return False
