@@ -196,9 +196,10 @@ class EffectLogAdapter(Adapter):
 
     @abc.abstractmethod
     def restart(self) -> None:
-        """The process died (the suite saw ``SimulatedCrash``): drop everything your log
-        keeps only in memory and reopen it from its durable storage, as a new process
-        would. A log that keeps nothing in memory may do nothing."""
+        """The process restarts (it died with ``SimulatedCrash``, or was redeployed):
+        drop everything your log keeps only in memory and reopen it from its durable
+        storage, as a new process would. A log that keeps nothing in memory may do
+        nothing."""
 
     @abc.abstractmethod
     def check(self, runs: Mapping[tuple[str, str], int]) -> list[str]:
