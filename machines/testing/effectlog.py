@@ -1,16 +1,18 @@
 """A stateful Hypothesis suite for any effect log (seed 000's UndoLog), behind an adapter.
 
-Five call signatures in two sessions: compensable ones with and without a registered
-compensation, and an irreversible one that needs a human. The suite calls them with tools
-that return, fail provably, time out after sending, are cancelled or interrupted after
-sending, die before or after sending, meet a failing store write, return a result that
-cannot be cached, or meet a duplicate caller; a human approves or rejects; a failed
-session is compensated (working, failing, or dying mid-saga).
+Seven call signatures in two sessions: compensable ones with and without a registered
+compensation, and in each session an irreversible one that needs a human. The suite calls
+them with tools that return, fail provably, time out after sending, are cancelled or
+interrupted after sending, die before or after sending, meet a failing store write, return
+a result that cannot be cached, meet a duplicate caller, or are called just after a
+restart; a human approves or rejects (from another process: the suite restarts the log
+after each decision, so only a durable decision counts); a failed session is compensated
+(working, failing, or dying mid-saga).
 
 The suite is the world around the log: it is the upstream (every run and send of each
 tool), the compensations, the human and every caller, and it judges the log after every
 step by what it saw alone (``machines.testing.effectlog_oracle``; each rule has a stable
-name in ``RULES`` that the failure message starts with):
+name in ``RULES``, ``machines.testing.effectlog_rules``, that a failure starts with):
 
 - a signature takes effect upstream at most once, ever (``at-most-once``);
 - an irreversible call runs only right after a human approved it, once per approval
@@ -56,12 +58,11 @@ from machines.systems.effectlog import EffectLog
 from machines.systems.exactly_once import not_sent
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
-from machines.testing.effectlog_oracle import (
+from machines.testing.effectlog_oracle import Attempt, Observer
+from machines.testing.effectlog_rules import (
     CANCELLATIONS,
     RULES,
-    Attempt,
     Call,
-    Observer,
     RuleBroken,
     Told,
     told_kind,
@@ -99,20 +100,21 @@ CAUGHT = (SimulatedCrash, *CANCELLATIONS, Exception)
 
 
 class Behaviour(enum.Enum):
-    """What the tool (the upstream) does when the log runs it."""
+    """What happens in one call: what the tool (the upstream) does when the log runs it, or
+    a fault around it."""
 
-    RETURN = "returns a value"
-    NOT_SENT = "fails before sending"
-    TIMEOUT = "times out after sending"
-    CANCELLED = "its caller is cancelled after sending"
-    INTERRUPTED = "its caller is interrupted (Ctrl-C) after sending"
+    RETURN = "the tool returns a value"
+    NOT_SENT = "the tool fails before sending"
+    TIMEOUT = "the tool times out after sending"
+    CANCELLED = "the caller is cancelled after the tool sent"
+    INTERRUPTED = "the caller is interrupted (Ctrl-C) after the tool sent"
     CLAIM_FAILS = "the log's first write fails"
     CRASH_AT_CLAIM = "the process dies at the log's first write"
-    CRASH_AFTER_SENDING = "dies after sending, before the result is stored"
-    STORE_FAILS_AFTER = "runs, then the log's next write fails"
-    UNSTORABLE = "returns a result JSON cannot hold"
-    DUPLICATE_DURING = "runs while a duplicate caller arrives"
-    AFTER_RESTART = "returns a value, called just after the process restarted"
+    CRASH_AFTER_SENDING = "the process dies after the tool sent, before the result is stored"
+    STORE_FAILS_AFTER = "the tool returns, then the log's next write fails"
+    UNSTORABLE = "the tool returns a result JSON cannot hold"
+    DUPLICATE_DURING = "a duplicate caller arrives while the tool runs"
+    AFTER_RESTART = "the process restarted just before the call"
 
 
 TROUBLE = frozenset(
@@ -262,8 +264,8 @@ def _signatures(tier: str, session: str | None = None) -> st.SearchStrategy[str]
     )
 
 
-IRREVERSIBLE = _signatures("irreversible")
-DECIDED = st.one_of(IRREVERSIBLE, SIGNATURES)
+IRREVERSIBLE_CALLS = _signatures("irreversible")
+DECIDED = st.one_of(IRREVERSIBLE_CALLS, SIGNATURES)
 """Decisions mostly on the irreversible call, sometimes on one that must refuse them."""
 APPROVALS = st.sampled_from((True, True, False))
 """A human approves twice as often as they reject (a rejection ends the call's life)."""
@@ -297,13 +299,13 @@ class EffectLogSuite(RuleBasedStateMachine):
         """A caller calls a compensable signature of s1 (of s2, or the irreversible one, in
         the rules below: one rule each, so that each is called as often)."""
         self.seen.next_step()
-        self._call(signature, f"the tool {behaviour.value}", behaviour)
+        self._call(signature, behaviour.value, behaviour)
 
     @rule(signature=_signatures("compensable", "s2"), behaviour=BEHAVIOURS)
     def call_in_s2(self, signature: str, behaviour: Behaviour) -> None:
         self.call(signature, behaviour)
 
-    @rule(signature=IRREVERSIBLE, behaviour=BEHAVIOURS_IRREVERSIBLE)
+    @rule(signature=IRREVERSIBLE_CALLS, behaviour=BEHAVIOURS_IRREVERSIBLE)
     def call_irreversible(self, signature: str, behaviour: Behaviour) -> None:
         self.call(signature, behaviour)
 
@@ -321,7 +323,7 @@ class EffectLogSuite(RuleBasedStateMachine):
                 signature, lambda: self._tool(attempt, behaviour), CALLS[signature]
             )
         except CAUGHT as error:
-            kind = told_kind(error, attempt)
+            kind = told_kind(error, attempt.raised, attempt.fault)
             if kind is None:
                 self.seen.breach(
                     "contract",
@@ -358,7 +360,7 @@ class EffectLogSuite(RuleBasedStateMachine):
         elif behaviour is Behaviour.STORE_FAILS_AFTER:
             self._arm(attempt, "error")
         elif behaviour is Behaviour.DUPLICATE_DURING:
-            self._call(attempt.signature, "a duplicate caller, while it runs", Behaviour.RETURN)
+            self._call(attempt.signature, "by a duplicate caller, while it runs", Behaviour.RETURN)
         value: Any = ("a", "tuple") if behaviour is Behaviour.UNSTORABLE else {"n": self.counter}
         self.seen.returned(attempt, value)
         return value

@@ -1,4 +1,4 @@
-"""The oracle of ``EffectLogSuite``: what the suite saw, and the rules it judges by.
+"""The oracle of ``EffectLogSuite``: what the suite saw, judged by its rules.
 
 The suite is the world around the log under test: the upstream tools, the compensations,
 the human and every caller. ``Observer`` keeps what that world saw -- each run and each
@@ -14,108 +14,26 @@ of the first promise it broke.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from machines.errors import MachinesError, message_of
+from machines.errors import message_of
 from machines.jsonvalue import describe
 from machines.spec import MachineSpec
-from machines.systems.effectlog import (
-    EffectAwaitingApproval,
-    EffectClosed,
-    EffectNotRecorded,
-    EffectRejected,
-    EffectStillExecuting,
+from machines.testing.effectlog_rules import (
+    CANCELLATIONS,
+    IRREVERSIBLE,
+    RULES,
+    Call,
+    RuleBroken,
+    Told,
+    chain_problem,
+    moves_of,
+    show_chain,
 )
-from machines.testing.faults import NotSent, SimulatedCrash
-
-RULES: Mapping[str, str] = {
-    "at-most-once": (
-        "a signature takes effect upstream at most once, ever: its tool never runs again "
-        "after it was sent; only an error that proves nothing was sent frees it"
-    ),
-    "approval": (
-        "an irreversible call runs only right after a human approved it, once per approval, "
-        "and never after a rejection"
-    ),
-    "replay": (
-        "once a caller is told a result, every later caller gets that very result and "
-        "nothing runs; no caller gets a result that no run returned"
-    ),
-    "unknown-stays-unknown": (
-        "a call whose outcome is unknown is never run again nor answered with a result; "
-        "only the saga may compensate it"
-    ),
-    "cancelled-stays-unknown": (
-        "a caller cancelled or interrupted inside the tool leaves the effect unknown: never "
-        "free to run again, never answered with a result"
-    ),
-    "saga-newest-first": "the saga undoes a session's effects newest first",
-    "saga-only-unknown": (
-        "the saga undoes only its own session's effects whose outcome is unknown (never a "
-        "committed one, never one that did not take effect)"
-    ),
-    "saga-once": "the saga undoes each effect at most once, ever",
-    "saga-completes": (
-        "a saga that returns has undone every unknown effect of its session that has a compensation"
-    ),
-    "history-chain": (
-        "the history the log exposes is a legal chain of the bundled 'effect' definition "
-        "and is only ever appended to"
-    ),
-    "history-agrees": "the state the exposed history ends in agrees with what the suite saw",
-    "told-truth": "every answer a caller gets is explained by what happened in the call",
-    "decisions": (
-        "the log accepts a human decision only on an irreversible call that waits for "
-        "one, and refuses none there"
-    ),
-    "adapter-check": "the adapter's own check() reports no problem",
-    "contract": (
-        "the adapter keeps its contract: it raises only the errors the contract names and "
-        "returns what each method must"
-    ),
-}
-"""Every rule the suite judges by: its stable name (the start of a failure message) and
-what it promises."""
-
-IRREVERSIBLE = "irreversible"
-CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt)
-"""What a cancelled or interrupted caller raises inside the tool."""
-
-
-class RuleBroken(AssertionError):
-    """The log under test broke ``rule`` (a key of ``RULES``); the message starts with it,
-    then says what happened to which signature, step by step."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        self.rule = rule
-        super().__init__(message)
-
-
-class Call(NamedTuple):
-    """One call signature of the suite: its tier, its tool, and the session it belongs to."""
-
-    tier: str
-    tool: str
-    session: str
-
-
-class Told(enum.Enum):
-    """What a caller was told, by kind."""
-
-    VALUE = "a result"
-    NOT_SENT = "the tool's proof that nothing was sent"
-    TOOL_ERROR = "the tool's own error"
-    CANCELLED = "its own cancellation"
-    UNKNOWN = "that the outcome is unknown or still running"
-    AWAITING = "that a human must approve it first"
-    REJECTED = "that a human rejected it"
-    CLOSED = "that it is closed (being undone or undone)"
-    FAILED = "that the log could not record the call"
-    CRASHED = "nothing: the process died"
+from machines.testing.faults import NotSent
 
 
 class Status(enum.Enum):
@@ -186,30 +104,6 @@ class Belief:
         if self.saga_passed:
             return frozenset({"executing", "compensating", "compensation_failed"})
         return frozenset({"executing"})
-
-
-def told_kind(error: BaseException, attempt: Attempt) -> Told | None:
-    """What kind of answer ``error`` is, or None when the contract allows no such error."""
-    if isinstance(error, SimulatedCrash):
-        return Told.CRASHED
-    if any(error is raised for raised in attempt.raised):
-        if isinstance(error, NotSent):
-            return Told.NOT_SENT
-        return Told.CANCELLED if isinstance(error, CANCELLATIONS) else Told.TOOL_ERROR
-    kinds: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], Told], ...] = (
-        (NotSent, Told.NOT_SENT),
-        (CANCELLATIONS, Told.CANCELLED),
-        (EffectAwaitingApproval, Told.AWAITING),
-        (EffectRejected, Told.REJECTED),
-        (EffectClosed, Told.CLOSED),
-        (EffectStillExecuting, Told.UNKNOWN),
-        (EffectNotRecorded, Told.UNKNOWN),
-        (MachinesError, Told.FAILED),
-    )
-    for kind, told in kinds:
-        if isinstance(error, kind):
-            return told
-    return Told.FAILED if attempt.fault and isinstance(error, Exception) else None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -525,7 +419,7 @@ class Observer:
         """Judge the history the log exposes for ``signature`` (None: it exposes none)."""
         if moves is None:
             return
-        chain = _moves(moves)
+        chain = moves_of(moves)
         if chain is None:
             self.breach(
                 "contract",
@@ -535,11 +429,11 @@ class Observer:
             )
             return
         belief = self.beliefs[signature]
-        problem = _chain_problem(chain, spec, belief.call.tier)
+        problem = chain_problem(chain, spec, belief.call.tier)
         if problem is None and chain[: len(belief.history)] != belief.history:
             problem = "an earlier part of it was rewritten or removed"
         if problem is not None:
-            self.breach("history-chain", signature, f"its history {problem}: {_show(chain)}")
+            self.breach("history-chain", signature, f"its history {problem}: {show_chain(chain)}")
             return
         belief.history = chain
         state = chain[-1][2] if chain else None
@@ -550,42 +444,3 @@ class Observer:
                 signature,
                 f"its history ends in {state}; from what the suite saw it is {allowed}",
             )
-
-
-def _moves(moves: object) -> tuple[tuple[str, str, str, str], ...] | None:
-    """The moves as (source, trigger, dest, actor) tuples, or None if malformed."""
-    if not isinstance(moves, Sequence) or isinstance(moves, str | bytes):
-        return None
-    out = []
-    try:
-        for move in moves:
-            parts = (move.source, move.trigger, move.dest, move.actor)
-            if not all(type(part) is str for part in parts):
-                return None
-            out.append(parts)
-    except Exception:  # a hostile sequence or move: user code
-        return None
-    return tuple(out)
-
-
-def _chain_problem(
-    chain: Sequence[tuple[str, str, str, str]], spec: MachineSpec, tier: str
-) -> str | None:
-    state = spec.initial
-    for i, (source, trigger, dest, actor) in enumerate(chain, start=1):
-        if source != state:
-            return f"move {i} starts from {source}, not from {state}"
-        try:
-            legal = spec.step(source, trigger, actor=actor, tier=tier)
-        except MachinesError as refused:
-            return f"move {i} is not allowed ({message_of(refused, 160)})"
-        if legal != dest:
-            return f"move {i} ({trigger}) leads to {legal}, not {dest}"
-        state = dest
-    return None
-
-
-def _show(chain: Sequence[tuple[str, str, str, str]]) -> str:
-    if not chain:
-        return "(empty)"
-    return chain[0][0] + "".join(f" --{trigger}--> {dest}" for _, trigger, dest, _ in chain)
