@@ -1,6 +1,7 @@
 """The effect-log part of the bug zoo against ``EffectLogSuite`` (issue 14 item 2): every
 buggy log written from scratch is caught, under a rule it breaks, by what the suite saw
-alone (the bugs' adapters expose no history and check nothing); the careful one passes.
+alone (the bugs' adapters check nothing and, but for the history bug, expose no
+history); the careful one, which exposes its history, passes.
 
 Detection runs the suite as CI runs it (the ``ci`` profile's size, derandomized) with the
 ``generate`` phase only: the time is how long the suite takes to see the bug; shrinking

@@ -9,8 +9,8 @@ first, each effect once. Each bug below rewrites one of its methods the way a ca
 engineer might; ``BUGS`` maps each to the rule the suite must name. ``UserAdapter`` is the
 adapter a user writes around such a log: it translates the log's own exceptions into the
 contract's, and wires the suite's faults and restarts to the log's storage. The bugs'
-adapters expose no history and check nothing, so the suite judges them by what it sees
-alone.
+adapters check nothing and expose no history (but the one whose bug is in its history), so
+the suite judges them by what it sees alone.
 """
 
 from __future__ import annotations
