@@ -44,7 +44,7 @@ import asyncio
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -63,11 +63,11 @@ from machines.testing.effectlog_rules import (
     CANCELLATIONS,
     RULES,
     Call,
-    RuleBroken,
     Told,
     told_kind,
 )
 from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
+from machines.testing.verdict import Move, RuleBroken
 
 __all__ = [
     "CALLS",
@@ -134,15 +134,6 @@ class Saga(enum.Enum):
     WORKS = "every compensation works"
     FAILS = "every compensation fails"
     DIES = "the process dies inside the first compensation"
-
-
-class Move(NamedTuple):
-    """One recorded state change, in the names of the bundled ``effect`` definition."""
-
-    source: str
-    trigger: str
-    dest: str
-    actor: str
 
 
 class EffectLogAdapter(Adapter):

@@ -27,13 +27,10 @@ from machines.testing.effectlog_rules import (
     IRREVERSIBLE,
     RULES,
     Call,
-    RuleBroken,
     Told,
-    chain_problem,
-    moves_of,
-    show_chain,
 )
 from machines.testing.faults import NotSent
+from machines.testing.verdict import RuleBroken, chain_problem, moves_of, show_chain
 
 
 class Status(enum.Enum):
@@ -429,7 +426,7 @@ class Observer:
             )
             return
         belief = self.beliefs[signature]
-        problem = chain_problem(chain, spec, belief.call.tier)
+        problem = chain_problem(chain, spec, {"tier": belief.call.tier})
         if problem is None and chain[: len(belief.history)] != belief.history:
             problem = "an earlier part of it was rewritten or removed"
         if problem is not None:

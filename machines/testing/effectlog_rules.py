@@ -12,8 +12,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from machines.errors import MachinesError, message_of
-from machines.spec import MachineSpec
+from machines.errors import MachinesError
 from machines.systems.effectlog import (
     EffectAwaitingApproval,
     EffectClosed,
@@ -77,15 +76,6 @@ CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt)
 """What a cancelled or interrupted caller raises inside the tool."""
 
 
-class RuleBroken(AssertionError):
-    """The log under test broke ``rule`` (a key of ``RULES``); the message starts with it,
-    then says what happened to which signature, step by step."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        self.rule = rule
-        super().__init__(message)
-
-
 class Call(NamedTuple):
     """One call signature of the suite: its tier, its tool, and the session it belongs to."""
 
@@ -133,45 +123,3 @@ def told_kind(error: BaseException, raised: Sequence[BaseException], fault: bool
         if isinstance(error, kind):
             return told
     return Told.FAILED if fault and isinstance(error, Exception) else None
-
-
-def moves_of(moves: object) -> tuple[tuple[str, str, str, str], ...] | None:
-    """A history an adapter returned, as (source, trigger, dest, actor) tuples; None if
-    it is not a sequence of moves with four ``str`` attributes."""
-    if not isinstance(moves, Sequence) or isinstance(moves, str | bytes):
-        return None
-    out = []
-    try:
-        for move in moves:
-            parts = (move.source, move.trigger, move.dest, move.actor)
-            if not all(type(part) is str for part in parts):
-                return None
-            out.append(parts)
-    except Exception:  # a hostile sequence or move: user code
-        return None
-    return tuple(out)
-
-
-def chain_problem(
-    chain: Sequence[tuple[str, str, str, str]], spec: MachineSpec, tier: str
-) -> str | None:
-    """What makes ``chain`` not a legal history of ``spec`` for a call of ``tier``: the
-    first move that does not continue from the last, or that the definition refuses."""
-    state = spec.initial
-    for i, (source, trigger, dest, actor) in enumerate(chain, start=1):
-        if source != state:
-            return f"move {i} starts from {source}, not from {state}"
-        try:
-            legal = spec.step(source, trigger, actor=actor, tier=tier)
-        except MachinesError as refused:
-            return f"move {i} is not allowed ({message_of(refused, 160)})"
-        if legal != dest:
-            return f"move {i} ({trigger}) leads to {legal}, not {dest}"
-        state = dest
-    return None
-
-
-def show_chain(chain: Sequence[tuple[str, str, str, str]]) -> str:
-    if not chain:
-        return "(empty)"
-    return chain[0][0] + "".join(f" --{trigger}--> {dest}" for _, trigger, dest, _ in chain)
