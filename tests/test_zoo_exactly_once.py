@@ -17,8 +17,7 @@ import unittest
 import pytest
 from hypothesis import Phase, settings
 
-from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite
-from machines.testing.exactly_once_oracle import RULES, RuleBroken
+from machines.testing.exactly_once import RULES, ExactlyOnceAdapter, ExactlyOnceSuite, RuleBroken
 from machines.testing.profiles import run_suite, scaled
 from tests.zoo.exactly_once import BUGS, AttemptsAsMoves, Ledger, LedgerAdapter, Unfenced
 

@@ -41,6 +41,7 @@ from machines.errors import (
     EffectInProgress,
     MachinesError,
     message_of,
+    storable_text,
 )
 from machines.jsonvalue import describe
 from machines.loader import load
@@ -48,8 +49,24 @@ from machines.store import open_store
 from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
-from machines.testing.exactly_once_oracle import CallSeen, Oracle, StopRun, Told
+from machines.testing.exactly_once_oracle import RULES, CallSeen, Oracle, StopRun, Told
 from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
+from machines.testing.verdict import Move, RuleBroken
+
+__all__ = [
+    "KEYS",
+    "LEASE",
+    "RULES",
+    "Behaviour",
+    "ExactlyOnceAdapter",
+    "ExactlyOnceSuite",
+    "Fault",
+    "Move",
+    "NotSent",
+    "ReferenceAdapter",
+    "RuleBroken",
+    "SimulatedCrash",
+]
 
 KEYS = ("k1", "k2")
 """Two keys: enough for a caller of another key to arrive mid-run, few enough that most
@@ -57,8 +74,6 @@ runs revisit a key after it was parked, decided or reclaimed."""
 LEASE = 30.0
 """The longest lease the suite assumes: past it (on the adapter's clock) a holder is gone."""
 MACHINE = "outcome"
-
-Move = tuple[str, str, str]
 
 
 class Behaviour(enum.Enum):
@@ -128,9 +143,11 @@ class ExactlyOnceAdapter(Adapter):
 
     @abc.abstractmethod
     def history(self, key: str) -> Sequence[Move] | None:
-        """``key``'s recorded moves, oldest first, as (source, trigger, dest) of the
-        ``outcome`` machine (empty for a key never moved), judged against the bundled
-        definition after every step; None if the executor keeps no history."""
+        """``key``'s recorded moves, oldest first, as ``Move(source, trigger, dest, actor)``
+        in the names of the ``outcome`` machine (empty for a key never moved): judged
+        against the bundled definition and against what the callers were told after every
+        step. Return None if your executor keeps no history (the suite then judges by its
+        own observation alone)."""
 
     @abc.abstractmethod
     def check(self) -> list[str]:
@@ -190,7 +207,7 @@ class ReferenceAdapter(ExactlyOnceAdapter):
 
     def history(self, key: str) -> list[Move]:
         with self.store.transaction() as tx:
-            return [(e.source, e.trigger, e.dest) for e in tx.history(MACHINE, key)]
+            return [Move(e.source, e.trigger, e.dest, e.actor) for e in tx.history(MACHINE, key)]
 
     def check(self) -> list[str]:
         return self.watch.check()
@@ -230,6 +247,12 @@ class Decide:
     key: str
     landed: bool
 
+
+_FAULTS: dict[Behaviour, Fault] = {
+    Behaviour.CRASH_AFTER_SENDING: "crash",
+    Behaviour.STORE_FAILS_AFTER: "error",
+}
+"""The behaviours that make the executor's next durable write fail, and how."""
 
 Action = Call | Wait | Restart | Reclaim | Decide
 
@@ -273,13 +296,14 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
         matter from a counterexample (see ``ACTIONS``)."""
         if isinstance(action, Call):
             if self._call(action.key, action.behaviour, "worker") == "crashed":
-                self.adapter.restart()
-            self.adapter.fail_next_write(None)  # a fault the call left unused dies with it
+                self._obey("restart()", self.adapter.restart)
+            # a fault the call left unused dies with it
+            self._obey("fail_next_write(None)", lambda: self.adapter.fail_next_write(None))
         elif isinstance(action, Wait):
             self._pass(action.seconds)
         elif isinstance(action, Restart):
             self.oracle.note("the process restarts")
-            self.adapter.restart()
+            self._obey("restart()", self.adapter.restart)
         elif isinstance(action, Reclaim):
             key = action.key
             self.oracle.reclaimed(key, _refusal(lambda: self.adapter.reclaim(key)))
@@ -302,10 +326,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
                 else:
                     oracle.history(key, moves, _JUDGE)
         if oracle.broken is None:
-            try:
-                problems = [p if isinstance(p, str) else describe(p) for p in self.adapter.check()]
-            except Exception as error:
-                problems = [f"check() raised {_what(error)}"]
+            problems = _problems(self.adapter.check)
             if problems:
                 oracle.breaks("adapter-check", "; ".join(problems))
         oracle.verdict()
@@ -315,7 +336,17 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
     def _pass(self, seconds: float) -> None:
         self.oracle.clock += seconds
         self.oracle.note(f"{seconds:g} s pass")
-        self.adapter.advance_clock(seconds)
+        self._obey(f"advance_clock({seconds:g})", lambda: self.adapter.advance_clock(seconds))
+
+    def _obey(self, what: str, act: Callable[[], None]) -> bool:
+        """Run one of the adapter's plain duties; one that raises breaks ``typed-answer``
+        (the suite cannot go on as if it had been done)."""
+        try:
+            act()
+        except Exception as error:
+            self.oracle.breaks("typed-answer", f"{what} raised {_what(error)}")
+            return False
+        return True
 
     def _call(self, key: str, behaviour: Behaviour, worker: str) -> str:
         call = self.oracle.begin(key, worker, behaviour.value)
@@ -331,7 +362,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
             raise StopRun()
 
     def _effect(self, call: CallSeen, behaviour: Behaviour) -> Callable[[], Any]:
-        oracle = self.oracle
+        oracle, adapter = self.oracle, self.adapter
 
         def effect() -> Any:
             oracle.invoked(call)
@@ -349,10 +380,12 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
             if behaviour is Behaviour.INTERRUPTED:
                 oracle.raised(call, after_send=True, interrupt=True)
                 raise KeyboardInterrupt()
-            if behaviour is Behaviour.CRASH_AFTER_SENDING:
-                self.adapter.fail_next_write("crash")
-            elif behaviour is Behaviour.STORE_FAILS_AFTER:
-                self.adapter.fail_next_write("error")
+            if behaviour in _FAULTS:
+                how = _FAULTS[behaviour]
+                if not self._obey(
+                    f"fail_next_write({how!r})", lambda: adapter.fail_next_write(how)
+                ):
+                    raise StopRun()
             elif behaviour is Behaviour.DUPLICATE_DURING:
                 self._during(call.key, "duplicate")
             elif behaviour is Behaviour.OTHER_KEY_DURING:
@@ -383,6 +416,18 @@ def _told(run: Callable[[], Any]) -> Told:
         return Told("in progress")
     except Exception as error:
         return Told("untyped", _what(error))
+
+
+def _problems(check: Callable[[], object]) -> list[str]:
+    """What the adapter's ``check()`` reports, each problem cut short; a result that is not
+    a list of text, or a check that raises, is itself the problem."""
+    try:
+        problems = check()
+        if not isinstance(problems, list | tuple):
+            return [f"check() returned {describe(problems)}, not a list of problems"]
+        return [storable_text(p, 300) if isinstance(p, str) else describe(p) for p in problems]
+    except Exception as error:
+        return [f"check() raised {_what(error)}"]
 
 
 def _refusal(act: Callable[[], None]) -> Told | None:

@@ -13,12 +13,13 @@ reported (``RuleBroken``, its message starting with the rule's name) after the s
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from machines.jsonvalue import describe
 from machines.spec import MachineSpec
+from machines.testing.verdict import Move, RuleBroken, chain_problem, moves_of, show_chain
 
 RULES: Mapping[str, str] = {
     "one-send-per-claim": (
@@ -46,6 +47,10 @@ RULES: Mapping[str, str] = {
         "a key whose holder died or stalled past its lease is parked for the next caller: "
         "told indeterminate, neither run again nor reported in progress"
     ),
+    "bounded-retries": (
+        "a call starts its effect a bounded number of times, even on errors that prove "
+        "nothing was sent (the suite stops a call at its ATTEMPTS-th start)"
+    ),
     "failed-means-not-sent": (
         "a caller is told the effect failed only when nothing was sent in the claim"
     ),
@@ -72,16 +77,11 @@ RULES: Mapping[str, str] = {
 }
 """Every rule the suite judges, by the name its failure message starts with."""
 
+ATTEMPTS = 20
+"""How many starts of its effect the suite lets one call make: a retry loop with no bound
+would hold the user's CI (and the suite's record) for ever."""
 TRANSCRIPT = 14
 """How many of the last observations a failure report shows."""
-
-
-class RuleBroken(AssertionError):
-    """A rule of ``RULES`` was broken; the message starts with its name."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        self.rule = rule
-        super().__init__(f"{rule}: {message}")
 
 
 class Phase(enum.Enum):
@@ -159,7 +159,7 @@ class KeyRecord:
     result: Any = None
     error: tuple[str, str] | None = None
     decided: bool = False
-    moves: tuple[tuple[str, str, str], ...] = ()
+    moves: tuple[Move, ...] = ()
 
 
 class StopRun(BaseException):
@@ -195,6 +195,11 @@ class Oracle:
         """The effect of ``call`` starts (raises ``StopRun`` once a rule is broken)."""
         call.invocations += 1
         self.note(f"  call {call.number}: the effect starts (attempt {call.invocations})")
+        if call.invocations >= ATTEMPTS:
+            self.breaks(
+                "bounded-retries",
+                f"call {call.number} started the effect of {call.key} {ATTEMPTS} times",
+            )
         if self.broken is None:
             self._invoked(call, self.records[call.key])
         if self.broken is not None:
@@ -418,31 +423,27 @@ class Oracle:
             self.breaks("explicit-exit", f"the {what} of {key} was accepted while {phase.value}")
 
 
-Move = tuple[str, str, str]
-
-
 def _history_problem(
     record: KeyRecord, key: str, moves: object, spec: MachineSpec
 ) -> tuple[str, str] | None:
     """The rule ``moves`` breaks as ``key``'s history, and how, given what callers were told."""
-    chain = _as_moves(moves)
+    chain = moves_of(moves)
     if chain is None:
         return "legal-history", (
-            f"history({key!r}) gave {describe(moves)}, not a list of (source, trigger, dest)"
+            f"history({key!r}) gave {describe(moves)}, not a list of moves with str source, "
+            "trigger, dest and actor (or None)"
         )
     if chain[: len(record.moves)] != record.moves:
-        was, now = describe(record.moves), describe(chain)
+        was, now = show_chain(record.moves), show_chain(chain)
         return "legal-history", f"the history of {key} was rewritten: {was} became {now}"
     record.moves = chain
-    legal = {(t.source, t.trigger, t.dest) for t in spec.transitions}
-    state = spec.initial
-    for number, (source, trigger, dest) in enumerate(chain, 1):
-        if source != state or (source, trigger, dest) not in legal:
-            return "legal-history", (
-                f"move {number} of {key}'s history, {source} --{trigger}--> {dest}, is not a "
-                f"move of the bundled '{spec.name}' definition from {state}"
-            )
-        state = dest
+    problem = chain_problem(chain, spec)
+    if problem is not None:
+        return "legal-history", (
+            f"the history of {key} is not a chain of the bundled '{spec.name}' definition: "
+            f"{problem}: {show_chain(chain)}"
+        )
+    state = chain[-1].dest if chain else spec.initial
     if record.phase is Phase.NEW and chain:
         return "legal-history", f"{key} was never called, yet its history has {len(chain)} move(s)"
     expected = _STANDS[record.phase]
@@ -477,23 +478,21 @@ def _rule_behind(record: KeyRecord) -> str:
     return "legal-history"
 
 
-def _as_moves(moves: object) -> tuple[Move, ...] | None:
-    if not isinstance(moves, Sequence) or isinstance(moves, str | bytes):
-        return None
-    out = []
-    for move in moves:
-        if not isinstance(move, Sequence) or len(move) != 3:
-            return None
-        if not all(isinstance(part, str) for part in move):
-            return None
-        out.append((move[0], move[1], move[2]))
-    return tuple(out)
-
-
 def _same(told: object, recorded: object) -> bool:
-    """Equal, and of the same JSON shape (a tuple is not the list it was); a value whose
-    comparison raises is not the same."""
+    """The same value, of the same JSON shape all the way down (``1.0`` is not ``1``,
+    ``True`` is not ``1``, a tuple is not the list it was); a value whose comparison raises
+    or nests too deep is not the same."""
     try:
-        return type(told) is type(recorded) and bool(told == recorded)
-    except Exception:
+        return _exact(told, recorded)
+    except Exception:  # a hostile __eq__ or __iter__, a RecursionError: user values
         return False
+
+
+def _exact(a: object, b: object) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_exact(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)

@@ -29,7 +29,7 @@ CREATE TABLE effects (
     result TEXT, error_type TEXT, error_message TEXT, version INTEGER NOT NULL);
 CREATE TABLE moves (
     key TEXT NOT NULL, seq INTEGER NOT NULL, source TEXT NOT NULL, trigger TEXT NOT NULL,
-    dest TEXT NOT NULL, PRIMARY KEY (key, seq));
+    dest TEXT NOT NULL, actor TEXT NOT NULL, PRIMARY KEY (key, seq));
 """
 
 
@@ -91,14 +91,15 @@ class Ledger:
         self.before_write()
         return self.db.execute(sql, args).rowcount
 
-    def move(self, key: str, source: str, trigger: str, dest: str) -> None:
+    def move(self, key: str, source: str, trigger: str, dest: str, actor: str = "worker") -> None:
         self.write(
-            "INSERT INTO moves SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM moves "
+            "INSERT INTO moves SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM moves "
             "WHERE key = ?",
             key,
             source,
             trigger,
             dest,
+            actor,
             key,
         )
 
@@ -265,7 +266,7 @@ class Ledger:
                 key,
             ):
                 raise NotParked(key)
-            self.move(key, "indeterminate", "reclaim", "in_flight")
+            self.move(key, "indeterminate", "reclaim", "in_flight", "caller")
 
     def decide(self, key: str, landed: bool, result: Any) -> None:
         dest, trigger = (
@@ -282,13 +283,13 @@ class Ledger:
                 key,
             ):
                 raise NotParked(key)
-            self.move(key, "indeterminate", trigger, dest)
+            self.move(key, "indeterminate", trigger, dest, "operator")
 
     def history(self, key: str) -> list[Move]:
         return [
-            (source, trigger, dest)
-            for source, trigger, dest in self.db.execute(
-                "SELECT source, trigger, dest FROM moves WHERE key = ? ORDER BY seq", (key,)
+            Move(*row)
+            for row in self.db.execute(
+                "SELECT source, trigger, dest, actor FROM moves WHERE key = ? ORDER BY seq", (key,)
             )
         ]
 
@@ -389,6 +390,14 @@ class RetriesAfterSend(Ledger):
 
     def may_retry(self, key: str, error: Exception, attempt: int) -> bool:
         return attempt <= self.retries
+
+
+class RetriesForever(Ledger):
+    """Retries an error that proves nothing was sent for as long as it keeps coming
+    ("it is safe, so why give up?"): a caller whose upstream refuses waits for ever."""
+
+    def may_retry(self, key: str, error: Exception, attempt: int) -> bool:
+        return isinstance(error, NotSent)
 
 
 class TimeoutIsFailure(Ledger):
@@ -545,7 +554,7 @@ class ReclaimsAnything(Ledger):
                 key,
             )
             if row[0] == "indeterminate":
-                self.move(key, "indeterminate", "reclaim", "in_flight")
+                self.move(key, "indeterminate", "reclaim", "in_flight", "caller")
 
 
 class DecisionReruns(Ledger):
@@ -581,6 +590,7 @@ BUGS: dict[type[Ledger], Expect] = {
     Unfenced: Expect("indeterminate-stays", 1),
     RetriesParked: Expect("indeterminate-stays", 2),
     RetriesAfterSend: Expect("no-retry-after-send", 1),
+    RetriesForever: Expect("bounded-retries", 1),
     TimeoutIsFailure: Expect("failed-means-not-sent", 1),
     AcksBeforeDurable: Expect("replay-identical", 3),
     ForgetsErrors: Expect("replay-identical", 2),
