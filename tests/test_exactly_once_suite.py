@@ -4,6 +4,7 @@ executor that only the suite's own observation catches."""
 
 from __future__ import annotations
 
+import unittest
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,7 @@ from machines.testing.faults import Fault
 from machines.testing.profiles import run_suite, scaled
 from tests.conftest import Document, SpecCopy, transition
 from tests.garbage import garbage
+from tests.zoo.exactly_once import BUGS, CancelIsFailure, Ledger, LedgerAdapter, TimeoutIsFailure
 
 HUNT = settings(
     scaled(200),
@@ -150,6 +152,29 @@ def test_a_copy_of_the_definitions_is_judged_by_the_bundled_one(spec_copy: SpecC
     broken = hunt(lambda: ReferenceAdapter(specs=specs))
     assert broken.rule == "legal-history"
     assert "not a chain of the bundled 'outcome' definition: move 1 (park) leads to " in str(broken)
+
+
+@pytest.mark.parametrize("bug", [TimeoutIsFailure, CancelIsFailure], ids=lambda b: b.__name__)
+def test_one_bug_gives_one_report_shrunk_to_its_steps(bug: type[Ledger]) -> None:
+    """issue 14 items 3 and 6: run the guide's way (``Suite.TestCase`` under the loaded
+    profile, Hypothesis's default of reporting every distinct failure), a bug that then
+    breaks several rules (a failed key that also replays wrongly, and whose history is
+    wrong) gives ONE failure, whose message starts with the first broken rule, and whose
+    counterexample has only the steps that matter (no leading ``time_passes``)."""
+
+    class BugSuite(ExactlyOnceSuite):
+        def make_adapter(self) -> ExactlyOnceAdapter:
+            return LedgerAdapter(bug, history=True)
+
+    outcome = unittest.TestResult()
+    BugSuite.TestCase("runTest").run(outcome)
+    assert len(outcome.failures) == 1 and not outcome.errors, outcome.errors
+    report = outcome.failures[0][1]
+    assert "distinct failures" not in report and report.count("RuleBroken: ") == 1
+    rule = BUGS[bug].rule
+    assert f"RuleBroken: {rule}: " in report
+    assert 1 <= report.count("state.step(") <= BUGS[bug].steps  # a history may show it sooner
+    assert "Wait(" not in report
 
 
 # -- bugs of the reference executor that only observation catches (item 1) ---------------
