@@ -99,12 +99,17 @@ class ExactlyOnceAdapter(Adapter):
     @abc.abstractmethod
     def run(self, key: str, effect: Callable[[], Any], worker: str) -> Any:
         """Run ``effect`` for ``key`` as ``worker`` and return its result (or the recorded
-        one), or raise ``EffectFailed`` (it provably did not happen), ``EffectIndeterminate``
-        (parked) or ``EffectInProgress`` (another worker's lease is live).
+        one, equal and of the same JSON shape), or raise ``EffectFailed`` (it provably did
+        not happen), ``EffectIndeterminate`` (parked) or ``EffectInProgress`` (another
+        worker's lease is live). Translate your executor's own exceptions into these;
+        anything else breaks ``typed-answer``.
 
-        An interrupt the effect raises (``KeyboardInterrupt``, ``asyncio.CancelledError``)
-        may pass through, and ``SimulatedCrash`` must: the process died there. Translate
-        your executor's own exceptions into these; anything else fails the suite."""
+        The effect raises ``NotSent`` when it provably sent nothing (your executor's proof
+        of "not sent"; any other error may have been sent). An interrupt it raises
+        (``KeyboardInterrupt``, ``asyncio.CancelledError``) may pass through;
+        ``SimulatedCrash`` and every other ``BaseException`` must (the process died, or
+        the suite stops the run). The effect may call ``run`` again for the same or another
+        key before it returns, as another thread or process would."""
 
     @abc.abstractmethod
     def reclaim(self, key: str) -> None:

@@ -449,6 +449,16 @@ class CancelIsFailure(Ledger):
             self.settle(key, version, "fail", None, Refused(type(error).__name__, "cancelled"))
 
 
+class ReplaysStoredText(Ledger):
+    """Replays a succeeded key's result as the JSON text it stored (the decode was
+    forgotten on the replay path): the first caller got a dict, every later one a str."""
+
+    def recorded(self, key: str, row: Row) -> Claim:
+        if row[0] == "succeeded":
+            return Replay(row[3])
+        return super().recorded(key, row)
+
+
 class ForgetsErrors(Ledger):
     """Replays a failed key with a generic error instead of the recorded one."""
 
@@ -593,6 +603,7 @@ BUGS: dict[type[Ledger], Expect] = {
     RetriesForever: Expect("bounded-retries", 1),
     TimeoutIsFailure: Expect("failed-means-not-sent", 1),
     AcksBeforeDurable: Expect("replay-identical", 3),
+    ReplaysStoredText: Expect("replay-identical", 2),
     ForgetsErrors: Expect("replay-identical", 2),
     ForgetsOnCancel: Expect("interrupted-parks", 2),
     CancelIsFailure: Expect("interrupted-parks", 2),
