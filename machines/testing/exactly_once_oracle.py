@@ -21,6 +21,10 @@ from machines.jsonvalue import describe
 from machines.spec import MachineSpec
 from machines.testing.verdict import Move, RuleBroken, chain_problem, moves_of, show_chain
 
+ATTEMPTS = 20
+"""How many starts of its effect the suite lets one call make: a retry loop with no bound
+would hold the user's CI (and the suite's record) for ever."""
+
 RULES: Mapping[str, str] = {
     "one-send-per-claim": (
         "the upstream receives at most one send per claim (the first call of a key, and the "
@@ -49,7 +53,7 @@ RULES: Mapping[str, str] = {
     ),
     "bounded-retries": (
         "a call starts its effect a bounded number of times, even on errors that prove "
-        "nothing was sent (the suite stops a call at its ATTEMPTS-th start)"
+        f"nothing was sent (the suite stops a call at start number {ATTEMPTS})"
     ),
     "failed-means-not-sent": (
         "a caller is told the effect failed only when nothing was sent in the claim"
@@ -67,7 +71,8 @@ RULES: Mapping[str, str] = {
     ),
     "typed-answer": (
         "every answer is a result, EffectFailed, EffectIndeterminate or EffectInProgress, "
-        "a refusal is a MachinesError, and only an interrupt the effect raised passes through"
+        "a refusal is a MachinesError, only an interrupt the effect raised passes through, "
+        "and advance_clock, fail_next_write and restart raise nothing"
     ),
     "legal-history": (
         "the history the adapter exposes is append-only, a legal chain of the bundled "
@@ -77,9 +82,6 @@ RULES: Mapping[str, str] = {
 }
 """Every rule the suite judges, by the name its failure message starts with."""
 
-ATTEMPTS = 20
-"""How many starts of its effect the suite lets one call make: a retry loop with no bound
-would hold the user's CI (and the suite's record) for ever."""
 TRANSCRIPT = 14
 """How many of the last observations a failure report shows."""
 
