@@ -122,6 +122,11 @@ class Told:
             return f"{self.kind} ({describe(self.value)})"
         return self.kind
 
+    def shown(self) -> str:
+        """The value for a message: the suite's own text as it is, anything else (an
+        adapter's object) described safely."""
+        return self.value if type(self.value) is str else describe(self.value)
+
 
 @dataclass
 class CallSeen:
@@ -327,7 +332,7 @@ class Oracle:
                 record.phase, record.holder = Phase.HELD, None
             return None
         if kind == "untyped" or (kind == "interrupted" and not call.interrupted):
-            return "typed-answer", f"raised {told.value}"
+            return "typed-answer", f"raised {told.shown()}"
         if kind == "interrupted" or (kind == "indeterminate" and call.interrupted):
             if phase is not Phase.PARKED or record.parked_by != "interrupted-parks":
                 self._park(record, "interrupted-parks")
@@ -403,7 +408,7 @@ class Oracle:
         record = self.records[key]
         phase = record.phase
         if refusal is not None and refusal.kind == "untyped":
-            self.breaks("typed-answer", f"the {what} of {key} raised {refusal.value}")
+            self.breaks("typed-answer", f"the {what} of {key} raised {refusal.shown()}")
         elif refusal is not None:
             if phase is Phase.PARKED and record.parked_by == "interrupted-parks":
                 self.breaks(
