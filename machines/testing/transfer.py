@@ -94,7 +94,18 @@ PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
 NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
 
 # What the scripted venue may answer; an Exception subclass is raised instead.
-PREPARE: Sequence[str | type[BaseException]] = ("submit", "sign", "retry", RuntimeError)
+MEANWHILE = "meanwhile"
+"""A twist of every call: the other engine steps the same request while this call is out,
+then the call answers as ``AFTER_MEANWHILE`` says. An engine that does not fence its
+writes (compare-and-set) acts on what it read before: a resend, a rewritten history."""
+AFTER_MEANWHILE = {"prepare": "submit", "submit": "accepted", "observe": "pending"}
+PREPARE: Sequence[str | type[BaseException]] = (
+    "submit",
+    "sign",
+    "retry",
+    RuntimeError,
+    MEANWHILE,
+)
 SUBMIT: Sequence[str | type[BaseException]] = (
     "accepted",
     "completed",
@@ -102,7 +113,7 @@ SUBMIT: Sequence[str | type[BaseException]] = (
     "unknown",
     ConnectionError,
     SimulatedCrash,
-    "duplicate",  # another engine steps the request while this call is out; then accepted
+    MEANWHILE,
 )
 OBSERVE: Sequence[str | type[BaseException]] = (
     "completed",
@@ -110,6 +121,7 @@ OBSERVE: Sequence[str | type[BaseException]] = (
     "pending",
     "unknown",
     TimeoutError,
+    MEANWHILE,
 )
 
 ANSWERS: Mapping[str, Sequence[str | type[BaseException]]] = {
@@ -348,6 +360,7 @@ OPERATIONS: Mapping[str, Callable[[st.DataObject, str], dict[str, Any]]] = {
 BY_REQUEST_STATE: Mapping[str, Sequence[str]] = {
     "pending_approval": ("reject", "expire"),
     "approved": ("fail_before_start",),
+    "executing": ("cancel",),  # refused once money may be moving: so it must stay
     "waiting_manual_action": ("cancel", "resume", "complete_manual"),
     "manual_intervention": ("resume", "confirm_failed", "confirm_completed"),
 }
@@ -387,6 +400,7 @@ class TransferSuite(RuleBasedStateMachine):
         self.plans: dict[str, str] = {}
         self.stepping: str | None = None
         self.armed = False
+        self.meanwhile = False
         self.twists: dict[str, set[object]] = {c: set(a[1:]) for c, a in ANSWERS.items()}
         self.script: dict[tuple[str, str], list[str | type[BaseException]]] | None = None
 
@@ -409,34 +423,41 @@ class TransferSuite(RuleBasedStateMachine):
         plans: list[str],
         twists: dict[str, set[object]],
     ) -> None:
-        """A fresh engine per run (built in ``__init__``) with ``LIVE`` requests, the first
-        one set up by a start drawn from ``starts`` (a scenario and what happens next).
+        """A fresh engine per run (built in ``__init__``) with ``LIVE`` requests, each set
+        up by a start drawn from ``starts``: a scenario (drawn first, so each corner is as
+        likely as the next), then what happens next. A fresh start submits ``plans``.
 
         Swarm testing: each run allows only a few of the venue's unhappy answers, so some
         runs go deep along one kind of trouble instead of every run drowning in a little
         of everything."""
         self.twists = twists
-        scenario, then = data.draw(st.sampled_from(self.starts), label="start")
-        if not self.set_up(scenario):
-            event(f"scenario {scenario!r} did not reach its expected state")
-        if then is not None:
+        scenarios = sorted({scenario for scenario, _ in self.starts})
+        for plan in plans:
+            scenario = data.draw(st.sampled_from(scenarios), label="start")
+            thens = [then for s, then in self.starts if s == scenario]
+            then = data.draw(st.sampled_from(thens), label="then")
+            request = REQUEST_IDS[len(self.plans)]
+            if not self.set_up(scenario, plan):
+                event(f"scenario {scenario!r} did not reach its expected state")
+            if then is None:
+                continue
             operation, node, arguments = then
             if operation.startswith("step"):
                 if operation == "step after the timeout":
                     self.adapter.advance_clock(SUBMIT_TIMEOUT + 1)
                 with self._outage(data):
-                    self._step(REQUEST_IDS[0], ENGINES[0])
+                    self._step(request, ENGINES[0])
             else:
-                self._operate(data, REQUEST_IDS[0], operation, node, arguments)
-        while len(self.plans) < LIVE:
-            self._submit(plans[len(self.plans)])
+                self._operate(data, request, operation, node, arguments)
 
-    def set_up(self, scenario: str) -> bool:
-        """Play ``scenario`` on a new request; whether it reached ``expect``. A system that
-        behaves otherwise (another rule set, your engine) is not wrong for that: the run
-        goes on from wherever it is."""
+    def set_up(self, scenario: str, plan: str | None = None) -> bool:
+        """Play ``scenario`` on a new request (a fresh start: submit ``plan``, if given);
+        whether it reached ``expect``. A system that behaves otherwise (another rule set,
+        your engine) is not wrong for that: the run goes on from wherever it is."""
         setup = SCENARIOS[scenario]
         if setup is None:
+            if plan is not None:
+                self._submit(plan)
             return True
         request = self._submit(setup.plan)
         self._approve(request, setup.until)
@@ -514,13 +535,16 @@ class TransferSuite(RuleBasedStateMachine):
         # Half the time the answer that moves the plan on, so runs get deep enough.
         options = [choices[0]] * max(1, len(twists)) + twists
         answer = self.data.draw(st.sampled_from(options), label=f"{node.name}.{call}")
-        if answer == "duplicate":
+        if answer != MEANWHILE:
+            return answer
+        if not self.meanwhile:  # one engine steps inside another's call, never deeper
             other = ENGINES[1] if self.stepping == ENGINES[0] else ENGINES[0]
-            doing = self.ledger.doing
-            self._step(node.request_id, other)  # must not send it again
-            self.ledger.doing = doing
-            return "accepted"
-        return answer
+            doing, self.meanwhile = self.ledger.doing, True
+            try:
+                self._step(node.request_id, other)  # must not redo what this call does
+            finally:
+                self.ledger.doing, self.meanwhile = doing, False
+        return AFTER_MEANWHILE[call]
 
     # -- rules ---------------------------------------------------------------------------
 
@@ -615,9 +639,17 @@ class TransferSuite(RuleBasedStateMachine):
     ) -> None:
         """After ``wait`` seconds, advance a request ``times`` times as ``engine``; with
         ``fault``, the first store write fails (``"error"``) or the process dies there
-        (``"crash"``). Waiting past the submit timeout exposes sends that never came back."""
+        (``"crash"``). Waiting past the submit timeout exposes sends that never came back.
+
+        A request not started yet is first taken to execution (and once every request
+        ended, a new one comes in), so that every run that steps moves money, whichever
+        rules Hypothesis' swarm testing left enabled in it."""
         self.adapter.advance_clock(wait)
         request = self._pick(data, running=True)
+        if _REQUEST_SPEC.is_terminal(self._state(request)) and len(self.plans) < len(REQUEST_IDS):
+            request = self._submit(data.draw(st.sampled_from(sorted(PLANS)), label="plan"))
+        if self._state(request) in LIFECYCLE:
+            self._approve(request, "executing")
         self.adapter.fail_next_write(fault)
         self.armed = fault is not None
         for _ in range(times):

@@ -252,6 +252,8 @@ class Ledger:
             self.confirmed.setdefault(request, set()).add(name)
         self.operation = op
         self.doing = f"{name}({request}{', ' + node if node else ''})"
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))
+        self.note(request, f"asks {self.doing}{': ' + shown if shown else ''}")
 
     def end(self, told: str, error: BaseException | None = None, wrote: bool = False) -> None:
         """What the operation under way was told: "done", "refused" (``error``, and
@@ -261,7 +263,7 @@ class Ledger:
             return
         op.told = told
         detail = f" ({type(error).__name__}: {message_of(error, 200)})" if error else ""
-        self.note(op.request, f"{self.doing} -> {told}{detail}")
+        self.note(op.request, f"  -> {told}{detail}")
         self.doing = "between steps"
         if told != "refused":
             return
