@@ -50,8 +50,29 @@ from machines.systems.transfer import (
 from machines.testing.contract import Adapter, AdapterContractError, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.faults import Fault, FaultyStore, SimulatedCrash, Specs, StoreWatch
-from machines.testing.transfer_oracle import EngineHistory, Ledger, Move
+from machines.testing.transfer_oracle import RULES, EngineHistory, Ledger
 from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
+from machines.testing.verdict import Move, RuleBroken
+
+__all__ = [
+    "ENGINES",
+    "OPERATIONS",
+    "PLANS",
+    "REQUEST_IDS",
+    "RULES",
+    "SUBMIT_TIMEOUT",
+    "EngineHistory",
+    "Fault",
+    "Move",
+    "ReferenceTransfer",
+    "RuleBroken",
+    "SimulatedCrash",
+    "StoreError",
+    "TransferAdapter",
+    "TransferSuite",
+    "Venue",
+    "plan_node",
+]
 
 LIVE = 2  # requests in progress at once; a new one is submitted when one ends
 REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))

@@ -17,7 +17,8 @@ a planner said about its outcome ("completed", "failed", "skipped", an exception
 ...). Money may be moving for a node with a side effect once its ``submit`` went out,
 until its word is "failed". The rules (``RULES``) are judged when the engine announces
 something (a callback, a new move in the history it exposes) and after every step; a
-breach is reported by one ``Breach`` whose message starts with the rule's name.
+breach is reported by one ``machines.testing.verdict.RuleBroken`` whose message starts
+with the rule's name.
 
 The histories an engine exposes are judged by the bundled definitions (``machines.load``),
 never by the definitions the engine runs on: a mutated copy must not judge itself.
@@ -33,6 +34,7 @@ from typing import Any
 from machines.errors import message_of
 from machines.loader import load
 from machines.spec import MachineSpec, Transition
+from machines.testing.verdict import Move, RuleBroken, moves_of
 from machines.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
 
 RULES: Mapping[str, str] = {
@@ -75,24 +77,6 @@ WORDS_OF: Mapping[str, str] = {"skip": "skipped", "complete_manual": "completed"
 """Operations whose acceptance is a word about their node (``reconcile``: its evidence)."""
 EXCERPT = 14
 """How many lines of what the suite saw a failure report quotes."""
-
-
-class Breach(AssertionError):
-    """A rule of ``RULES`` was broken; the message starts with its name. Raised from one
-    place only, so Hypothesis reports one failure per bug (its origin is one line)."""
-
-
-@dataclass(frozen=True)
-class Move:
-    """One recorded state change of a request or a node, as the engine exposes it."""
-
-    source: str
-    trigger: str
-    dest: str
-    actor: str
-
-    def __str__(self) -> str:
-        return f"{self.source} --{self.trigger} ({self.actor})--> {self.dest}"
 
 
 @dataclass(frozen=True)
@@ -191,7 +175,7 @@ class Ledger:
         self.activity = 0  # venue calls and callbacks so far
         self.log: list[tuple[str, str]] = []
         self.histories: dict[tuple[str, str], tuple[Move, ...]] = {}
-        self.breach: str | None = None
+        self.breach: RuleBroken | None = None
 
     # -- what happens ---------------------------------------------------------------------
 
@@ -293,17 +277,24 @@ class Ledger:
     def recorded(self, request: str, history: EngineHistory) -> None:
         """The history the engine exposes for ``request``: judge what is new in it."""
         plan = self.plans.get(request, ())
-        chains: list[tuple[str, MachineSpec, Sequence[Move], dict[str, str]]] = [
+        chains: list[tuple[str, MachineSpec, object, dict[str, str]]] = [
             ("", self.judge.request, history.request, {})
         ]
-        for name, moves in history.nodes.items():
+        for name, node_moves in history.nodes.items():
             watch = self.nodes.get((request, name))
             context = {"kind": watch.kind} if watch is not None else {}
-            chains.append((name, self.judge.node, moves, context))
-        for name, spec, moves, context in chains:
+            chains.append((name, self.judge.node, node_moves, context))
+        for name, spec, exposed, context in chains:
             where = f"{name}: " if name else ""
             before = self.histories.get((request, name), ())
-            now = tuple(moves)
+            now = moves_of(exposed)
+            if now is None:
+                self.broken(
+                    "legal-history",
+                    request,
+                    f"{where}the history is not a sequence of moves (a {type(exposed).__name__})",
+                )
+                return
             if now[: len(before)] != before:
                 self.broken("legal-history", request, f"{where}recorded moves were rewritten")
                 return
@@ -366,15 +357,16 @@ class Ledger:
         assert rule in RULES, rule
         seen = [line for key, line in self.log if key == request][-EXCERPT:]
         excerpt = "\n".join(f"    {line}" for line in seen) or "    (nothing)"
-        self.breach = (
+        self.breach = RuleBroken(
+            rule,
             f"{rule}: {request}: {message}\n  rule: {RULES[rule]}\n"
-            f"  what the suite saw of {request} (latest last):\n{excerpt}"
+            f"  what the suite saw of {request} (latest last):\n{excerpt}",
         )
 
     def verdict(self) -> None:
-        """Raise the first breach seen, if any: the one place a ``Breach`` is raised."""
+        """Raise the first breach seen, if any: the one place a ``RuleBroken`` is raised."""
         if self.breach is not None:
-            raise Breach(self.breach)
+            raise self.breach
 
     # -- helpers --------------------------------------------------------------------------
 
