@@ -274,13 +274,24 @@ class Ledger:
 
     # -- judging --------------------------------------------------------------------------
 
-    def recorded(self, request: str, history: EngineHistory) -> None:
-        """The history the engine exposes for ``request``: judge what is new in it."""
+    def recorded(self, request: str, history: object) -> None:
+        """The history the engine exposes for ``request`` (an ``EngineHistory``, anything
+        else a breach): judge what is new in it."""
+        nodes = history.nodes if isinstance(history, EngineHistory) else None
+        if not isinstance(nodes, Mapping) or not all(isinstance(n, str) for n in nodes):
+            self.broken(
+                "legal-history",
+                request,
+                f"history() returned a {type(history).__name__}, not an EngineHistory of "
+                "moves with a mapping of node names",
+            )
+            return
+        assert isinstance(history, EngineHistory)
         plan = self.plans.get(request, ())
         chains: list[tuple[str, MachineSpec, object, dict[str, str]]] = [
             ("", self.judge.request, history.request, {})
         ]
-        for name, node_moves in history.nodes.items():
+        for name, node_moves in nodes.items():
             watch = self.nodes.get((request, name))
             context = {"kind": watch.kind} if watch is not None else {}
             chains.append((name, self.judge.node, node_moves, context))
