@@ -244,8 +244,10 @@ def build_model(
     judged_by_bundled: bool = False,
 ) -> Model:
     """The model of ``system`` in ``scope``, on the bundled definitions or ``spec_dir``'s;
-    ``judged_by_bundled`` judges the invariants by the bundled definitions' tags even when
-    the system runs on ``spec_dir``'s (a mutated copy must not judge itself)."""
+    ``judged_by_bundled`` judges the invariants by the bundled definitions (their tags and
+    their money rules) even when the system runs on ``spec_dir``'s: a mutated copy must not
+    judge itself. The exactly-once model's invariants are its own, not read from the
+    definition, so there the flag changes nothing."""
     every, _ = scopes_of(system)
     if scope not in every:
         raise UnknownName(f"{system} has no scope '{scope}'; scopes: {', '.join(every)}")
@@ -263,6 +265,7 @@ def build_model(
             scope=scope,
             rules=rules,
             symmetry=symmetry,
+            judge=(load("request"), load("node")) if judged_by_bundled else None,
         )
     if rules is not None:
         raise UnknownName("a derivation rule set applies to the transfer system only")

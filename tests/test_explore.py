@@ -321,17 +321,44 @@ def test_keys_and_workers_are_a_symmetry() -> None:
 # -- mutated definitions and the command ------------------------------------------------------
 
 
+def _cancel_any_time_and_say_nothing(doc: Document) -> None:
+    """A careless change that lets an operator cancel with money in flight and, to keep
+    ``machines check`` quiet, deletes the rule that forbids it from the same definition."""
+    edge = next(t for t in doc["transitions"] if t["trigger"] == "cancel")
+    del edge["when"]
+    doc["invariants"] = [
+        rule for rule in doc["invariants"] if rule["id"] != "cancel-only-before-money-moves"
+    ]
+
+
 def test_the_explorer_judges_a_mutant_by_the_bundled_definitions(spec_copy: SpecCopy) -> None:
-    """A derived context that forgets submitting lets an operator cancel while money is
-    being sent; the mutant's own rules would call that fine, the bundled ones do not."""
+    """issue 14 item 4: a mutant that drops the cancel guard *and* its own
+    ``cancel-only-before-money-moves`` rule judges itself innocent; judged by the bundled
+    definitions (``judged_by_bundled=True``, what ``machines mutate`` asks for) the
+    explorer finds the cancellation with money in flight. Fails when the bundled judge is
+    not passed to the model."""
+    spec_copy.edit("request", _cancel_any_time_and_say_nothing)
+    by_itself = build_model("transfer", "withdraw", spec_dir=spec_copy.path)
+    assert explore(by_itself).violations == []  # the blind spot the bundled judge closes
+    judged = build_model("transfer", "withdraw", spec_dir=spec_copy.path, judged_by_bundled=True)
+    violations = explore(judged).violations
+    assert [v.invariant for v in violations] == ["cancel-only-before-money-moves"]
+    (violation,) = violations
+    assert "cancel (operator): request executing -> cancelled" in violation.trace[-1]
+    assert "(sent)" in violation.state
 
-    def forget_submitting(doc: Document) -> None:
-        case = doc["derivation"]["context"]["side_effects"][0]
-        case["when"][0]["any"]["state"].remove("submitting")
 
-    spec_copy.edit("request", forget_submitting)
-    model = build_model("transfer", "withdraw", spec_dir=spec_copy.path, judged_by_bundled=True)
-    assert [v.invariant for v in explore(model).violations] == ["cancel-only-before-money-moves"]
+def test_machines_mutate_catches_the_self_excusing_mutant_with_the_explorer(
+    spec_copy: SpecCopy,
+) -> None:
+    """issue 14 item 4: the mutation check's explorer stage judges by the bundled
+    definitions, so the same mutant dies there, not only (slowly) in the suite."""
+    from machines.mutation import explore_mutant
+
+    spec_copy.edit("request", _cancel_any_time_and_say_nothing)
+    mutation = type("M", (), {"machine": "request"})()
+    found = explore_mutant(mutation, spec_copy.path)  # type: ignore[arg-type]
+    assert found is not None and "cancel-only-before-money-moves" in found
 
 
 def test_explore_command_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -7,26 +7,27 @@ for a signature, retry, or raise; ``submit`` may accept, complete, fail, lose tr
 raise, die after sending (``SimulatedCrash``), or let a second engine step the same
 request while the call is out; ``observe`` may still be pending. Operators, signers,
 planners and reconcilers act at random; store writes fail or die; the clock jumps past
-the submit timeout. After every step the suite checks, from what the venue saw:
+the submit timeout.
 
-- ``submit`` was called at most once per node: nothing is ever resent;
-- no request released its reservation automatically while money it sent may be moving
-  (every side-effect node it sent was refused, by the venue's answer or a reconciler's
-  reading), and none completed with a node not done;
-- the request_completed / request_failed callbacks fired at most once, and only for a
-  request in a state that consumes / releases the reservation;
-- every refused operation wrote nothing;
-- the implementation's own checks (the reference engine: the named invariants).
+The suite judges by what it sees, never by what the engine says of itself: the venue is
+the suite's, the engine's callbacks are delivered to it, and it knows every operation it
+asked for and what it was told. After every step it checks the rules of
+``machines.testing.transfer_oracle.RULES`` (nothing resent; money that may be moving never
+released or given up; completion only when every node is done; callbacks once; a refusal
+changes nothing; the engine's histories are legal chains of the bundled definitions) and
+reports the first one broken, its name first. ``adapter.check()`` is an extra.
 
-Point it at your own engine: subclass ``TransferSuite`` and override ``make_adapter``.
+Point it at your own engine: subclass ``TransferSuite`` and override ``make_adapter``
+with an adapter that implements every method of ``TransferAdapter``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from hypothesis import event
@@ -46,17 +47,38 @@ from machines.systems.transfer import (
     SubmitAnswer,
     TransferEngine,
 )
+from machines.testing.contract import Adapter, AdapterContractError, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.faults import Fault, FaultyStore, SimulatedCrash, Specs, StoreWatch
+from machines.testing.transfer_oracle import RULES, EngineHistory, Ledger
 from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
+from machines.testing.verdict import Move, RuleBroken
+
+__all__ = [
+    "ENGINES",
+    "OPERATIONS",
+    "PLANS",
+    "REQUEST_IDS",
+    "RULES",
+    "SUBMIT_TIMEOUT",
+    "EngineHistory",
+    "Fault",
+    "Move",
+    "ReferenceTransfer",
+    "RuleBroken",
+    "SimulatedCrash",
+    "StoreError",
+    "TransferAdapter",
+    "TransferSuite",
+    "Venue",
+    "plan_node",
+]
 
 LIVE = 2  # requests in progress at once; a new one is submitted when one ends
 REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))
 ENGINES = ("engine-a", "engine-b")
 SUBMIT_TIMEOUT = 60.0
 _REQUEST_SPEC = load("request")
-IN_FLIGHT = frozenset({"submitting", "submitted", "observing", "unknown"})
-DONE = frozenset({"completed", "skipped"})
 
 
 def plan_node(
@@ -93,7 +115,18 @@ PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
 NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
 
 # What the scripted venue may answer; an Exception subclass is raised instead.
-PREPARE: Sequence[str | type[BaseException]] = ("submit", "sign", "retry", RuntimeError)
+MEANWHILE = "meanwhile"
+"""A twist of every call: the other engine steps the same request while this call is out,
+then the call answers as ``AFTER_MEANWHILE`` says. An engine that does not fence its
+writes (compare-and-set) acts on what it read before: a resend, a rewritten history."""
+AFTER_MEANWHILE = {"prepare": "submit", "submit": "accepted", "observe": "pending"}
+PREPARE: Sequence[str | type[BaseException]] = (
+    "submit",
+    "sign",
+    "retry",
+    RuntimeError,
+    MEANWHILE,
+)
 SUBMIT: Sequence[str | type[BaseException]] = (
     "accepted",
     "completed",
@@ -101,7 +134,7 @@ SUBMIT: Sequence[str | type[BaseException]] = (
     "unknown",
     ConnectionError,
     SimulatedCrash,
-    "duplicate",  # another engine steps the request while this call is out; then accepted
+    MEANWHILE,
 )
 OBSERVE: Sequence[str | type[BaseException]] = (
     "completed",
@@ -109,6 +142,7 @@ OBSERVE: Sequence[str | type[BaseException]] = (
     "pending",
     "unknown",
     TimeoutError,
+    MEANWHILE,
 )
 
 ANSWERS: Mapping[str, Sequence[str | type[BaseException]]] = {
@@ -119,29 +153,34 @@ ANSWERS: Mapping[str, Sequence[str | type[BaseException]]] = {
 """Per venue call, its answers; the first one moves the plan on, the rest are twists."""
 
 
+Callback = Callable[[str, Mapping[str, Any]], None]
+
+
 class Venue:
-    """The executor every plan uses; the suite answers for it and counts what it saw."""
+    """The world outside the engine, played by the suite: the executor every plan names
+    (``"venue"``: ``prepare``, ``submit``, ``observe``) and the receiver of the engine's
+    callbacks (``callback``, or ``callbacks`` ready for ``TransferEngine``). It answers as
+    Hypothesis draws and writes everything it sees into the suite's ``Ledger``.
 
-    def __init__(self, answer: Callable[[str, PlanNode], str | type[BaseException]]) -> None:
+    A node handed to ``prepare``/``submit``/``observe`` is anything with ``request_id``
+    and ``name`` attributes (a ``PlanNode`` is one)."""
+
+    def __init__(
+        self,
+        answer: Callable[[str, Any], str | type[BaseException]],
+        ledger: Ledger | None = None,
+    ) -> None:
         self.answer = answer
-        self.submits: Counter[tuple[str, str]] = Counter()
-        self.refused: set[tuple[str, str]] = set()
-        """Sent nodes whose money certainly did not move: the venue (or a reconciler)
-        said the operation failed."""
+        self.ledger = ledger if ledger is not None else Ledger()
 
-    def _call(self, call: str, node: PlanNode) -> str:
-        key = (node.request_id, node.name)
-        if call == "submit":
-            self.submits[key] += 1
-            assert self.submits[key] == 1, f"{node.name} was resent"
+    def _call(self, call: str, node: Any) -> str:
+        request, name = _identify(node, call)
+        self.ledger.venue_call(request, name, call)
         answer = self.answer(call, node)
-        if call != "prepare" and key in self.submits:
-            if answer == "failed":
-                self.refused.add(key)
-            elif answer != "pending":
-                self.refused.discard(key)
         if isinstance(answer, type):
+            self.ledger.venue_answer(request, name, call, f"{answer.__name__} raised")
             raise answer(f"scripted {call} fault")
+        self.ledger.venue_answer(request, name, call, answer)
         return answer
 
     def prepare(self, node: PlanNode) -> PrepareAnswer:
@@ -153,48 +192,90 @@ class Venue:
     def observe(self, node: PlanNode) -> ObserveAnswer:
         return self._call("observe", node)  # type: ignore[return-value]
 
+    def callback(self, name: str, request_id: str, payload: Mapping[str, Any]) -> None:
+        """The engine fired callback ``name`` (one of ``CALLBACKS``) for ``request_id``."""
+        self.ledger.callback(name, request_id, payload)
 
-class TransferAdapter:
-    """What the suite needs from a transfer engine (override every method for your own).
+    @property
+    def callbacks(self) -> dict[str, Callback]:
+        """Every callback name, bound to ``callback``: ``TransferEngine(..., callbacks)``."""
+        return {name: partial(self.callback, name) for name in CALLBACKS}
 
-    ``operate(request_id, operation, **arguments)`` performs one of the engine's public
-    operations by name (``submit``, ``validate``, ``approve``, ``cancel``, ``reconcile``,
-    ``complete_manual``, ...; the names and arguments of ``TransferEngine``) and raises a
-    ``MachinesError`` when it refuses. ``step(request_id, engine)`` advances the request
-    once as the named engine instance. ``callbacks`` counts the callbacks fired so far."""
 
+def _identify(node: Any, call: str) -> tuple[str, str]:
+    request, name = getattr(node, "request_id", None), getattr(node, "name", None)
+    if not isinstance(request, str) or not isinstance(name, str):
+        raise AdapterContractError(
+            f"the engine called venue.{call}() with a {type(node).__name__}; the venue "
+            "needs a node with 'request_id' and 'name' (strings), e.g. a PlanNode"
+        )
+    return request, name
+
+
+class TransferAdapter(Adapter):
+    """What the suite needs from a transfer engine. Every method is required: a subclass
+    missing one fails at its ``class`` statement, naming it and its duty.
+
+    Build the engine in ``TransferSuite.make_adapter(venue)`` so that it calls ``venue``
+    for every plan node whose executor is ``"venue"`` and delivers every callback to
+    ``venue.callback(name, request_id, payload)``: that is what the suite judges by.
+    Nodes whose executor is ``"gate"`` are manual gates (names start with ``manual_``),
+    passed by the ``complete_manual`` operation, never by the venue. Two engine instances
+    (``ENGINES``) share one storage and step the same requests."""
+
+    @abstractmethod
     def operate(self, request_id: str, operation: str, **arguments: Any) -> None:
-        raise NotImplementedError
+        """Perform one public operation by name on the request, as ``TransferEngine`` names
+        them: ``submit`` (``plan=``), ``validate``, ``request_approval``, ``approve``,
+        ``reject``, ``expire``, ``start``, ``fail_before_start``, ``cancel``, ``resume``,
+        ``confirm_failed``, ``confirm_completed``, ``complete_manual``, ``sign``,
+        ``refuse_signature``, ``retry``, ``skip``, ``reconcile`` (arguments: see
+        ``OPERATIONS``). A refusal raises a ``machines.MachinesError`` (any subclass)
+        having written nothing; a store fault raises what ``fail_next_write`` asked."""
 
+    @abstractmethod
     def step(self, request_id: str, engine: str) -> None:
-        raise NotImplementedError
+        """Advance the request once as engine instance ``engine`` (one of ``ENGINES``):
+        each node that can move makes at most one move and one venue call."""
 
-    def request_state(self, request_id: str) -> tuple[str, str] | None:
-        """(state, reservation) of the request, or None before it is submitted."""
-        raise NotImplementedError
+    @abstractmethod
+    def request_state(self, request_id: str) -> str | None:
+        """The request's state (a state of the bundled ``request`` definition), or None
+        if the engine does not know the request. Used to choose what to do, never to
+        judge."""
 
+    @abstractmethod
     def node_states(self, request_id: str) -> dict[str, str]:
-        raise NotImplementedError
+        """The request's nodes: name -> state. Used to choose what to do, never to judge."""
 
-    def last_request_actor(self, request_id: str) -> str | None:
-        """The actor of the request's latest move (None: none yet)."""
-        raise NotImplementedError
+    @abstractmethod
+    def history(self, request_id: str) -> EngineHistory | None:
+        """Every move the engine recorded for the request and each of its nodes, oldest
+        first (``EngineHistory`` of ``Move``), judged as legal chains of the bundled
+        ``request`` and ``node`` definitions. Return None if the engine keeps no history:
+        the suite then cannot judge it (nor see a node given up before its request ends)."""
 
+    @abstractmethod
     def fingerprint(self) -> object:
-        """Anything that changes whenever something is written."""
-        raise NotImplementedError
+        """Anything that changes whenever the engine writes (a dump of its storage, or a
+        write counter): a refused operation must leave it equal."""
 
-    def callbacks(self) -> Counter[tuple[str, str]]:
-        raise NotImplementedError
-
+    @abstractmethod
     def advance_clock(self, seconds: float) -> None:
-        raise NotImplementedError
+        """Move the engine's clock on; past ``SUBMIT_TIMEOUT`` a submit that never reported
+        back must be declared unknown, never resent."""
 
+    @abstractmethod
     def fail_next_write(self, how: Fault | None) -> None:
-        """Fail (``"error"``) or kill (``"crash"``) the next store write; None clears."""
+        """Make the engine's next storage write raise ``StoreError`` (``"error"``) or die
+        with ``SimulatedCrash`` (``"crash"``), nothing of it written; None clears. An
+        engine without a storage to break writes an explicit no-op: the suite then cannot
+        test what a crash or a failed write leaves behind."""
 
+    @abstractmethod
     def check(self) -> list[str]:
-        return []
+        """The implementation's own consistency checks, each problem described (``[]``
+        when there is nothing to add): an extra, never the oracle."""
 
 
 @dataclass
@@ -206,7 +287,6 @@ class ReferenceTransfer(TransferAdapter):
     coverage: Coverage | None = None
     specs: Specs = None
     now: float = 1_000.0
-    fired: Counter[tuple[str, str]] = field(default_factory=Counter)
     store: FaultyStore = field(init=False)
     watch: StoreWatch = field(init=False)
     engines: dict[str, TransferEngine] = field(init=False)
@@ -214,12 +294,11 @@ class ReferenceTransfer(TransferAdapter):
     def __post_init__(self) -> None:
         self.store = FaultyStore(open_store(self.url, self.specs))
         self.watch = StoreWatch(self.store, self.coverage)
-        callbacks = {name: self._callback(name) for name in CALLBACKS}
         self.engines = {
             name: TransferEngine(
                 self.store,
                 {"venue": self.venue, "gate": ManualGate()},
-                callbacks,
+                self.venue.callbacks,
                 clock=lambda: self.now,
                 engine_id=name,
                 submit_timeout=SUBMIT_TIMEOUT,
@@ -227,31 +306,35 @@ class ReferenceTransfer(TransferAdapter):
             for name in ENGINES
         }
 
-    def _callback(self, name: str) -> Callable[[str, Mapping[str, Any]], None]:
-        def fired(request_id: str, payload: Mapping[str, Any]) -> None:
-            self.fired[(name, request_id)] += 1
-
-        return fired
-
     def operate(self, request_id: str, operation: str, **arguments: Any) -> None:
         getattr(self.engines[ENGINES[0]], operation)(request_id, **arguments)
 
     def step(self, request_id: str, engine: str) -> None:
         self.engines[engine].step(request_id)
 
-    def request_state(self, request_id: str) -> tuple[str, str] | None:
+    def request_state(self, request_id: str) -> str | None:
         with self.store.transaction() as tx:
             row = tx.get("request", request_id)
-        return None if row is None else (row.state, row.data["reservation"])
+        return None if row is None else row.state
 
     def node_states(self, request_id: str) -> dict[str, str]:
         with self.store.transaction() as tx:
             return {row.data["name"]: row.state for row in tx.scope("node", request_id)}
 
-    def last_request_actor(self, request_id: str) -> str | None:
+    def history(self, request_id: str) -> EngineHistory | None:
         with self.store.transaction() as tx:
-            history = tx.history("request", request_id)
-        return history[-1].actor if history else None
+            request = tx.history("request", request_id)
+            nodes = {
+                row.data["name"]: tx.history("node", row.key)
+                for row in tx.scope("node", request_id)
+            }
+        return EngineHistory(
+            [Move(e.source, e.trigger, e.dest, e.actor) for e in request],
+            {
+                name: [Move(e.source, e.trigger, e.dest, e.actor) for e in events]
+                for name, events in nodes.items()
+            },
+        )
 
     def fingerprint(self) -> object:
         with self.store.transaction() as tx:
@@ -260,9 +343,6 @@ class ReferenceTransfer(TransferAdapter):
                 for machine in self.store.specs()
                 for row in tx.rows(machine)
             ]
-
-    def callbacks(self) -> Counter[tuple[str, str]]:
-        return Counter(self.fired)
 
     def advance_clock(self, seconds: float) -> None:
         self.now += seconds
@@ -301,6 +381,7 @@ OPERATIONS: Mapping[str, Callable[[st.DataObject, str], dict[str, Any]]] = {
 BY_REQUEST_STATE: Mapping[str, Sequence[str]] = {
     "pending_approval": ("reject", "expire"),
     "approved": ("fail_before_start",),
+    "executing": ("cancel",),  # refused once money may be moving: so it must stay
     "waiting_manual_action": ("cancel", "resume", "complete_manual"),
     "manual_intervention": ("resume", "confirm_failed", "confirm_completed"),
 }
@@ -327,16 +408,20 @@ class TransferSuite(RuleBasedStateMachine):
     """Subclass and override ``make_adapter(venue)`` to test your own engine."""
 
     def make_adapter(self, venue: Venue) -> TransferAdapter:
+        """Your engine behind a ``TransferAdapter``, built to call ``venue`` (see there)."""
         return ReferenceTransfer(venue)
 
     def __init__(self) -> None:
         super().__init__()
-        self.venue = Venue(self._answer)
+        self.ledger = Ledger()
+        self.venue = Venue(self._answer, self.ledger)
         self.adapter = self.make_adapter(self.venue)
+        check_adapter(self.adapter, TransferAdapter)
         self.data: st.DataObject | None = None
         self.plans: dict[str, str] = {}
         self.stepping: str | None = None
         self.armed = False
+        self.meanwhile = False
         self.twists: dict[str, set[object]] = {c: set(a[1:]) for c, a in ANSWERS.items()}
         self.script: dict[tuple[str, str], list[str | type[BaseException]]] | None = None
 
@@ -359,49 +444,63 @@ class TransferSuite(RuleBasedStateMachine):
         plans: list[str],
         twists: dict[str, set[object]],
     ) -> None:
-        """A fresh engine per run (built in ``__init__``) with ``LIVE`` requests, the first
-        one set up by a start drawn from ``starts`` (a scenario and what happens next).
+        """A fresh engine per run (built in ``__init__``) with ``LIVE`` requests, each set
+        up by a start drawn from ``starts``: a scenario (drawn first, so each corner is as
+        likely as the next), then what happens next. A fresh start submits ``plans``.
 
         Swarm testing: each run allows only a few of the venue's unhappy answers, so some
         runs go deep along one kind of trouble instead of every run drowning in a little
         of everything."""
         self.twists = twists
-        scenario, then = data.draw(st.sampled_from(self.starts), label="start")
-        if not self.set_up(scenario):
-            event(f"scenario {scenario!r} did not reach its expected state")
-        if then is not None:
+        scenarios = sorted({scenario for scenario, _ in self.starts})
+        for plan in plans:
+            scenario = data.draw(st.sampled_from(scenarios), label="start")
+            thens = [then for s, then in self.starts if s == scenario]
+            then = data.draw(st.sampled_from(thens), label="then")
+            request = REQUEST_IDS[len(self.plans)]
+            if not self.set_up(scenario, plan):
+                event(f"scenario {scenario!r} did not reach its expected state")
+            if then is None:
+                continue
             operation, node, arguments = then
             if operation.startswith("step"):
                 if operation == "step after the timeout":
                     self.adapter.advance_clock(SUBMIT_TIMEOUT + 1)
                 with self._outage(data):
-                    self.adapter.step(REQUEST_IDS[0], ENGINES[0])
+                    self._step(request, ENGINES[0])
             else:
-                self._operate(data, REQUEST_IDS[0], operation, node, arguments)
-        while len(self.plans) < LIVE:
-            self._submit(plans[len(self.plans)])
+                self._operate(data, request, operation, node, arguments)
 
-    def set_up(self, scenario: str) -> bool:
-        """Play ``scenario`` on a new request; whether it reached ``expect``. A system that
-        behaves otherwise (another rule set, your engine) is not wrong for that: the run
-        goes on from wherever it is."""
+    def set_up(self, scenario: str, plan: str | None = None) -> bool:
+        """Play ``scenario`` on a new request (a fresh start: submit ``plan``, if given);
+        whether it reached ``expect``. A system that behaves otherwise (another rule set,
+        your engine) is not wrong for that: the run goes on from wherever it is."""
         setup = SCENARIOS[scenario]
         if setup is None:
+            if plan is not None:
+                self._submit(plan)
             return True
         request = self._submit(setup.plan)
         self._approve(request, setup.until)
         self.script = {key: list(answers) for key, answers in setup.answers.items()}
         for _ in range(setup.steps):
             with self._outage():
-                self.adapter.step(request, ENGINES[0])
+                self._step(request, ENGINES[0])
         self.script = None
         return (self._state(request), self.adapter.node_states(request)) == setup.expect
 
     def _submit(self, plan: str) -> str:
         request = REQUEST_IDS[len(self.plans)]
-        self.adapter.operate(request, "submit", plan=PLANS[plan])
+        self.ledger.planned(request, PLANS[plan])
         self.plans[request] = plan
+        self.ledger.begin(request, "submit", {})
+        self.adapter.operate(request, "submit", plan=PLANS[plan])
+        self.ledger.end("done")
         return request
+
+    def _step(self, request: str, engine: str) -> None:
+        self.ledger.stepping(engine, request)
+        self.adapter.step(request, engine)
 
     def _approve(self, request: str, until: str) -> None:
         """Along the way to execution, as far as state ``until``."""
@@ -411,8 +510,16 @@ class TransferSuite(RuleBasedStateMachine):
             if operation is None or state == until:
                 return
             arguments = {"by": "olivia"} if operation == "approve" else {}
+            self.ledger.begin(request, operation, arguments)
             with self._outage():
-                self.adapter.operate(request, operation, **arguments)
+                try:
+                    self.adapter.operate(request, operation, **arguments)
+                except StoreError:
+                    raise
+                except MachinesError as refusal:  # not the expected way on; judged below
+                    self.ledger.end("refused", refusal)
+                    return
+                self.ledger.end("done")
 
     def _live(self) -> list[str]:
         """Requests not yet in a terminal state (all of them once every one ended)."""
@@ -421,8 +528,10 @@ class TransferSuite(RuleBasedStateMachine):
 
     def _state(self, request: str) -> str:
         found = self.adapter.request_state(request)
-        assert found is not None, f"{request} disappeared"
-        return found[0]
+        if found is None:
+            self.ledger.broken("request-kept", request, "the adapter no longer knows it")
+            return _REQUEST_SPEC.initial
+        return found
 
     def _pick(self, data: st.DataObject, running: bool = False) -> str:
         """A live request; with ``running``, one whose nodes run, if there is one."""
@@ -447,11 +556,16 @@ class TransferSuite(RuleBasedStateMachine):
         # Half the time the answer that moves the plan on, so runs get deep enough.
         options = [choices[0]] * max(1, len(twists)) + twists
         answer = self.data.draw(st.sampled_from(options), label=f"{node.name}.{call}")
-        if answer == "duplicate":
+        if answer != MEANWHILE:
+            return answer
+        if not self.meanwhile:  # one engine steps inside another's call, never deeper
             other = ENGINES[1] if self.stepping == ENGINES[0] else ENGINES[0]
-            self.adapter.step(node.request_id, other)  # must not send it again
-            return "accepted"
-        return answer
+            doing, self.meanwhile = self.ledger.doing, True
+            try:
+                self._step(node.request_id, other)  # must not redo what this call does
+            finally:
+                self.ledger.doing, self.meanwhile = doing, False
+        return AFTER_MEANWHILE[call]
 
     # -- rules ---------------------------------------------------------------------------
 
@@ -466,10 +580,11 @@ class TransferSuite(RuleBasedStateMachine):
         try:
             yield
         except SimulatedCrash:
-            pass
+            self.ledger.end("interrupted")
         except StoreError:
             if not armed:
                 raise
+            self.ledger.end("interrupted")
         finally:
             self.data = None
             self.adapter.fail_next_write(None)
@@ -500,20 +615,17 @@ class TransferSuite(RuleBasedStateMachine):
         write nothing."""
         arguments = {**OPERATIONS[operation](data, node), **(fixed or {})}
         before = self.adapter.fingerprint()
+        self.ledger.begin(request, operation, arguments)
         with self._outage(data):
             try:
                 self.adapter.operate(request, operation, **arguments)
             except StoreError:
                 raise
-            except MachinesError:
-                after = self.adapter.fingerprint()
-                assert after == before, f"refused {operation} on {request} wrote something"
+            except MachinesError as refusal:
+                wrote = self.adapter.fingerprint() != before
+                self.ledger.end("refused", refusal, wrote)
                 return
-            if operation == "reconcile":  # the venue's records, as the reconciler read them
-                if arguments["evidence"] == "failed":
-                    self.venue.refused.add((request, node))
-                else:
-                    self.venue.refused.discard((request, node))
+            self.ledger.end("done")
 
     @rule(data=st.data())
     def someone_acts(self, data: st.DataObject) -> None:
@@ -548,51 +660,41 @@ class TransferSuite(RuleBasedStateMachine):
     ) -> None:
         """After ``wait`` seconds, advance a request ``times`` times as ``engine``; with
         ``fault``, the first store write fails (``"error"``) or the process dies there
-        (``"crash"``). Waiting past the submit timeout exposes sends that never came back."""
+        (``"crash"``). Waiting past the submit timeout exposes sends that never came back.
+
+        A request not started yet is first taken to execution (and once every request
+        ended, a new one comes in), so that every run that steps moves money, whichever
+        rules Hypothesis' swarm testing left enabled in it."""
         self.adapter.advance_clock(wait)
         request = self._pick(data, running=True)
+        if _REQUEST_SPEC.is_terminal(self._state(request)) and len(self.plans) < len(REQUEST_IDS):
+            request = self._submit(data.draw(st.sampled_from(sorted(PLANS)), label="plan"))
+        if self._state(request) in LIFECYCLE:
+            self._approve(request, "executing")
         self.adapter.fail_next_write(fault)
         self.armed = fault is not None
         for _ in range(times):
             with self._outage(data, engine):
-                self.adapter.step(request, engine)
+                self._step(request, engine)
 
-    # -- checked after every step --------------------------------------------------------
-
-    @invariant()
-    def nothing_is_resent(self) -> None:
-        resent = {key: n for key, n in self.venue.submits.items() if n > 1}
-        assert not resent, f"submit() called more than once: {resent}"
+    # -- judged after every step --------------------------------------------------------
 
     @invariant()
-    def money_is_never_released_in_flight(self) -> None:
+    def judge(self) -> None:
+        """Every rule of ``RULES``, from what the suite saw: the breaches seen as they
+        happened (a resend, a callback, a refusal that wrote), then the histories the
+        engine exposes, then the implementation's own checks. The first breach is the one
+        report of the run."""
+        ledger = self.ledger
         for request in self.plans:
-            found = self.adapter.request_state(request)
-            assert found is not None, f"{request} disappeared"
-            state, reservation = found
-            nodes = self.adapter.node_states(request)
-            money = {n["name"] for n in PLANS[self.plans[request]] if n["has_side_effect"]}
-            sent = [n for n in nodes if n in money and self.venue.submits[(request, n)]]
-            if reservation == "released" and self.adapter.last_request_actor(request) != "operator":
-                moving = {n: nodes[n] for n in sent if (request, n) not in self.venue.refused}
-                assert not moving, f"{request} {state}, released, money may be moving: {moving}"
-            if reservation == "consumed" and self.adapter.last_request_actor(request) != "operator":
-                undone = {n: s for n, s in nodes.items() if s not in DONE}
-                assert not undone, f"{request} completed with {undone}"
-
-    @invariant()
-    def callbacks_fire_once_and_truly(self) -> None:
-        fired = self.adapter.callbacks()
-        for request in self.plans:
-            found = self.adapter.request_state(request)
-            reservation = found[1] if found else None
-            completed = fired[("request_completed", request)]
-            failed = fired[("request_failed", request)]
-            assert completed <= 1 and failed <= 1, f"{request}: a callback fired twice"
-            assert not completed or reservation == "consumed", f"{request}: false completion"
-            assert not failed or reservation == "released", f"{request}: false failure"
-
-    @invariant()
-    def implementation_is_consistent(self) -> None:
-        problems = self.adapter.check()
-        assert not problems, "\n".join(problems)
+            if ledger.breach is not None:
+                break
+            history = self.adapter.history(request)
+            if history is None:
+                break
+            ledger.recorded(request, history)
+        if ledger.breach is None:
+            problems = self.adapter.check()
+            if problems:
+                ledger.broken("adapter-check", "", "\n".join(problems))
+        ledger.verdict()

@@ -1,7 +1,8 @@
 """Scripted starts for the transfer suite: deep corners reached at the start of a run.
 
-Random runs rarely reach a signature awaited, a send lost, money moved then a failure, or
-a doomed plan still signing, and a corner reached once is left only one way. So a run
+Random runs rarely reach a signature awaited, a send lost or one that raised, money in
+flight or moved when another node fails, or a doomed plan still signing, and a corner
+reached once is left only one way. So a run
 starts with one ``Start``: a ``Scenario`` played on its first request, then one of the
 ways out of that corner. The suite draws the start; tests/test_suites.py also pins each
 one, so the corners are covered whatever Hypothesis draws.
@@ -89,6 +90,25 @@ SCENARIOS: Mapping[str, Scenario | None] = {
             ("reconcile", "withdraw", {"evidence": evidence})
             for evidence in ("submitted", "completed", "failed")
         ],
+    ),
+    "a send that raised": Scenario(
+        "withdraw",
+        "executing",
+        2,
+        {("withdraw", "submit"): [ConnectionError]},
+        ("executing", {"withdraw": "unknown", "withdraw_observe": "blocked"}),
+        then=[("step", "", {}), ("reconcile", "withdraw", {"evidence": "failed"})],
+    ),
+    "money in flight, then a failure": Scenario(
+        "parallel",
+        "executing",
+        2,
+        {("withdraw", "submit"): ["accepted"], ("check", "observe"): ["failed"]},
+        (
+            "manual_intervention",
+            {"quote": "completed", "convert": "ready", "withdraw": "submitted", "check": "failed"},
+        ),
+        then=[("step", "", {}), ("resume", "", {}), ("confirm_failed", "", {})],
     ),
     "money moved, then a failure": Scenario(
         "withdraw",

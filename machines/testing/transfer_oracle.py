@@ -1,0 +1,392 @@
+"""The transfer suite's oracle: what the suite itself saw, and the rules judged from that.
+
+An engine under test reports many things about itself (its request state, its
+reservation, who made the last move); a buggy engine reports them wrongly as easily as it
+behaves wrongly. So the suite keeps its own ledger of everything it can see from the
+outside, and judges from that alone:
+
+- every venue call and its answer, per node, with who made it (which engine, stepping
+  which request, or which operation was under way);
+- every callback the engine fired, with its payload;
+- every operation the suite asked for and what it was told: done, refused (with the
+  error's type) or interrupted (a store fault or a crash);
+- what reconcilers read from the venue's records, and what operators and planners did.
+
+From that, each node has a *word*: the last thing the venue, a reconciler, an operator or
+a planner said about its outcome ("completed", "failed", "skipped", an exception's name,
+...). Money may be moving for a node with a side effect once its ``submit`` went out,
+until its word is "failed". The rules (``RULES``) are judged when the engine announces
+something (a callback, a new move in the history it exposes) and after every step; a
+breach is reported by one ``machines.testing.verdict.RuleBroken`` whose message starts
+with the rule's name.
+
+The histories an engine exposes are judged by the bundled definitions (``machines.load``),
+never by the definitions the engine runs on: a mutated copy must not judge itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from machines.errors import message_of
+from machines.loader import load
+from machines.spec import MachineSpec, Transition
+from machines.testing.verdict import Move, RuleBroken, moves_of
+from machines.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
+
+RULES: Mapping[str, str] = {
+    "submit-once": "submit() is called at most once per node: nothing is ever resent",
+    "money-in-flight-held": (
+        "work that may have moved money is never failed, abandoned or released: no "
+        "release of the reservation (request_failed, or a move into a releasing state) and "
+        "no giving up on a sent node with a side effect until the venue or a reconciler "
+        "said it failed, unless an operator confirmed the failure"
+    ),
+    "completion-means-done": (
+        "a request is completed only when every node of its plan is done (the venue or a "
+        "reconciler said completed, a planner skipped it, an operator passed the gate), "
+        "unless an operator confirmed the completion"
+    ),
+    "callbacks-once": (
+        "request_completed and request_failed fire at most once per request, never both, "
+        "and only for requests that were submitted"
+    ),
+    "refusal-changes-nothing": (
+        "an operation the engine refuses calls no venue, fires no callback and writes nothing"
+    ),
+    "legal-history": (
+        "the moves the engine records form one unbroken chain of the bundled definition's "
+        "edges from its initial state, and never change once recorded"
+    ),
+    "request-kept": "a request the engine accepted stays known to it",
+    "adapter-check": "the implementation's own checks (an extra, never the oracle)",
+}
+"""Every rule the transfer suite judges: name -> what it promises. A failure's message
+starts with the name."""
+
+FAILED = "failed"
+DONE_WORDS = frozenset({"completed", "skipped"})
+RELEASES = "request_failed"
+CONSUMES = "request_completed"
+OPERATOR_CONFIRMS = {RELEASES: "confirm_failed", CONSUMES: "confirm_completed"}
+"""The operator's act that may override each rule about an announcement."""
+WORDS_OF: Mapping[str, str] = {"skip": "skipped", "complete_manual": "completed"}
+"""Operations whose acceptance is a word about their node (``reconcile``: its evidence)."""
+EXCERPT = 14
+"""How many lines of what the suite saw a failure report quotes."""
+
+
+@dataclass(frozen=True)
+class EngineHistory:
+    """What an engine recorded about one request: its moves, and each node's by name."""
+
+    request: Sequence[Move]
+    nodes: Mapping[str, Sequence[Move]]
+
+
+@dataclass
+class NodeWatch:
+    """What the suite knows of one node, from the outside."""
+
+    side_effect: bool
+    kind: str
+    sends: list[str] = field(default_factory=list)
+    word: str | None = None
+
+    @property
+    def may_move_money(self) -> bool:
+        return self.side_effect and bool(self.sends) and self.word != FAILED
+
+    def said(self) -> str:
+        sent = f"sent {len(self.sends)}x" if self.sends else "never sent"
+        return f"{sent}, last word: {self.word or 'none'}"
+
+
+@dataclass
+class Operation:
+    """One operation the suite asked for, while it is under way and after."""
+
+    request: str
+    name: str
+    node: str | None
+    activity: int
+    undo: tuple[str, str | None] | None = None  # (node, word before) for a tentative word
+    told: str = "under way"
+
+
+class Judge:
+    """Legal chains of the bundled ``request`` and ``node`` definitions."""
+
+    def __init__(self) -> None:
+        self.request: MachineSpec = load("request")
+        self.node: MachineSpec = load("node")
+        self.releases = self._tagged(self.request, RELEASES_RESERVATION)
+        self.consumes = self._tagged(self.request, CONSUMES_RESERVATION)
+        self.edges: dict[str, dict[tuple[str, str, str], list[Transition]]] = {}
+        for spec in (self.request, self.node):
+            edges = self.edges[spec.name] = {}
+            for t in spec.transitions:
+                edges.setdefault((t.source, t.trigger, t.dest), []).append(t)
+        self.gives_up = frozenset(
+            name
+            for name, state in self.node.states.items()
+            if state.terminal and EFFECT_STARTED not in state.tags
+        )
+
+    @staticmethod
+    def _tagged(spec: MachineSpec, tag: str) -> frozenset[str]:
+        return frozenset(name for name, state in spec.states.items() if tag in state.tags)
+
+    def illegal(
+        self,
+        spec: MachineSpec,
+        moves: Sequence[Move],
+        context: Mapping[str, str],
+        judged: int = 0,
+    ) -> str | None:
+        """Why ``moves`` is not a legal chain of ``spec`` (guards judged only on the
+        variables in ``context``), or None; the first ``judged`` moves are known good."""
+        at = moves[judged - 1].dest if judged else spec.initial
+        edges = self.edges[spec.name]
+        for number, move in enumerate(moves[judged:], judged + 1):
+            if move.source != at:
+                return f"move #{number} ({move}) starts from {move.source}, not {at}"
+            edge = edges.get((move.source, move.trigger, move.dest), ())
+            if not any(move.actor in t.actors and t.admits(context) for t in edge):
+                return f"move #{number} ({move}) is not an edge of the bundled '{spec.name}'"
+            at = move.dest
+        return None
+
+
+class Ledger:
+    """Everything the suite saw, in order, and the first rule it saw broken."""
+
+    def __init__(self) -> None:
+        self.judge = Judge()
+        self.nodes: dict[tuple[str, str], NodeWatch] = {}
+        self.plans: dict[str, tuple[str, ...]] = {}
+        self.fired: Counter[tuple[str, str]] = Counter()
+        self.confirmed: dict[str, set[str]] = {}
+        self.operation: Operation | None = None
+        self.doing = "setting up"
+        self.activity = 0  # venue calls and callbacks so far
+        self.log: list[tuple[str, str]] = []
+        self.histories: dict[tuple[str, str], tuple[Move, ...]] = {}
+        self.breach: RuleBroken | None = None
+
+    # -- what happens ---------------------------------------------------------------------
+
+    def planned(self, request: str, plan: Sequence[Mapping[str, Any]]) -> None:
+        """The suite submitted ``request`` with ``plan``."""
+        self.plans[request] = tuple(n["name"] for n in plan)
+        for n in plan:
+            self.nodes[(request, n["name"])] = NodeWatch(bool(n["has_side_effect"]), n["kind"])
+
+    def venue_call(self, request: str, node: str, call: str) -> NodeWatch:
+        """The engine called the venue; for ``submit``, the operation went out."""
+        self.activity += 1
+        watch = self._node(request, node)
+        if call == "submit":
+            watch.sends.append(self.doing)
+            watch.word = None
+            if len(watch.sends) > 1:
+                sends = "; ".join(f"#{i} {who}" for i, who in enumerate(watch.sends, 1))
+                self.broken("submit-once", request, f"{node}: submit() called again: {sends}")
+        return watch
+
+    def venue_answer(self, request: str, node: str, call: str, answer: str) -> None:
+        """What the venue answered (or the exception it raised, by name)."""
+        watch = self._node(request, node)
+        if call != "prepare" and answer != "pending":
+            watch.word = answer
+        self.note(request, f"venue: {node}.{call}() -> {answer}   [{self.doing}]")
+
+    def callback(self, name: str, request: object, payload: object) -> None:
+        """The engine fired callback ``name`` for ``request``."""
+        self.activity += 1
+        key = request if isinstance(request, str) else f"<{type(request).__name__}>"
+        self.note(key, f"callback {name}({key})")
+        if name not in OPERATOR_CONFIRMS:
+            return
+        if key not in self.plans:
+            self.broken("callbacks-once", key, f"{name} fired for a request never submitted")
+            return
+        self.fired[(name, key)] += 1
+        counts = {n: self.fired[(n, key)] for n in OPERATOR_CONFIRMS}
+        if counts[name] > 1:
+            self.broken("callbacks-once", key, f"{name} fired {counts[name]} times")
+        elif all(counts.values()):
+            self.broken("callbacks-once", key, "both request_completed and request_failed fired")
+        self._announced(key, name, f"callback {name}")
+
+    def begin(self, request: str, name: str, arguments: Mapping[str, Any]) -> None:
+        """The suite asks for operation ``name``; its word (a reconciler's reading, a skip,
+        a gate passed) and an operator's confirmation count from now, undone if refused."""
+        node = arguments.get("node") if isinstance(arguments.get("node"), str) else None
+        op = Operation(request, name, node, self.activity)
+        word = arguments.get("evidence") if name == "reconcile" else WORDS_OF.get(name)
+        if node is not None and isinstance(word, str) and (request, node) in self.nodes:
+            watch = self.nodes[(request, node)]
+            op.undo = (node, watch.word)
+            watch.word = word
+        if name in OPERATOR_CONFIRMS.values():
+            self.confirmed.setdefault(request, set()).add(name)
+        self.operation = op
+        self.doing = f"{name}({request}{', ' + node if node else ''})"
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))
+        self.note(request, f"asks {self.doing}{': ' + shown if shown else ''}")
+
+    def end(self, told: str, error: BaseException | None = None, wrote: bool = False) -> None:
+        """What the operation under way was told: "done", "refused" (``error``, and
+        whether it ``wrote`` anyway) or "interrupted"."""
+        op, self.operation = self.operation, None
+        if op is None:
+            return
+        op.told = told
+        detail = f" ({type(error).__name__}: {message_of(error, 200)})" if error else ""
+        self.note(op.request, f"  -> {told}{detail}")
+        self.doing = "between steps"
+        if told != "refused":
+            return
+        if op.undo is not None:
+            node, word = op.undo
+            self.nodes[(op.request, node)].word = word
+        if op.name in OPERATOR_CONFIRMS.values():
+            self.confirmed.get(op.request, set()).discard(op.name)
+        what = []
+        if self.activity != op.activity:
+            what.append("called the venue or fired a callback")
+        if wrote:
+            what.append("wrote something (the adapter's fingerprint changed)")
+        if what:
+            self.broken(
+                "refusal-changes-nothing",
+                op.request,
+                f"{op.name} was refused{detail} but {' and '.join(what)}",
+            )
+
+    def stepping(self, engine: str, request: str) -> None:
+        self.doing = f"{engine} steps {request}"
+        self.note(request, self.doing)
+
+    # -- judging --------------------------------------------------------------------------
+
+    def recorded(self, request: str, history: object) -> None:
+        """The history the engine exposes for ``request`` (an ``EngineHistory``, anything
+        else a breach): judge what is new in it."""
+        nodes = history.nodes if isinstance(history, EngineHistory) else None
+        if not isinstance(nodes, Mapping) or not all(isinstance(n, str) for n in nodes):
+            self.broken(
+                "legal-history",
+                request,
+                f"history() returned a {type(history).__name__}, not an EngineHistory of "
+                "moves with a mapping of node names",
+            )
+            return
+        assert isinstance(history, EngineHistory)
+        plan = self.plans.get(request, ())
+        chains: list[tuple[str, MachineSpec, object, dict[str, str]]] = [
+            ("", self.judge.request, history.request, {})
+        ]
+        for name, node_moves in nodes.items():
+            watch = self.nodes.get((request, name))
+            context = {"kind": watch.kind} if watch is not None else {}
+            chains.append((name, self.judge.node, node_moves, context))
+        for name, spec, exposed, context in chains:
+            where = f"{name}: " if name else ""
+            before = self.histories.get((request, name), ())
+            now = moves_of(exposed)
+            if now is None:
+                self.broken(
+                    "legal-history",
+                    request,
+                    f"{where}the history is not a sequence of moves (a {type(exposed).__name__})",
+                )
+                return
+            if now[: len(before)] != before:
+                self.broken("legal-history", request, f"{where}recorded moves were rewritten")
+                return
+            if len(now) == len(before):
+                continue
+            self.histories[(request, name)] = now
+            why = self.judge.illegal(spec, now, context, len(before))
+            if why is not None:
+                self.broken("legal-history", request, where + why)
+                return
+            for move in now[len(before) :]:
+                if not name:
+                    self._request_moved(request, move)
+                elif name in plan:
+                    self._node_moved(request, name, move)
+
+    def _request_moved(self, request: str, move: Move) -> None:
+        if move.dest in self.judge.releases:
+            self._announced(request, RELEASES, f"the move {move}")
+        if move.dest in self.judge.consumes:
+            self._announced(request, CONSUMES, f"the move {move}")
+
+    def _node_moved(self, request: str, node: str, move: Move) -> None:
+        watch = self.nodes[(request, node)]
+        if move.dest in self.judge.gives_up and watch.may_move_money:
+            self.broken(
+                "money-in-flight-held",
+                request,
+                f"{node} was given up ({move}) although its submit went out and neither "
+                f"the venue nor a reconciler said it failed ({watch.said()})",
+            )
+
+    def _announced(self, request: str, what: str, how: str) -> None:
+        """The engine announced the end of ``request`` (``what``: releasing or consuming
+        its reservation) by ``how``; judge it from what the suite saw so far."""
+        if OPERATOR_CONFIRMS[what] in self.confirmed.get(request, ()):
+            return
+        nodes = {name: self.nodes[(request, name)] for name in self.plans.get(request, ())}
+        if what == RELEASES:
+            moving = {n: w.said() for n, w in nodes.items() if w.may_move_money}
+            if moving:
+                self.broken(
+                    "money-in-flight-held",
+                    request,
+                    f"{how} released the reservation while money may be moving: {moving}",
+                )
+        else:
+            undone = {n: w.said() for n, w in nodes.items() if w.word not in DONE_WORDS}
+            if undone:
+                self.broken(
+                    "completion-means-done",
+                    request,
+                    f"{how} completed the request with nodes not done: {undone}",
+                )
+
+    def broken(self, rule: str, request: str, message: str) -> None:
+        """Record a breach of ``rule``; the first one is what the run reports."""
+        if self.breach is not None:
+            return
+        assert rule in RULES, rule
+        seen = [line for key, line in self.log if key == request][-EXCERPT:]
+        excerpt = "\n".join(f"    {line}" for line in seen) or "    (nothing)"
+        self.breach = RuleBroken(
+            rule,
+            f"{rule}: {request}: {message}\n  rule: {RULES[rule]}\n"
+            f"  what the suite saw of {request} (latest last):\n{excerpt}",
+        )
+
+    def verdict(self) -> None:
+        """Raise the first breach seen, if any: the one place a ``RuleBroken`` is raised."""
+        if self.breach is not None:
+            raise self.breach
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def note(self, request: str, line: str) -> None:
+        self.log.append((request, line))
+
+    def _node(self, request: str, node: str) -> NodeWatch:
+        """The node's watch; one the suite never planned is watched as if it moved money."""
+        watch = self.nodes.get((request, node))
+        if watch is None:
+            watch = self.nodes[(request, node)] = NodeWatch(True, "action")
+        return watch
