@@ -15,7 +15,13 @@ from machines.testing.coverage import Coverage
 from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
 from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
-from machines.testing.transfer import ReferenceTransfer, TransferAdapter, TransferSuite
+from machines.testing.transfer import (
+    EngineHistory,
+    ReferenceTransfer,
+    TransferAdapter,
+    TransferSuite,
+    Venue,
+)
 from machines.testing.verdict import Move, RuleBroken
 from machines.testing.walker import spec_walker
 
@@ -24,6 +30,7 @@ __all__ = [
     "Coverage",
     "EffectLogAdapter",
     "EffectLogSuite",
+    "EngineHistory",
     "ExactlyOnceAdapter",
     "ExactlyOnceSuite",
     "Fault",
@@ -36,6 +43,7 @@ __all__ = [
     "SimulatedCrash",
     "TransferAdapter",
     "TransferSuite",
+    "Venue",
     "check_adapter",
     "spec_walker",
 ]
