@@ -1,81 +1,133 @@
 """A stateful Hypothesis suite for any effect log (seed 000's UndoLog), behind an adapter.
 
-Four call signatures in two sessions: compensable ones with and without a registered
-compensation, and an irreversible one that needs a human. The suite calls them with
-effects that return, fail provably, time out, die before or after sending, hit a
-failing store write, return a result that cannot be cached, or meet a duplicate caller;
-a human approves or rejects; a failed session is compensated (working, failing, or
-dying mid-saga). It keeps its own model of every signature and checks after every step:
+Seven call signatures in two sessions: compensable ones with and without a registered
+compensation, and in each session an irreversible one that needs a human. The suite calls
+them with tools that return, fail provably, time out after sending, are cancelled or
+interrupted after sending, die before or after sending, meet a failing store write, return
+a result that cannot be cached, meet a duplicate caller, or are called just after a
+restart; a human approves or rejects (from another process: the suite restarts the log
+after each decision, so only a durable decision counts); a failed session is compensated
+(working, failing, or dying mid-saga).
 
-- an effect took effect upstream at most once per signature, ever;
-- an irreversible effect ran only right after a human approved it;
-- a committed signature replays its very result and runs nothing;
-- a call whose outcome is unknown is never run again, only compensated;
-- the saga compensates newest first, only effects whose outcome is unknown, each once;
-- the implementation's state of every signature is the one the model expects.
+The suite is the world around the log: it is the upstream (every run and send of each
+tool), the compensations, the human and every caller, and it judges the log after every
+step by what it saw alone (``machines.testing.effectlog_oracle``; each rule has a stable
+name in ``RULES``, ``machines.testing.effectlog_rules``, that a failure starts with):
 
-Point it at your own log: subclass ``EffectLogSuite`` and override ``make_adapter``.
+- a signature takes effect upstream at most once, ever (``at-most-once``);
+- an irreversible call runs only right after a human approved it, once per approval
+  (``approval``);
+- a result a caller was told is replayed to every later caller, and nothing runs
+  (``replay``);
+- a call whose outcome is unknown is never run again, only compensated
+  (``unknown-stays-unknown``), also when its caller was cancelled or interrupted
+  (``cancelled-stays-unknown``);
+- the saga undoes newest first, only unknown effects of its session, each once
+  (``saga-newest-first``, ``saga-only-unknown``, ``saga-once``, ``saga-completes``);
+- the history the log exposes, if any, is a legal chain of the bundled ``effect``
+  definition and agrees with what was seen (``history-chain``, ``history-agrees``).
+
+The adapter's own ``check()`` is an extra, never the oracle. Point the suite at your own
+log: subclass ``EffectLogAdapter`` (every method is required) and ``EffectLogSuite``::
+
+    class MyLogSuite(EffectLogSuite):
+        def make_adapter(self) -> EffectLogAdapter:
+            return MyLogAdapter()
+
+    TestMyLog = MyLogSuite.TestCase
 """
 
 from __future__ import annotations
 
+import abc
+import asyncio
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from machines.errors import MachinesError
+from machines.errors import MachinesError, storable_text
+from machines.jsonvalue import describe
+from machines.loader import load
 from machines.store import open_store
 from machines.store.records import Row
-from machines.systems.effectlog import (
-    EffectAwaitingApproval,
-    EffectClosed,
-    EffectLog,
-    EffectNotRecorded,
-    EffectOutcomeUnknown,
-    EffectRejected,
-    EffectStillExecuting,
-)
+from machines.systems.effectlog import EffectLog
 from machines.systems.exactly_once import not_sent
+from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
-from machines.testing.faults import (
-    Fault,
-    FaultyStore,
-    NotSent,
-    SimulatedCrash,
-    Specs,
-    StoreWatch,
+from machines.testing.effectlog_oracle import Attempt, Observer
+from machines.testing.effectlog_rules import (
+    CANCELLATIONS,
+    RULES,
+    Call,
+    Told,
+    told_kind,
 )
+from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
+from machines.testing.verdict import Move, RuleBroken
 
-
-class Call(NamedTuple):
-    tier: str
-    tool: str
-    session: str
-
+__all__ = [
+    "CALLS",
+    "RULES",
+    "Behaviour",
+    "Call",
+    "EffectLogAdapter",
+    "EffectLogSuite",
+    "Move",
+    "NotSent",
+    "ReferenceEffectLog",
+    "RuleBroken",
+    "Saga",
+    "SimulatedCrash",
+]
 
 CALLS = {
     "charge-1": Call("compensable", "charge", "s1"),
+    "book-1": Call("compensable", "book", "s1"),
     "notify-1": Call("compensable", "notify", "s1"),  # no compensation registered
     "wire-1": Call("irreversible", "wire", "s1"),
     "charge-2": Call("compensable", "charge", "s2"),
+    "book-2": Call("compensable", "book", "s2"),
+    "wire-2": Call("irreversible", "wire", "s2"),
 }
 SESSIONS = ("s1", "s2")
-COMPENSATED_TOOLS = ("charge",)
+COMPENSATED_TOOLS = ("charge", "book")
+CAUGHT = (SimulatedCrash, *CANCELLATIONS, Exception)
+"""What a call of the log may end in, as the suite sees it (anything else propagates)."""
 
 
 class Behaviour(enum.Enum):
-    RETURN = "returns a value"
-    NOT_SENT = "fails before sending"
-    TIMEOUT = "times out after sending"
-    CRASH_AT_CLAIM = "the process dies while the call is registered"
-    CRASH_AFTER_SENDING = "dies after sending, before the result is stored"
-    STORE_FAILS_AFTER = "runs, then the store write fails"
-    UNSTORABLE = "returns a result that cannot be cached"
-    DUPLICATE_DURING = "runs while a duplicate caller arrives"
+    """What happens in one call: what the tool (the upstream) does when the log runs it, or
+    a fault around it."""
+
+    RETURN = "the tool returns a value"
+    NOT_SENT = "the tool fails before sending"
+    TIMEOUT = "the tool times out after sending"
+    CANCELLED = "the caller is cancelled after the tool sent"
+    INTERRUPTED = "the caller is interrupted (Ctrl-C) after the tool sent"
+    CLAIM_FAILS = "the log's first write fails"
+    CRASH_AT_CLAIM = "the process dies at the log's first write"
+    CRASH_AFTER_SENDING = "the process dies after the tool sent, before the result is stored"
+    STORE_FAILS_AFTER = "the tool returns, then the log's next write fails"
+    UNSTORABLE = "the tool returns a result JSON cannot hold"
+    DUPLICATE_DURING = "a duplicate caller arrives while the tool runs"
+    AFTER_RESTART = "the process restarted just before the call"
+
+
+TROUBLE = frozenset(
+    {
+        Behaviour.TIMEOUT,
+        Behaviour.CANCELLED,
+        Behaviour.INTERRUPTED,
+        Behaviour.CRASH_AFTER_SENDING,
+        Behaviour.STORE_FAILS_AFTER,
+        Behaviour.UNSTORABLE,
+    }
+)
+"""Behaviours after which a log may rightly say the outcome is unknown."""
 
 
 class Saga(enum.Enum):
@@ -84,40 +136,75 @@ class Saga(enum.Enum):
     DIES = "the process dies inside the first compensation"
 
 
-class EffectLogAdapter:
-    """What the suite needs from an effect log (override every method for your own)."""
+class EffectLogAdapter(Adapter):
+    """What the suite needs from an effect log. Every method is required: a subclass that
+    leaves one out fails at its ``class`` statement, naming the method and its duty."""
 
+    @abc.abstractmethod
     def call(self, signature: str, fn: Callable[[], Any], call: Call) -> Any:
-        """Run ``fn`` under ``signature`` (at most once) or replay / refuse with the
-        errors of ``machines.systems.effectlog``."""
-        raise NotImplementedError
+        """Run ``fn`` under ``signature`` at most once, ever, and return what it returned;
+        give every later caller that very result without running anything; or refuse.
 
+        ``call`` holds the signature's tier (``compensable`` or ``irreversible``), tool and
+        session. Raise, with the errors of ``machines.systems.effectlog``:
+        ``fn``'s own ``NotSent`` unchanged (it proves nothing was sent: the signature may
+        run again, an irreversible one after a fresh approval); ``EffectOutcomeUnknown``
+        (or ``fn``'s own error or cancellation, unchanged) when ``fn`` raised anything
+        else, and never run it again; ``EffectNotRecorded`` when its result could not be
+        stored; ``EffectStillExecuting`` while another caller runs it or its outcome is
+        unknown; ``EffectAwaitingApproval``, ``EffectRejected``, ``EffectClosed``; any
+        ``MachinesError`` when your storage failed. The suite may call ``call`` again from
+        inside ``fn`` (a duplicate caller): hold no non-reentrant lock around ``fn``."""
+
+    @abc.abstractmethod
     def approve(self, signature: str) -> None:
-        raise NotImplementedError
+        """A human approves the irreversible call ``signature`` that waits for approval:
+        the next call runs it, once. Refuse anything else with a ``MachinesError``."""
 
+    @abc.abstractmethod
     def reject(self, signature: str) -> None:
-        raise NotImplementedError
+        """A human rejects the irreversible call ``signature`` that waits for approval: it
+        never runs. Refuse anything else with a ``MachinesError``."""
 
+    @abc.abstractmethod
     def compensate(self, session: str, compensations: Mapping[str, Callable[[str], None]]) -> None:
-        """Undo ``session`` newest first; ``compensations`` maps tools to undo actions
-        that get the signature."""
-        raise NotImplementedError
+        """Undo the failed ``session``: for each of its compensable effects whose outcome
+        is unknown, newest first, run ``compensations[tool](signature)``, each at most once,
+        ever; an effect whose tool has none is left for a person. A compensation that
+        raises has failed: record it, do not run it again."""
 
-    def state(self, signature: str) -> str | None:
-        """The spec state the signature is in (None: never registered)."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    def history(self, signature: str) -> Sequence[Move] | None:
+        """The state changes your log recorded for ``signature``, oldest first, as ``Move``s
+        (or objects with the same four attributes) named as in the bundled ``effect``
+        definition; ``None`` if your log keeps no such history (the suite then judges by
+        what it sees alone)."""
 
+    @abc.abstractmethod
     def fail_next_write(self, how: Fault | None) -> None:
-        """Fail (``"error"``) or kill (``"crash"``) the next store write; None clears."""
+        """Make your log's next durable write fail as a database does (``"error"``: raise
+        your storage's error) or die there (``"crash"``: raise ``SimulatedCrash``, which
+        nothing may catch); ``None`` clears it. A log without durable writes may do
+        nothing."""
 
+    @abc.abstractmethod
+    def restart(self) -> None:
+        """The process restarts (it died with ``SimulatedCrash``, or was redeployed):
+        drop everything your log keeps only in memory and reopen it from its durable
+        storage, as a new process would. A log that keeps nothing in memory may do
+        nothing."""
+
+    @abc.abstractmethod
     def check(self, runs: Mapping[tuple[str, str], int]) -> list[str]:
-        """Implementation-specific problems, given upstream runs per ("effect", key)."""
-        return []
+        """Problems your implementation finds in itself, given how often each
+        (``"effect"``, signature) was sent upstream; ``[]`` if it checks nothing. An extra:
+        the suite's verdict never rests on it."""
 
 
 @dataclass
 class ReferenceEffectLog(EffectLogAdapter):
-    """``machines.systems.EffectLog`` on a faulty memory (or given) store."""
+    """``machines.systems.EffectLog`` on a faulty memory (or given) store; its ``check``
+    judges the store by the named invariants and records the edges it took."""
 
     url: str = "memory://"
     coverage: Coverage | None = None
@@ -129,7 +216,7 @@ class ReferenceEffectLog(EffectLogAdapter):
     def __post_init__(self) -> None:
         self.store = FaultyStore(open_store(self.url, self.specs))
         self.watch = StoreWatch(self.store, self.coverage)
-        self.log = EffectLog(self.store, classify=not_sent(NotSent), worker="suite")
+        self.restart()
 
     def call(self, signature: str, fn: Callable[[], Any], call: Call) -> Any:
         return self.log.call(signature, fn, tier=call.tier, tool=call.tool, session=call.session)
@@ -146,25 +233,39 @@ class ReferenceEffectLog(EffectLogAdapter):
 
         self.log.compensate(session, {tool: on_row(a) for tool, a in compensations.items()})
 
-    def state(self, signature: str) -> str | None:
-        row = self.log.effect(signature)
-        return None if row is None else row.state
+    def history(self, signature: str) -> Sequence[Move] | None:
+        return [Move(e.source, e.trigger, e.dest, e.actor) for e in self.log.history(signature)]
 
     def fail_next_write(self, how: Fault | None) -> None:
         self.store.pending = how
+
+    def restart(self) -> None:
+        self.log = EffectLog(self.store, classify=not_sent(NotSent), worker="suite")
 
     def check(self, runs: Mapping[tuple[str, str], int]) -> list[str]:
         return self.watch.check(runs)
 
 
-@dataclass
-class _Model:
-    """What the suite believes about one signature."""
+SIGNATURES = st.sampled_from(sorted(CALLS))
 
-    state: str | None = None  # None: never registered
-    runs: int = 0
-    result: Any = None
-    compensations: int = 0
+
+def _signatures(tier: str, session: str | None = None) -> st.SearchStrategy[str]:
+    return st.sampled_from(
+        sorted(s for s, c in CALLS.items() if c.tier == tier and session in (None, c.session))
+    )
+
+
+IRREVERSIBLE_CALLS = _signatures("irreversible")
+DECIDED = st.one_of(IRREVERSIBLE_CALLS, SIGNATURES)
+"""Decisions mostly on the irreversible call, sometimes on one that must refuse them."""
+APPROVALS = st.sampled_from((True, True, False))
+"""A human approves twice as often as they reject (a rejection ends the call's life)."""
+BEHAVIOURS = st.sampled_from((Behaviour.RETURN, Behaviour.NOT_SENT, *Behaviour))
+"""Every behaviour; a plain result and a provable failure (the paths that free or settle a
+signature) twice as often as the rest."""
+BEHAVIOURS_IRREVERSIBLE = st.sampled_from((Behaviour.NOT_SENT, Behaviour.RETURN, *Behaviour))
+"""The same, with the provable failure first: it is what sends an approved call back for a
+fresh approval."""
 
 
 class EffectLogSuite(RuleBasedStateMachine):
@@ -175,180 +276,184 @@ class EffectLogSuite(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.adapter = self.make_adapter()
-        self.model = {signature: _Model() for signature in CALLS}
-        self.registered: dict[str, list[str]] = {session: [] for session in SESSIONS}
+        adapter = self.make_adapter()
+        check_adapter(adapter, EffectLogAdapter)
+        self.adapter = adapter
+        self.seen = Observer(CALLS)
+        self.judge = load("effect")  # the bundled definition, whatever the log runs on
         self.counter = 0
-
-    @initialize()
-    def fresh(self) -> None:
-        """A fresh log per run (the adapter is built in ``__init__``)."""
 
     # -- calls ---------------------------------------------------------------------------
 
-    @rule(signature=st.sampled_from(sorted(CALLS)), behaviour=st.sampled_from(Behaviour))
+    @rule(signature=_signatures("compensable", "s1"), behaviour=BEHAVIOURS)
     def call(self, signature: str, behaviour: Behaviour) -> None:
-        spec, model = CALLS[signature], self.model[signature]
-        before = model.state
-        ran: list[bool] = []
+        """A caller calls a compensable signature of s1 (of s2, or the irreversible one, in
+        the rules below: one rule each, so that each is called as often)."""
+        self.seen.next_step()
+        self._call(signature, behaviour.value, behaviour)
 
-        def effect() -> Any:
-            ran.append(True)
-            assert before in (None, "pending", "approved"), f"{signature} ran from {before}"
-            if spec.tier == "irreversible":
-                assert before == "approved", f"{signature} ran without an approval"
-            if behaviour is Behaviour.NOT_SENT:
-                raise NotSent("refused before sending")
-            model.runs += 1
-            self.counter += 1
-            if behaviour is Behaviour.TIMEOUT:
-                raise TimeoutError("sent, no answer")
-            if behaviour is Behaviour.CRASH_AFTER_SENDING:
-                self.adapter.fail_next_write("crash")
-            if behaviour is Behaviour.STORE_FAILS_AFTER:
-                self.adapter.fail_next_write("error")
-            if behaviour is Behaviour.UNSTORABLE:
-                return ("a", "tuple")
-            if behaviour is Behaviour.DUPLICATE_DURING:
-                try:
-                    self.adapter.call(signature, lambda: _fail("a duplicate ran"), spec)
-                except EffectStillExecuting:
-                    pass
-                else:
-                    raise AssertionError(f"{signature}: a duplicate was not refused")
-            return {"value": self.counter}
+    @rule(signature=_signatures("compensable", "s2"), behaviour=BEHAVIOURS)
+    def call_in_s2(self, signature: str, behaviour: Behaviour) -> None:
+        self.call(signature, behaviour)
 
+    @rule(signature=IRREVERSIBLE_CALLS, behaviour=BEHAVIOURS_IRREVERSIBLE)
+    def call_irreversible(self, signature: str, behaviour: Behaviour) -> None:
+        self.call(signature, behaviour)
+
+    def _call(self, signature: str, label: str, behaviour: Behaviour) -> None:
+        if behaviour is Behaviour.AFTER_RESTART:
+            self._ask("restart")  # a deploy: only what the log made durable remains
+        attempt = self.seen.calling(signature, label)
         if behaviour is Behaviour.CRASH_AT_CLAIM:
-            self.adapter.fail_next_write("crash")
+            self._arm(attempt, "crash")
+        elif behaviour is Behaviour.CLAIM_FAILS:
+            self._arm(attempt, "error")
+        crashed = False
         try:
-            value = self.adapter.call(signature, effect, spec)
-        except SimulatedCrash:
-            self._crashed(signature, behaviour, ran)
-            return
-        except NotSent:
-            assert behaviour is Behaviour.NOT_SENT and ran, f"{signature}: NotSent unexplained"
-            self._settle(signature, "pending")
-            return
-        except EffectOutcomeUnknown:
-            assert behaviour is Behaviour.TIMEOUT and ran, f"{signature}: unknown unexplained"
-            self._settle(signature, "executing")
-            return
-        except EffectNotRecorded:
-            expected = (Behaviour.STORE_FAILS_AFTER, Behaviour.UNSTORABLE)
-            assert behaviour in expected and ran, f"{signature}: not recorded unexplained"
-            self._settle(signature, "executing")
-            return
-        except EffectAwaitingApproval:
-            assert spec.tier == "irreversible" and before in (None, "pending")
-            self._settle(signature, "pending")
-            return
-        except EffectStillExecuting:
-            assert before == "executing", f"{signature}: 'still executing' from {before}"
-            return
-        except EffectRejected:
-            assert before == "rejected", f"{signature}: 'rejected' from {before}"
-            return
-        except EffectClosed:
-            assert before in ("compensating", "compensated", "compensation_failed")
-            return
+            value = self.adapter.call(
+                signature, lambda: self._tool(attempt, behaviour), CALLS[signature]
+            )
+        except CAUGHT as error:
+            kind = told_kind(error, attempt.raised, attempt.fault)
+            if kind is None:
+                self.seen.breach(
+                    "contract",
+                    signature,
+                    f"call raised {type(error).__name__}, which is none of the answers the "
+                    "contract allows (see EffectLogAdapter.call)",
+                )
+            else:
+                self.seen.told(attempt, kind, error=error)
+            crashed = kind is Told.CRASHED
+        else:
+            self.seen.told(attempt, Told.VALUE, value=value)
         finally:
-            self.adapter.fail_next_write(None)
-        if before == "committed":
-            assert not ran and value == model.result, f"{signature}: the replay changed"
-            return
-        assert ran and behaviour in (Behaviour.RETURN, Behaviour.DUPLICATE_DURING)
-        model.result = value
-        self._settle(signature, "committed")
+            self._ask("fail_next_write", None)
+        if crashed:
+            self._ask("restart")
 
-    def _crashed(self, signature: str, behaviour: Behaviour, ran: list[bool]) -> None:
-        if behaviour is Behaviour.CRASH_AT_CLAIM:
-            assert not ran, f"{signature}: ran although the claim died"
-            return  # the registration died with the process: nothing changed
-        assert behaviour is Behaviour.CRASH_AFTER_SENDING and ran
-        self._settle(signature, "executing")
+    def _tool(self, attempt: Attempt, behaviour: Behaviour) -> Any:
+        """The upstream tool: what it does, and what the suite sees of it."""
+        self.seen.ran(attempt)
+        if behaviour is Behaviour.NOT_SENT:
+            raise self.seen.raising(attempt, NotSent("refused before sending"))
+        self.seen.sent(attempt)
+        self.counter += 1
+        attempt.troubled = attempt.troubled or behaviour in TROUBLE
+        if behaviour is Behaviour.TIMEOUT:
+            raise self.seen.raising(attempt, TimeoutError("sent; no answer came back"))
+        if behaviour is Behaviour.CANCELLED:
+            raise self.seen.raising(attempt, asyncio.CancelledError())
+        if behaviour is Behaviour.INTERRUPTED:
+            raise self.seen.raising(attempt, KeyboardInterrupt())
+        if behaviour is Behaviour.CRASH_AFTER_SENDING:
+            self._arm(attempt, "crash")
+        elif behaviour is Behaviour.STORE_FAILS_AFTER:
+            self._arm(attempt, "error")
+        elif behaviour is Behaviour.DUPLICATE_DURING:
+            self._call(attempt.signature, "by a duplicate caller, while it runs", Behaviour.RETURN)
+        value: Any = ("a", "tuple") if behaviour is Behaviour.UNSTORABLE else {"n": self.counter}
+        self.seen.returned(attempt, value)
+        return value
 
-    def _settle(self, signature: str, state: str) -> None:
-        if self.model[signature].state is None:
-            self.registered[CALLS[signature].session].append(signature)
-        self.model[signature].state = state
+    def _arm(self, attempt: Attempt | None, how: Fault) -> None:
+        ok, _ = self._ask("fail_next_write", how)
+        if ok and attempt is not None:
+            attempt.fault = attempt.troubled = True
+
+    def _ask(self, method: str, *args: Any) -> tuple[bool, Any]:
+        """Call an adapter method; an error it has no right to raise breaks the contract."""
+        try:
+            return True, getattr(self.adapter, method)(*args)
+        except Exception as error:
+            self.seen.breach("contract", None, f"{method}() raised {type(error).__name__}")
+            return False, None
 
     # -- human decisions -----------------------------------------------------------------
 
-    @rule(signature=st.sampled_from(sorted(CALLS)), approve=st.booleans())
+    @rule(signature=DECIDED, approve=APPROVALS)
     def human_decides(self, signature: str, approve: bool) -> None:
-        model = self.model[signature]
-        legal = model.state == "pending" and CALLS[signature].tier == "irreversible"
+        self.seen.next_step()
         try:
             (self.adapter.approve if approve else self.adapter.reject)(signature)
         except MachinesError:
-            assert not legal, f"{signature}: a legal decision was refused"
-            return
-        assert legal, f"{signature}: decided from {model.state}"
-        model.state = "approved" if approve else "rejected"
+            self.seen.decided(signature, approve, accepted=False)
+        except Exception as error:
+            verb = "approve" if approve else "reject"
+            self.seen.breach(
+                "contract",
+                signature,
+                f"{verb}() raised {type(error).__name__}; refuse with a MachinesError",
+            )
+        else:
+            self.seen.decided(signature, approve, accepted=True)
+        self._ask("restart")  # the dashboard is another process: a decision must be durable
 
     # -- the saga ------------------------------------------------------------------------
 
+    @precondition(lambda self: self.seen.saga_matters())
     @rule(session=st.sampled_from(SESSIONS), saga=st.sampled_from(Saga))
     def compensate(self, session: str, saga: Saga) -> None:
-        expected: list[str] = []
-        for signature in reversed(self.registered[session]):
-            model = self.model[signature]
-            if model.state == "executing" and CALLS[signature].tier == "compensable":
-                expected.append(signature)
-        called: list[str] = []
+        self.seen.next_step()
+        must = self.seen.candidates(session, COMPENSATED_TOOLS)
+        undone: list[str] = []
+        failure = RuntimeError("the refund API is down")
 
         def undo(signature: str) -> None:
-            called.append(signature)
-            assert self.model[signature].state == "executing", f"{signature}: not unknown"
-            self.model[signature].compensations += 1
+            if type(signature) is not str or signature not in CALLS:
+                self.seen.breach(
+                    "contract", None, f"a compensation was given {describe(signature)}"
+                )
+                return
+            self.seen.undoing(signature, session, undone)
+            undone.append(signature)
             if saga is Saga.FAILS:
-                raise RuntimeError("the refund API is down")
+                raise failure
             if saga is Saga.DIES:
-                self.adapter.fail_next_write("crash")
+                self._arm(None, "crash")
 
-        actions = {tool: undo for tool in COMPENSATED_TOOLS}
-        died = False
+        how = "returned"
         try:
-            self.adapter.compensate(session, actions)
+            self.adapter.compensate(session, {tool: undo for tool in COMPENSATED_TOOLS})
         except SimulatedCrash:
-            died = True
+            how = "died"
+        except Exception as error:
+            how = "raised"
+            if not isinstance(error, MachinesError) and error is not failure:
+                self.seen.breach(
+                    "contract",
+                    None,
+                    f"compensate() raised {type(error).__name__}; a failed compensation is "
+                    "recorded, or reported as a MachinesError",
+                )
         finally:
-            self.adapter.fail_next_write(None)
-        for signature in expected:
-            model = self.model[signature]
-            if CALLS[signature].tool not in COMPENSATED_TOOLS:
-                model.state = "compensation_failed"  # nothing registered to undo it
-            elif signature not in called:
-                assert died, f"{signature}: the saga skipped it"
-                break  # the saga died before reaching it: left executing
-            elif died:
-                model.state = "compensating"  # its undo ran; the record of it died
-                break
-            else:
-                model.state = "compensated" if saga is Saga.WORKS else "compensation_failed"
-        in_order = [s for s in expected if CALLS[s].tool in COMPENSATED_TOOLS]
-        assert called == in_order[: len(called)], f"{session}: undid {called}, not {in_order}"
+            self._ask("fail_next_write", None)
+        self.seen.saga_ended(session, must, undone, how, failing=saga is Saga.FAILS)
+        if how == "died":
+            self._ask("restart")
 
-    # -- checked after every step --------------------------------------------------------
+    # -- judged after every step ---------------------------------------------------------
 
     @invariant()
-    def at_most_once(self) -> None:
-        for signature, model in self.model.items():
-            assert model.runs <= 1, f"{signature} took effect {model.runs} times"
-            assert model.compensations <= 1, f"{signature} compensated {model.compensations}x"
+    def judged(self) -> None:
+        """Raise the first rule the log broke, from this one place: one report per bug."""
+        if self.seen.first() is None:
+            self._cross_check()
+        broken = self.seen.first()
+        if broken is not None:
+            raise broken
 
-    @invariant()
-    def states_agree(self) -> None:
-        for signature, model in self.model.items():
-            got = self.adapter.state(signature)
-            assert got == model.state, f"{signature} is {got}, expected {model.state}"
-
-    @invariant()
-    def implementation_is_consistent(self) -> None:
-        runs = {("effect", s): m.runs for s, m in self.model.items() if m.state is not None}
-        problems = self.adapter.check(runs)
-        assert not problems, "\n".join(problems)
-
-
-def _fail(message: str) -> Any:
-    raise AssertionError(message)
+    def _cross_check(self) -> None:
+        """What the log says about itself, judged against what the suite saw."""
+        for signature in CALLS:
+            ok, moves = self._ask("history", signature)
+            if ok:
+                self.seen.history(signature, moves, self.judge)
+        runs = {("effect", s): b.sends for s, b in self.seen.beliefs.items()}
+        ok, problems = self._ask("check", runs)
+        if not ok:
+            return
+        if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+            self.seen.breach("contract", None, f"check() returned {describe(problems)}")
+        elif problems:
+            self.seen.breach("adapter-check", None, "; ".join(map(storable_text, problems)))

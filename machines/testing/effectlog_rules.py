@@ -1,0 +1,125 @@
+"""The vocabulary of ``EffectLogSuite``'s verdicts: its rules, what a caller can be told,
+and how a history a log exposes is judged against a definition.
+
+Each rule has a short stable name, the first word of every failure that breaks it, so a
+user's CI can tell one broken promise from another; ``RULES`` says what each promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from machines.errors import MachinesError
+from machines.systems.effectlog import (
+    EffectAwaitingApproval,
+    EffectClosed,
+    EffectNotRecorded,
+    EffectRejected,
+    EffectStillExecuting,
+)
+from machines.testing.faults import NotSent, SimulatedCrash
+
+RULES: Mapping[str, str] = {
+    "at-most-once": (
+        "a signature takes effect upstream at most once, ever: its tool never runs again "
+        "after it was sent; only an error that proves nothing was sent frees it"
+    ),
+    "approval": (
+        "an irreversible call runs only right after a human approved it, once per approval, "
+        "and never after a rejection"
+    ),
+    "replay": (
+        "once a caller is told a result, every later caller gets that very result and "
+        "nothing runs; no caller gets a result that no run returned"
+    ),
+    "unknown-stays-unknown": (
+        "a call whose outcome is unknown is never run again nor answered with a result; "
+        "only the saga may compensate it"
+    ),
+    "cancelled-stays-unknown": (
+        "a caller cancelled or interrupted inside the tool leaves the effect unknown: never "
+        "free to run again, never answered with a result"
+    ),
+    "saga-newest-first": "the saga undoes a session's effects newest first",
+    "saga-only-unknown": (
+        "the saga undoes only its own session's effects whose outcome is unknown (never a "
+        "committed one, never one that did not take effect)"
+    ),
+    "saga-once": "the saga undoes each effect at most once, ever",
+    "saga-completes": (
+        "a saga that returns has undone every unknown effect of its session that has a compensation"
+    ),
+    "history-chain": (
+        "the history the log exposes is a legal chain of the bundled 'effect' definition "
+        "and is only ever appended to"
+    ),
+    "history-agrees": "the state the exposed history ends in agrees with what the suite saw",
+    "told-truth": "every answer a caller gets is explained by what happened in the call",
+    "decisions": (
+        "the log accepts a human decision only on an irreversible call that waits for "
+        "one, and refuses none there"
+    ),
+    "adapter-check": "the adapter's own check() reports no problem",
+    "contract": (
+        "the adapter keeps its contract: it raises only the errors the contract names and "
+        "returns what each method must"
+    ),
+}
+"""Every rule the suite judges by: its stable name (the start of a failure message) and
+what it promises."""
+
+IRREVERSIBLE = "irreversible"
+CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt)
+"""What a cancelled or interrupted caller raises inside the tool."""
+
+
+class Call(NamedTuple):
+    """One call signature of the suite: its tier, its tool, and the session it belongs to."""
+
+    tier: str
+    tool: str
+    session: str
+
+
+class Told(enum.Enum):
+    """What a caller was told, by kind."""
+
+    VALUE = "a result"
+    NOT_SENT = "the tool's proof that nothing was sent"
+    TOOL_ERROR = "the tool's own error"
+    CANCELLED = "its own cancellation"
+    UNKNOWN = "that the outcome is unknown or still running"
+    AWAITING = "that a human must approve it first"
+    REJECTED = "that a human rejected it"
+    CLOSED = "that it is closed (being undone or undone)"
+    FAILED = "that the log could not record the call"
+    CRASHED = "nothing: the process died"
+
+
+def told_kind(error: BaseException, raised: Sequence[BaseException], fault: bool) -> Told | None:
+    """What kind of answer ``error`` is, given what the tool ``raised`` in the call and
+    whether the suite made a write fail in it; None when the contract allows no such
+    error."""
+    if isinstance(error, SimulatedCrash):
+        return Told.CRASHED
+    if any(error is own for own in raised):
+        if isinstance(error, NotSent):
+            return Told.NOT_SENT
+        return Told.CANCELLED if isinstance(error, CANCELLATIONS) else Told.TOOL_ERROR
+    kinds: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], Told], ...] = (
+        (NotSent, Told.NOT_SENT),
+        (CANCELLATIONS, Told.CANCELLED),
+        (EffectAwaitingApproval, Told.AWAITING),
+        (EffectRejected, Told.REJECTED),
+        (EffectClosed, Told.CLOSED),
+        (EffectStillExecuting, Told.UNKNOWN),
+        (EffectNotRecorded, Told.UNKNOWN),
+        (MachinesError, Told.FAILED),
+    )
+    for kind, told in kinds:
+        if isinstance(error, kind):
+            return told
+    return Told.FAILED if fault and isinstance(error, Exception) else None
