@@ -18,7 +18,8 @@ from machines.mutation import CATALOG, write_mutant
 from machines.runtime import EntityMachine
 from machines.spec import MachineSpec
 from machines.testing import Coverage, spec_walker
-from machines.testing.walker import AGREES, CHAIN, REFUSAL, TERMINAL, judge_of
+from machines.testing.verdict import RuleBroken
+from machines.testing.walker import AGREES, CHAIN, REFUSAL, RULES, TERMINAL, judge_of
 from tests.conftest import SpecCopy
 
 MACHINES = ("effect", "outcome", "node", "request")
@@ -57,7 +58,7 @@ def test_walker_catches_a_runtime_that_disagrees_with_the_spec(
         return original(self, name, actor=actor, detail=detail, **context)
 
     monkeypatch.setattr(machines.EntityMachine, "trigger", lenient)
-    with pytest.raises(AssertionError):
+    with pytest.raises(RuleBroken, match=AGREES):
         run_state_machine_as_test(
             spec_walker(spec),
             settings=settings(
@@ -93,11 +94,14 @@ derivation rules, which the system detectors judge), and the rule each breaks fi
 
 
 def walk(walker: type[Any], run: settings = HUNT) -> str:
-    """The first line of the walker's failure ("" if it passed)."""
+    """The first line of the walker's failure ("" if it passed); it must be a
+    ``RuleBroken`` whose message starts with one of the walker's rules."""
     try:
         run_state_machine_as_test(walker, settings=run)
-    except AssertionError as failure:
-        return str(failure).splitlines()[0]
+    except RuleBroken as failure:  # the one verdict type of every suite, naming its rule
+        first = str(failure).splitlines()[0]
+        assert failure.rule in RULES and first.startswith(f"{failure.rule}: "), first
+        return first
     return ""
 
 

@@ -24,8 +24,8 @@ Failures print as a replayable list of steps, as Hypothesis does.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -35,6 +35,7 @@ from machines.loader import load
 from machines.spec import MachineSpec
 from machines.store import BUNDLED
 from machines.testing.coverage import Coverage
+from machines.testing.verdict import Move, RuleBroken
 
 UNKNOWN_TRIGGER = "teleport"
 STRANGER = "stranger"
@@ -44,15 +45,22 @@ REFUSAL = "refusal-changes-nothing"
 TERMINAL = "terminal-stays-final"
 CHAIN = "history-is-a-legal-chain"
 
+RULES: Mapping[str, str] = {
+    AGREES: (
+        "the runtime moves where the judging definition moves, and refuses what it refuses "
+        "with the same type of error"
+    ),
+    REFUSAL: "after a refusal, the entity's state and history are as they were",
+    TERMINAL: "nothing ever leaves a terminal state",
+    CHAIN: (
+        "the exposed history is exactly the moves the walker saw, numbered 1, 2, 3, ..., an "
+        "unbroken chain each move of which the judging definition allows"
+    ),
+}
+"""What each of the walker's rules promises; a failure's message starts with its name."""
 
-class Move(NamedTuple):
-    """One move the walker saw the runtime make."""
-
-    source: str
-    trigger: str
-    actor: str
-    dest: str
-    context: Mapping[str, str]
+Seen = tuple[Move, Mapping[str, str]]
+"""A move the walker saw, with the context it was made under."""
 
 
 def valuations(spec: MachineSpec) -> list[dict[str, str]]:
@@ -77,6 +85,10 @@ def _answer(call: Any) -> tuple[str, str]:
         return "moved", call()
     except MachinesError as exc:
         return "refused", type(exc).__name__
+
+
+def _show(seen: Sequence[Seen]) -> str:
+    return "[" + "; ".join(f"{move} with {dict(context)}" for move, context in seen) + "]"
 
 
 def spec_walker(
@@ -106,7 +118,7 @@ def spec_walker(
             self.entity: Any = None
             self.start = judging.initial
             self.state = judging.initial
-            self.seen: list[Move] = []
+            self.seen: list[Seen] = []
 
         @initialize(context=st.sampled_from(contexts), start=st.sampled_from(states))
         def begin(self, context: dict[str, str], start: str) -> None:
@@ -115,9 +127,10 @@ def spec_walker(
             try:
                 self.entity = spec.machine(state=start, **context)
             except MachinesError as exc:
-                raise AssertionError(
-                    f"{AGREES}: the runtime refuses an entity of '{judging.name}' in "
-                    f"'{start}' with {context}: {type(exc).__name__}: {message_of(exc)}"
+                raise RuleBroken(
+                    AGREES,
+                    f"the runtime refuses an entity of '{judging.name}' in "
+                    f"'{start}' with {context}: {type(exc).__name__}: {message_of(exc)}",
                 ) from None
 
         @rule(data=st.data())
@@ -156,13 +169,14 @@ def spec_walker(
             got = _answer(lambda: self.entity.trigger(trigger, actor=actor, **extra))
             where = f"'{before}' --{trigger}--> as {actor} with {context}"
             if got[0] == "moved" and judging.is_terminal(before):
-                raise AssertionError(f"{TERMINAL}: {where} left terminal '{before}' for {got[1]}")
-            assert got == expected, f"{AGREES}: {where}: runtime {got}, definition {expected}"
+                raise RuleBroken(TERMINAL, f"{where} left terminal '{before}' for {got[1]}")
+            if got != expected:
+                raise RuleBroken(AGREES, f"{where}: runtime {got}, definition {expected}")
             if got[0] != "moved":
-                now = (self.entity.state, tuple(self.entity.history))
-                assert now == (before, history), f"{REFUSAL}: {where} was refused, yet changed"
+                if (self.entity.state, tuple(self.entity.history)) != (before, history):
+                    raise RuleBroken(REFUSAL, f"{where} was refused, yet changed")
                 return
-            self.seen.append(Move(before, trigger, actor, got[1], dict(context)))
+            self.seen.append((Move(before, trigger, got[1], actor), dict(context)))
             self.state = got[1]
             if coverage is not None:
                 coverage.record(judging.name, before, trigger, got[1])
@@ -172,22 +186,32 @@ def spec_walker(
             if self.entity is None:
                 return
             events = list(self.entity.history)
-            recorded = [Move(e.source, e.trigger, e.actor, e.dest, dict(e.context)) for e in events]
-            assert recorded == self.seen, f"{CHAIN}: history {recorded} != moves seen {self.seen}"
-            seqs = [e.seq for e in events]
-            assert seqs == list(range(1, len(events) + 1)), f"{CHAIN}: seq {seqs}"
-            state = self.start
-            for move in recorded:
-                assert move.source == state, f"{CHAIN}: {move} does not start at '{state}'"
-                assert not judging.is_terminal(state), f"{TERMINAL}: {move} left '{state}'"
-                allowed = _answer(
-                    lambda m=move: judging.step(m.source, m.trigger, actor=m.actor, **m.context)
+            recorded = [
+                (Move(e.source, e.trigger, e.dest, e.actor), dict(e.context)) for e in events
+            ]
+            if recorded != self.seen:
+                raise RuleBroken(
+                    CHAIN, f"history {_show(recorded)} != moves seen {_show(self.seen)}"
                 )
-                assert allowed == ("moved", move.dest), f"{CHAIN}: {move} is not legal: {allowed}"
+            seqs = [e.seq for e in events]
+            if seqs != list(range(1, len(events) + 1)):
+                raise RuleBroken(CHAIN, f"the history is numbered {seqs}")
+            state = self.start
+            for move, context in recorded:
+                if move.source != state:
+                    raise RuleBroken(CHAIN, f"{move} does not start at '{state}'")
+                if judging.is_terminal(state):
+                    raise RuleBroken(TERMINAL, f"{move} left '{state}'")
+                allowed = _answer(
+                    lambda m=move, c=context: judging.step(m.source, m.trigger, actor=m.actor, **c)
+                )
+                if allowed != ("moved", move.dest):
+                    raise RuleBroken(CHAIN, f"{move} is not legal: {allowed}")
                 state = move.dest
-            assert self.entity.state == state == self.state, (
-                f"{CHAIN}: the entity is in '{self.entity.state}', its history ends in '{state}'"
-            )
+            if not self.entity.state == state == self.state:
+                raise RuleBroken(
+                    CHAIN, f"the entity is in '{self.entity.state}', its history ends in '{state}'"
+                )
 
     SpecWalker.__name__ = SpecWalker.__qualname__ = f"{spec.name.title()}Walker"
     return SpecWalker
