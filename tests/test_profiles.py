@@ -100,30 +100,29 @@ def run_tiny_suite(tmp_path: Path, *options: str, profile: str | None) -> dict[s
 SIZES = {"dev": (100, 50), "ci": (100, 50), "thorough": (2000, 100)}
 
 
+OTHER = {"dev": "thorough", "ci": "dev", "thorough": "ci"}
+"""A different profile in ``HYPOTHESIS_PROFILE`` while ``--hypothesis-profile`` names one."""
+
+
+@pytest.mark.parametrize("way", ["HYPOTHESIS_PROFILE", "--hypothesis-profile"])
 @pytest.mark.parametrize("profile", sorted(SIZES))
 def test_each_profile_sizes_a_suite_testcase_written_the_guides_way(
-    tmp_path: Path, profile: str
+    tmp_path: Path, profile: str, way: str
 ) -> None:
-    """issue 14 item 5: ``HYPOTHESIS_PROFILE`` and the guide's conftest size the suite's
-    ``TestCase``: the suite counts the profile's runs, each up to the profile's steps;
-    ``scaled`` multiplies by the same factors."""
+    """issue 14 item 5: a profile chosen either standard way (``HYPOTHESIS_PROFILE`` read by
+    ``load_profile()`` in the guide's conftest, or pytest's ``--hypothesis-profile``, which
+    wins over the environment) sizes the suite's ``TestCase``: the suite counts the
+    profile's runs, each up to the profile's steps; ``scaled`` multiplies by the same
+    factors."""
     runs, steps = SIZES[profile]
-    seen = run_tiny_suite(tmp_path, profile=profile)
+    if way == "HYPOTHESIS_PROFILE":
+        seen = run_tiny_suite(tmp_path, profile=profile)
+    else:
+        seen = run_tiny_suite(tmp_path, "--hypothesis-profile", profile, profile=OTHER[profile])
     assert seen["profiles"] == {profile}
     assert runs <= seen["runs"] <= runs * 1.02  # Hypothesis may replay a handful
     assert seen["longest"] == steps
     assert seen["scaled"] == (10 * runs // 100, 20 * steps // 50)
-
-
-def test_the_hypothesis_profile_option_selects_a_profile_over_the_environment(
-    tmp_path: Path,
-) -> None:
-    """issue 14 item 5: pytest's ``--hypothesis-profile`` works as Hypothesis documents it,
-    and wins over ``HYPOTHESIS_PROFILE`` (the conftest loads before the option applies)."""
-    seen = run_tiny_suite(tmp_path, "--hypothesis-profile", "ci", profile="thorough")
-    assert seen["profiles"] == {"ci"}
-    assert 100 <= seen["runs"] <= 102 and seen["longest"] == 50
-    assert seen["scaled"] == (10, 20)
 
 
 def test_a_users_own_profile_sizes_the_testcase_and_scales_the_same_way(tmp_path: Path) -> None:
