@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for m in mutants:
             print(f"{m.id:<34} {m.path}\n    bug: {m.bug}\n    breaks: {m.breaks}")
+            if m.equivalent is not None:
+                print(f"    equivalent: {m.equivalent}")
         return 0
     if not args.no_baseline:
         print("baseline: the detectors on the unmutated tree ...", file=sys.stderr, flush=True)

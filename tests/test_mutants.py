@@ -118,11 +118,12 @@ def test_the_baseline_refuses_suites_that_fail_unmutated() -> None:
 
 
 def test_the_command_lists_and_refuses_unknown_ids(capsys: pytest.CaptureFixture[str]) -> None:
-    """issue 14 item 3: ``python -m mutants --list`` shows the catalog; an unknown id is a
-    usage error (exit 2) naming it."""
+    """issue 14 item 3: ``python -m mutants --list`` shows the catalog, with the reason
+    each equivalent mutant is one; an unknown id is a usage error (exit 2) naming it."""
     assert main(["--list"]) == 0
     listed = capsys.readouterr().out
     assert all(m.id in listed for m in CATALOG)
+    assert all(m.equivalent in listed for m in CATALOG if m.equivalent is not None)
     assert main(["no-such-mutant"]) == 2
     assert "no-such-mutant" in capsys.readouterr().err
 
