@@ -123,6 +123,11 @@ CATALOG: tuple[CodeMutant, ...] = (
                 "lease_until": None,
                 "reclaims\"""",
         detectors=EO,
+        equivalent=(
+            "a reclaim is legal only from indeterminate, and every move into indeterminate "
+            "(ExactlyOnce._park) already cleared the owner: the line restates a fact (kept "
+            "as a guard for rows written otherwise, e.g. by hand)"
+        ),
     ),
     CodeMutant(
         "eo-decision-inverted",
