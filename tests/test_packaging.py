@@ -35,6 +35,7 @@ def test_wheel_installs_and_checks_outside_the_checkout(tmp_path: Path) -> None:
         assert f"machines/_spec/{machine}.yaml" in names
     assert "machines/_spec/machine.schema.json" in names
     assert "machines/py.typed" in names
+    assert not any(n.startswith("mutants/") for n in names)  # a development tool only
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

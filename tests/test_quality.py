@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CHECKED = ("machines", "tests", "benchmarks", "mutants")
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
@@ -14,9 +15,9 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_clean() -> None:
-    lint = _run(sys.executable, "-m", "ruff", "check", "machines", "tests", "benchmarks")
+    lint = _run(sys.executable, "-m", "ruff", "check", *CHECKED)
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", "machines", "tests", "benchmarks")
+    fmt = _run(sys.executable, "-m", "ruff", "format", "--check", *CHECKED)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 

@@ -1,13 +1,26 @@
-"""Hypothesis profiles for the property suites, chosen by ``HYPOTHESIS_PROFILE``.
+"""Hypothesis profiles for the property suites: ``dev``, ``ci`` and ``thorough``.
 
-- ``dev`` (the default): random, sized for a quick local run.
-- ``ci``: derandomized, so a failure in CI replays exactly on any machine; same size.
-- ``thorough``: nightly-sized; ``scaled`` multiplies every suite's example budget by
-  ``THOROUGH_FACTOR`` and lengthens its runs. Run it with
-  ``HYPOTHESIS_PROFILE=thorough python -m pytest tests/test_suites.py tests/test_explore.py``.
+They are ordinary Hypothesis settings profiles, registered when this module is imported,
+so every standard way of choosing one works: ``load_profile()`` in a ``conftest.py``
+(which reads ``HYPOTHESIS_PROFILE``), pytest's ``--hypothesis-profile NAME``, or
+``settings.load_profile(NAME)``. A profile sizes both the number of runs
+(``max_examples``) and the length of each run (``stateful_step_count``), so a suite's
+``TestCase`` collected as is (``TestMyExecutor = MyExecutorSuite.TestCase``) runs the
+profile's budget:
 
-Suites size their runs with ``scaled(examples, steps)`` rather than a fixed
-``max_examples``, so one environment variable resizes them all.
+- ``dev`` (the default): random, Hypothesis's own size (100 runs of up to 50 steps);
+- ``ci``: the same size, derandomized, so a failure in CI replays exactly on any machine;
+- ``thorough``: nightly-sized, ``THOROUGH_FACTOR`` times the runs and
+  ``THOROUGH_STEP_FACTOR`` times the steps.
+
+All three report one bug per run (``report_multiple_bugs=False``): a suite checks one
+promise from several places (a rule and an invariant), so one defect trips several
+assertions, which Hypothesis would report as several bugs with a traceback each. With
+one report, it shrinks the first failure it found to the steps that matter.
+
+Tests that size a run themselves use ``scaled(examples, steps)``: their base size times
+the active profile's factors, read from its settings (not its name), so a profile of your
+own scales them the same way.
 """
 
 from __future__ import annotations
@@ -17,37 +30,96 @@ from collections.abc import Callable
 from typing import cast
 
 from hypothesis import HealthCheck, settings
+from hypothesis.errors import InvalidArgument as HypothesisInvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+from machines.errors import InvalidArgument, UnknownName
 
 ENV = "HYPOTHESIS_PROFILE"
 PROFILES = ("dev", "ci", "thorough")
+DEFAULT = "dev"
+BASE_EXAMPLES = 100
+"""``max_examples`` of ``dev`` and ``ci``: the size ``scaled`` counts as factor one."""
+BASE_STEPS = 50
+"""``stateful_step_count`` of ``dev`` and ``ci``."""
 THOROUGH_FACTOR = 20
+THOROUGH_STEP_FACTOR = 2
+SUPPRESSED = (HealthCheck.too_slow, HealthCheck.filter_too_much)
+"""For ``scaled`` runs: a suite run is slow by nature (stores, many steps), and its
+preconditions filter. (A ``TestCase`` suppresses every health check on its own.)"""
 
-settings.register_profile("dev", deadline=None)
-settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
-settings.register_profile("thorough", deadline=None, print_blob=True)
+_BASE = settings(
+    settings.get_profile("default"),
+    max_examples=BASE_EXAMPLES,
+    stateful_step_count=BASE_STEPS,
+    deadline=None,
+    report_multiple_bugs=False,
+)
+settings.register_profile("dev", _BASE)
+settings.register_profile("ci", _BASE, derandomize=True, database=None, print_blob=True)
+settings.register_profile(
+    "thorough",
+    _BASE,
+    max_examples=BASE_EXAMPLES * THOROUGH_FACTOR,
+    stateful_step_count=BASE_STEPS * THOROUGH_STEP_FACTOR,
+    print_blob=True,
+)
 
 
 def load_profile(name: str | None = None) -> str:
-    """Load ``name`` (default: ``$HYPOTHESIS_PROFILE``, else ``dev``); refuse unknown names
-    rather than silently running a different budget."""
-    chosen = name or os.environ.get(ENV) or "dev"
-    if chosen not in PROFILES:
-        raise ValueError(f"{ENV}={chosen!r} is not a profile; use one of {', '.join(PROFILES)}")
+    """Load a profile and return its name: ``name`` if given, else ``$HYPOTHESIS_PROFILE``,
+    else the profile already active (one that pytest's ``--hypothesis-profile`` or
+    Hypothesis's own CI detection chose), else ``dev``. Any registered profile may be
+    named, yours included; an unknown name is refused (``UnknownName``) rather than
+    silently running a different budget."""
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgument(f"a profile name is a str, not {type(name).__name__}")
+    active = settings.get_current_profile_name()
+    fallback = active if active != "default" else DEFAULT
+    chosen = name if name is not None else (os.environ.get(ENV) or fallback)
+    try:  # look it up first: Hypothesis records the name before it finds it missing
+        settings.get_profile(chosen)
+    except HypothesisInvalidArgument:
+        shown = chosen if len(chosen) <= 60 else f"{chosen[:57]}..."
+        raise UnknownName(
+            f"{ENV}={shown!r} is not a registered Hypothesis profile; use one of "
+            f"{', '.join(PROFILES)}, or register yours with settings.register_profile "
+            "before loading it"
+        ) from None
     settings.load_profile(chosen)
     return chosen
 
 
+def _active() -> settings:
+    """The active profile itself (not a test's own ``@settings``)."""
+    return settings.get_profile(settings.get_current_profile_name())
+
+
+def factors() -> tuple[float, float]:
+    """How many times ``dev``'s runs and steps the active profile asks for."""
+    profile = _active()
+    return profile.max_examples / BASE_EXAMPLES, profile.stateful_step_count / BASE_STEPS
+
+
 def scaled(examples: int, steps: int = 25) -> settings:
-    """Settings for one stateful suite run: ``examples`` runs of up to ``steps`` steps in
-    ``dev`` and ``ci``, ``THOROUGH_FACTOR`` times the runs and twice the steps in
-    ``thorough``."""
-    thorough = settings.get_current_profile_name() == "thorough"
+    """Settings for one stateful suite run of ``examples`` runs of up to ``steps`` steps
+    at ``dev`` size, multiplied by the active profile's factors (``thorough``: twenty
+    times the runs, twice the steps). Everything else comes from the profile."""
+    for what, value in (("examples", examples), ("steps", steps)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgument(
+                f"scaled(): {what} is a positive int, not a {type(value).__name__}"
+            )
+        if value < 1:
+            given = "zero" if value == 0 else "a negative number"
+            raise InvalidArgument(f"scaled(): {what} is a positive int, not {given}")
+    run_factor, step_factor = factors()
     return settings(
-        max_examples=examples * (THOROUGH_FACTOR if thorough else 1),
-        stateful_step_count=steps * (2 if thorough else 1),
+        _active(),
+        max_examples=max(1, round(examples * run_factor)),
+        stateful_step_count=max(1, round(steps * step_factor)),
         deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        suppress_health_check=SUPPRESSED,
     )
 
 
