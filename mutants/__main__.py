@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -65,5 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(k.outcome in ("killed", "equivalent") for k in kills) else 1
 
 
+def _main_quietly() -> int:
+    """``main``, ending quietly when what reads its output stops reading
+    (``python -m mutants --list | head``) or on Ctrl-C."""
+    try:
+        code = main()
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print("python -m mutants: interrupted", file=sys.stderr)
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main_quietly())

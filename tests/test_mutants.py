@@ -142,3 +142,19 @@ def test_the_command_runs_as_documented() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert BY_COMMAND in done.stdout and "killed 1/1" in done.stdout
+
+
+def test_the_list_piped_into_head_ends_quietly() -> None:
+    """``python -m mutants --list | head -1`` ends without a traceback."""
+    done = subprocess.run(
+        f"{sys.executable} -m mutants --list | head -1",
+        shell=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.startswith(CATALOG[0].id)
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
