@@ -61,6 +61,22 @@ RULES: Mapping[str, str] = {
         "the moves the engine records form one unbroken chain of the bundled definition's "
         "edges from its initial state, and never change once recorded"
     ),
+    "sent-work-kept": (
+        "a node whose submit went out is never given up (failed, cancelled, skipped) on the "
+        "engine's own say, side effect or not: the bundled definition's 'failed' means the "
+        "evidence says it did not take effect, so only the venue's or a reconciler's "
+        "'failed' ends it so (a sibling's failure is no such evidence)"
+    ),
+    "gate-waits-for-operator": (
+        "a manual gate is never handed to the venue, and is handed to the gate desk "
+        "(venue.gate) only once an operator's complete_manual for it was accepted"
+    ),
+    "reservation-with-the-end": (
+        "the reservation is released only as the request ends in a releasing state "
+        "(with request_failed) and consumed only as it completes (with request_completed): "
+        "between steps, every release or consumption announced to venue.reservation() "
+        "and every such callback come in pairs, once each"
+    ),
     "request-kept": "a request the engine accepted stays known to it",
     "adapter-check": "the implementation's own checks (an extra, never the oracle)",
 }
@@ -89,10 +105,13 @@ class EngineHistory:
 
 @dataclass
 class NodeWatch:
-    """What the suite knows of one node, from the outside."""
+    """What the suite knows of one node, from the outside: its plan entry (side effect,
+    kind, manual gate, predecessors), every submit and the last word about it."""
 
     side_effect: bool
     kind: str
+    gate: bool = False
+    after: tuple[str, ...] = ()
     sends: list[str] = field(default_factory=list)
     word: str | None = None
 
@@ -114,6 +133,7 @@ class Operation:
     node: str | None
     activity: int
     undo: tuple[str, str | None] | None = None  # (node, word before) for a tentative word
+    passes: bool = False  # a complete_manual that is the first pass of its gate
     told: str = "under way"
 
 
@@ -175,6 +195,8 @@ class Ledger:
         self.activity = 0  # venue calls and callbacks so far
         self.log: list[tuple[str, str]] = []
         self.histories: dict[tuple[str, str], tuple[Move, ...]] = {}
+        self.passed: set[tuple[str, str]] = set()  # gates an operator passed (or is passing)
+        self.reserved: Counter[tuple[str, str]] = Counter()  # (what, request) announced
         self.breach: RuleBroken | None = None
 
     # -- what happens ---------------------------------------------------------------------
@@ -183,26 +205,95 @@ class Ledger:
         """The suite submitted ``request`` with ``plan``."""
         self.plans[request] = tuple(n["name"] for n in plan)
         for n in plan:
-            self.nodes[(request, n["name"])] = NodeWatch(bool(n["has_side_effect"]), n["kind"])
+            self.nodes[(request, n["name"])] = NodeWatch(
+                bool(n["has_side_effect"]),
+                n["kind"],
+                n["executor"] != "venue",
+                tuple(n["after"]),
+            )
 
-    def venue_call(self, request: str, node: str, call: str) -> NodeWatch:
-        """The engine called the venue; for ``submit``, the operation went out."""
+    def venue_call(self, request: str, node: str, call: str, desk: bool = False) -> NodeWatch:
+        """The engine called the venue (``desk``: the gate desk); for ``submit``, the
+        operation went out. A new submit or observe call voids the last word: what the
+        venue says now counts."""
         self.activity += 1
         watch = self._node(request, node)
+        if desk or watch.gate:
+            self._gate_called(request, node, watch, call, desk)
+            return watch
+        if call != "prepare":
+            watch.word = None
         if call == "submit":
             watch.sends.append(self.doing)
-            watch.word = None
             if len(watch.sends) > 1:
                 sends = "; ".join(f"#{i} {who}" for i, who in enumerate(watch.sends, 1))
                 self.broken("submit-once", request, f"{node}: submit() called again: {sends}")
         return watch
 
+    def _gate_called(
+        self, request: str, node: str, watch: NodeWatch, call: str, desk: bool
+    ) -> None:
+        where = "the gate desk" if desk else "the venue"
+        self.note(request, f"{where}: {node}.{call}()   [{self.doing}]")
+        if not watch.gate:
+            self.broken(
+                "gate-waits-for-operator",
+                request,
+                f"{node} is not a manual gate, yet {where} got it",
+            )
+        elif not desk:
+            self.broken(
+                "gate-waits-for-operator",
+                request,
+                f"the manual gate {node} was handed to the venue ({call})",
+            )
+        elif (request, node) not in self.passed:
+            self.broken(
+                "gate-waits-for-operator",
+                request,
+                f"the manual gate {node} was handed to the gate desk ({call}) although no "
+                "operator passed it (no accepted complete_manual)",
+            )
+
+    def gate_passed(self, request: str, node: str) -> bool:
+        """Whether an operator's complete_manual for gate ``node`` was asked and not refused."""
+        return (request, node) in self.passed
+
     def venue_answer(self, request: str, node: str, call: str, answer: str) -> None:
         """What the venue answered (or the exception it raised, by name)."""
         watch = self._node(request, node)
-        if call != "prepare" and answer != "pending":
+        if call != "prepare" and answer != "pending" and not watch.gate:
             watch.word = answer
         self.note(request, f"venue: {node}.{call}() -> {answer}   [{self.doing}]")
+
+    def reservation(self, request: object, what: object) -> None:
+        """The engine announced that it released or consumed ``request``'s reservation."""
+        self.activity += 1
+        key = request if isinstance(request, str) else f"<{type(request).__name__}>"
+        shown = what if what in ("released", "consumed") else f"<{type(what).__name__}>"
+        self.note(key, f"reservation({key}) -> {shown}")
+        if key not in self.plans or shown not in ("released", "consumed"):
+            whose = key if key in self.plans else "a request never submitted"
+            self.broken(
+                "reservation-with-the-end", key, f"venue.reservation() got {shown} for {whose}"
+            )
+            return
+        self.reserved[(shown, key)] += 1
+        if shown == "released":
+            self._announced(key, RELEASES, "the release of the reservation")
+
+    def paired(self) -> None:
+        """Between steps: each release or consumption announced comes with its callback."""
+        for request in self.plans:
+            for what, callback in (("released", RELEASES), ("consumed", CONSUMES)):
+                said, fired = self.reserved[(what, request)], self.fired[(callback, request)]
+                if said > 1 or said != fired:
+                    self.broken(
+                        "reservation-with-the-end",
+                        request,
+                        f"the reservation was announced {what} {said}x, {callback} fired {fired}x",
+                    )
+                    return
 
     def callback(self, name: str, request: object, payload: object) -> None:
         """The engine fired callback ``name`` for ``request``."""
@@ -234,6 +325,10 @@ class Ledger:
             watch.word = word
         if name in OPERATOR_CONFIRMS.values():
             self.confirmed.setdefault(request, set()).add(name)
+        if name == "complete_manual" and node is not None:
+            op.passes = (request, node) not in self.passed
+            self.passed.add((request, node))
+        self.paired()
         self.operation = op
         self.doing = f"{name}({request}{', ' + node if node else ''})"
         shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))
@@ -256,6 +351,8 @@ class Ledger:
             self.nodes[(op.request, node)].word = word
         if op.name in OPERATOR_CONFIRMS.values():
             self.confirmed.get(op.request, set()).discard(op.name)
+        if op.passes and op.node is not None:
+            self.passed.discard((op.request, op.node))
         what = []
         if self.activity != op.activity:
             what.append("called the venue or fired a callback")
@@ -269,6 +366,7 @@ class Ledger:
             )
 
     def stepping(self, engine: str, request: str) -> None:
+        self.paired()
         self.doing = f"{engine} steps {request}"
         self.note(request, self.doing)
 
@@ -330,9 +428,9 @@ class Ledger:
 
     def _node_moved(self, request: str, node: str, move: Move) -> None:
         watch = self.nodes[(request, node)]
-        if move.dest in self.judge.gives_up and watch.may_move_money:
+        if move.dest in self.judge.gives_up and watch.sends and watch.word != FAILED:
             self.broken(
-                "money-in-flight-held",
+                "money-in-flight-held" if watch.side_effect else "sent-work-kept",
                 request,
                 f"{node} was given up ({move}) although its submit went out and neither "
                 f"the venue nor a reconciler said it failed ({watch.said()})",

@@ -138,6 +138,7 @@ class Session:
         self.request = request
         self.names: list[str] = [n["name"] for n in request.data["plan"]]
         self.fired: list[tuple[str, dict[str, Any]]] = []
+        self.reservation: str | None = None  # released or consumed in this transaction
 
     def node(self, name: object) -> Record:
         if not isinstance(name, str) or name not in self.names:
@@ -224,11 +225,14 @@ class Engine:
         return None
 
     def announce(self, session: Session, dest: str) -> None:
-        """The callbacks of a request entering ``dest``, fired after the commit."""
+        """The callbacks of a request entering ``dest``, and the end of its reservation,
+        announced after the commit."""
         if dest == "completed":
             session.fired.append(("request_completed", {"state": dest}))
+            session.reservation = "consumed"
         elif dest in RELEASING:
             session.fired.append(("request_failed", {"state": dest}))
+            session.reservation = "released"
         elif dest in ATTENTION:
             session.fired.append(("request_attention", {"state": dest}))
 
@@ -255,6 +259,8 @@ class Engine:
             s.settle()
         for name, payload in s.fired:
             self.venue.callback(name, request_id, payload)
+        if s.reservation is not None:
+            self.venue.reservation(request_id, s.reservation)
 
     def current(self, s: Session, name: str, seen: Record) -> Record | None:
         """The node as stored now, if nobody moved it since ``seen`` was read."""
@@ -657,6 +663,8 @@ class AnnouncesEveryTime(Engine):
     def announce(self, session: Session, dest: str) -> None:
         if dest != "completed":
             super().announce(session, dest)
+        else:
+            session.reservation = "consumed"
 
     @contextmanager
     def session(self, request_id: str) -> Iterator[Session]:
@@ -696,6 +704,44 @@ class ObservesStraightAway(Engine):
         super().tidy(session)
 
 
+class DispatchesTheGate(Engine):
+    """A manual gate is dispatched like any ready node ("the gate's executor knows
+    whether it was approved"): it reaches an executor before any operator passed it."""
+
+    def advance(self, request_id: str, name: str, seen: Record) -> None:
+        if seen.data["gate"] and seen.state == "ready":
+            with self.session(request_id) as s:
+                record = self.current(s, name, seen)
+                if record is not None and s.mode() == "dispatch":
+                    s.move_node(name, record, "prepare", "executor")
+            return
+        super().advance(request_id, name, seen)
+
+
+class AbandonsSentWork(Engine):
+    """Once a node failed, every node still on its way is abandoned, also one whose
+    submit is out ("it moves no money anyway")."""
+
+    def timed_out(self, s: Session, name: str, record: Record) -> None:
+        if s.mode() == "halt":
+            s.move_node(name, record, "fail", "executor")
+            return
+        super().timed_out(s, name, record)
+
+
+class ReleasesOnFailure(Engine):
+    """The reservation is given back to the limits service as soon as a node fails
+    ("the transfer is not going through"), before the request ends."""
+
+    def record(
+        self, request_id: str, name: str, seen: Record, trigger: str, actor: str, mode: str = ""
+    ) -> None:
+        super().record(request_id, name, seen, trigger, actor, mode)
+        request = self.disk.read(request_key(request_id))
+        if trigger == "fail" and request is not None and request.state not in RELEASING:
+            self.venue.reservation(request_id, "released")
+
+
 @dataclass(frozen=True)
 class Bug:
     engine: type[Engine]
@@ -709,18 +755,22 @@ def bug(engine: type[Engine], *rules: str) -> Bug:
 
 
 MONEY, ONCE = "money-in-flight-held", "submit-once"
+SENT, GATED, RESERVED = "sent-work-kept", "gate-waits-for-operator", "reservation-with-the-end"
 BUGS: Mapping[str, Bug] = {
     "resends after a timeout": bug(ResendsAfterTimeout, ONCE),
     "retries a transient error after sending": bug(RetriesTransientErrors, ONCE),
     "marks a node sent after the call": bug(MarksSentAfterTheCall, ONCE, MONEY),
     "no compare-and-set between engines": bug(LastWriterWins, ONCE, "legal-history"),
     "fails the transfer when a sibling fails": bug(FailsOnSiblingFailure, MONEY),
-    "abandons sent nodes": bug(AbandonsSentNodes, MONEY),
+    "abandons sent nodes": bug(AbandonsSentNodes, MONEY, SENT),
     "cancels with money in flight": bug(CancelsWithMoneyInFlight, MONEY),
     "completes before the observations": bug(CompletesWhenTheMoneyArrived, "completion-means-done"),
     "announces completion every time": bug(AnnouncesEveryTime, "callbacks-once"),
     "a refused approval still writes": bug(NotesBeforeChecking, "refusal-changes-nothing"),
     "skips the ready state": bug(ObservesStraightAway, "legal-history"),
+    "dispatches the manual gate": bug(DispatchesTheGate, GATED),
+    "abandons sent work that moves no money": bug(AbandonsSentWork, SENT, MONEY),
+    "releases the reservation when a node fails": bug(ReleasesOnFailure, RESERVED, MONEY),
 }
 """The zoo: what each engine gets wrong, and the rules the suite may report for it."""
 
