@@ -124,7 +124,7 @@ def test_one_report_per_bug() -> None:
     rule, shrunk to the steps that matter: every breach is raised from the one invariant,
     so Hypothesis sees one bug. Shrinking a long run is slow, so this one is sized down
     to 15 steps; the detection tests above run the ci size."""
-    bug = BUGS["announces completion every time"]
+    bug = BUGS["releases the reservation when a node fails"]
     broken, _ = caught(bug, settings(CI, stateful_step_count=15))
     report = "\n".join(getattr(broken, "__notes__", []))
     assert broken.rule == bug.rules[0], str(broken)

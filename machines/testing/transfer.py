@@ -155,6 +155,10 @@ ANSWERS: Mapping[str, Sequence[str | type[BaseException]]] = {
 Callback = Callable[[str, Mapping[str, Any]], None]
 
 
+ENDINGS = frozenset({"request_completed", "request_failed"})
+"""The callbacks that announce a request's end: the process may die right after one."""
+
+
 class Venue:
     """The world outside the engine, played by the suite: the executor every plan names
     (``"venue"``: ``prepare``, ``submit``, ``observe``), the desk where operators pass
@@ -199,7 +203,8 @@ class Venue:
     def callback(self, name: str, request_id: str, payload: Mapping[str, Any]) -> None:
         """The engine fired callback ``name`` (one of ``CALLBACKS``) for ``request_id``."""
         self.ledger.callback(name, request_id, payload)
-        self.announced()
+        if name in ENDINGS:
+            self.announced()
 
     def reservation(self, request_id: str, what: str) -> None:
         """The engine released (``"released"``) or consumed (``"consumed"``) the
@@ -583,7 +588,9 @@ class TransferSuite(RuleBasedStateMachine):
 
     def _step(self, request: str, engine: str) -> None:
         self.ledger.stepping(engine, request)
+        following = self.ledger.following(request)
         self.adapter.step(request, engine)
+        self.ledger.stepped(request, following)
 
     def _approve(self, request: str, until: str) -> None:
         """Along the way to execution, as far as state ``until``."""
@@ -646,6 +653,9 @@ class TransferSuite(RuleBasedStateMachine):
             doing, self.meanwhile = self.ledger.doing, True
             try:
                 self._step(node.request_id, other)  # must not redo what this call does
+            except BaseException:
+                self.ledger.interrupted()  # the engine may take it for the venue's error
+                raise
             finally:
                 self.ledger.doing, self.meanwhile = doing, False
         return AFTER_MEANWHILE[call]

@@ -77,6 +77,20 @@ RULES: Mapping[str, str] = {
         "between steps, every release or consumption announced to venue.reservation() "
         "and every such callback come in pairs, once each"
     ),
+    "after-predecessors": (
+        "no node is handed to the venue or the gate desk before every node it comes after "
+        "is done (the venue or a reconciler said completed, a planner skipped it, an "
+        "operator passed the gate)"
+    ),
+    "halt-after-failure": (
+        "once the venue or a reconciler said a node failed (and the engine went on), the "
+        "engine starts nothing new for that request: no prepare, no submit"
+    ),
+    "in-flight-followed": (
+        "work in flight is followed to its end: until a started request ends, every step "
+        "of it that ends normally asks the venue about each node the venue accepted (or "
+        "said pending) without a final word since"
+    ),
     "request-kept": "a request the engine accepted stays known to it",
     "adapter-check": "the implementation's own checks (an extra, never the oracle)",
 }
@@ -112,6 +126,8 @@ class NodeWatch:
     kind: str
     gate: bool = False
     after: tuple[str, ...] = ()
+    following: bool = False  # accepted or pending, no final word since (once confirmed)
+    observed: int = 0
     sends: list[str] = field(default_factory=list)
     word: str | None = None
 
@@ -197,6 +213,9 @@ class Ledger:
         self.histories: dict[tuple[str, str], tuple[Move, ...]] = {}
         self.passed: set[tuple[str, str]] = set()  # gates an operator passed (or is passing)
         self.reserved: Counter[tuple[str, str]] = Counter()  # (what, request) announced
+        self.heard: list[tuple[str, str, str]] = []  # (request, node, fact) not yet confirmed
+        self.halted: set[str] = set()  # requests a node of which surely failed
+        self.started: set[str] = set()
         self.breach: RuleBroken | None = None
 
     # -- what happens ---------------------------------------------------------------------
@@ -218,9 +237,18 @@ class Ledger:
         venue says now counts."""
         self.activity += 1
         watch = self._node(request, node)
+        self._in_order(request, node, call)
         if desk or watch.gate:
             self._gate_called(request, node, watch, call, desk)
             return watch
+        if call in ("prepare", "submit") and request in self.halted:
+            self.broken(
+                "halt-after-failure",
+                request,
+                f"{node}.{call}() was called after a node of {request} failed",
+            )
+        if call == "observe":
+            watch.observed += 1
         if call != "prepare":
             watch.word = None
         if call == "submit":
@@ -255,6 +283,24 @@ class Ledger:
                 "operator passed it (no accepted complete_manual)",
             )
 
+    def _in_order(self, request: str, node: str, call: str) -> None:
+        """Every node ``node`` comes after is done (a skipped one stands for itself)."""
+        after = self._node(request, node).after
+        undone = {
+            n: self.nodes[(request, n)].said()
+            for n in after
+            if (request, n) in self.nodes and not self._done(request, n)
+        }
+        if undone:
+            self.broken(
+                "after-predecessors",
+                request,
+                f"{node}.{call}() was called while nodes it comes after are not done: {undone}",
+            )
+
+    def _done(self, request: str, node: str) -> bool:
+        return self.nodes[(request, node)].word in DONE_WORDS
+
     def gate_passed(self, request: str, node: str) -> bool:
         """Whether an operator's complete_manual for gate ``node`` was asked and not refused."""
         return (request, node) in self.passed
@@ -264,7 +310,55 @@ class Ledger:
         watch = self._node(request, node)
         if call != "prepare" and answer != "pending" and not watch.gate:
             watch.word = answer
+        if call != "prepare" and not watch.gate:
+            going = answer == ("accepted" if call == "submit" else "pending")
+            if going:
+                self.heard.append((request, node, "in flight"))
+            else:
+                watch.following = False
+            if answer == FAILED:
+                self.heard.append((request, node, FAILED))
         self.note(request, f"venue: {node}.{call}() -> {answer}   [{self.doing}]")
+
+    def interrupted(self) -> None:
+        """A step or operation ended by a failed write or a crash: what was heard in it
+        may never have been recorded, so it confirms nothing."""
+        self.heard.clear()
+
+    def confirm(self) -> None:
+        """What was heard in the step or operation that just ended normally holds (the
+        engine went on after it, so it recorded it): a failure halts the request, an
+        acceptance is followed."""
+        for request, node, fact in self.heard:
+            watch = self.nodes.get((request, node))
+            if fact == FAILED:
+                self.halted.add(request)
+            elif watch is not None and watch.word in (None, "accepted"):
+                watch.following = True
+        self.heard.clear()
+
+    def following(self, request: str) -> dict[str, int]:
+        """The nodes of ``request`` a step must ask about (node -> observe calls so far):
+        none once the request ended or if it never started."""
+        ended = any(self.fired[(name, request)] for name in OPERATOR_CONFIRMS)
+        if request not in self.started or ended:
+            return {}
+        return {
+            name: self.nodes[(request, name)].observed
+            for name in self.plans.get(request, ())
+            if self.nodes[(request, name)].following
+        }
+
+    def stepped(self, request: str, before: Mapping[str, int]) -> None:
+        """A step of ``request`` ended normally: each node it had to follow was asked about."""
+        skipped = [n for n, calls in before.items() if self.nodes[(request, n)].observed == calls]
+        if skipped and self.following(request):  # not if the request ended meanwhile
+            self.broken(
+                "in-flight-followed",
+                request,
+                f"a step of {request} ended without asking the venue about {', '.join(skipped)}, "
+                "in flight (accepted or pending) with no final word",
+            )
 
     def reservation(self, request: object, what: object) -> None:
         """The engine announced that it released or consumed ``request``'s reservation."""
@@ -328,7 +422,10 @@ class Ledger:
         if name == "complete_manual" and node is not None:
             op.passes = (request, node) not in self.passed
             self.passed.add((request, node))
+        self.confirm()
         self.paired()
+        if name == "reconcile" and node is not None and word == FAILED:
+            self.heard.append((request, node, FAILED))
         self.operation = op
         self.doing = f"{name}({request}{', ' + node if node else ''})"
         shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))
@@ -338,12 +435,18 @@ class Ledger:
         """What the operation under way was told: "done", "refused" (``error``, and
         whether it ``wrote`` anyway) or "interrupted"."""
         op, self.operation = self.operation, None
+        if told != "done":
+            self.interrupted()
         if op is None:
             return
         op.told = told
         detail = f" ({type(error).__name__}: {message_of(error, 200)})" if error else ""
         self.note(op.request, f"  -> {told}{detail}")
         self.doing = "between steps"
+        if told == "done":
+            self.confirm()
+            if op.name == "start":
+                self.started.add(op.request)
         if told != "refused":
             return
         if op.undo is not None:
@@ -366,6 +469,7 @@ class Ledger:
             )
 
     def stepping(self, engine: str, request: str) -> None:
+        self.confirm()
         self.paired()
         self.doing = f"{engine} steps {request}"
         self.note(request, self.doing)

@@ -79,6 +79,7 @@ class Disk:
         tx = Tx(self)
         yield tx
         if tx.pending:
+            tx.fail()  # the commit is a write too: a fault armed since the last one hits it
             self.records.update(tx.pending)
             self.commits += 1
 
@@ -100,12 +101,15 @@ class Tx:
         return Record(found.state, dict(found.data), list(found.history), found.version)
 
     def put(self, key: str, record: Record) -> None:
+        self.fail()
+        self.pending[key] = record
+
+    def fail(self) -> None:
         how, self.disk.fail_next = self.disk.fail_next, None
         if how == "error":
             raise StoreError("the disk refused the write")
         if how == "crash":
             raise SimulatedCrash()
-        self.pending[key] = record
 
 
 def request_key(request_id: str) -> str:
@@ -742,6 +746,71 @@ class ReleasesOnFailure(Engine):
             self.venue.reservation(request_id, "released")
 
 
+class AnnouncesBeforeCommit(Engine):
+    """Callbacks and the reservation are announced as soon as the transaction decided
+    them, before it commits ("the commit never fails")."""
+
+    @contextmanager
+    def session(self, request_id: str) -> Iterator[Session]:
+        with self.disk.transaction() as tx:
+            s = Session(self, tx, request_id)
+            yield s
+            s.settle()
+            for name, payload in s.fired:
+                self.venue.callback(name, request_id, payload)
+            if s.reservation is not None:
+                self.venue.reservation(request_id, s.reservation)
+
+
+class WakesOnAnyPredecessor(Engine):
+    """A blocked node wakes as soon as one of its predecessors is done ("the first
+    result is enough to go on")."""
+
+    def tidy(self, session: Session) -> None:
+        nodes = session.nodes()
+        woken = []
+        for name, record in nodes.items():
+            after = record.data["after"]
+            if record.state == "blocked" and (
+                not after or any(nodes[p].state in DONE for p in after)
+            ):
+                session.move_node(name, record, "wake", "planner")
+                woken.append(name)
+        if woken:
+            session.fired.append(("frontier_advanced", {"woken": woken}))
+
+
+class KeepsGoingAfterFailure(Engine):
+    """Only a cancelled node stops the plan; after a failed one, the engine keeps
+    dispatching ("the derivation will sort it out")."""
+
+    def advance(self, request_id: str, name: str, seen: Record) -> None:
+        original = Session.mode
+        Session.mode = _mode_ignoring_failures  # type: ignore[method-assign]
+        try:
+            super().advance(request_id, name, seen)
+        finally:
+            Session.mode = original  # type: ignore[method-assign]
+
+
+def _mode_ignoring_failures(session: Session) -> str:
+    if session.request.state == "executing":
+        cancelled = any(n.state == "cancelled" for n in session.nodes().values())
+        return "halt" if cancelled else "dispatch"
+    return "follow" if session.request.state == "manual_intervention" else "idle"
+
+
+class StopsFollowingAfterFailure(Engine):
+    """Once the plan cannot finish, the engine stops asking the venue about work in
+    flight ("a person will look at it anyway")."""
+
+    def observe(self, request_id: str, name: str, seen: Record) -> None:
+        with self.session(request_id) as s:
+            mode = s.mode()
+        if mode == "dispatch":
+            super().observe(request_id, name, seen)
+
+
 @dataclass(frozen=True)
 class Bug:
     engine: type[Engine]
@@ -771,6 +840,10 @@ BUGS: Mapping[str, Bug] = {
     "dispatches the manual gate": bug(DispatchesTheGate, GATED),
     "abandons sent work that moves no money": bug(AbandonsSentWork, SENT, MONEY),
     "releases the reservation when a node fails": bug(ReleasesOnFailure, RESERVED, MONEY),
+    "announces before the commit": bug(AnnouncesBeforeCommit, "callbacks-once", RESERVED),
+    "wakes a node on any predecessor": bug(WakesOnAnyPredecessor, "after-predecessors"),
+    "keeps dispatching after a failure": bug(KeepsGoingAfterFailure, "halt-after-failure", MONEY),
+    "stops following after a failure": bug(StopsFollowingAfterFailure, "in-flight-followed"),
 }
 """The zoo: what each engine gets wrong, and the rules the suite may report for it."""
 
