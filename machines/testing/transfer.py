@@ -6,16 +6,20 @@ money. The venue is scripted by Hypothesis as the engine calls it: ``prepare`` m
 for a signature, retry, or raise; ``submit`` may accept, complete, fail, lose track,
 raise, die after sending (``SimulatedCrash``), or let a second engine step the same
 request while the call is out; ``observe`` may still be pending. Operators, signers,
-planners and reconcilers act at random; store writes fail or die; the clock jumps past
-the submit timeout.
+planners and reconcilers act at random; store writes (and commits) fail or die, also
+right after the engine announced a request's end; the clock jumps past the submit
+timeout.
 
-The suite judges by what it sees, never by what the engine says of itself: the venue is
-the suite's, the engine's callbacks are delivered to it, and it knows every operation it
-asked for and what it was told. After every step it checks the rules of
+The suite judges by what it sees, never by what the engine says of itself: the venue,
+the gate desk and the limits service are the suite's, the engine's callbacks and
+reservations are delivered to it, and it knows every operation it asked for and what it
+was told. After every step it checks the rules of
 ``machines.testing.transfer_oracle.RULES`` (nothing resent; money that may be moving never
-released or given up; completion only when every node is done; callbacks once; a refusal
-changes nothing; the engine's histories are legal chains of the bundled definitions) and
-reports the first one broken, its name first. ``adapter.check()`` is an extra.
+released or given up, nor sent work without evidence; nodes in plan order, nothing new
+after a failure, work in flight followed; gates only by an operator; completion only when
+every node is done; callbacks and reservations once, together; a refusal changes nothing;
+the engine's histories are legal chains of the bundled definitions) and reports the first
+one broken, its name first. ``adapter.check()`` is an extra.
 
 Point it at your own engine: subclass ``TransferSuite`` and override ``make_adapter``
 with an adapter that implements every method of ``TransferAdapter``.
@@ -62,6 +66,7 @@ __all__ = [
     "SUBMIT_TIMEOUT",
     "EngineHistory",
     "Fault",
+    "GateDesk",
     "Move",
     "ReferenceTransfer",
     "RuleBroken",

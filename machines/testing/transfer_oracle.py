@@ -6,17 +6,22 @@ behaves wrongly. So the suite keeps its own ledger of everything it can see from
 outside, and judges from that alone:
 
 - every venue call and its answer, per node, with who made it (which engine, stepping
-  which request, or which operation was under way);
-- every callback the engine fired, with its payload;
+  which request, or which operation was under way), and every call to the gate desk;
+- every callback the engine fired, with its payload, and every reservation it announced
+  released or consumed;
 - every operation the suite asked for and what it was told: done, refused (with the
   error's type) or interrupted (a store fault or a crash);
 - what reconcilers read from the venue's records, and what operators and planners did.
 
 From that, each node has a *word*: the last thing the venue, a reconciler, an operator or
 a planner said about its outcome ("completed", "failed", "skipped", an exception's name,
-...). Money may be moving for a node with a side effect once its ``submit`` went out,
-until its word is "failed". The rules (``RULES``) are judged when the engine announces
-something (a callback, a new move in the history it exposes) and after every step; a
+...). A failure or an acceptance heard in a step or operation counts for the rules about
+what the engine does next (halt, follow) only once that step ended normally: a failed
+write or a crash may have kept the engine from recording it. Money may be moving for a
+node with a side effect once its ``submit`` went out, until its word is "failed". The
+rules (``RULES``) are judged when the engine announces something (a callback, a
+reservation, a new move in the history it exposes), at each venue call and after every
+step; a
 breach is reported by one ``machines.testing.verdict.RuleBroken`` whose message starts
 with the rule's name.
 

@@ -156,8 +156,7 @@ class Session:
 
     def mode(self) -> str:
         if self.request.state == "executing":
-            stopped = any(n.state in STOPPED for n in self.nodes().values())
-            return "halt" if stopped else "dispatch"
+            return "halt" if self.engine.stops(self.nodes()) else "dispatch"
         return "follow" if self.request.state == "manual_intervention" else "idle"
 
     def money(self) -> str:
@@ -227,6 +226,11 @@ class Engine:
         if gate_ready and not any(s in IN_PROGRESS for s in states):
             return "waiting_manual_action"
         return None
+
+    @staticmethod
+    def stops(nodes: Mapping[str, Record]) -> bool:
+        """Whether the plan can no longer finish: then nothing new starts."""
+        return any(n.state in STOPPED for n in nodes.values())
 
     def announce(self, session: Session, dest: str) -> None:
         """The callbacks of a request entering ``dest``, and the end of its reservation,
@@ -784,20 +788,9 @@ class KeepsGoingAfterFailure(Engine):
     """Only a cancelled node stops the plan; after a failed one, the engine keeps
     dispatching ("the derivation will sort it out")."""
 
-    def advance(self, request_id: str, name: str, seen: Record) -> None:
-        original = Session.mode
-        Session.mode = _mode_ignoring_failures  # type: ignore[method-assign]
-        try:
-            super().advance(request_id, name, seen)
-        finally:
-            Session.mode = original  # type: ignore[method-assign]
-
-
-def _mode_ignoring_failures(session: Session) -> str:
-    if session.request.state == "executing":
-        cancelled = any(n.state == "cancelled" for n in session.nodes().values())
-        return "halt" if cancelled else "dispatch"
-    return "follow" if session.request.state == "manual_intervention" else "idle"
+    @staticmethod
+    def stops(nodes: Mapping[str, Record]) -> bool:
+        return any(n.state == "cancelled" for n in nodes.values())
 
 
 class StopsFollowingAfterFailure(Engine):
