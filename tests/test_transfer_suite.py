@@ -225,3 +225,130 @@ def test_garbage_from_history_is_a_breach_never_a_crash(junk: object) -> None:
         ledger.planned("r1", PLANS["withdraw"])
         ledger.recorded("r1", history)
         assert ledger.breach is None or ledger.breach.rule == "legal-history"
+
+
+# -- the rules the code mutants asked for (issue 14 item 3) ---------------------------------
+
+
+def planned(plan: str, request: str = "r1") -> Ledger:
+    ledger = Ledger()
+    ledger.planned(request, PLANS[plan])
+    return ledger
+
+
+def test_sent_work_given_up_without_evidence_breaks_sent_work_kept() -> None:
+    """issue 14 item 3: a sent node without a side effect failed on the engine's own say
+    (a sibling failed) is a breach; after the venue's 'failed' it is not."""
+    moves = [
+        Move("blocked", "wake", "ready", "planner"),
+        Move("ready", "prepare", "preparing", "executor"),
+        Move("preparing", "submit", "submitting", "executor"),
+        Move("submitting", "fail", "failed", "executor"),
+    ]
+    ledger = planned("parallel")
+    ledger.venue_answer("r1", "quote", "observe", "completed")
+    ledger.venue_call("r1", "convert", "submit")
+    ledger.recorded("r1", EngineHistory([], {"convert": moves}))
+    assert ledger.breach is not None and ledger.breach.rule == "sent-work-kept"
+
+    ledger = planned("parallel")
+    ledger.venue_answer("r1", "quote", "observe", "completed")
+    ledger.venue_call("r1", "convert", "submit")
+    ledger.venue_answer("r1", "convert", "submit", "failed")
+    ledger.recorded("r1", EngineHistory([], {"convert": moves}))
+    assert ledger.breach is None
+
+
+def test_a_gate_reaches_only_the_desk_and_only_once_passed() -> None:
+    """issue 14 item 3: the gate desk before an accepted complete_manual, or the venue at
+    any time, breaks gate-waits-for-operator; a refused complete_manual passes nothing."""
+    ledger = planned("branching")
+    ledger.venue_answer("r1", "fx_quote", "observe", "completed")
+    ledger.venue_call("r1", "manual_review", "prepare", desk=True)
+    assert ledger.breach is not None and ledger.breach.rule == "gate-waits-for-operator"
+
+    ledger = planned("branching")
+    ledger.venue_answer("r1", "fx_quote", "observe", "completed")
+    ledger.begin("r1", "complete_manual", {"node": "manual_review", "by": "olivia"})
+    ledger.venue_call("r1", "manual_review", "prepare", desk=True)
+    ledger.end("done")
+    assert ledger.breach is None
+    ledger.venue_call("r1", "manual_review", "submit")
+    assert ledger.breach is not None and "handed to the venue" in str(ledger.breach)
+
+    ledger = planned("branching")
+    ledger.begin("r1", "complete_manual", {"node": "manual_review", "by": "olivia"})
+    ledger.end("refused", RuntimeError("not ready"))
+    assert not ledger.gate_passed("r1", "manual_review")
+
+
+def test_a_release_without_its_callback_breaks_reservation_with_the_end() -> None:
+    """issue 14 item 3: between steps a release comes with request_failed, once."""
+    ledger = planned("withdraw")
+    ledger.reservation("r1", "released")
+    ledger.stepping("engine-a", "r1")
+    assert ledger.breach is not None and ledger.breach.rule == "reservation-with-the-end"
+
+    ledger = planned("withdraw")
+    ledger.reservation("r1", "released")
+    ledger.callback("request_failed", "r1", {})
+    ledger.stepping("engine-a", "r1")
+    assert ledger.breach is None
+    ledger.reservation("r1", "released")
+    ledger.paired()
+    assert ledger.breach is not None and "released 2x" in str(ledger.breach)
+
+
+def test_a_call_before_its_predecessors_are_done_breaks_after_predecessors() -> None:
+    """issue 14 item 3: the observation of a withdrawal before the venue said it
+    completed is a breach; after, it is not."""
+    ledger = planned("withdraw")
+    ledger.venue_call("r1", "withdraw_observe", "observe")
+    assert ledger.breach is not None and ledger.breach.rule == "after-predecessors"
+
+    ledger = planned("withdraw")
+    ledger.venue_answer("r1", "withdraw", "submit", "completed")
+    ledger.venue_call("r1", "withdraw_observe", "observe")
+    assert ledger.breach is None
+
+
+def test_new_work_after_a_failure_breaks_halt_after_failure() -> None:
+    """issue 14 item 3: a prepare after the venue said a sibling failed (and the engine
+    went on) is a breach; not when the step that heard it was interrupted."""
+    ledger = planned("parallel")
+    ledger.venue_answer("r1", "check", "observe", "failed")
+    ledger.stepping("engine-a", "r1")
+    ledger.venue_call("r1", "withdraw", "prepare")
+    assert ledger.breach is not None and ledger.breach.rule == "halt-after-failure"
+
+    ledger = planned("parallel")
+    ledger.venue_answer("r1", "check", "observe", "failed")
+    ledger.end("interrupted")
+    ledger.stepping("engine-a", "r1")
+    ledger.venue_call("r1", "withdraw", "prepare")
+    assert ledger.breach is None
+
+
+def test_a_step_that_forgets_work_in_flight_breaks_in_flight_followed() -> None:
+    """issue 14 item 3: a normal step of a started request that does not ask about an
+    accepted withdrawal is a breach; once the request ended, it is not."""
+    ledger = planned("withdraw")
+    ledger.begin("r1", "start", {})
+    ledger.end("done")
+    ledger.venue_call("r1", "withdraw", "submit")
+    ledger.venue_answer("r1", "withdraw", "submit", "accepted")
+    ledger.stepping("engine-a", "r1")
+    following = ledger.following("r1")
+    assert following == {"withdraw": 0}
+    ledger.stepped("r1", following)
+    assert ledger.breach is not None and ledger.breach.rule == "in-flight-followed"
+
+    ledger = planned("withdraw")
+    ledger.begin("r1", "start", {})
+    ledger.end("done")
+    ledger.venue_answer("r1", "withdraw", "submit", "accepted")
+    ledger.stepping("engine-a", "r1")
+    following = ledger.following("r1")
+    ledger.callback("request_failed", "r1", {})
+    ledger.stepped("r1", following)
+    assert ledger.breach is None or ledger.breach.rule != "in-flight-followed"

@@ -61,8 +61,13 @@ class FaultyStore:
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
+        """A transaction of the wrapped store. Its commit counts as a write when it wrote:
+        a fault armed after its last write (from a callback fired inside it) fails it."""
         with self._store.transaction() as tx:
-            yield _FaultyTransaction(tx, self)
+            faulty = _FaultyTransaction(tx, self)
+            yield faulty
+            if faulty.wrote:
+                self.maybe_fail()
 
     def insert(self, *args: Any, **kwargs: Any) -> Any:
         self.maybe_fail()
@@ -85,6 +90,7 @@ class _FaultyTransaction:
     def __init__(self, tx: Transaction, owner: FaultyStore) -> None:
         self._tx = tx
         self._owner = owner
+        self.wrote = False
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._tx, name)
@@ -92,6 +98,7 @@ class _FaultyTransaction:
 
             def write(*args: Any, **kwargs: Any) -> Any:
                 self._owner.maybe_fail()
+                self.wrote = True
                 return attribute(*args, **kwargs)
 
             return write

@@ -6,16 +6,20 @@ money. The venue is scripted by Hypothesis as the engine calls it: ``prepare`` m
 for a signature, retry, or raise; ``submit`` may accept, complete, fail, lose track,
 raise, die after sending (``SimulatedCrash``), or let a second engine step the same
 request while the call is out; ``observe`` may still be pending. Operators, signers,
-planners and reconcilers act at random; store writes fail or die; the clock jumps past
-the submit timeout.
+planners and reconcilers act at random; store writes (and commits) fail or die, also
+right after the engine announced a request's end; the clock jumps past the submit
+timeout.
 
-The suite judges by what it sees, never by what the engine says of itself: the venue is
-the suite's, the engine's callbacks are delivered to it, and it knows every operation it
-asked for and what it was told. After every step it checks the rules of
+The suite judges by what it sees, never by what the engine says of itself: the venue,
+the gate desk and the limits service are the suite's, the engine's callbacks and
+reservations are delivered to it, and it knows every operation it asked for and what it
+was told. After every step it checks the rules of
 ``machines.testing.transfer_oracle.RULES`` (nothing resent; money that may be moving never
-released or given up; completion only when every node is done; callbacks once; a refusal
-changes nothing; the engine's histories are legal chains of the bundled definitions) and
-reports the first one broken, its name first. ``adapter.check()`` is an extra.
+released or given up, nor sent work without evidence; nodes in plan order, nothing new
+after a failure, work in flight followed; gates only by an operator; completion only when
+every node is done; callbacks and reservations once, together; a refusal changes nothing;
+the engine's histories are legal chains of the bundled definitions) and reports the first
+one broken, its name first. ``adapter.check()`` is an extra.
 
 Point it at your own engine: subclass ``TransferSuite`` and override ``make_adapter``
 with an adapter that implements every method of ``TransferAdapter``.
@@ -40,7 +44,6 @@ from machines.store import open_store
 from machines.store.records import StoreError
 from machines.systems.transfer import (
     CALLBACKS,
-    ManualGate,
     ObserveAnswer,
     PlanNode,
     PrepareAnswer,
@@ -63,6 +66,7 @@ __all__ = [
     "SUBMIT_TIMEOUT",
     "EngineHistory",
     "Fault",
+    "GateDesk",
     "Move",
     "ReferenceTransfer",
     "RuleBroken",
@@ -105,11 +109,11 @@ PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
         plan_node("withdraw", "action", True),
         plan_node("check", "observe", False),
     ],
-    "branching": [
+    "branching": [  # a person reviews the quote while the withdrawal runs
         plan_node("fx_quote", "observe", False),
         plan_node("withdraw", "action", True),
-        plan_node("manual_review", "action", False, "fx_quote", "withdraw", executor="gate"),
-        plan_node("deposit", "action", True, "manual_review"),
+        plan_node("manual_review", "action", False, "fx_quote", executor="gate"),
+        plan_node("deposit", "action", True, "manual_review", "withdraw"),
     ],
 }
 NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
@@ -156,9 +160,15 @@ ANSWERS: Mapping[str, Sequence[str | type[BaseException]]] = {
 Callback = Callable[[str, Mapping[str, Any]], None]
 
 
+ENDINGS = frozenset({"request_completed", "request_failed"})
+"""The callbacks that announce a request's end: the process may die right after one."""
+
+
 class Venue:
     """The world outside the engine, played by the suite: the executor every plan names
-    (``"venue"``: ``prepare``, ``submit``, ``observe``) and the receiver of the engine's
+    (``"venue"``: ``prepare``, ``submit``, ``observe``), the desk where operators pass
+    manual gates (``gate``, the executor of ``"gate"`` nodes), the limits service that
+    holds each request's reservation (``reservation``) and the receiver of the engine's
     callbacks (``callback``, or ``callbacks`` ready for ``TransferEngine``). It answers as
     Hypothesis draws and writes everything it sees into the suite's ``Ledger``.
 
@@ -169,9 +179,12 @@ class Venue:
         self,
         answer: Callable[[str, Any], str | type[BaseException]],
         ledger: Ledger | None = None,
+        announced: Callable[[], None] | None = None,
     ) -> None:
         self.answer = answer
         self.ledger = ledger if ledger is not None else Ledger()
+        self.announced = announced or (lambda: None)
+        self.gate = GateDesk(self.ledger)
 
     def _call(self, call: str, node: Any) -> str:
         request, name = _identify(node, call)
@@ -195,11 +208,44 @@ class Venue:
     def callback(self, name: str, request_id: str, payload: Mapping[str, Any]) -> None:
         """The engine fired callback ``name`` (one of ``CALLBACKS``) for ``request_id``."""
         self.ledger.callback(name, request_id, payload)
+        if name in ENDINGS:
+            self.announced()
+
+    def reservation(self, request_id: str, what: str) -> None:
+        """The engine released (``"released"``) or consumed (``"consumed"``) the
+        reservation ``request_id`` held since it was submitted, and committed that: call
+        it once, after the commit, as the request ends (see ``TransferAdapter``)."""
+        self.ledger.reservation(request_id, what)
+        self.announced()
 
     @property
     def callbacks(self) -> dict[str, Callback]:
         """Every callback name, bound to ``callback``: ``TransferEngine(..., callbacks)``."""
         return {name: partial(self.callback, name) for name in CALLBACKS}
+
+
+class GateDesk:
+    """The executor of manual gates (``"gate"`` nodes), played by the suite: it passes a
+    gate (``prepare`` -> ``"submit"``, ``submit``/``observe`` -> ``"completed"``) only once an
+    operator's ``complete_manual`` for it was accepted, and refuses (``"failed"``,
+    ``"pending"``) otherwise. Every call is judged (rule ``gate-waits-for-operator``)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def _call(self, call: str, node: Any, passed: str, waiting: str) -> str:
+        request, name = _identify(node, call)
+        self.ledger.venue_call(request, name, call, desk=True)
+        return passed if self.ledger.gate_passed(request, name) else waiting
+
+    def prepare(self, node: PlanNode) -> PrepareAnswer:
+        return self._call("prepare", node, "submit", "retry")  # type: ignore[return-value]
+
+    def submit(self, node: PlanNode) -> SubmitAnswer:
+        return self._call("submit", node, "completed", "failed")  # type: ignore[return-value]
+
+    def observe(self, node: PlanNode) -> ObserveAnswer:
+        return self._call("observe", node, "completed", "pending")  # type: ignore[return-value]
 
 
 def _identify(node: Any, call: str) -> tuple[str, str]:
@@ -217,11 +263,16 @@ class TransferAdapter(Adapter):
     missing one fails at its ``class`` statement, naming it and its duty.
 
     Build the engine in ``TransferSuite.make_adapter(venue)`` so that it calls ``venue``
-    for every plan node whose executor is ``"venue"`` and delivers every callback to
-    ``venue.callback(name, request_id, payload)``: that is what the suite judges by.
+    for every plan node whose executor is ``"venue"``, delivers every callback to
+    ``venue.callback(name, request_id, payload)``, and announces the end of every
+    request's reservation to ``venue.reservation(request_id, "released" | "consumed")``
+    once committed (the reservation is held from ``submit``; a real engine tells its
+    limits service here): that is what the suite judges by. An engine that never
+    announces its reservations fails at the first request that ends.
     Nodes whose executor is ``"gate"`` are manual gates (names start with ``manual_``),
-    passed by the ``complete_manual`` operation, never by the venue. Two engine instances
-    (``ENGINES``) share one storage and step the same requests."""
+    passed by the ``complete_manual`` operation, never by the venue; an engine that hands
+    gates to an executor uses ``venue.gate``. Two engine instances (``ENGINES``) share
+    one storage and step the same requests."""
 
     @abstractmethod
     def operate(self, request_id: str, operation: str, **arguments: Any) -> None:
@@ -294,10 +345,11 @@ class ReferenceTransfer(TransferAdapter):
     def __post_init__(self) -> None:
         self.store = FaultyStore(open_store(self.url, self.specs))
         self.watch = StoreWatch(self.store, self.coverage)
+        announcing = _Reservations(self.store, self.venue)
         self.engines = {
             name: TransferEngine(
-                self.store,
-                {"venue": self.venue, "gate": ManualGate()},
+                announcing,  # type: ignore[arg-type]
+                {"venue": self.venue, "gate": self.venue.gate},
                 self.venue.callbacks,
                 clock=lambda: self.now,
                 engine_id=name,
@@ -352,6 +404,47 @@ class ReferenceTransfer(TransferAdapter):
 
     def check(self) -> list[str]:
         return self.watch.check()
+
+
+class _Reservations:
+    """The reference engine's store, announcing to the venue every committed change of a
+    request's ``reservation`` (the engine keeps it on the request row; the adapter is its
+    limits service)."""
+
+    def __init__(self, store: FaultyStore, venue: Venue) -> None:
+        self.store, self.venue = store, venue
+
+    def specs(self) -> Any:
+        return self.store.specs()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        changed: dict[str, str] = {}
+        with self.store.transaction() as tx:
+            yield _Watched(tx, changed)
+        for key, what in changed.items():
+            if what in ("released", "consumed"):
+                self.venue.reservation(key, what)
+
+
+class _Watched:
+    def __init__(self, tx: Any, changed: dict[str, str]) -> None:
+        self._tx, self._changed = tx, changed
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._tx, name)
+        if name not in ("move", "update"):
+            return attribute
+
+        def write(row: Any, *args: Any, **kwargs: Any) -> Any:
+            after = attribute(row, *args, **kwargs)
+            if row.machine == "request":
+                was, now = row.data.get("reservation"), after.data.get("reservation")
+                if was != now and isinstance(now, str):
+                    self._changed[row.key] = now
+            return after
+
+        return write
 
 
 OPERATIONS: Mapping[str, Callable[[st.DataObject, str], dict[str, Any]]] = {
@@ -414,7 +507,7 @@ class TransferSuite(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.ledger = Ledger()
-        self.venue = Venue(self._answer, self.ledger)
+        self.venue = Venue(self._answer, self.ledger, self._announced)
         self.adapter = self.make_adapter(self.venue)
         check_adapter(self.adapter, TransferAdapter)
         self.data: st.DataObject | None = None
@@ -500,7 +593,9 @@ class TransferSuite(RuleBasedStateMachine):
 
     def _step(self, request: str, engine: str) -> None:
         self.ledger.stepping(engine, request)
+        following = self.ledger.following(request)
         self.adapter.step(request, engine)
+        self.ledger.stepped(request, following)
 
     def _approve(self, request: str, until: str) -> None:
         """Along the way to execution, as far as state ``until``."""
@@ -563,9 +658,21 @@ class TransferSuite(RuleBasedStateMachine):
             doing, self.meanwhile = self.ledger.doing, True
             try:
                 self._step(node.request_id, other)  # must not redo what this call does
+            except BaseException:
+                self.ledger.interrupted()  # the engine may take it for the venue's error
+                raise
             finally:
                 self.ledger.doing, self.meanwhile = doing, False
         return AFTER_MEANWHILE[call]
+
+    def _announced(self) -> None:
+        """The engine announced something (a callback, a reservation): sometimes the
+        process dies at its next write, so an announcement made before its commit is
+        one of a change that never happens (and a change made early, by halves)."""
+        if self.data is None or self.script is not None:
+            return
+        if self.data.draw(st.sampled_from([False, False, False, True]), label="then dies"):
+            self.adapter.fail_next_write("crash")
 
     # -- rules ---------------------------------------------------------------------------
 

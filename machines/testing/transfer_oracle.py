@@ -6,17 +6,22 @@ behaves wrongly. So the suite keeps its own ledger of everything it can see from
 outside, and judges from that alone:
 
 - every venue call and its answer, per node, with who made it (which engine, stepping
-  which request, or which operation was under way);
-- every callback the engine fired, with its payload;
+  which request, or which operation was under way), and every call to the gate desk;
+- every callback the engine fired, with its payload, and every reservation it announced
+  released or consumed;
 - every operation the suite asked for and what it was told: done, refused (with the
   error's type) or interrupted (a store fault or a crash);
 - what reconcilers read from the venue's records, and what operators and planners did.
 
 From that, each node has a *word*: the last thing the venue, a reconciler, an operator or
 a planner said about its outcome ("completed", "failed", "skipped", an exception's name,
-...). Money may be moving for a node with a side effect once its ``submit`` went out,
-until its word is "failed". The rules (``RULES``) are judged when the engine announces
-something (a callback, a new move in the history it exposes) and after every step; a
+...). A failure or an acceptance heard in a step or operation counts for the rules about
+what the engine does next (halt, follow) only once that step ended normally: a failed
+write or a crash may have kept the engine from recording it. Money may be moving for a
+node with a side effect once its ``submit`` went out, until its word is "failed". The
+rules (``RULES``) are judged when the engine announces something (a callback, a
+reservation, a new move in the history it exposes), at each venue call and after every
+step; a
 breach is reported by one ``machines.testing.verdict.RuleBroken`` whose message starts
 with the rule's name.
 
@@ -61,6 +66,36 @@ RULES: Mapping[str, str] = {
         "the moves the engine records form one unbroken chain of the bundled definition's "
         "edges from its initial state, and never change once recorded"
     ),
+    "sent-work-kept": (
+        "a node whose submit went out is never given up (failed, cancelled, skipped) on the "
+        "engine's own say, side effect or not: the bundled definition's 'failed' means the "
+        "evidence says it did not take effect, so only the venue's or a reconciler's "
+        "'failed' ends it so (a sibling's failure is no such evidence)"
+    ),
+    "gate-waits-for-operator": (
+        "a manual gate is never handed to the venue, and is handed to the gate desk "
+        "(venue.gate) only once an operator's complete_manual for it was accepted"
+    ),
+    "reservation-with-the-end": (
+        "the reservation is released only as the request ends in a releasing state "
+        "(with request_failed) and consumed only as it completes (with request_completed): "
+        "between steps, every release or consumption announced to venue.reservation() "
+        "and every such callback come in pairs, once each"
+    ),
+    "after-predecessors": (
+        "no node is handed to the venue or the gate desk before every node it comes after "
+        "is done (the venue or a reconciler said completed, a planner skipped it, an "
+        "operator passed the gate)"
+    ),
+    "halt-after-failure": (
+        "once the venue or a reconciler said a node failed (and the engine went on), the "
+        "engine starts nothing new for that request: no prepare, no submit"
+    ),
+    "in-flight-followed": (
+        "work in flight is followed to its end: until a started request ends, every step "
+        "of it that ends normally asks the venue about each node the venue accepted (or "
+        "said pending) without a final word since"
+    ),
     "request-kept": "a request the engine accepted stays known to it",
     "adapter-check": "the implementation's own checks (an extra, never the oracle)",
 }
@@ -89,10 +124,15 @@ class EngineHistory:
 
 @dataclass
 class NodeWatch:
-    """What the suite knows of one node, from the outside."""
+    """What the suite knows of one node, from the outside: its plan entry (side effect,
+    kind, manual gate, predecessors), every submit and the last word about it."""
 
     side_effect: bool
     kind: str
+    gate: bool = False
+    after: tuple[str, ...] = ()
+    following: bool = False  # accepted or pending, no final word since (once confirmed)
+    observed: int = 0
     sends: list[str] = field(default_factory=list)
     word: str | None = None
 
@@ -114,6 +154,7 @@ class Operation:
     node: str | None
     activity: int
     undo: tuple[str, str | None] | None = None  # (node, word before) for a tentative word
+    passes: bool = False  # a complete_manual that is the first pass of its gate
     told: str = "under way"
 
 
@@ -175,6 +216,11 @@ class Ledger:
         self.activity = 0  # venue calls and callbacks so far
         self.log: list[tuple[str, str]] = []
         self.histories: dict[tuple[str, str], tuple[Move, ...]] = {}
+        self.passed: set[tuple[str, str]] = set()  # gates an operator passed (or is passing)
+        self.reserved: Counter[tuple[str, str]] = Counter()  # (what, request) announced
+        self.heard: list[tuple[str, str, str]] = []  # (request, node, fact) not yet confirmed
+        self.halted: set[str] = set()  # requests a node of which surely failed
+        self.started: set[str] = set()
         self.breach: RuleBroken | None = None
 
     # -- what happens ---------------------------------------------------------------------
@@ -183,26 +229,170 @@ class Ledger:
         """The suite submitted ``request`` with ``plan``."""
         self.plans[request] = tuple(n["name"] for n in plan)
         for n in plan:
-            self.nodes[(request, n["name"])] = NodeWatch(bool(n["has_side_effect"]), n["kind"])
+            self.nodes[(request, n["name"])] = NodeWatch(
+                bool(n["has_side_effect"]),
+                n["kind"],
+                n["executor"] != "venue",
+                tuple(n["after"]),
+            )
 
-    def venue_call(self, request: str, node: str, call: str) -> NodeWatch:
-        """The engine called the venue; for ``submit``, the operation went out."""
+    def venue_call(self, request: str, node: str, call: str, desk: bool = False) -> NodeWatch:
+        """The engine called the venue (``desk``: the gate desk); for ``submit``, the
+        operation went out. A new submit or observe call voids the last word: what the
+        venue says now counts."""
         self.activity += 1
         watch = self._node(request, node)
+        self._in_order(request, node, call)
+        if desk or watch.gate:
+            self._gate_called(request, node, watch, call, desk)
+            return watch
+        if call in ("prepare", "submit") and request in self.halted:
+            self.broken(
+                "halt-after-failure",
+                request,
+                f"{node}.{call}() was called after a node of {request} failed",
+            )
+        if call == "observe":
+            watch.observed += 1
+        if call != "prepare":
+            watch.word = None
         if call == "submit":
             watch.sends.append(self.doing)
-            watch.word = None
             if len(watch.sends) > 1:
                 sends = "; ".join(f"#{i} {who}" for i, who in enumerate(watch.sends, 1))
                 self.broken("submit-once", request, f"{node}: submit() called again: {sends}")
         return watch
 
+    def _gate_called(
+        self, request: str, node: str, watch: NodeWatch, call: str, desk: bool
+    ) -> None:
+        where = "the gate desk" if desk else "the venue"
+        self.note(request, f"{where}: {node}.{call}()   [{self.doing}]")
+        if not watch.gate:
+            self.broken(
+                "gate-waits-for-operator",
+                request,
+                f"{node} is not a manual gate, yet {where} got it",
+            )
+        elif not desk:
+            self.broken(
+                "gate-waits-for-operator",
+                request,
+                f"the manual gate {node} was handed to the venue ({call})",
+            )
+        elif (request, node) not in self.passed:
+            self.broken(
+                "gate-waits-for-operator",
+                request,
+                f"the manual gate {node} was handed to the gate desk ({call}) although no "
+                "operator passed it (no accepted complete_manual)",
+            )
+
+    def _in_order(self, request: str, node: str, call: str) -> None:
+        """Every node ``node`` comes after is done (a skipped one stands for itself)."""
+        after = self._node(request, node).after
+        undone = {
+            n: self.nodes[(request, n)].said()
+            for n in after
+            if (request, n) in self.nodes and not self._done(request, n)
+        }
+        if undone:
+            self.broken(
+                "after-predecessors",
+                request,
+                f"{node}.{call}() was called while nodes it comes after are not done: {undone}",
+            )
+
+    def _done(self, request: str, node: str) -> bool:
+        return self.nodes[(request, node)].word in DONE_WORDS
+
+    def gate_passed(self, request: str, node: str) -> bool:
+        """Whether an operator's complete_manual for gate ``node`` was asked and not refused."""
+        return (request, node) in self.passed
+
     def venue_answer(self, request: str, node: str, call: str, answer: str) -> None:
         """What the venue answered (or the exception it raised, by name)."""
         watch = self._node(request, node)
-        if call != "prepare" and answer != "pending":
+        if call != "prepare" and answer != "pending" and not watch.gate:
             watch.word = answer
+        if call != "prepare" and not watch.gate:
+            going = answer == ("accepted" if call == "submit" else "pending")
+            if going:
+                self.heard.append((request, node, "in flight"))
+            else:
+                watch.following = False
+            if answer == FAILED:
+                self.heard.append((request, node, FAILED))
         self.note(request, f"venue: {node}.{call}() -> {answer}   [{self.doing}]")
+
+    def interrupted(self) -> None:
+        """A step or operation ended by a failed write or a crash: what was heard in it
+        may never have been recorded, so it confirms nothing."""
+        self.heard.clear()
+
+    def confirm(self) -> None:
+        """What was heard in the step or operation that just ended normally holds (the
+        engine went on after it, so it recorded it): a failure halts the request, an
+        acceptance is followed."""
+        for request, node, fact in self.heard:
+            watch = self.nodes.get((request, node))
+            if fact == FAILED:
+                self.halted.add(request)
+            elif watch is not None and watch.word in (None, "accepted"):
+                watch.following = True
+        self.heard.clear()
+
+    def following(self, request: str) -> dict[str, int]:
+        """The nodes of ``request`` a step must ask about (node -> observe calls so far):
+        none once the request ended or if it never started."""
+        ended = any(self.fired[(name, request)] for name in OPERATOR_CONFIRMS)
+        if request not in self.started or ended:
+            return {}
+        return {
+            name: self.nodes[(request, name)].observed
+            for name in self.plans.get(request, ())
+            if self.nodes[(request, name)].following
+        }
+
+    def stepped(self, request: str, before: Mapping[str, int]) -> None:
+        """A step of ``request`` ended normally: each node it had to follow was asked about."""
+        skipped = [n for n, calls in before.items() if self.nodes[(request, n)].observed == calls]
+        if skipped and self.following(request):  # not if the request ended meanwhile
+            self.broken(
+                "in-flight-followed",
+                request,
+                f"a step of {request} ended without asking the venue about {', '.join(skipped)}, "
+                "in flight (accepted or pending) with no final word",
+            )
+
+    def reservation(self, request: object, what: object) -> None:
+        """The engine announced that it released or consumed ``request``'s reservation."""
+        self.activity += 1
+        key = request if isinstance(request, str) else f"<{type(request).__name__}>"
+        shown = what if what in ("released", "consumed") else f"<{type(what).__name__}>"
+        self.note(key, f"reservation({key}) -> {shown}")
+        if key not in self.plans or shown not in ("released", "consumed"):
+            whose = key if key in self.plans else "a request never submitted"
+            self.broken(
+                "reservation-with-the-end", key, f"venue.reservation() got {shown} for {whose}"
+            )
+            return
+        self.reserved[(shown, key)] += 1
+        if shown == "released":
+            self._announced(key, RELEASES, "the release of the reservation")
+
+    def paired(self) -> None:
+        """Between steps: each release or consumption announced comes with its callback."""
+        for request in self.plans:
+            for what, callback in (("released", RELEASES), ("consumed", CONSUMES)):
+                said, fired = self.reserved[(what, request)], self.fired[(callback, request)]
+                if said > 1 or said != fired:
+                    self.broken(
+                        "reservation-with-the-end",
+                        request,
+                        f"the reservation was announced {what} {said}x, {callback} fired {fired}x",
+                    )
+                    return
 
     def callback(self, name: str, request: object, payload: object) -> None:
         """The engine fired callback ``name`` for ``request``."""
@@ -234,6 +424,13 @@ class Ledger:
             watch.word = word
         if name in OPERATOR_CONFIRMS.values():
             self.confirmed.setdefault(request, set()).add(name)
+        if name == "complete_manual" and node is not None:
+            op.passes = (request, node) not in self.passed
+            self.passed.add((request, node))
+        self.confirm()
+        self.paired()
+        if name == "reconcile" and node is not None and word == FAILED:
+            self.heard.append((request, node, FAILED))
         self.operation = op
         self.doing = f"{name}({request}{', ' + node if node else ''})"
         shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))
@@ -243,12 +440,18 @@ class Ledger:
         """What the operation under way was told: "done", "refused" (``error``, and
         whether it ``wrote`` anyway) or "interrupted"."""
         op, self.operation = self.operation, None
+        if told != "done":
+            self.interrupted()
         if op is None:
             return
         op.told = told
         detail = f" ({type(error).__name__}: {message_of(error, 200)})" if error else ""
         self.note(op.request, f"  -> {told}{detail}")
         self.doing = "between steps"
+        if told == "done":
+            self.confirm()
+            if op.name == "start":
+                self.started.add(op.request)
         if told != "refused":
             return
         if op.undo is not None:
@@ -256,6 +459,8 @@ class Ledger:
             self.nodes[(op.request, node)].word = word
         if op.name in OPERATOR_CONFIRMS.values():
             self.confirmed.get(op.request, set()).discard(op.name)
+        if op.passes and op.node is not None:
+            self.passed.discard((op.request, op.node))
         what = []
         if self.activity != op.activity:
             what.append("called the venue or fired a callback")
@@ -269,6 +474,8 @@ class Ledger:
             )
 
     def stepping(self, engine: str, request: str) -> None:
+        self.confirm()
+        self.paired()
         self.doing = f"{engine} steps {request}"
         self.note(request, self.doing)
 
@@ -330,9 +537,9 @@ class Ledger:
 
     def _node_moved(self, request: str, node: str, move: Move) -> None:
         watch = self.nodes[(request, node)]
-        if move.dest in self.judge.gives_up and watch.may_move_money:
+        if move.dest in self.judge.gives_up and watch.sends and watch.word != FAILED:
             self.broken(
-                "money-in-flight-held",
+                "money-in-flight-held" if watch.side_effect else "sent-work-kept",
                 request,
                 f"{node} was given up ({move}) although its submit went out and neither "
                 f"the venue nor a reconciler said it failed ({watch.said()})",

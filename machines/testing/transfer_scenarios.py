@@ -134,6 +134,26 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         ),
         then=[("complete_manual", "manual_review", {}), ("resume", "", {}), ("cancel", "", {})],
     ),
+    "sent work, then a failure": Scenario(
+        "parallel",
+        "executing",
+        5,
+        {
+            ("withdraw", "prepare"): ["sign"],
+            ("check", "observe"): ["pending", "pending", "failed"],
+            ("convert", "submit"): [SimulatedCrash],
+        },
+        (
+            "executing",
+            {
+                "quote": "completed",
+                "convert": "submitting",
+                "withdraw": "awaiting_signature",
+                "check": "failed",
+            },
+        ),
+        then=[("step", "", {}), ("sign", "withdraw", {})],
+    ),
     "a doomed plan, still signing": Scenario(
         "parallel",
         "executing",
@@ -148,7 +168,7 @@ SCENARIOS: Mapping[str, Scenario | None] = {
                 "check": "failed",
             },
         ),
-        then=[("step", "", {})],
+        then=[("step", "", {}), ("sign", "withdraw", {})],
     ),
 }
 """How runs start; Hypothesis draws one per run, so every deep corner is visited early."""

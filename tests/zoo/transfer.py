@@ -79,6 +79,7 @@ class Disk:
         tx = Tx(self)
         yield tx
         if tx.pending:
+            tx.fail()  # the commit is a write too: a fault armed since the last one hits it
             self.records.update(tx.pending)
             self.commits += 1
 
@@ -100,12 +101,15 @@ class Tx:
         return Record(found.state, dict(found.data), list(found.history), found.version)
 
     def put(self, key: str, record: Record) -> None:
+        self.fail()
+        self.pending[key] = record
+
+    def fail(self) -> None:
         how, self.disk.fail_next = self.disk.fail_next, None
         if how == "error":
             raise StoreError("the disk refused the write")
         if how == "crash":
             raise SimulatedCrash()
-        self.pending[key] = record
 
 
 def request_key(request_id: str) -> str:
@@ -138,6 +142,7 @@ class Session:
         self.request = request
         self.names: list[str] = [n["name"] for n in request.data["plan"]]
         self.fired: list[tuple[str, dict[str, Any]]] = []
+        self.reservation: str | None = None  # released or consumed in this transaction
 
     def node(self, name: object) -> Record:
         if not isinstance(name, str) or name not in self.names:
@@ -151,8 +156,7 @@ class Session:
 
     def mode(self) -> str:
         if self.request.state == "executing":
-            stopped = any(n.state in STOPPED for n in self.nodes().values())
-            return "halt" if stopped else "dispatch"
+            return "halt" if self.engine.stops(self.nodes()) else "dispatch"
         return "follow" if self.request.state == "manual_intervention" else "idle"
 
     def money(self) -> str:
@@ -223,12 +227,20 @@ class Engine:
             return "waiting_manual_action"
         return None
 
+    @staticmethod
+    def stops(nodes: Mapping[str, Record]) -> bool:
+        """Whether the plan can no longer finish: then nothing new starts."""
+        return any(n.state in STOPPED for n in nodes.values())
+
     def announce(self, session: Session, dest: str) -> None:
-        """The callbacks of a request entering ``dest``, fired after the commit."""
+        """The callbacks of a request entering ``dest``, and the end of its reservation,
+        announced after the commit."""
         if dest == "completed":
             session.fired.append(("request_completed", {"state": dest}))
+            session.reservation = "consumed"
         elif dest in RELEASING:
             session.fired.append(("request_failed", {"state": dest}))
+            session.reservation = "released"
         elif dest in ATTENTION:
             session.fired.append(("request_attention", {"state": dest}))
 
@@ -255,6 +267,8 @@ class Engine:
             s.settle()
         for name, payload in s.fired:
             self.venue.callback(name, request_id, payload)
+        if s.reservation is not None:
+            self.venue.reservation(request_id, s.reservation)
 
     def current(self, s: Session, name: str, seen: Record) -> Record | None:
         """The node as stored now, if nobody moved it since ``seen`` was read."""
@@ -657,6 +671,8 @@ class AnnouncesEveryTime(Engine):
     def announce(self, session: Session, dest: str) -> None:
         if dest != "completed":
             super().announce(session, dest)
+        else:
+            session.reservation = "consumed"
 
     @contextmanager
     def session(self, request_id: str) -> Iterator[Session]:
@@ -696,6 +712,98 @@ class ObservesStraightAway(Engine):
         super().tidy(session)
 
 
+class DispatchesTheGate(Engine):
+    """A manual gate is dispatched like any ready node ("the gate's executor knows
+    whether it was approved"): it reaches an executor before any operator passed it."""
+
+    def advance(self, request_id: str, name: str, seen: Record) -> None:
+        if seen.data["gate"] and seen.state == "ready":
+            with self.session(request_id) as s:
+                record = self.current(s, name, seen)
+                if record is not None and s.mode() == "dispatch":
+                    s.move_node(name, record, "prepare", "executor")
+            return
+        super().advance(request_id, name, seen)
+
+
+class AbandonsSentWork(Engine):
+    """Once a node failed, every node still on its way is abandoned, also one whose
+    submit is out ("it moves no money anyway")."""
+
+    def timed_out(self, s: Session, name: str, record: Record) -> None:
+        if s.mode() == "halt":
+            s.move_node(name, record, "fail", "executor")
+            return
+        super().timed_out(s, name, record)
+
+
+class ReleasesOnFailure(Engine):
+    """The reservation is given back to the limits service as soon as a node fails
+    ("the transfer is not going through"), before the request ends."""
+
+    def record(
+        self, request_id: str, name: str, seen: Record, trigger: str, actor: str, mode: str = ""
+    ) -> None:
+        super().record(request_id, name, seen, trigger, actor, mode)
+        request = self.disk.read(request_key(request_id))
+        if trigger == "fail" and request is not None and request.state not in RELEASING:
+            self.venue.reservation(request_id, "released")
+
+
+class AnnouncesBeforeCommit(Engine):
+    """Callbacks and the reservation are announced as soon as the transaction decided
+    them, before it commits ("the commit never fails")."""
+
+    @contextmanager
+    def session(self, request_id: str) -> Iterator[Session]:
+        with self.disk.transaction() as tx:
+            s = Session(self, tx, request_id)
+            yield s
+            s.settle()
+            for name, payload in s.fired:
+                self.venue.callback(name, request_id, payload)
+            if s.reservation is not None:
+                self.venue.reservation(request_id, s.reservation)
+
+
+class WakesOnAnyPredecessor(Engine):
+    """A blocked node wakes as soon as one of its predecessors is done ("the first
+    result is enough to go on")."""
+
+    def tidy(self, session: Session) -> None:
+        nodes = session.nodes()
+        woken = []
+        for name, record in nodes.items():
+            after = record.data["after"]
+            if record.state == "blocked" and (
+                not after or any(nodes[p].state in DONE for p in after)
+            ):
+                session.move_node(name, record, "wake", "planner")
+                woken.append(name)
+        if woken:
+            session.fired.append(("frontier_advanced", {"woken": woken}))
+
+
+class KeepsGoingAfterFailure(Engine):
+    """Only a cancelled node stops the plan; after a failed one, the engine keeps
+    dispatching ("the derivation will sort it out")."""
+
+    @staticmethod
+    def stops(nodes: Mapping[str, Record]) -> bool:
+        return any(n.state == "cancelled" for n in nodes.values())
+
+
+class StopsFollowingAfterFailure(Engine):
+    """Once the plan cannot finish, the engine stops asking the venue about work in
+    flight ("a person will look at it anyway")."""
+
+    def observe(self, request_id: str, name: str, seen: Record) -> None:
+        with self.session(request_id) as s:
+            mode = s.mode()
+        if mode == "dispatch":
+            super().observe(request_id, name, seen)
+
+
 @dataclass(frozen=True)
 class Bug:
     engine: type[Engine]
@@ -709,18 +817,26 @@ def bug(engine: type[Engine], *rules: str) -> Bug:
 
 
 MONEY, ONCE = "money-in-flight-held", "submit-once"
+SENT, GATED, RESERVED = "sent-work-kept", "gate-waits-for-operator", "reservation-with-the-end"
 BUGS: Mapping[str, Bug] = {
     "resends after a timeout": bug(ResendsAfterTimeout, ONCE),
     "retries a transient error after sending": bug(RetriesTransientErrors, ONCE),
     "marks a node sent after the call": bug(MarksSentAfterTheCall, ONCE, MONEY),
     "no compare-and-set between engines": bug(LastWriterWins, ONCE, "legal-history"),
     "fails the transfer when a sibling fails": bug(FailsOnSiblingFailure, MONEY),
-    "abandons sent nodes": bug(AbandonsSentNodes, MONEY),
+    "abandons sent nodes": bug(AbandonsSentNodes, MONEY, SENT),
     "cancels with money in flight": bug(CancelsWithMoneyInFlight, MONEY),
     "completes before the observations": bug(CompletesWhenTheMoneyArrived, "completion-means-done"),
     "announces completion every time": bug(AnnouncesEveryTime, "callbacks-once"),
     "a refused approval still writes": bug(NotesBeforeChecking, "refusal-changes-nothing"),
     "skips the ready state": bug(ObservesStraightAway, "legal-history"),
+    "dispatches the manual gate": bug(DispatchesTheGate, GATED),
+    "abandons sent work that moves no money": bug(AbandonsSentWork, SENT, MONEY),
+    "releases the reservation when a node fails": bug(ReleasesOnFailure, RESERVED, MONEY),
+    "announces before the commit": bug(AnnouncesBeforeCommit, "callbacks-once", RESERVED),
+    "wakes a node on any predecessor": bug(WakesOnAnyPredecessor, "after-predecessors"),
+    "keeps dispatching after a failure": bug(KeepsGoingAfterFailure, "halt-after-failure", MONEY),
+    "stops following after a failure": bug(StopsFollowingAfterFailure, "in-flight-followed"),
 }
 """The zoo: what each engine gets wrong, and the rules the suite may report for it."""
 
