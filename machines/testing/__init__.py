@@ -17,6 +17,7 @@ from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, 
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.transfer import (
     EngineHistory,
+    GateDesk,
     ReferenceTransfer,
     TransferAdapter,
     TransferSuite,
@@ -34,6 +35,7 @@ __all__ = [
     "ExactlyOnceAdapter",
     "ExactlyOnceSuite",
     "Fault",
+    "GateDesk",
     "Move",
     "NotSent",
     "ReferenceAdapter",
