@@ -9,7 +9,6 @@ the report is timed apart, on a few bugs, in ``test_one_report_per_bug``."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Iterator
 
@@ -24,6 +23,7 @@ from machines.testing.effectlog import (
     EffectLogSuite,
     RuleBroken,
 )
+from tests.zoo import detection_table
 from tests.zoo.effectlog import BUGS, Bug, UserAdapter, adapter_for
 
 CI = settings(
@@ -80,11 +80,8 @@ def test_the_zoo_table(capsys: pytest.CaptureFixture[str]) -> None:
     missing = [bug.name for bug in BUGS if bug.name not in CAUGHT]
     if missing:
         pytest.skip(f"the zoo did not run in full here (missing {', '.join(missing)})")
-    rows = [f"{name:<24}{rule:<26}{seconds:>7.2f}s" for name, (rule, seconds) in CAUGHT.items()]
-    times = [seconds for _, seconds in CAUGHT.values()]
     with capsys.disabled():
-        print("\neffect-log zoo (ci profile, generate phase):\n  " + "\n  ".join(rows))
-        print(f"  median {statistics.median(times):.2f}s, max {max(times):.2f}s")
+        print(detection_table("effect-log", CAUGHT))
 
 
 def test_the_zoo_covers_every_promise_of_the_suite() -> None:

@@ -10,7 +10,6 @@ printed after the zoo."""
 
 from __future__ import annotations
 
-import statistics
 import time
 import unittest
 
@@ -19,6 +18,7 @@ from hypothesis import Phase, settings
 
 from machines.testing.exactly_once import RULES, ExactlyOnceAdapter, ExactlyOnceSuite, RuleBroken
 from machines.testing.profiles import run_suite, scaled
+from tests.zoo import detection_table
 from tests.zoo.exactly_once import BUGS, AttemptsAsMoves, Ledger, LedgerAdapter, Unfenced
 
 EXAMPLES = 200
@@ -83,16 +83,9 @@ def test_detection_table(capsys: pytest.CaptureFixture[str]) -> None:
     """issue 14 item 2: the detection times (runs after the zoo: pytest keeps file order)."""
     if len(DETECTED) < len(BUGS):
         pytest.skip("the table needs the whole zoo run first")
-    lines = [f"{'bug':<20}{'rule':<24}{'seconds':>8}{'steps':>7}"]
-    for name, (rule, seconds, steps) in DETECTED.items():
-        lines.append(f"{name:<20}{rule:<24}{seconds:>8.2f}{steps:>7}")
-    times = [seconds for _, seconds, _ in DETECTED.values()]
-    lines.append(
-        f"{len(times)} bugs caught: median {statistics.median(times):.2f} s, "
-        f"max {max(times):.2f} s, total {sum(times):.1f} s"
-    )
+    caught = {name: (rule, seconds) for name, (rule, seconds, _) in DETECTED.items()}
     with capsys.disabled():
-        print("\nexactly-once zoo, detection in this profile:\n" + "\n".join(lines))
+        print(detection_table("exactly-once", caught))
 
 
 def test_an_executor_without_lease_fencing_fails_naming_the_rule() -> None:

@@ -8,7 +8,6 @@ see the bug; shrinking is timed apart, on one bug, in ``test_one_report_per_bug`
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import pytest
@@ -18,6 +17,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from machines.testing.transfer import TransferAdapter, TransferSuite, Venue
 from machines.testing.transfer_oracle import RULES
 from machines.testing.verdict import RuleBroken
+from tests.zoo import detection_table
 from tests.zoo.transfer import BUGS, Bug, ZooAdapter, adapter_for
 
 CI = settings(
@@ -96,11 +96,8 @@ def test_the_zoo_table(capsys: pytest.CaptureFixture[str]) -> None:
     missing = [name for name in BUGS if name not in CAUGHT]
     if missing:
         pytest.skip(f"the zoo did not run in full here (missing {', '.join(missing)})")
-    rows = [f"{name:<46}{rule:<26}{seconds:>7.2f}s" for name, (rule, seconds) in CAUGHT.items()]
-    times = [seconds for _, seconds in CAUGHT.values()]
     with capsys.disabled():
-        print("\ntransfer zoo (ci profile, generate phase):\n  " + "\n  ".join(rows))
-        print(f"  median {statistics.median(times):.2f}s, max {max(times):.2f}s")
+        print(detection_table("transfer", CAUGHT))
 
 
 def test_the_zoo_covers_every_promise_of_the_suite() -> None:
