@@ -229,3 +229,19 @@ def test_mermaid_labels_stay_on_their_line_and_odd_state_ids_are_refused() -> No
     )
     with pytest.raises(MachinesError, match="cannot be a Mermaid id"):
         to_mermaid(renamed)
+
+
+@pytest.mark.parametrize("machine", ["outcome", "node"])
+def test_a_fail_closed_state_is_filled_alike_in_dot_and_mermaid(machine: str) -> None:
+    """Mermaid filled fail-closed states and DOT only outlined them (its fill colour was
+    defined and never used): both now draw them from the one palette of ``render.view``."""
+    from machines.render.view import FAIL_CLOSED_FILL
+
+    spec = load(machine)
+    view = DiagramView.of(spec)
+    assert view.fail_closed, f"{machine} has no fail-closed state to draw"
+    dot = to_dot(spec)
+    for state in view.fail_closed:
+        line = next(line for line in dot.splitlines() if line.startswith(f'  "{state}" ['))
+        assert f'fillcolor="{FAIL_CLOSED_FILL}"' in line, line
+    assert f"classDef failclosed fill:{FAIL_CLOSED_FILL}," in to_mermaid(spec)

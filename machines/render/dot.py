@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from machines.render.view import DiagramView, Edge, visible
+from machines.render.view import (
+    FAIL_CLOSED_COLOR,
+    FAIL_CLOSED_FILL,
+    PERSON_COLOR,
+    TERMINAL_FILL,
+    DiagramView,
+    Edge,
+    visible,
+)
 from machines.spec import MachineSpec
 
 FONT = "Helvetica"
-TERMINAL_FILL = "#e8eaf6"
-FAIL_CLOSED_COLOR = "#c62828"
-FAIL_CLOSED_FILL = "#ffebee"
-PERSON_COLOR = "#1565c0"
 
 
 def to_dot(spec: MachineSpec) -> str:
@@ -34,7 +38,10 @@ def to_dot(spec: MachineSpec) -> str:
 def _state_style(view: DiagramView, state: str) -> str:
     attrs = []
     if state in view.terminal:
-        attrs += [f'fillcolor="{TERMINAL_FILL}"', "peripheries=2"]
+        fill = FAIL_CLOSED_FILL if state in view.fail_closed else TERMINAL_FILL
+        attrs += [f'fillcolor="{fill}"', "peripheries=2"]
+    elif state in view.fail_closed:
+        attrs.append(f'fillcolor="{FAIL_CLOSED_FILL}"')
     if state in view.fail_closed:
         attrs += [
             f'color="{FAIL_CLOSED_COLOR}"',

@@ -13,7 +13,14 @@ import re
 
 from machines.errors import MachinesError
 from machines.jsonvalue import describe
-from machines.render.view import DiagramView, visible
+from machines.render.view import (
+    FAIL_CLOSED_COLOR,
+    FAIL_CLOSED_FILL,
+    TERMINAL_FILL,
+    TERMINAL_STROKE,
+    DiagramView,
+    visible,
+)
 from machines.spec import MachineSpec
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -38,8 +45,9 @@ def to_mermaid(spec: MachineSpec) -> str:
         if state in view.terminal:
             lines.append(f"    {ids[state]} --> [*]")
     lines += [
-        "    classDef terminal fill:#e8eaf6,stroke:#3949ab",
-        "    classDef failclosed fill:#ffebee,stroke:#c62828,stroke-width:3px",
+        f"    classDef terminal fill:{TERMINAL_FILL},stroke:{TERMINAL_STROKE}",
+        f"    classDef failclosed fill:{FAIL_CLOSED_FILL},stroke:{FAIL_CLOSED_COLOR},"
+        "stroke-width:3px",
     ]
     if view.terminal:
         lines.append(

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 from machines.spec import MachineSpec
 from machines.vocabulary import FAIL_CLOSED
 
+TERMINAL_FILL = "#e8eaf6"
+TERMINAL_STROKE = "#3949ab"
+FAIL_CLOSED_COLOR = "#c62828"
+FAIL_CLOSED_FILL = "#ffebee"
+PERSON_COLOR = "#1565c0"
+"""The palette every renderer draws with, so a state looks the same in DOT and Mermaid: a
+terminal state filled blue-grey, a fail-closed one filled pale red with a red outline (it
+wins over terminal), a person's move blue."""
+
 
 def visible(char: str) -> str:
     """How a diagram shows one character of a definition's text: itself when printable,
