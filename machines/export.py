@@ -55,6 +55,7 @@ def as_json(spec: MachineSpec) -> dict[str, Any]:
                 "when": {var: sorted(values) for var, values in t.when.items()},
                 "evidence": t.evidence,
                 "amendment": t.amendment,
+                "unreachable_in_systems": t.unreachable_in_systems,
                 "description": t.description,
             }
             for t in spec.transitions

@@ -30,6 +30,23 @@ def test_json_export_carries_the_whole_definition(
     for t, exported in zip(spec.transitions, doc["transitions"], strict=True):
         for var, values in exported["when"].items():
             assert set(values) == set(t.when[var])
+        assert exported["unreachable_in_systems"] == t.unreachable_in_systems
+
+
+def test_json_export_says_which_transitions_no_system_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``export --format json`` promised everything the definition says and dropped
+    ``unreachable_in_systems`` (issue 15): effect's replay edge carries its finding."""
+    assert main(["export", "effect", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    marked = {
+        (t["source"], t["trigger"], t["dest"]): t["unreachable_in_systems"]
+        for t in doc["transitions"]
+        if t["unreachable_in_systems"]
+    }
+    assert set(marked) == set(machines.load("effect").unreachable_in_systems)
+    assert marked, "effect marks no transition unreachable in systems"
 
 
 def test_sql_export_is_the_store_schema(capsys: pytest.CaptureFixture[str]) -> None:
