@@ -1,4 +1,4 @@
-"""The ``machines`` command line. Nothing imports this module."""
+"""The ``machines`` command line. Nothing in the package imports this module."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import io
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from machines.checker import Report, check
 from machines.derive_check import DERIVATION_INVARIANTS, MAX_NODES
@@ -18,6 +18,10 @@ from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.explore import SYSTEMS, ProgressBar, build_model, explore, scopes_of
 from machines.export import FORMATS, export
 from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
+
+if TYPE_CHECKING:
+    from machines.render.site import SiteFacts
+    from machines.spec import MachineSpec
 
 HELP_WIDTH = 100
 """Help is wrapped at a fixed width, so the generated CLI page is the same everywhere."""
@@ -297,6 +301,30 @@ def _problem(exc: MachinesError | OSError) -> str:
     return str(exc)
 
 
+def site_facts(specs: Sequence[MachineSpec]) -> SiteFacts:
+    """What the site says beyond the definitions, from the layers above rendering: what
+    each explorer model checks, the mutation catalog, and every command's help."""
+    from machines.explore_outcome import WHAT as OUTCOME_WHAT
+    from machines.explore_transfer import SCOPES, TransferModel
+    from machines.mutation import CATALOG
+    from machines.render.site import SiteFacts
+
+    by_name = {spec.name: spec for spec in specs}
+    explorer: dict[str, Mapping[str, str]] = {}
+    if "request" in by_name and "node" in by_name:
+        model = TransferModel(by_name["request"], by_name["node"], SCOPES["withdraw"])
+        explorer["transfer"] = dict(model.what)
+    explorer["exactly-once"] = dict(OUTCOME_WHAT)
+    parser, commands = build_parser()
+    helps = [("machines", parser.format_help())]
+    helps += [(f"machines {name}", command.format_help()) for name, command in commands.items()]
+    return SiteFacts(
+        explorer=explorer,
+        mutations=[(m.id, m.machine, m.description, m.breaks) for m in CATALOG],
+        helps=helps,
+    )
+
+
 def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> int:
     from machines.render.files import INSTALL_GRAPHVIZ, diagram_files, sync
     from machines.render.site import site_pages
@@ -314,7 +342,7 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
         if not drawn:
             print(f"machines diagrams: {INSTALL_GRAPHVIZ}", file=sys.stderr)
     else:
-        files = site_pages(specs)
+        files = site_pages(specs, site_facts(specs))
     try:
         changed = sync(files, out, check=check_only)
     except OSError as exc:

@@ -12,7 +12,7 @@ import graphviz
 import pytest
 import yaml
 
-from machines.cli import main
+from machines.cli import main, site_facts
 from machines.errors import MachinesError
 from machines.export import export
 from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
@@ -134,7 +134,7 @@ def test_svg_is_compared_without_the_graphviz_version_line(tmp_path: Path) -> No
 
 
 def test_every_machine_page_has_its_tables_and_findings() -> None:
-    pages = site_pages(MACHINES)
+    pages = site_pages(MACHINES, site_facts(MACHINES))
     for spec in MACHINES:
         page = pages[f"machines/{spec.name}.md"]
         for heading in ("## States", "## Transitions", "## Forbidden moves", "## Structural rules"):
@@ -245,3 +245,26 @@ def test_a_fail_closed_state_is_filled_alike_in_dot_and_mermaid(machine: str) ->
         line = next(line for line in dot.splitlines() if line.startswith(f'  "{state}" ['))
         assert f'fillcolor="{FAIL_CLOSED_FILL}"' in line, line
     assert f"classDef failclosed fill:{FAIL_CLOSED_FILL}," in to_mermaid(spec)
+
+
+def test_rendering_imports_neither_the_cli_nor_the_explorer() -> None:
+    """Issue 15: ``render/site.py`` imported the CLI, the explorer and the mutation
+    catalog (an import cycle with the CLI). Rendering takes plain data; a static read of
+    every ``machines/render`` module's imports, lazy ones included, finds none of them."""
+    import ast
+
+    import machines.render
+
+    above = ("machines.cli", "machines.explore", "machines.mutation", "machines.testing")
+    found = []
+    for path in sorted(Path(machines.render.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            found += [f"{path.name}: {n}" for n in names if n.startswith(above)]
+    assert found == []
