@@ -1,6 +1,6 @@
 """machines: formally tested state machine definitions for side effects.
 
-Public API only; see DESIGN.md section 4.
+The public API; its reference is the site's API page (``docs/api.md``).
 """
 
 from machines.checker import Report, check

@@ -16,7 +16,7 @@ venue or a person can do next, taken from the same definitions the engine runs o
   of done nodes and apply the derived request state (``machines.derive``, the rule set
   in use) when it is a legal move.
 
-Invariants checked on every move (ids as in DESIGN.md section 6 and ``machines check``):
+Invariants checked on every move (ids as on the invariants page and in ``machines check``):
 
 - ``no-auto-terminal-money-in-flight``: no automatic move releases the reservation while
   a side-effect node is in an effect-started state, and only a reconciler leaves unknown;

@@ -1,10 +1,12 @@
-"""The named system invariants of DESIGN.md section 6, as pure predicates over a snapshot.
+"""The named system invariants (the site's ``docs/invariants.md``), as pure predicates over
+a snapshot.
 
 A ``Snapshot`` is every entity of every machine with its full history (``snapshot(store)``
 reads one consistently), plus what a test harness observed outside the store: how often
 each effect really ran upstream. Each invariant returns the ``Breach``es it finds (empty
-when it holds), naming the entity and the events involved, so the stateful suites, the
-explorer and ``machines audit`` all judge systems by the same code.
+when it holds), naming the entity and the events involved, so the explorer, ``machines
+audit`` and the reference adapters' own ``check()`` judge stored state by the same code.
+(The property suites judge an implementation by what they observe, not by this.)
 """
 
 from __future__ import annotations
@@ -385,7 +387,7 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
         "derivation-consistency": derivation_consistency,
     }
 )
-"""Every invariant of DESIGN.md section 6, by the id the docs and test names use."""
+"""Every named system invariant, by the id the docs and test names use."""
 
 
 def check_invariants(

@@ -1,6 +1,7 @@
 """The compiled transition table: every move decision of every runtime goes through here.
 
-``spec.step`` and the object runtime both call ``Router.route``, so they cannot disagree.
+``spec.step`` (``Router.step``) and the object runtime (a ``Stepper`` from ``Router.bind``)
+decide through the same compiled table, so they cannot disagree.
 The common case (a known context, an edge that exists for this actor) is a couple of dict
 lookups; everything else falls to ``refuse``, which builds the precise error: unknown
 names, terminal states, wrong actors, failed guards, with the spec's ``forbidden`` reason.
