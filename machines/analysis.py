@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from machines.spec import Guard, MachineSpec, Rule, Transition
+from machines.vocabulary import describe_guard
 
 Context = Mapping[str, str]
 Path = tuple[Transition, ...]
@@ -181,10 +182,6 @@ def _within(context: Context, when: Guard) -> bool:
     return all(context[var] in allowed for var, allowed in when.items())
 
 
-def _guard_text(when: Guard) -> str:
-    return " and ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in when.items())
-
-
 def _forbidden_moves(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
     for t in spec.transitions:
         for entry in spec.forbidden:
@@ -250,7 +247,7 @@ def _automatic_entry_unguarded(spec: MachineSpec, rule: Rule, t: Transition) -> 
         return None
     return (
         f"{_edge_text(t)}: automatic actor {', '.join(auto)} may enter '{t.dest}' "
-        f"outside {_guard_text(rule.when)}; guard the transition"
+        f"outside {describe_guard(rule.when)}; guard the transition"
     )
 
 
@@ -330,7 +327,7 @@ def _only_reachable_when(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterabl
                     spec.name,
                     rule.id,
                     rule.kind,
-                    f"'{state}' is reachable outside {_guard_text(rule.when)}",
+                    f"'{state}' is reachable outside {describe_guard(rule.when)}",
                     path,
                     context,
                 )

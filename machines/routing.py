@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from machines.errors import ContextError, InvalidStateTransition
 from machines.jsonvalue import describe
+from machines.vocabulary import describe_guard
 
 if TYPE_CHECKING:
-    from machines.spec import Guard, MachineSpec
+    from machines.spec import MachineSpec
 
 Route = tuple[tuple[tuple[str, frozenset[str]], ...], str]
 """(guard as (variable, admitted values) pairs, destination)."""
@@ -218,7 +219,7 @@ class Router:
                     f"{spec.name}: trigger '{trigger}' from '{state}' is guarded by "
                     f"'{var.name}'; pass {var.name}=... (one of: {', '.join(var.values)})"
                 )
-        needs = "; or ".join(_describe_guard(t.when) for t in by_actor)
+        needs = "; or ".join(describe_guard(t.when) for t in by_actor)
         got = ", ".join(f"{k}={str.__str__(v)}" for k, v in sorted(context.items()))
         reason = f"guard not met: requires {needs}; got {got}"
         forbidden = spec.forbidden_reason(state, by_actor[0].dest)
@@ -320,7 +321,3 @@ def _make_stepper(
 
     setattr(stepper, "context", context)  # noqa: B010 - a function attribute, by design
     return cast(Stepper, stepper)
-
-
-def _describe_guard(guard: Guard) -> str:
-    return " and ".join(f"{var} in [{', '.join(sorted(vals))}]" for var, vals in guard.items())

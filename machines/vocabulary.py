@@ -9,7 +9,8 @@ nothing in this package reads, starts with ``x-``.
 
 The names a trigger or a context variable may not take are here too: they are the entity
 machine's own attributes and the keywords of the calls that take a context, so a
-definition that used one would load and then break the object built from it.
+definition that used one would load and then break the object built from it. So is the way
+a guard is written, in each medium the package shows one (``describe_guard``).
 
 Nothing here imports the rest of the package: the definition layer and every reader of a
 tag depend on this module, never the other way round.
@@ -17,9 +18,10 @@ tag depend on this module, never the other way round.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -150,3 +152,20 @@ RESERVED_CONTEXT = frozenset(
 """Keyword names of the calls that take a context as ``**context`` (``spec.machine()``,
 ``trigger()``, ``can()``, ``step()``, ``allows()``, ``next_states()``): a context
 variable named like one would collide with it."""
+
+
+GuardForm = Literal["text", "markdown", "label"]
+
+
+def describe_guard(when: Mapping[str, Set[str]], form: GuardForm = "text") -> str:
+    """A guard (context variable -> admitted values) as the package writes it, values
+    sorted, one form per medium so that a message, a page and a diagram say the same:
+
+    - ``text``, in errors and findings: ``tier in [compensable] and mode in [live, paper]``;
+    - ``markdown``, on the site: ```tier` in compensable, `mode` in live, paper``;
+    - ``label``, on a diagram's edge: ``tier=compensable, mode=live|paper``."""
+    if form == "text":
+        return " and ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in when.items())
+    if form == "markdown":
+        return ", ".join(f"`{var}` in {', '.join(sorted(v))}" for var, v in when.items())
+    return ", ".join(f"{var}={'|'.join(sorted(v))}" for var, v in when.items())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from machines.spec import MachineSpec
-from machines.vocabulary import FAIL_CLOSED
+from machines.vocabulary import FAIL_CLOSED, describe_guard
 
 TERMINAL_FILL = "#e8eaf6"
 TERMINAL_STROKE = "#3949ab"
@@ -68,7 +68,7 @@ class DiagramView:
                 dest=t.dest,
                 trigger=t.trigger,
                 actors=t.actors,
-                guard=", ".join(f"{var}={'|'.join(sorted(v))}" for var, v in t.when.items()),
+                guard=describe_guard(t.when, "label"),
                 by_person=any(not spec.actors[a].automatic for a in t.actors),
                 fail_closed_exit=t.source in fail_closed,
                 amendment=t.amendment,
