@@ -245,26 +245,3 @@ def test_a_fail_closed_state_is_filled_alike_in_dot_and_mermaid(machine: str) ->
         line = next(line for line in dot.splitlines() if line.startswith(f'  "{state}" ['))
         assert f'fillcolor="{FAIL_CLOSED_FILL}"' in line, line
     assert f"classDef failclosed fill:{FAIL_CLOSED_FILL}," in to_mermaid(spec)
-
-
-def test_rendering_imports_neither_the_cli_nor_the_explorer() -> None:
-    """Issue 15: ``render/site.py`` imported the CLI, the explorer and the mutation
-    catalog (an import cycle with the CLI). Rendering takes plain data; a static read of
-    every ``machines/render`` module's imports, lazy ones included, finds none of them."""
-    import ast
-
-    import machines.render
-
-    above = ("machines.cli", "machines.explore", "machines.mutation", "machines.testing")
-    found = []
-    for path in sorted(Path(machines.render.__file__).parent.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            found += [f"{path.name}: {n}" for n in names if n.startswith(above)]
-    assert found == []
