@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from machines.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
 from mutants.run import TIMEOUT, Kill, baseline, row, run_all, select, table
 
 
@@ -75,10 +76,10 @@ def _main_quietly() -> int:
         return code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("python -m mutants: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
