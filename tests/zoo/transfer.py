@@ -265,6 +265,10 @@ class Engine:
             s = Session(self, tx, request_id)
             yield s
             s.settle()
+        self.publish(s, request_id)
+
+    def publish(self, s: Session, request_id: str) -> None:
+        """Tell the world what the session decided: its callbacks, then the reservation."""
         for name, payload in s.fired:
             self.venue.callback(name, request_id, payload)
         if s.reservation is not None:
@@ -760,10 +764,7 @@ class AnnouncesBeforeCommit(Engine):
             s = Session(self, tx, request_id)
             yield s
             s.settle()
-            for name, payload in s.fired:
-                self.venue.callback(name, request_id, payload)
-            if s.reservation is not None:
-                self.venue.reservation(request_id, s.reservation)
+            self.publish(s, request_id)
 
 
 class WakesOnAnyPredecessor(Engine):
