@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from benchmarks.harness import Ratio, measure_ratio
 from benchmarks.workloads import Move, every_transition
-from machines.history import History
+from machines.runtime.history import History
 
 REPEAT = 80  # the move list repeated, so one timed call does ~5k moves
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from benchmarks.harness import Ratio, _compare
-from machines.checker import check
+from machines.checks.report import check
 from machines.mutation import run_catalog
 from machines.testing.effectlog import EffectLogSuite
 from machines.testing.exactly_once import ExactlyOnceSuite

@@ -3,7 +3,7 @@
 The public API; its reference is the site's API page (``docs/api.md``).
 """
 
-from machines.checker import Report, check
+from machines.checks.report import Report, check
 from machines.derive import derive_request_state
 from machines.errors import (
     ContextError,
@@ -20,13 +20,13 @@ from machines.errors import (
     SpecViolation,
     UnknownName,
 )
-from machines.history import History, HistoryView, TransitionEvent
-from machines.jsonvalue import UnstorableValue
-from machines.loader import load
-from machines.routing import Stepper
 from machines.runtime import AsyncEntityMachine, EntityMachine, Hooks
+from machines.runtime.history import History, HistoryView, TransitionEvent
 from machines.spec import MachineSpec
-from machines.states import EffectState, NodeState, OutcomeState, RequestState
+from machines.spec.jsonvalue import UnstorableValue
+from machines.spec.loader import load
+from machines.spec.routing import Stepper
+from machines.spec.states import EffectState, NodeState, OutcomeState, RequestState
 
 __all__ = [
     "AsyncEntityMachine",

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from machines.checker import Report, check
-from machines.derive_check import DERIVATION_INVARIANTS, MAX_NODES
+from machines.checks.report import Report, check
+from machines.derive.proof import DERIVATION_INVARIANTS, MAX_NODES
 from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.explore import SYSTEMS, ProgressBar, build_model, explore, scopes_of
-from machines.export import FORMATS, export
-from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
+from machines.render.export import FORMATS, export
+from machines.spec.loader import bundled_spec_dir, definition_paths, load, read_definition
 
 if TYPE_CHECKING:
     from machines.render.site import SiteFacts
@@ -304,8 +304,8 @@ def _problem(exc: MachinesError | OSError) -> str:
 def site_facts(specs: Sequence[MachineSpec]) -> SiteFacts:
     """What the site says beyond the definitions, from the layers above rendering: what
     each explorer model checks, the mutation catalog, and every command's help."""
-    from machines.explore_outcome import WHAT as OUTCOME_WHAT
-    from machines.explore_transfer import SCOPES, TransferModel
+    from machines.explore.outcome import WHAT as OUTCOME_WHAT
+    from machines.explore.transfer import SCOPES, TransferModel
     from machines.mutation import CATALOG
     from machines.render.site import SiteFacts
 
@@ -365,7 +365,7 @@ def _generate(what: str, out: Path, check_only: bool, spec_dir: Path | None) -> 
 
 
 def _audit(file: Path | None, url: str | None, spec_dir: Path | None) -> int:
-    from machines.audit import audit_events, audit_store, read_log
+    from machines.checks.audit import audit_events, audit_store, read_log
     from machines.store.records import shown_url
 
     try:

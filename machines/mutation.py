@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from machines.checker import check
+from machines.checks.report import check
 from machines.errors import MachinesError, SpecError
 from machines.explore import build_model, explore, scopes_of
-from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import MachineSpec
-from machines.vocabulary import EFFECT_STARTED
+from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec.vocabulary import EFFECT_STARTED
 
 if TYPE_CHECKING:  # Hypothesis is needed only to run the suites (machines[testing])
     from hypothesis.stateful import RuleBasedStateMachine

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import pytest
 import yaml
 
-from machines.loader import bundled_spec_dir
+from machines.spec.loader import bundled_spec_dir
 from machines.store import Store, open_store
 from machines.testing.profiles import load_profile
 

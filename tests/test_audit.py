@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import machines
-from machines.audit import AuditInputError, audit_events, read_events
+from machines.checks.audit import AuditInputError, audit_events, read_events
 from machines.cli import main
 from machines.errors import EffectIndeterminate
-from machines.loader import load
+from machines.spec.loader import load
 from machines.store import open_store
 from machines.systems import ExactlyOnce
 from tests.conftest import postgres_schema

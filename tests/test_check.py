@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from machines.analysis import RULE_KINDS
-from machines.checker import check
+from machines.checks.report import check
 from machines.cli import main
-from machines.derive_check import DERIVATION_INVARIANTS
+from machines.derive.proof import DERIVATION_INVARIANTS
 from machines.errors import MachinesError
+from machines.spec.structure import RULE_KINDS
 from tests.conftest import Document, SpecCopy, transition
 
 
@@ -457,8 +457,8 @@ def test_schema_and_ir_list_exactly_the_rule_catalog() -> None:
     import json
     import typing
 
-    from machines.loader import SCHEMA_FILE, bundled_spec_dir
     from machines.spec import RuleKind
+    from machines.spec.loader import SCHEMA_FILE, bundled_spec_dir
 
     schema = json.loads((bundled_spec_dir() / SCHEMA_FILE).read_text())
     assert schema["$defs"]["rule"]["properties"]["rule"]["enum"] == list(RULE_KINDS)

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from machines.cli import build_parser, main
-from machines.export import FORMATS
-from machines.loader import load
 from machines.mutation import CATALOG
+from machines.render.export import FORMATS
+from machines.spec.loader import load
 from machines.store import open_store
 from tests.garbage import garbage
 

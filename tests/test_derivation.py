@@ -2,7 +2,7 @@
 
 A naive interpreter of the rule data, written here independently of ``machines.derive``'s
 bit-mask evaluation, must agree with it on random plans; the money invariants are restated
-here from the seed rather than taken from ``machines.derive_check``.
+here from the seed rather than taken from ``machines.derive.proof``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 import machines
 from machines.derive import derive_request_state
-from machines.derive_check import DerivationReport, check_derivation
+from machines.derive.proof import DerivationReport, check_derivation
 from machines.errors import InvalidNodeState, MachinesError
 from machines.spec import Clause, RuleSet
-from machines.states import NodeState, RequestState
+from machines.spec.states import NodeState, RequestState
 
 REQUEST = machines.load("request")
 NODE = machines.load("node")

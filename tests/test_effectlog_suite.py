@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from machines.loader import read_definition
+from machines.spec.loader import read_definition
 from machines.testing.contract import AdapterContractError, required
 from machines.testing.effectlog import (
     CALLS,

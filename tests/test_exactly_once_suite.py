@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from machines.loader import definition_paths, load, read_definition
+from machines.spec.loader import definition_paths, load, read_definition
 from machines.systems.exactly_once import ExactlyOnce, Verdict, verdict_of
 from machines.testing.contract import AdapterContractError, required
 from machines.testing.exactly_once import (

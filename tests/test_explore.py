@@ -16,10 +16,10 @@ from hypothesis.stateful import invariant
 
 from machines.cli import main
 from machines.explore import Exploration, ProgressBar, build_model, explore, scopes_of
-from machines.explore_outcome import SCOPES as OUTCOME_SCOPES
-from machines.explore_outcome import OutcomeModel, World
-from machines.explore_transfer import SCOPES, TransferModel, steps_of
-from machines.loader import load
+from machines.explore.outcome import SCOPES as OUTCOME_SCOPES
+from machines.explore.outcome import OutcomeModel, World
+from machines.explore.transfer import SCOPES, TransferModel, steps_of
+from machines.spec.loader import load
 from machines.testing.profiles import run_suite, scaled
 from machines.testing.transfer import PLANS, ReferenceTransfer, TransferSuite
 from tests.conftest import Document, SpecCopy
@@ -256,7 +256,7 @@ def test_the_outcome_model_catches_a_claim_that_takes_over_an_expired_lease(
     def take_over(self: OutcomeModel, world: World, w: int, k: int) -> tuple[str, World] | None:
         key = world.keys[k]
         if key.row == "in_flight" and key.owner and key.expired:
-            from machines.explore_outcome import CLAIMED, Worker, _set
+            from machines.explore.outcome import CLAIMED, Worker, _set
 
             after = key._replace(owner=w + 1, expired=False, landed=False)
             return "takes over the expired lease", _set(world, k, after, w, Worker(k + 1, CLAIMED))
@@ -273,7 +273,7 @@ def test_the_outcome_model_catches_a_claim_that_takes_over_an_expired_lease(
 def test_the_outcome_model_catches_an_unfenced_write(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the fence, a holder whose claim was parked and reclaimed writes over the
     new claim: a caller is told an outcome the key then loses."""
-    from machines.explore_outcome import _set_key, _set_worker
+    from machines.explore.outcome import _set_key, _set_worker
 
     def unfenced(
         self: OutcomeModel, world: World, w: int, k: int, trigger: str, outcome: str, name: str

@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 import pytest
 
-from machines.history import History, HistoryView, TransitionEvent
+from machines.runtime.history import History, HistoryView, TransitionEvent
 
 
 def filled(moves: int = 3) -> History:

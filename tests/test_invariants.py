@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import machines
-from machines.history import TransitionEvent
-from machines.invariants import INVARIANTS, Entity, Snapshot, check_invariants, snapshot
+from machines.checks.invariants import INVARIANTS, Entity, Snapshot, check_invariants, snapshot
+from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.store import Store
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from machines.errors import MachinesError
-from machines.jsonvalue import (
+from machines.spec.jsonvalue import (
     MAX_DEPTH,
     UnstorableValue,
     describe,

@@ -18,7 +18,7 @@ import yaml
 
 import machines
 from machines import SpecError, SpecUnreadable, SpecViolation
-from machines.loader import bundled_spec_dir, read_definition
+from machines.spec.loader import bundled_spec_dir, read_definition
 from tests.conftest import rename_everywhere
 
 BUNDLED = bundled_spec_dir()

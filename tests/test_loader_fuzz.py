@@ -1,6 +1,6 @@
 """Property tests: whatever the input, the loader fails only with ``SpecError``.
 
-A definition is user input. ``machines.load`` and ``machines.loader.read_definition`` must
+A definition is user input. ``machines.load`` and ``machines.spec.loader.read_definition`` must
 either return a ``MachineSpec`` or raise ``SpecError`` (any subclass); a bare ``KeyError``,
 ``TypeError`` or ``RecursionError`` from YAML, jsonschema or the IR builder is a bug. The
 checker must never raise at all: it reports the problem and exits 1 or 2.
@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 
 import machines
 from machines import MachineSpec, SpecError, SpecUnreadable, SpecViolation
-from machines.checker import check
+from machines.checks.report import check
 from machines.cli import main
-from machines.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
 from tests.conftest import rename_everywhere
 from tests.garbage import garbage
 
@@ -372,7 +372,7 @@ def _tags_of(state: Any) -> list[str]:
 
 
 # The tags the bundled definitions use, and tags of one's own (x-...): any other tag is an
-# error (issue 13 item 16), judged here independently of machines.vocabulary.
+# error (issue 13 item 16), judged here independently of machines.spec.vocabulary.
 BUNDLED_TAGS = {t for doc in DOCS.values() for s in doc["states"].values() for t in _tags_of(s)}
 
 

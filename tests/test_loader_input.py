@@ -32,8 +32,8 @@ import yaml
 import machines
 from machines import MachineSpec, SpecError, SpecUnreadable
 from machines.cli import main
-from machines.loader import read_definition
 from machines.runtime import AsyncEntityMachine, EntityMachine
+from machines.spec.loader import read_definition
 from tests.test_loader_errors import BUNDLED, edit, line_of, load_error, only_problem
 
 LIMIT = 1 << 20
@@ -411,7 +411,7 @@ def test_size_limit_just_under_and_just_over(
 
 
 def test_size_limit_is_the_documented_one() -> None:
-    from machines.specfiles import MAX_DEFINITION_BYTES
+    from machines.spec.files import MAX_DEFINITION_BYTES
 
     assert MAX_DEFINITION_BYTES == LIMIT
     docs = (PACKAGE_ROOT / "docs" / "guide" / "definitions.md").read_text(encoding="utf-8")
@@ -445,7 +445,7 @@ def test_fifty_megabyte_scalar_is_refused_unparsed_and_unechoed(
 @contextlib.contextmanager
 def counting_builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Counts the values the YAML reader builds (``_Builder.build`` calls)."""
-    from machines import yamlsource
+    from machines.spec import yamlsource
 
     count = [0]
     real = yamlsource._Builder.build
@@ -605,7 +605,7 @@ def test_tags_of_your_own_start_with_x(spec_dir: Path) -> None:
 
 
 def test_every_tag_is_documented() -> None:
-    from machines.vocabulary import TAGS, USER_TAG_PREFIX
+    from machines.spec.vocabulary import TAGS, USER_TAG_PREFIX
 
     assert sorted(TAGS) == sorted(BUNDLED_TAGS)
     docs = (PACKAGE_ROOT / "docs" / "guide" / "definitions.md").read_text(encoding="utf-8")
@@ -615,9 +615,9 @@ def test_every_tag_is_documented() -> None:
 
 
 def test_code_reads_tags_through_the_vocabulary_only() -> None:
-    """Each tag is spelled once, in ``machines.vocabulary``: a module that spelled one
+    """Each tag is spelled once, in ``machines.spec.vocabulary``: a module that spelled one
     itself could misspell it and silently read nothing."""
-    from machines.vocabulary import TAGS
+    from machines.spec.vocabulary import TAGS
 
     package = PACKAGE_ROOT / "machines"
     spelled = []

@@ -14,12 +14,12 @@ import yaml
 
 from machines.cli import main, site_facts
 from machines.errors import MachinesError
-from machines.export import export
-from machines.loader import bundled_spec_dir, definition_paths, load, read_definition
 from machines.render import DiagramView, to_dot, to_mermaid
+from machines.render.export import export
 from machines.render.files import diagram_files, sync
 from machines.render.site import site_pages
 from machines.spec import MachineSpec
+from machines.spec.loader import bundled_spec_dir, definition_paths, load, read_definition
 from tests.conftest import Document, SpecCopy, transition, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent

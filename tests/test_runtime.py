@@ -13,6 +13,7 @@ import pytest
 import machines
 from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
 from machines.runtime import Hooks
+from machines.runtime.templates import templates_of
 from machines.spec import MachineSpec, Transition
 
 MACHINES = ("effect", "outcome", "node", "request")
@@ -194,9 +195,9 @@ class TestModels:
 
     def test_entities_of_one_kind_share_one_template(self) -> None:
         spec = spec_of("outcome")
-        before = dict(spec._runtime_cache)
+        before = templates_of(spec)
         entities = [spec.machine(entity_id=str(i)) for i in range(2_000)]
-        added = set(spec._runtime_cache) - set(before)
+        added = templates_of(spec) - before
         assert len(added) <= 1
         template = entities[0]._template
         assert all(e._template is template for e in entities)
@@ -277,7 +278,7 @@ class TestCallbacksAndHistory:
         m.commit(actor="proxy", detail=detail)
         detail["result"] = "tampered"
         first, second = m.history
-        assert first == machines.history.TransitionEvent(
+        assert first == machines.runtime.history.TransitionEvent(
             "effect",
             "e-1",
             1,

@@ -21,8 +21,8 @@ import pytest
 
 import machines
 from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
-from machines.history import History
 from machines.runtime import Hooks
+from machines.runtime.history import History
 from machines.spec import MachineSpec
 from tests.garbage import Hostile, StrSubclass
 

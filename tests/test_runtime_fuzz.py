@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import machines
 from machines.errors import MachinesError
-from machines.history import History
 from machines.runtime import Hooks
+from machines.runtime.history import History
 from machines.spec import MachineSpec
 from tests.garbage import garbage
 

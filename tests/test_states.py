@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import machines
-from machines.states import STATE_ENUMS
+from machines.spec.states import STATE_ENUMS
 
 
 @pytest.mark.parametrize("machine", sorted(STATE_ENUMS))
@@ -18,7 +18,7 @@ def test_enum_matches_definition(machine: str) -> None:
 
 
 def test_every_bundled_machine_has_an_enum() -> None:
-    from machines.loader import bundled_spec_dir
+    from machines.spec.loader import bundled_spec_dir
 
     assert {p.stem for p in bundled_spec_dir().glob("*.yaml")} == set(STATE_ENUMS)
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import machines
 from machines.errors import InvalidArgument, MachinesError
-from machines.history import TransitionEvent
+from machines.runtime.history import TransitionEvent
 from machines.store import Row, Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce
 from tests.conftest import opened_store, store_url
@@ -406,7 +406,7 @@ def test_an_unstorable_value_is_refused_alike_naming_machine_key_and_column(
         assert isinstance(error, StoreError), error
         assert "outcome" in message and column in message and len(message) < 600, message
         assert "'new'" in message or "'o'" in message, message
-        from machines.jsonvalue import UnstorableValue
+        from machines.spec.jsonvalue import UnstorableValue
         from machines.store.records import UnstorableData
 
         assert type(error) is UnstorableData and isinstance(error, UnstorableValue)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import machines
-from machines.loader import definition_paths, read_definition
+from machines.spec.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine, transfer
 from machines.testing import Coverage
 from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from machines.errors import EffectError, InvalidArgument, MachinesError
-from machines.jsonvalue import UnstorableValue
+from machines.spec.jsonvalue import UnstorableValue
 from machines.store import Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce, Verdict
 from machines.systems.transfer import ManualGate, TransferEngine

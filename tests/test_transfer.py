@@ -11,8 +11,8 @@ from typing import Any, cast
 import pytest
 
 from machines.errors import InvalidStateTransition
-from machines.loader import load
-from machines.states import NodeState, RequestState
+from machines.spec.loader import load
+from machines.spec.states import NodeState, RequestState
 from machines.store import Store, open_store
 from machines.systems.transfer import (
     CallbackFailed,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import machines
-from machines.vocabulary import GuardForm, describe_guard
+from machines.spec.vocabulary import GuardForm, describe_guard
 
 WHEN = {"tier": frozenset({"irreversible", "compensable"}), "mode": frozenset({"live"})}
 

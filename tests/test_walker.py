@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import machines
-from machines.loader import read_definition
 from machines.mutation import CATALOG, write_mutant
 from machines.runtime import EntityMachine
 from machines.spec import MachineSpec
+from machines.spec.loader import read_definition
 from machines.testing import Coverage, spec_walker
 from machines.testing.verdict import RuleBroken
 from machines.testing.walker import AGREES, CHAIN, REFUSAL, RULES, TERMINAL, judge_of

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 from machines.errors import MachinesError
-from machines.jsonvalue import describe
 from machines.render.view import (
     FAIL_CLOSED_COLOR,
     FAIL_CLOSED_FILL,
@@ -22,6 +21,7 @@ from machines.render.view import (
     visible,
 )
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABEL = {":": " ", ";": ",", "#": "#35;", "<": "#lt;", ">": "#gt;", '"': "#quot;"}

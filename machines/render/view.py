@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from machines.spec import MachineSpec
-from machines.vocabulary import FAIL_CLOSED, describe_guard
+from machines.spec.vocabulary import FAIL_CLOSED, describe_guard
 
 TERMINAL_FILL = "#e8eaf6"
 TERMINAL_STROKE = "#3949ab"

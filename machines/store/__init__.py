@@ -16,10 +16,10 @@ import time
 from collections.abc import Iterable, Mapping
 
 from machines.errors import InvalidArgument
-from machines.history import Clock
-from machines.jsonvalue import describe
-from machines.loader import load
+from machines.runtime.history import Clock
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
+from machines.spec.loader import load
 from machines.store.memory import MemoryStore
 from machines.store.records import (
     RecordExists,

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from machines.history import Clock, TransitionEvent
+from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
 from machines.store.records import (
     OneWriteTransactions,

@@ -37,7 +37,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
         "the PostgreSQL store needs psycopg: pip install 'machines[postgres]'"
     ) from missing
 
-from machines.history import Clock
+from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import REGISTRY

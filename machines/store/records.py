@@ -25,9 +25,9 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from machines.errors import ContextError, InvalidArgument, MachinesError
-from machines.history import TransitionEvent, frozen_context
-from machines.jsonvalue import UnstorableValue, describe, dumps, dumps_object
+from machines.runtime.history import TransitionEvent, frozen_context
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import UnstorableValue, describe, dumps, dumps_object
 
 MAX_KEY_BYTES = 1000
 """The longest key or scope, in bytes of UTF-8 (1,000 ASCII characters, 250 of four bytes
@@ -46,7 +46,7 @@ class StoreError(MachinesError):
 
 class UnstorableData(StoreError, UnstorableValue):
     """A data, context or detail value the store cannot keep exactly: not a mapping, or
-    not plain JSON that reads back equal (``machines.jsonvalue``: a tuple, a non-str key,
+    not plain JSON that reads back equal (``machines.spec.jsonvalue``: a tuple, a non-str key,
     a set, NaN, an integer too long to print, a lone surrogate, NUL, deep nesting, an
     object JSON cannot hold). Both a ``StoreError`` (nothing was written) and an
     ``UnstorableValue``; the message names the machine, the key and the column."""
@@ -540,7 +540,7 @@ def encode(
     value: Mapping[str, Any] | None, machine: str = "?", key: str = "?", column: str = "value"
 ) -> str:
     """The exact JSON text of a data, context or detail column (None: an empty object),
-    by the one rule of ``machines.jsonvalue``; ``UnstorableData`` names the machine, the
+    by the one rule of ``machines.spec.jsonvalue``; ``UnstorableData`` names the machine, the
     key and the column."""
     if value is None or (type(value) is MappingProxyType and not value):
         return "{}"

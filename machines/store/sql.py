@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from machines.history import Clock, TransitionEvent
+from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
 from machines.store.names import name
 from machines.store.records import (

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from machines.history import Clock
+from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import REGISTRY, sqlite_registry, sqlite_schema

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from machines.errors import InvalidArgument, MachinesError, message_of
-from machines.jsonvalue import describe
+from machines.spec.jsonvalue import describe
 from machines.store.records import Store
 
 

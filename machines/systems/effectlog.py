@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
 
 from machines.errors import EffectError, message_of
-from machines.history import Clock, TransitionEvent
-from machines.jsonvalue import as_stored, describe
+from machines.runtime.history import Clock, TransitionEvent
+from machines.spec.jsonvalue import as_stored, describe
 from machines.store.records import Row, Store, Transaction
 from machines.systems import arguments
 from machines.systems.exactly_once import (

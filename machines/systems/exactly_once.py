@@ -40,8 +40,8 @@ from machines.errors import (
     MachinesError,
     message_of,
 )
-from machines.history import Clock
-from machines.jsonvalue import as_stored, describe, dumps
+from machines.runtime.history import Clock
+from machines.spec.jsonvalue import as_stored, describe, dumps
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.arguments import store_with

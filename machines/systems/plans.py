@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from machines.jsonvalue import describe
+from machines.spec.jsonvalue import describe
 
 PLAN_KEYS = ("name", "kind", "has_side_effect", "executor", "after")
 REQUIRED_KEYS = ("name", "kind", "has_side_effect", "executor")

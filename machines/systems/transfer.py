@@ -43,10 +43,17 @@ from typing import Any, Literal, Protocol
 
 from machines.derive import Deriver, Signature
 from machines.errors import InvalidStateTransition, MachinesError, message_of, storable_text
-from machines.history import Clock
-from machines.jsonvalue import describe
+from machines.runtime.history import Clock
 from machines.spec import MachineSpec
-from machines.states import NodeState, RequestState
+from machines.spec.jsonvalue import describe
+from machines.spec.states import NodeState, RequestState
+from machines.spec.vocabulary import (
+    CONSUMES_RESERVATION,
+    DONE,
+    HOLDS_RESERVATION,
+    NEEDS_HUMAN,
+    RELEASES_RESERVATION,
+)
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.exactly_once import process_identity
@@ -57,13 +64,6 @@ from machines.systems.transfer_policy import (
     allowed,
     first_move,
     request_mode,
-)
-from machines.vocabulary import (
-    CONSUMES_RESERVATION,
-    DONE,
-    HOLDS_RESERVATION,
-    NEEDS_HUMAN,
-    RELEASES_RESERVATION,
 )
 
 REQUEST, NODE = "request", "node"

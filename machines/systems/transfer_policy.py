@@ -4,7 +4,7 @@ The node machine says which moves exist; this table says when the *engine* makes
 what it dispatches while the plan can still finish, what it abandons once a node failed,
 what it still follows in ``manual_intervention``, and what people (signers, reconcilers,
 operators) may do at any time. The engine checks every node move against it, and the
-exhaustive explorer (``machines.explore_transfer``) enumerates it, so what the explorer
+exhaustive explorer (``machines.explore.transfer``) enumerates it, so what the explorer
 proves is about the engine's own rules, not a copy of them. Pure data, no I/O.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-from machines.states import NodeState as N
-from machines.states import RequestState
+from machines.spec.states import NodeState as N
+from machines.spec.states import RequestState
 
 
 class Mode(StrEnum):

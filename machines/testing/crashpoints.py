@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from machines.checks.invariants import check_invariants, snapshot
 from machines.errors import MachinesError
-from machines.invariants import check_invariants, snapshot
-from machines.loader import load
+from machines.spec.loader import load
 from machines.store import BUNDLED, Store, open_store
 from machines.store.records import Transaction
 from machines.testing.faults import WRITES, append_durably

@@ -50,8 +50,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from machines.errors import MachinesError, storable_text
-from machines.jsonvalue import describe
-from machines.loader import load
+from machines.spec.jsonvalue import describe
+from machines.spec.loader import load
 from machines.store import open_store
 from machines.store.records import Row
 from machines.systems.effectlog import EffectLog

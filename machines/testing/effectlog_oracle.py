@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machines.errors import message_of
-from machines.jsonvalue import describe
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 from machines.testing.effectlog_rules import (
     CANCELLATIONS,
     IRREVERSIBLE,

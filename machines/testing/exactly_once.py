@@ -43,8 +43,8 @@ from machines.errors import (
     message_of,
     storable_text,
 )
-from machines.jsonvalue import describe
-from machines.loader import load
+from machines.spec.jsonvalue import describe
+from machines.spec.loader import load
 from machines.store import open_store
 from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing.contract import Adapter, check_adapter

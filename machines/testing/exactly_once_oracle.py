@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from machines.jsonvalue import describe
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 from machines.testing.verdict import Move, RuleBroken, chain_problem, moves_of, show_chain
 
 ATTEMPTS = 20

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from machines.invariants import Snapshot, check_invariants, snapshot
-from machines.loader import load
+from machines.checks.invariants import Snapshot, check_invariants, snapshot
 from machines.spec import MachineSpec
+from machines.spec.loader import load
 from machines.store import BUNDLED, Store
 from machines.store.records import StoreError, Transaction
 from machines.testing.coverage import Coverage

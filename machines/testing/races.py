@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from machines.checks.invariants import check_invariants, snapshot
 from machines.errors import EffectFailed, MachinesError
-from machines.invariants import check_invariants, snapshot
-from machines.loader import load
+from machines.spec.loader import load
 from machines.store import open_store
 from machines.systems import ExactlyOnce, not_sent
 from machines.testing.faults import append_durably

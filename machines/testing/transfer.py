@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from machines.errors import MachinesError
-from machines.loader import load
+from machines.spec.loader import load
 from machines.store import open_store
 from machines.store.records import StoreError
 from machines.systems.transfer import (

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machines.errors import message_of
-from machines.loader import load
 from machines.spec import MachineSpec, Transition
+from machines.spec.loader import load
+from machines.spec.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
 from machines.testing.verdict import Move, RuleBroken, moves_of
-from machines.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
 
 RULES: Mapping[str, str] = {
     "submit-once": "submit() is called at most once per node: nothing is ever resent",

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from machines.errors import MachinesError, message_of
-from machines.loader import load
 from machines.spec import MachineSpec
+from machines.spec.loader import load
 from machines.store import BUNDLED
 from machines.testing.coverage import Coverage
 from machines.testing.verdict import Move, RuleBroken

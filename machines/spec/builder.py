@@ -1,32 +1,20 @@
-"""Resolve and validate definitions; build the immutable IR.
+"""Build the immutable IR from a definition that passed the JSON Schema.
 
-Files are found and read by ``machines.specfiles`` and parsed by ``machines.yamlsource``,
-both within bounds.
-
-Three layers of checking, in order, each reporting every problem it finds with its line:
-the JSON Schema (shape, unknown keys), the cross-references (states, actors, context values,
-findings, the derivation's node states, ambiguous triggers) and, in ``load``, the
-structural rules of ``machines.analysis``. Only a definition that passes all three is handed
-to the rest of the package.
+The second of the loader's three layers of checking: every cross-reference (states, actors,
+context values, findings, tags, reserved names, the derivation's node states, ambiguous
+triggers) is checked as the records are built, and every problem is reported with its line,
+all at once. A derivation's node machine is read through the ``read_nodes`` function the
+loader hands over, so this module never finds or opens a file.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import os
 from collections.abc import Callable, Iterable, Mapping
-from importlib import resources
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast
 
-import jsonschema
-
-from machines.analysis import check_structure
-from machines.errors import SpecError, SpecUnreadable, SpecViolation
-from machines.routing import suggest
-from machines.spec import (
+from machines.errors import SpecError
+from machines.spec.records import (
     EMPTY_GUARD,
     Actor,
     Clause,
@@ -45,9 +33,8 @@ from machines.spec import (
     State,
     Transition,
 )
-from machines.specfiles import as_path, os_reason, real_path, stat_definition
-from machines.specfiles import definition_paths as definition_paths
-from machines.vocabulary import (
+from machines.spec.routing import suggest
+from machines.spec.vocabulary import (
     RESERVED_CONTEXT,
     RESERVED_TRIGGER_PREFIXES,
     RESERVED_TRIGGERS,
@@ -55,135 +42,10 @@ from machines.vocabulary import (
     USER_TAG_PREFIX,
     is_declared_tag,
 )
-from machines.yamlsource import KeyPath, YamlSource, bounded, clip, quote, read_yaml
-
-SCHEMA_FILE = "machine.schema.json"
+from machines.spec.yamlsource import KeyPath, YamlSource, bounded, clip, quote
 
 
-def bundled_spec_dir() -> Path:
-    """The definitions shipped with the package (``machines/_spec`` in a wheel, ``spec/``
-    beside the package in a source checkout)."""
-    packaged = Path(str(resources.files("machines"))) / "_spec"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "spec"
-
-
-@functools.cache
-def _schema_validator() -> jsonschema.protocols.Validator:
-    path = bundled_spec_dir() / SCHEMA_FILE
-    schema = json.loads(path.read_text(encoding="utf-8"))
-    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(schema))
-
-
-def resolve(name_or_path: str | Path) -> Path:
-    """A bundled machine name (``"effect"``) or a path to a YAML file. The file is not
-    judged here: reading it says what is wrong with it."""
-    candidate = as_path(name_or_path)
-    name = str(name_or_path)
-    try:
-        is_path = candidate.suffix in (".yaml", ".yml") or candidate.exists()
-    except OSError as exc:  # a name too long for the file system, say
-        raise SpecUnreadable(None, [f"cannot use {quote(name)}: {os_reason(exc)}"]) from exc
-    if is_path:
-        return candidate
-    names = _bundled_names(bundled_spec_dir())
-    if name not in names:
-        raise SpecUnreadable(
-            None,
-            [
-                f"{quote(name)} is neither a bundled machine{suggest(name, names)} "
-                f"nor a YAML file; bundled machines: {', '.join(names)}"
-            ],
-        )
-    return bundled_spec_dir() / f"{name}.yaml"
-
-
-@functools.cache
-def _bundled_names(directory: Path) -> tuple[str, ...]:
-    return tuple(sorted(p.stem for p in directory.glob("*.yaml")))
-
-
-def load(name_or_path: str | Path) -> MachineSpec:
-    """Load one definition, fully validated: schema, references and structural rules.
-
-    A definition that breaks one of its own rules raises ``SpecViolation`` listing each
-    violation with a shortest path; run ``machines check`` for the full report.
-    """
-    path = resolve(name_or_path)
-    info = stat_definition(path)
-    return _load_checked(real_path(path), info.st_mtime_ns, info.st_size)
-
-
-@functools.lru_cache(maxsize=64)
-def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
-    spec = read_definition(path)
-    violations = check_structure(spec)
-    if violations:
-        raise SpecViolation(path, [v.describe() for v in violations])
-    return spec
-
-
-def read_definition(path: str | Path, _reading: frozenset[Path] = frozenset()) -> MachineSpec:
-    """Schema and cross-reference checks only (no structural rules): what the checker uses
-    so that it can report rule violations instead of refusing to load."""
-    path = as_path(path)
-    source = read_yaml(path)
-    _validate_schema(source)
-    node_reader: Callable[[str], MachineSpec] = functools.partial(
-        _read_sibling, path, _reading | {real_path(path)}
-    )
-    return _Builder(source, node_reader).build()
-
-
-def _read_sibling(path: Path, reading: frozenset[Path], name: str) -> MachineSpec:
-    sibling = real_path(path.parent / f"{name}.yaml")
-    if sibling in reading:
-        raise SpecError(
-            path, [f"derivation.nodes {quote(name)} refers back to a definition being read"]
-        )
-    if not os.path.lexists(sibling):
-        raise SpecError(
-            path, [f"derivation.nodes names {quote(name)}, but {sibling} does not exist"]
-        )
-    return read_definition(sibling, reading)
-
-
-def _validate_schema(source: YamlSource) -> None:
-    errors = sorted(
-        _schema_validator().iter_errors(source.data),
-        key=lambda e: [str(p) for p in e.absolute_path],
-    )
-    if errors:
-        raise SpecError(source.path, bounded([_schema_message(source, e) for e in errors]))
-
-
-def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> str:
-    if error.context:
-        error = jsonschema.exceptions.best_match(error.context)
-    key_path = cast(KeyPath, tuple(error.absolute_path))
-    where = source.where(key_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = sorted(cast(dict[str, Any], error.schema).get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        where = source.where((*key_path, extra[0])) if extra else where
-        return (
-            f"{where}: unknown key(s) {', '.join(quote(k) for k in extra)}; "
-            f"allowed here: {', '.join(allowed)}. Remove or fix the spelling."
-        )
-    if error.validator == "required":
-        return f"{where}: {error.message}; add it (see {SCHEMA_FILE})"
-    return f"{where}: {_quoting_instance(error)} (see {SCHEMA_FILE})"
-
-
-def _quoting_instance(error: jsonschema.ValidationError) -> str:
-    """jsonschema's message with the offending value shown by ``quote``: it embeds the
-    whole ``repr`` of the value, which may be most of the file."""
-    whole = repr(error.instance)
-    return clip(error.message.replace(whole, quote(error.instance)))
-
-
-class _Builder:
+class Builder:
     """Cross-reference checks and IR construction for one parsed, schema-valid document."""
 
     def __init__(self, source: YamlSource, read_nodes: Callable[[str], MachineSpec]) -> None:
@@ -295,7 +157,7 @@ class _Builder:
             )
 
     def state_tags(self, state: str, tags: list[str]) -> tuple[str, ...]:
-        """The state's tags, each one declared (``machines.vocabulary``): a misspelled tag
+        """The state's tags, each one declared (``machines.spec.vocabulary``): a misspelled tag
         would silently switch off the logic that reads it."""
         for i, tag in enumerate(tags):
             if not is_declared_tag(tag):

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from machines.derive import Alphabet, Decision, Deriver, NodeKind, Signature
+from machines.derive.rules import Alphabet, Decision, Deriver, NodeKind, Signature
 from machines.errors import InvalidArgument
 from machines.spec import MachineSpec, NodeSet
-from machines.vocabulary import CONSUMES_RESERVATION as CONSUMES
-from machines.vocabulary import DONE, EFFECT_STARTED
-from machines.vocabulary import RELEASES_RESERVATION as RELEASES
+from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
+from machines.spec.vocabulary import DONE, EFFECT_STARTED
+from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 
 DERIVATION_INVARIANTS: Mapping[str, str] = MappingProxyType(
     {

@@ -40,6 +40,9 @@ from typing import Any, NamedTuple
 from machines.derive import Deriver
 from machines.errors import InvalidStateTransition, MachinesError
 from machines.spec import MachineSpec
+from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
+from machines.spec.vocabulary import DONE, EFFECT_STARTED
+from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.systems.transfer_policy import (
     NODE_MOVES,
     REQUEST_CALLS,
@@ -49,9 +52,6 @@ from machines.systems.transfer_policy import (
     Via,
     request_mode,
 )
-from machines.vocabulary import CONSUMES_RESERVATION as CONSUMES
-from machines.vocabulary import DONE, EFFECT_STARTED
-from machines.vocabulary import RELEASES_RESERVATION as RELEASES
 
 SUBMITTING, UNKNOWN, BLOCKED, READY = "submitting", "unknown", "blocked", "ready"
 EXECUTING, WAITING_MANUAL = "executing", "waiting_manual_action"

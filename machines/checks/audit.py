@@ -5,7 +5,7 @@ Teams run the spec against their production logs: the JSON Lines that
 machines mixed), or a whole store (``--from-store URL``). Events are grouped by entity and
 replayed from the initial state through ``spec.step`` with their recorded actor and
 context; every illegal move, broken chain or breached invariant is reported with the
-events involved, by the same ``machines.invariants`` code the stateful suites use.
+events involved, by the same ``machines.checks.invariants`` code the stateful suites use.
 
 From a log alone the entities' data is unknown (which node has a side effect, how often
 an effect ran upstream), so the invariants that read it can only be judged with
@@ -30,11 +30,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from machines.checks.invariants import (
+    INVARIANTS,
+    Breach,
+    Entity,
+    Snapshot,
+    check_invariants,
+    snapshot,
+)
 from machines.errors import MachinesError
-from machines.history import TransitionEvent
-from machines.invariants import INVARIANTS, Breach, Entity, Snapshot, check_invariants, snapshot
-from machines.jsonvalue import UnstorableValue, describe, dumps
+from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import UnstorableValue, describe, dumps
 from machines.store import open_store
 
 FIELDS = ("machine", "entity", "seq", "source", "dest", "trigger", "actor", "context", "at")

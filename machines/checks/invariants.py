@@ -18,11 +18,11 @@ from typing import Any
 
 from machines.derive import Deriver
 from machines.errors import MachinesError
-from machines.history import TransitionEvent
+from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.vocabulary import EFFECT_STARTED
+from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import Store, derived_variables
-from machines.vocabulary import EFFECT_STARTED
-from machines.vocabulary import RELEASES_RESERVATION as RELEASES
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ its own model. The template's states tell the entity the moment its state is ent
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -18,11 +19,11 @@ from transitions import EventData, Machine, State
 from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
 
 from machines.errors import MachinesError
-from machines.jsonvalue import describe
-from machines.routing import shown
+from machines.spec.jsonvalue import describe
+from machines.spec.routing import shown
 
 if TYPE_CHECKING:
-    from machines.history import Record
+    from machines.runtime.history import Record
     from machines.spec import MachineSpec
 
 
@@ -116,6 +117,15 @@ class _DestIs:
 
 
 _TEMPLATES_LOCK = threading.Lock()
+_TEMPLATES: weakref.WeakKeyDictionary[MachineSpec, dict[tuple[object, ...], Machine]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each spec's template machines, kept by the runtime (not by the spec) while the spec lives."""
+
+
+def templates_of(spec: MachineSpec) -> frozenset[tuple[object, ...]]:
+    """The keys of the templates built so far for ``spec`` (what a test can count)."""
+    return frozenset(_TEMPLATES.get(spec, ()))
 
 
 def template(
@@ -128,19 +138,20 @@ def template(
     model_callbacks: bool,
 ) -> Machine:
     """The shared template for entities like this one, built once (under a lock) and kept
-    with the spec. ``model_callbacks``: the model's ``on_enter_<state>`` and
+    for as long as the spec lives. ``model_callbacks``: the model's ``on_enter_<state>`` and
     ``on_exit_<state>`` methods are callbacks (a model of the user's own)."""
     key = (model_type, state_attr, hooks, asynchronous, model_callbacks)
-    cache = spec._runtime_cache
-    machine = cache.get(key)
+    cache = _TEMPLATES.get(spec)
+    machine = cache.get(key) if cache is not None else None
     if machine is None:
         with _TEMPLATES_LOCK:
+            cache = _TEMPLATES.setdefault(spec, {})
             machine = cache.get(key)
             if machine is None:
                 machine = cache[key] = _build_template(
                     spec, model_type, state_attr, hooks or NO_HOOKS, asynchronous, model_callbacks
                 )
-    return cast(Machine, machine)
+    return machine
 
 
 def _build_template(

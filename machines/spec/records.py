@@ -1,21 +1,23 @@
 """The immutable IR of one machine definition, and the questions it answers.
 
 Everything downstream (runtime, systems, analysis, rendering) reads these objects and never
-the YAML. They are built once by ``machines.loader`` after validation, so the methods here
+the YAML. They are built once by ``machines.spec.loader`` after validation, so the methods here
 trust their own data and only check what callers hand them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from machines.errors import UnknownName
-from machines.routing import Router, Stepper, plain, shown, suggest
-from machines.runtime import AsyncEntityMachine, EntityMachine
+from machines.spec.routing import Router, Stepper, plain, shown, suggest
+
+if TYPE_CHECKING:
+    from machines.runtime import AsyncEntityMachine, EntityMachine
 
 Guard = Mapping[str, frozenset[str]]
 """Context variable -> the values under which a transition may fire."""
@@ -123,7 +125,7 @@ RuleKind = Literal[
 
 @dataclass(frozen=True)
 class Rule:
-    """A declared structural invariant; its kind is one of ``machines.analysis.RULE_KINDS``.
+    """A declared structural invariant; its kind is one of ``machines.spec.structure.RULE_KINDS``.
 
     Parameters a kind does not use stay empty.
     """
@@ -214,6 +216,19 @@ class Derivation:
     rule_sets: Mapping[str, RuleSet]
 
 
+EntityClass = Callable[..., Any]
+
+_ENTITY_CLASSES: dict[str, EntityClass] = {}
+"""The runtime's entity classes ("sync", "async"), handed over by ``machines.runtime``."""
+
+
+def provide_entity_classes(sync: EntityClass, asynchronous: EntityClass) -> None:
+    """Called once, by ``machines.runtime`` as it is imported (``import machines`` always
+    imports it), so that ``MachineSpec.machine`` can build an entity while the definition
+    layer imports nothing above it."""
+    _ENTITY_CLASSES.update(sync=sync, asynchronous=asynchronous)
+
+
 @dataclass(frozen=True, eq=False)
 class MachineSpec:
     """One validated machine definition. Build it with ``machines.load``.
@@ -236,9 +251,6 @@ class MachineSpec:
     derivation: Derivation | None = None
     path: Path | None = None
     _router: Router = field(init=False, repr=False, compare=False)
-    _runtime_cache: dict[Any, Any] = field(
-        init=False, repr=False, compare=False, default_factory=dict
-    )  # template machines the runtime derives from this spec, built once each
 
     def __post_init__(self) -> None:
         router = Router(self)
@@ -329,11 +341,11 @@ class MachineSpec:
         bad one is a ``MachinesError`` (``UnknownName`` for a state, ``ContextError`` for
         context) and leaves the model as it was.
         """
-        return EntityMachine(self, model, **options)
+        return _ENTITY_CLASSES["sync"](self, model, **options)  # type: ignore[no-any-return]
 
     def async_machine(self, model: object | None = None, **options: Any) -> AsyncEntityMachine:
         """As ``machine``, for asyncio: ``await m.trigger(...)``; callbacks may be async."""
-        return AsyncEntityMachine(self, model, **options)
+        return _ENTITY_CLASSES["asynchronous"](self, model, **options)  # type: ignore[no-any-return]
 
     def stepper(self, **context: str) -> Stepper:
         """``step`` with this context bound and validated once: ``stepper(state, trigger,

@@ -4,7 +4,7 @@ The rules are data (``spec/request.yaml``, ``derivation.rule_sets``): ordered, f
 wins, each a conjunction of ``any`` / ``all`` / ``none`` clauses over node sets. Such rules
 only ask which *kinds* of node are present, so a plan is reduced to two bit masks (the
 predicates some node meets, the predicates every node meets) and the decision is a pure
-function of that pair, memoised. The exhaustive checker (``machines.derive_check``) runs
+function of that pair, memoised. The exhaustive checker (``machines.derive.proof``) runs
 this very code over every plan, which is what makes its proof about the function users call.
 """
 
@@ -17,9 +17,9 @@ from enum import Enum
 from types import MappingProxyType
 
 from machines.errors import InvalidNodeState, MachinesError
-from machines.loader import load
 from machines.spec import Clause, Derivation, MachineSpec, NodeSet, RuleSet
-from machines.states import RequestState
+from machines.spec.loader import load
+from machines.spec.states import RequestState
 
 NodeKind = tuple[str, bool, bool]
 """(node state, has_side_effect, is a manual gate): everything a rule can see of a node."""

@@ -5,7 +5,7 @@ Python objects. A definition error must name its line, and a duplicated key must
 dropped, so we compose the node tree ourselves and keep a map from key path to line.
 
 A definition is untrusted input, so every step is bounded before it starts. The text comes
-from ``machines.specfiles`` (a regular file of at most 1 MiB). The composed node tree is
+from ``machines.spec.files`` (a regular file of at most 1 MiB). The composed node tree is
 vetted once per distinct node, before any value is built: every YAML tag must be one the
 format uses and fit its node, and the document with its aliases expanded must stay within
 ``MAX_VALUES`` values and ``MAX_TEXT`` characters, so an alias bomb is refused after a few
@@ -23,8 +23,8 @@ from typing import Any, cast
 import yaml
 
 from machines.errors import SpecUnreadable
-from machines.jsonvalue import describe
-from machines.specfiles import MAX_DEFINITION_BYTES, read_text
+from machines.spec.files import MAX_DEFINITION_BYTES, read_text
+from machines.spec.jsonvalue import describe
 
 KeyPath = tuple[str | int, ...]
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from machines.analysis import Violation, check_structure
-from machines.derive_check import (
+from machines.derive.proof import (
     DERIVATION_INVARIANTS,
     Counterexample,
     DerivationReport,
@@ -21,9 +20,10 @@ from machines.derive_check import (
     check_max_nodes,
 )
 from machines.errors import SpecError, SpecUnreadable
-from machines.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec import Finding, MachineSpec
-from machines.specfiles import as_path
+from machines.spec.files import as_path
+from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec.structure import Violation, check_structure
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Report:
 
 def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
     """Check every definition in ``spec_dir`` (default: the bundled ones). ``max_nodes``
-    (1 to ``machines.derive_check.MAX_NODES``) bounds the derivation check; a bad one is
+    (1 to ``machines.derive.proof.MAX_NODES``) bounds the derivation check; a bad one is
     ``InvalidArgument``, an unusable ``spec_dir`` is reported as unreadable."""
     check_max_nodes(max_nodes)
     try:

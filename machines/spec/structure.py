@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from machines.spec import Guard, MachineSpec, Rule, Transition
-from machines.vocabulary import describe_guard
+from machines.spec.records import Guard, MachineSpec, Rule, Transition
+from machines.spec.vocabulary import describe_guard
 
 Context = Mapping[str, str]
 Path = tuple[Transition, ...]

@@ -15,11 +15,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from machines.errors import ContextError, InvalidStateTransition
-from machines.jsonvalue import describe
-from machines.vocabulary import describe_guard
+from machines.spec.jsonvalue import describe
+from machines.spec.vocabulary import describe_guard
 
 if TYPE_CHECKING:
-    from machines.spec import MachineSpec
+    from machines.spec.records import MachineSpec
 
 Route = tuple[tuple[tuple[str, frozenset[str]], ...], str]
 """(guard as (variable, admitted values) pairs, destination)."""

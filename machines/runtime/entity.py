@@ -2,7 +2,7 @@
 
 Why the shape: a ``transitions.Machine`` costs ~20 KB and ``add_model`` rescans its model
 list (quadratic in the number of entities). So every entity of one spec and one model
-class shares a single *template* machine (``machines.templates``); an entity fires the
+class shares a single *template* machine (``machines.runtime.templates``); an entity fires the
 template's ``Event.trigger`` with its own model and never registers with it. Nothing is
 injected into user models (no ``is_*``/``to_*`` methods): triggers are called through the
 entity machine.
@@ -34,11 +34,18 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from machines.errors import InvalidStateTransition, MachinesError, UnknownName
-from machines.history import Clock, History, HistoryView, Record, checked_clock, frozen_detail
-from machines.jsonvalue import describe
-from machines.routing import plain, shown, suggest
-from machines.templates import Hooks as Hooks
-from machines.templates import check_hook_names, template
+from machines.runtime.history import (
+    Clock,
+    History,
+    HistoryView,
+    Record,
+    checked_clock,
+    frozen_detail,
+)
+from machines.runtime.templates import Hooks as Hooks
+from machines.runtime.templates import check_hook_names, template
+from machines.spec.jsonvalue import describe
+from machines.spec.routing import plain, shown, suggest
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec

@@ -7,7 +7,7 @@ an entity machine exposes is a ``HistoryView``, which cannot grow either, so not
 outside the machine can add, remove or rewrite an event.
 
 Nothing enters a history unchecked: names are strings, a context maps strings to strings,
-a detail is a JSON object (``machines.jsonvalue``, the one rule for stored values) and a
+a detail is a JSON object (``machines.spec.jsonvalue``, the one rule for stored values) and a
 time is a finite number. So ``write_jsonl`` has nothing left to refuse.
 """
 
@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, TextIO, overload
 
 from machines.errors import ContextError, MachinesError
-from machines.jsonvalue import UnstorableValue, describe, dumps_object, loads_object
+from machines.spec.jsonvalue import UnstorableValue, describe, dumps_object, loads_object
 
 Clock = Callable[[], float]
 """Seconds since the epoch; ``time.time`` unless a test or a simulation injects another."""
@@ -65,7 +65,7 @@ def checked_clock(clock: Clock, machine: str) -> Clock:
 
 def frozen_detail(detail: object, what: str) -> Mapping[str, Any]:
     """A read-only deep copy of ``detail``, which must be a JSON object (the one rule of
-    ``machines.jsonvalue``), or ``UnstorableValue`` naming ``what``. A deep copy: nothing
+    ``machines.spec.jsonvalue``), or ``UnstorableValue`` naming ``what``. A deep copy: nothing
     the caller keeps can change the history afterwards."""
     return loads_object(dumps_object(detail, what=what))
 
@@ -242,7 +242,7 @@ def _recorder(
         """Append one move, stamped by the clock; check everything first, so that a
         refusal (``MachinesError``) appends nothing.
 
-        Names must be strings. ``detail`` must be a JSON object (``machines.jsonvalue``)
+        Names must be strings. ``detail`` must be a JSON object (``machines.spec.jsonvalue``)
         and is deep-copied, read-only. ``context`` must map strings to strings and is
         copied, unless it already is a read-only mapping: one of those is taken as it is
         (pass one you never mutate underneath and whose contents are checked, such as

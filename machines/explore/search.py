@@ -1,6 +1,6 @@
 """Exhaustive bounded exploration: breadth-first over every reachable state of a model.
 
-A model (``machines.explore_transfer``, ``machines.explore_outcome``) encodes one reference
+A model (``machines.explore.transfer``, ``machines.explore.outcome``) encodes one reference
 system in a small scope as plain ints and says, for each state, which states one action
 leads to. Breadth-first search visits every reachable state once, so the first time an
 invariant breaks, the path to it is a shortest counterexample, printed as the moves that
@@ -19,12 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol, TextIO
-
-from machines.errors import UnknownName
-from machines.loader import load
-from machines.spec import MachineSpec
 
 
 class Model(Protocol):
@@ -216,63 +211,3 @@ class ProgressBar:
         if self.live:
             self.out.write("\r" + " " * 100 + "\r")
             self.out.flush()
-
-
-SYSTEMS = ("transfer", "exactly-once")
-
-
-def scopes_of(system: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every scope, the scopes explored by default) of a system."""
-    if system == "transfer":
-        from machines import explore_transfer as t
-
-        return tuple(t.SCOPES), t.DEFAULT_SCOPES
-    if system == "exactly-once":
-        from machines import explore_outcome as o
-
-        return tuple(o.SCOPES), o.DEFAULT_SCOPES
-    raise UnknownName(f"unknown system '{system}'; systems: {', '.join(SYSTEMS)}")
-
-
-def build_model(
-    system: str,
-    scope: str,
-    *,
-    rules: str | None = None,
-    spec_dir: Path | None = None,
-    symmetry: bool = True,
-    judged_by_bundled: bool = False,
-) -> Model:
-    """The model of ``system`` in ``scope``, on the bundled definitions or ``spec_dir``'s;
-    ``judged_by_bundled`` judges the invariants by the bundled definitions (their tags and
-    their money rules) even when the system runs on ``spec_dir``'s: a mutated copy must not
-    judge itself. The exactly-once model's invariants are its own, not read from the
-    definition, so there the flag changes nothing."""
-    every, _ = scopes_of(system)
-    if scope not in every:
-        raise UnknownName(f"{system} has no scope '{scope}'; scopes: {', '.join(every)}")
-
-    def spec(name: str) -> MachineSpec:
-        return load(name if spec_dir is None else spec_dir / f"{name}.yaml")
-
-    if system == "transfer":
-        from machines.explore_transfer import SCOPES, TransferModel
-
-        return TransferModel(
-            spec("request"),
-            spec("node"),
-            SCOPES[scope],
-            scope=scope,
-            rules=rules,
-            symmetry=symmetry,
-            judge=(load("request"), load("node")) if judged_by_bundled else None,
-        )
-    if rules is not None:
-        raise UnknownName("a derivation rule set applies to the transfer system only")
-    from machines.explore_outcome import SCOPES as OUTCOME_SCOPES
-    from machines.explore_outcome import OutcomeModel
-
-    bounds = OUTCOME_SCOPES[scope]
-    return OutcomeModel(
-        spec("outcome"), bounds, label=f"{scope} ({bounds.name})", symmetry=symmetry
-    )
