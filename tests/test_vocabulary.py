@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 import machines
-from machines.spec.vocabulary import GuardForm, describe_guard
+from machines.errors import UnknownName
+from machines.spec.vocabulary import DONE, FAIL_CLOSED, GuardForm, describe_guard
 
 WHEN = {"tier": frozenset({"irreversible", "compensable"}), "mode": frozenset({"live"})}
 
@@ -42,3 +44,35 @@ def test_no_module_formats_a_guard_itself() -> None:
                 if source.endswith(("when.items()", "guard.items()")):
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found == []
+
+
+# -- reading tags -----------------------------------------------------------------------------
+
+
+def test_a_tag_is_read_through_the_spec_and_must_be_declared() -> None:
+    """Every reader of a tag asks ``MachineSpec.states_tagged``, which refuses a tag the
+    vocabulary does not declare: code that misspelled one would fail, not find no state."""
+    node = machines.load("node")
+    assert node.states_tagged(DONE) == {"completed", "skipped"}
+    assert node.states_tagged(FAIL_CLOSED) == {"unknown"}
+    assert node.states_tagged("x-not-used") == frozenset()
+    with pytest.raises(UnknownName, match=r"'effect-startd' is not a declared tag .*did you mean"):
+        node.states_tagged("effect-startd")
+    for garbage in (None, 3, b"done", ("done",)):
+        with pytest.raises(UnknownName, match="is not a declared tag"):
+            node.states_tagged(garbage)  # type: ignore[arg-type]
+
+
+def test_valuations_are_every_combination_of_the_context_values() -> None:
+    assert machines.load("effect").valuations() == (
+        {"tier": "compensable"},
+        {"tier": "irreversible"},
+    )
+    two = machines.load("effect").context | machines.load("request").context
+    spec = dataclasses.replace(machines.load("effect"), context=two)
+    assert [dict(v) for v in spec.valuations()] == [
+        {"tier": tier, "side_effects": money}
+        for tier in ("compensable", "irreversible")
+        for money in ("none", "started")
+    ]
+    assert machines.load("outcome").valuations() == ({},)

@@ -20,7 +20,7 @@ from machines.derive import Deriver
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
-from machines.spec.vocabulary import EFFECT_STARTED
+from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import Store, derived_variables
 
@@ -254,16 +254,18 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
 
 
 def tier_discipline(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
-    """Compensation only for Compensable effects, approval only for Irreversible ones, and
-    Safe effects never in the log."""
+    """The states tagged compensation only for Compensable effects, those tagged approval
+    only for Irreversible ones, and Safe effects never in the log."""
+    effect_spec = specs.get("effect")
+    if effect_spec is None:
+        return []
+    compensation = effect_spec.states_tagged(COMPENSATION)
+    approval = effect_spec.states_tagged(APPROVAL)
     out = []
     for e in snap.of("effect"):
         tier = e.context.get("tier")
         visited = {e.state, *(ev.dest for ev in e.history)}
-        wrong = {
-            "compensation": visited & {"compensating", "compensated", "compensation_failed"},
-            "approval": visited & {"approved", "rejected"},
-        }
+        wrong = {"compensation": visited & compensation, "approval": visited & approval}
         if tier not in ("compensable", "irreversible"):
             out.append(Breach("tier-discipline", e.machine, e.key, f"logged with tier {tier!r}"))
         if tier != "compensable" and wrong["compensation"]:
@@ -301,8 +303,8 @@ def no_auto_terminal_money_in_flight(
     node_spec, request_spec = specs.get("node"), specs.get("request")
     if node_spec is None or request_spec is None:
         return []
-    started = {s for s, st in node_spec.states.items() if EFFECT_STARTED in st.tags}
-    releases = {s for s, st in request_spec.states.items() if RELEASES in st.tags}
+    started = node_spec.states_tagged(EFFECT_STARTED)
+    releases = request_spec.states_tagged(RELEASES)
     out = []
     moved: dict[str, list[Entity]] = {}
     for n in snap.of("node"):

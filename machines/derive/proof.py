@@ -99,16 +99,14 @@ class _Invariants:
 
     def __init__(self, request: MachineSpec, node_spec: MachineSpec) -> None:
         self.request = request
-        started = frozenset(s for s, st in node_spec.states.items() if EFFECT_STARTED in st.tags)
+        started = node_spec.states_tagged(EFFECT_STARTED)
         self.money_moving = NodeSet(states=started, side_effect=True)
         self.terminal = NodeSet(
             states=frozenset(s for s, st in node_spec.states.items() if st.terminal)
         )
-        self.done = NodeSet(
-            states=frozenset(s for s, st in node_spec.states.items() if DONE in st.tags)
-        )
-        self.releases = {s for s, st in request.states.items() if RELEASES in st.tags}
-        self.consumes = {s for s, st in request.states.items() if CONSUMES in st.tags}
+        self.done = NodeSet(states=node_spec.states_tagged(DONE))
+        self.releases = request.states_tagged(RELEASES)
+        self.consumes = request.states_tagged(CONSUMES)
         derived = set(request.derivation.context) if request.derivation else set()
         self.money_guarded = [
             t for t in request.transitions if t.dest in self.releases and derived & set(t.when)

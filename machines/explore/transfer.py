@@ -643,10 +643,10 @@ class TransferModel:
         return tuple(tuple(sorted(g)) for g in groups if len(g) > 1)
 
     def _node_states(self, spec: MachineSpec, tag: str) -> frozenset[int]:
-        return frozenset(self.n_index[s] for s, st in spec.states.items() if tag in st.tags)
+        return frozenset(self.n_index[s] for s in spec.states_tagged(tag))
 
     def _request_states(self, spec: MachineSpec, tag: str) -> frozenset[int]:
-        return frozenset(self.r_index[s] for s, st in spec.states.items() if tag in st.tags)
+        return frozenset(self.r_index[s] for s in spec.states_tagged(tag))
 
     def _pack_nodes(self, states: Iterable[int]) -> int:
         return sum(s << sh for s, sh in zip(states, self.shift, strict=True))

@@ -61,7 +61,7 @@ class DiagramView:
 
     @classmethod
     def of(cls, spec: MachineSpec) -> DiagramView:
-        fail_closed = frozenset(n for n, s in spec.states.items() if FAIL_CLOSED in s.tags)
+        fail_closed = spec.states_tagged(FAIL_CLOSED)
         edges = tuple(
             Edge(
                 source=t.source,

@@ -7,6 +7,7 @@ trust their own data and only check what callers hand them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from machines.errors import UnknownName
 from machines.spec.routing import Router, Stepper, plain, shown, suggest
+from machines.spec.vocabulary import TAGS, USER_TAG_PREFIX, is_declared_tag
 
 if TYPE_CHECKING:
     from machines.runtime import AsyncEntityMachine, EntityMachine
@@ -271,6 +273,27 @@ class MachineSpec:
         """(source, trigger, dest) of the edges no reference system takes, by finding."""
         return frozenset(
             (t.source, t.trigger, t.dest) for t in self.transitions if t.unreachable_in_systems
+        )
+
+    def states_tagged(self, tag: str) -> frozenset[str]:
+        """The states that carry ``tag``. Every reader of a tag asks here, and a tag it names
+        must be declared (``machines.spec.vocabulary.TAGS``, or a user's ``x-`` tag): a
+        misspelled tag in code fails loudly instead of finding no state."""
+        if not isinstance(tag, str) or not is_declared_tag(tag):
+            raise UnknownName(
+                f"'{shown(tag)}' is not a declared tag{suggest(tag, TAGS)}; "
+                f"tags: {', '.join(TAGS)} (or one of your own, starting with "
+                f"'{USER_TAG_PREFIX}')"
+            )
+        return frozenset(name for name, state in self.states.items() if tag in state.tags)
+
+    def valuations(self) -> tuple[Mapping[str, str], ...]:
+        """Every context valuation: one value for each context variable, in every
+        combination (one empty valuation for a machine without context)."""
+        names = list(self.context)
+        return tuple(
+            MappingProxyType(dict(zip(names, combo, strict=True)))
+            for combo in itertools.product(*(self.context[n].values for n in names))
         )
 
     def is_terminal(self, state: str) -> bool:

@@ -8,7 +8,6 @@ initial state under the valuation that shows the problem.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -56,11 +55,7 @@ class Graph:
 
     def __init__(self, spec: MachineSpec) -> None:
         self.spec = spec
-        names = list(spec.context)
-        self.valuations: tuple[Context, ...] = tuple(
-            MappingProxyType(dict(zip(names, combo, strict=True)))
-            for combo in itertools.product(*(spec.context[n].values for n in names))
-        )
+        self.valuations: tuple[Context, ...] = spec.valuations()
         self._parents = [self._bfs(v, frozenset()) for v in self.valuations]
 
     def edges(self, context: Context) -> Iterator[Transition]:

@@ -72,12 +72,12 @@ TAGS: Mapping[str, Tag] = MappingProxyType(
             Tag(
                 COMPENSATION,
                 "part of undoing an effect that ran",
-                "people only: shown in the state tables",
+                "the tier-discipline invariant (only a Compensable effect may reach one)",
             ),
             Tag(
                 APPROVAL,
                 "decided by a person approving or refusing an Irreversible call",
-                "people only: shown in the state tables",
+                "the tier-discipline invariant (only an Irreversible effect may reach one)",
             ),
             Tag(
                 HOLDS_RESERVATION,
