@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import machines
-from machines.checks.invariants import INVARIANTS, Entity, Snapshot, check_invariants, snapshot
+from machines.checks.invariants import PREDICATES, Entity, Snapshot, check_invariants, snapshot
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.store import Store
@@ -121,7 +121,7 @@ def test_real_runs_keep_every_invariant(store: Store) -> None:
 
 
 def test_every_invariant_has_a_breaking_test() -> None:
-    assert set(INVARIANTS) == {
+    assert set(PREDICATES) == {
         "terminal-final",
         "append-only-history",
         "fail-closed-indeterminate",

@@ -72,13 +72,13 @@ def test_a_survivor_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_mutation_names_invariants_that_exist() -> None:
     """``breaks`` feeds the invariants page: each id must be a named invariant, a
     derivation invariant, an explorer invariant or a structural rule of some machine."""
-    from machines.checks.invariants import INVARIANTS
+    from machines.checks.invariants import PREDICATES
     from machines.derive.proof import DERIVATION_INVARIANTS
     from machines.explore.outcome import WHAT as OUTCOME_WHAT
     from machines.explore.transfer import WHAT as TRANSFER_WHAT
     from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
 
-    known = {*INVARIANTS, *DERIVATION_INVARIANTS, *OUTCOME_WHAT, *TRANSFER_WHAT}
+    known = {*PREDICATES, *DERIVATION_INVARIANTS, *OUTCOME_WHAT, *TRANSFER_WHAT}
     for path in definition_paths(bundled_spec_dir()):
         known |= {rule.id for rule in read_definition(path).invariants}
     for mutation in CATALOG:

@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from machines.checks.invariants import (
-    INVARIANTS,
+    PREDICATES,
     Breach,
     Entity,
     Snapshot,
@@ -257,7 +257,7 @@ def audit_events(
     snap, unknown = _judgeable(specs, Snapshot(MappingProxyType(entities)))
     out += unknown
     for name in FROM_HISTORY:
-        out += INVARIANTS[name](specs, snap, None)
+        out += PREDICATES[name](specs, snap, None)
     return out
 
 

@@ -81,7 +81,7 @@ def snapshot(store: Store, runs: Mapping[tuple[str, str], int] | None = None) ->
 
 
 Specs = Mapping[str, MachineSpec]
-Invariant = Callable[[Specs, Snapshot, Snapshot | None], list[Breach]]
+Predicate = Callable[[Specs, Snapshot, Snapshot | None], list[Breach]]
 
 
 def _machines(specs: Specs, snap: Snapshot) -> Iterator[tuple[MachineSpec, Entity]]:
@@ -92,7 +92,7 @@ def _machines(specs: Specs, snap: Snapshot) -> Iterator[tuple[MachineSpec, Entit
 
 
 def terminal_final(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
-    """A terminal state has no way out: no recorded event of any entity leaves one."""
+    """The breaches of ``terminal-final`` (``machines.spec.registry`` states it)."""
     return [
         Breach("terminal-final", e.machine, e.key, f"left terminal state '{ev.source}'", (ev,))
         for spec, e in _machines(specs, snap)
@@ -102,10 +102,7 @@ def terminal_final(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> l
 
 
 def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
-    """Every state change has exactly one event: the events form one unbroken chain from
-    the initial state to the current one, each a move the spec allows under the entity's
-    own context (a fixed variable an event gives another value is a breach), and no
-    earlier snapshot's history was rewritten."""
+    """The breaches of ``append-only-history`` (``machines.spec.registry`` states it)."""
     out = []
     for spec, e in _machines(specs, snap):
         state = spec.initial
@@ -184,7 +181,7 @@ def fail_closed_indeterminate(
     snap: Snapshot,
     previous: Snapshot | None,
 ) -> list[Breach]:
-    """Nothing automatic leaves indeterminate; each exit records who and why."""
+    """The breaches of ``fail-closed-indeterminate`` (``machines.spec.registry`` states it)."""
     spec = specs.get("outcome")
     if spec is None:
         return []
@@ -217,8 +214,7 @@ def fail_closed_indeterminate(
 
 
 def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
-    """The upstream effect ran at most once per key, plus once per explicit reclaim (outcome)
-    or per execution the effect log started (effect); recorded outcomes are complete."""
+    """The breaches of ``exactly-once`` (``machines.spec.registry`` states it)."""
     out = []
     for e in snap.of("outcome"):
         allowed = 1 + sum(ev.trigger == "reclaim" for ev in e.history)
@@ -254,8 +250,7 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
 
 
 def tier_discipline(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
-    """The states tagged compensation only for Compensable effects, those tagged approval
-    only for Irreversible ones, and Safe effects never in the log."""
+    """The breaches of ``tier-discipline`` (``machines.spec.registry`` states it)."""
     effect_spec = specs.get("effect")
     if effect_spec is None:
         return []
@@ -265,26 +260,26 @@ def tier_discipline(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> 
     for e in snap.of("effect"):
         tier = e.context.get("tier")
         visited = {e.state, *(ev.dest for ev in e.history)}
-        wrong = {"compensation": visited & compensation, "approval": visited & approval}
+        wrong = {COMPENSATION: visited & compensation, APPROVAL: visited & approval}
         if tier not in ("compensable", "irreversible"):
             out.append(Breach("tier-discipline", e.machine, e.key, f"logged with tier {tier!r}"))
-        if tier != "compensable" and wrong["compensation"]:
+        if tier != "compensable" and wrong[COMPENSATION]:
             out.append(
                 Breach(
                     "tier-discipline",
                     e.machine,
                     e.key,
-                    f"{tier} effect reached {sorted(wrong['compensation'])}",
+                    f"{tier} effect reached {sorted(wrong[COMPENSATION])}",
                     e.history,
                 )
             )
-        if tier != "irreversible" and wrong["approval"]:
+        if tier != "irreversible" and wrong[APPROVAL]:
             out.append(
                 Breach(
                     "tier-discipline",
                     e.machine,
                     e.key,
-                    f"{tier} effect reached {sorted(wrong['approval'])}",
+                    f"{tier} effect reached {sorted(wrong[APPROVAL])}",
                     e.history,
                 )
             )
@@ -296,10 +291,7 @@ def no_auto_terminal_money_in_flight(
     snap: Snapshot,
     previous: Snapshot | None,
 ) -> list[Breach]:
-    """Unknown nodes leave only by reconciliation; an automatic actor never puts a request in
-    a reservation-releasing state while a node with a side effect is in an effect-started
-    state (money on its way, of unknown fate, or landed). A node the venue certainly
-    refused (submitting -> failed) moved no money, so it does not count."""
+    """The breaches of ``no-auto-terminal-money-in-flight`` (stated in the registry)."""
     node_spec, request_spec = specs.get("node"), specs.get("request")
     if node_spec is None or request_spec is None:
         return []
@@ -348,8 +340,7 @@ def derivation_consistency(
     snap: Snapshot,
     previous: Snapshot | None,
 ) -> list[Breach]:
-    """A request that is executing has no derived decision left unapplied: what its nodes
-    imply is "no change yet" (the engine derives after every node move)."""
+    """The breaches of ``derivation-consistency`` (``machines.spec.registry`` states it)."""
     node_spec, request_spec = specs.get("node"), specs.get("request")
     if node_spec is None or request_spec is None or request_spec.derivation is None:
         return []
@@ -378,7 +369,7 @@ def derivation_consistency(
     return out
 
 
-INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
+PREDICATES: Mapping[str, Predicate] = MappingProxyType(
     {
         "terminal-final": terminal_final,
         "append-only-history": append_only_history,
@@ -389,7 +380,7 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
         "derivation-consistency": derivation_consistency,
     }
 )
-"""Every named system invariant, by the id the docs and test names use."""
+"""The predicate of every invariant judged on stored state, by its registry id."""
 
 
 def check_invariants(
@@ -398,4 +389,4 @@ def check_invariants(
     previous: Snapshot | None = None,
 ) -> list[Breach]:
     """Every breach of every invariant in ``snap`` (and against ``previous``, if given)."""
-    return [breach for check in INVARIANTS.values() for breach in check(specs, snap, previous)]
+    return [breach for check in PREDICATES.values() for breach in check(specs, snap, previous)]

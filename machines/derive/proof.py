@@ -22,33 +22,13 @@ from types import MappingProxyType
 from machines.derive.rules import Alphabet, Decision, Deriver, NodeKind, Signature
 from machines.errors import InvalidArgument
 from machines.spec import MachineSpec, NodeSet
+from machines.spec.registry import judged_by
 from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
 from machines.spec.vocabulary import DONE, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 
-DERIVATION_INVARIANTS: Mapping[str, str] = MappingProxyType(
-    {
-        "no-auto-terminal-money-in-flight": (
-            f"never derive a state tagged {RELEASES} while a node with a side effect is in a "
-            f"node state tagged {EFFECT_STARTED}"
-        ),
-        "derivation-consistency": (
-            "every derived state is a legal move (or no move) from each state the derivation is "
-            "applied in, by the derivation's actor, under the context the nodes imply"
-        ),
-        "derivation-settles": "when every node is terminal, the derivation names a request state",
-        "completion-means-done": (
-            f"a derived state tagged {CONSUMES} only when every node is in a state tagged {DONE}"
-        ),
-        "context-matches-money": (
-            f"the context the nodes imply refuses the guarded moves into a state tagged "
-            f"{RELEASES} exactly while a node with a side effect is in a node state tagged "
-            f"{EFFECT_STARTED} (never fewer: money released in flight; never more: a transfer "
-            "that moved no money could not be cancelled)"
-        ),
-        "no-dead-rule": "every rule decides at least one plan (otherwise the order hides it)",
-    }
-)
+DERIVATION_INVARIANTS: Mapping[str, str] = judged_by("derivation")
+"""The derivation invariants (id -> statement), as the registry states them."""
 
 
 @dataclass(frozen=True)
