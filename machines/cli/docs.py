@@ -1,0 +1,56 @@
+"""``machines docs``: the documentation site's pages about the machines, and the facts
+they state beyond the definitions."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from machines.cli.command import Command, Parsers
+from machines.cli.generated import add_arguments, generate
+
+if TYPE_CHECKING:
+    from machines.render.site import SiteFacts
+    from machines.spec import MachineSpec
+
+
+def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
+    """What the site says beyond the definitions, from the layers above rendering: what
+    each explorer model checks, the mutation catalog, and the help of ``parsers`` (the
+    ``machines`` parser and every command's)."""
+    from machines.explore_outcome import WHAT as OUTCOME_WHAT
+    from machines.explore_transfer import SCOPES, TransferModel
+    from machines.mutation import CATALOG
+    from machines.render.site import SiteFacts
+
+    by_name = {spec.name: spec for spec in specs}
+    explorer: dict[str, Mapping[str, str]] = {}
+    if "request" in by_name and "node" in by_name:
+        model = TransferModel(by_name["request"], by_name["node"], SCOPES["withdraw"])
+        explorer["transfer"] = dict(model.what)
+    explorer["exactly-once"] = dict(OUTCOME_WHAT)
+    parser, commands = parsers
+    helps = [("machines", parser.format_help())]
+    helps += [(f"machines {name}", command.format_help()) for name, command in commands.items()]
+    return SiteFacts(
+        explorer=explorer,
+        mutations=[(m.id, m.machine, m.description, m.breaks) for m in CATALOG],
+        helps=helps,
+    )
+
+
+def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    from machines.render.site import site_pages
+
+    return generate("docs", args, lambda specs: site_pages(specs, facts(specs, parsers)))
+
+
+COMMAND = Command(
+    "docs",
+    help="generate the documentation site's pages about the machines into docs/",
+    description="Exit 0 when written (or, with --check, current), 1 when --check finds "
+    "a stale or missing page, 2 on unreadable definitions.",
+    arguments=lambda command: add_arguments(command, "docs"),
+    run=_run,
+)
