@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from machines.render import to_dot, to_mermaid
 from machines.spec import Clause, MachineSpec
-from machines.store.ddl import sqlite_schema
-from machines.store.ddl_postgres import postgres_schema
 
 FORMATS = ("json", "sql", "postgresql", "mermaid", "dot")
 
@@ -142,14 +139,25 @@ def _clauses(clauses: tuple[Clause, ...]) -> list[dict[str, Any]]:
 
 
 def export(spec: MachineSpec, fmt: str) -> str:
+    """``spec`` in format ``fmt`` (one of ``FORMATS``). The schema and diagram writers are
+    imported by the format that needs them: ``machines --help`` reads ``FORMATS`` and
+    should not load the stores."""
     if fmt == "json":
         return json.dumps(as_json(spec), indent=2) + "\n"
     if fmt == "sql":
+        from machines.store.ddl import sqlite_schema
+
         return sqlite_schema(spec)
     if fmt == "postgresql":
+        from machines.store.ddl_postgres import postgres_schema
+
         return postgres_schema(spec)
     if fmt == "mermaid":
+        from machines.render import to_mermaid
+
         return to_mermaid(spec)
     if fmt == "dot":
+        from machines.render import to_dot
+
         return to_dot(spec)
     raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
