@@ -3,12 +3,11 @@ they state beyond the definitions."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from machines.cli.command import Command, Parsers
-from machines.cli.generated import add_arguments, generate
+from machines.cli.command import Parsers
+from machines.cli.generated import generator
 
 if TYPE_CHECKING:
     from machines.render.site import SiteFacts
@@ -40,17 +39,15 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
     )
 
 
-def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+def _pages(specs: Sequence[MachineSpec], parsers: Parsers) -> dict[str, str]:
     from machines.render.site import site_pages
 
-    return generate("docs", args, lambda specs: site_pages(specs, facts(specs, parsers)))
+    return site_pages(specs, facts(specs, parsers))
 
 
-COMMAND = Command(
+COMMAND = generator(
     "docs",
     help="generate the documentation site's pages about the machines into docs/",
-    description="Exit 0 when written (or, with --check, current), 1 when --check finds "
-    "a stale or missing page, 2 on unreadable definitions.",
-    arguments=lambda command: add_arguments(command, "docs"),
-    run=_run,
+    what="page",
+    files_of=_pages,
 )

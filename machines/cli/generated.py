@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from machines.cli.command import problem, shown
+from machines.cli.command import Command, Parsers, problem, shown
 from machines.errors import SpecError
 from machines.loader import bundled_spec_dir, definition_paths, read_definition
 
@@ -17,8 +17,24 @@ if TYPE_CHECKING:
     from machines.spec import MachineSpec
 
 
-def add_arguments(command: argparse.ArgumentParser, folder: str) -> None:
-    """The arguments of a command that generates files into ``folder`` by default."""
+Generator = Callable[[Sequence["MachineSpec"], Parsers], Mapping[str, str]]
+"""The files a command generates from the definitions, by their path in the directory."""
+
+
+def generator(name: str, help: str, what: str, files_of: Generator) -> Command:
+    """The command ``name`` that writes the files ``files_of`` makes into ``name/`` (or
+    ``--out``), or with ``--check`` compares them; ``what`` is one of them in its help."""
+    return Command(
+        name,
+        help=help,
+        description="Exit 0 when written (or, with --check, current), 1 when --check finds "
+        f"a stale or missing {what}, 2 on unreadable definitions.",
+        arguments=lambda command: _arguments(command, name),
+        run=lambda args, parsers: _generate(name, args, lambda specs: files_of(specs, parsers)),
+    )
+
+
+def _arguments(command: argparse.ArgumentParser, folder: str) -> None:
     command.add_argument(
         "--out", type=Path, default=Path(folder), help=f"where to write (default {folder}/)"
     )
@@ -28,14 +44,11 @@ def add_arguments(command: argparse.ArgumentParser, folder: str) -> None:
     command.add_argument("--spec-dir", type=Path, default=None)
 
 
-def generate(
+def _generate(
     what: str,
     args: argparse.Namespace,
     files_of: Callable[[Sequence[MachineSpec]], Mapping[str, str]],
 ) -> int:
-    """Command ``what``: the files ``files_of`` makes of the definitions (by their path in
-    the directory), written into ``args.out`` or, with ``args.check``, compared with it
-    (exit 1 if one is stale)."""
     from machines.render.files import sync
 
     out: Path = args.out
