@@ -13,6 +13,7 @@ import pytest
 
 import machines
 from machines import cli
+from machines.cli import check as check_command
 from machines.cli import main
 
 ROOT = Path(machines.__file__).resolve().parent.parent
@@ -188,7 +189,7 @@ def test_ctrl_c_exits_130_without_a_traceback(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "check", interrupted)
+    monkeypatch.setattr(check_command, "check", interrupted)
     try:
         code = main(["check", "--max-nodes", "2"])
     except KeyboardInterrupt:

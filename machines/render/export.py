@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from machines.render import to_dot, to_mermaid
+from machines.render.dot import to_dot
+from machines.render.mermaid import to_mermaid
 from machines.spec import Clause, MachineSpec
-from machines.store.ddl import sqlite_schema
-from machines.store.ddl_postgres import postgres_schema
 
 FORMATS = ("json", "sql", "postgresql", "mermaid", "dot")
 
@@ -142,11 +141,18 @@ def _clauses(clauses: tuple[Clause, ...]) -> list[dict[str, Any]]:
 
 
 def export(spec: MachineSpec, fmt: str) -> str:
+    """``spec`` in format ``fmt`` (one of ``FORMATS``). The schema writers are imported by
+    the format that needs them: ``machines --help`` reads ``FORMATS`` and should not load
+    the stores."""
     if fmt == "json":
         return json.dumps(as_json(spec), indent=2) + "\n"
     if fmt == "sql":
+        from machines.store.ddl import sqlite_schema
+
         return sqlite_schema(spec)
     if fmt == "postgresql":
+        from machines.store.ddl_postgres import postgres_schema
+
         return postgres_schema(spec)
     if fmt == "mermaid":
         return to_mermaid(spec)

@@ -20,6 +20,7 @@ from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.loader import load
+from machines.store.arguments import check_key, text
 from machines.store.memory import MemoryStore
 from machines.store.records import (
     RecordExists,
@@ -29,8 +30,6 @@ from machines.store.records import (
     StoreError,
     Transaction,
     UnstorableData,
-    check_key,
-    text,
 )
 from machines.store.sqlite import SQLiteStore
 

@@ -18,6 +18,15 @@ from typing import Any
 
 from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
+from machines.store.arguments import (
+    check_due,
+    check_insert,
+    check_key,
+    check_move,
+    check_update,
+    decide_move,
+    spec_for,
+)
 from machines.store.records import (
     OneWriteTransactions,
     Row,
@@ -25,17 +34,10 @@ from machines.store.records import (
     StoreError,
     as_read,
     check_annotations,
-    check_due,
-    check_insert,
-    check_key,
-    check_move,
-    check_update,
-    decide_move,
     decode,
     encode,
     ended,
     same_entity,
-    spec_for,
 )
 
 _Stored = tuple[Row, str]  # a row and the JSON text of its data, which every read decodes

@@ -13,23 +13,25 @@ from typing import Any, Protocol
 
 from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
-from machines.store.names import name
-from machines.store.records import (
-    Row,
-    StaleWrite,
-    StoreError,
-    check_annotations,
+from machines.store.arguments import (
     check_due,
     check_insert,
     check_key,
     check_move,
     check_update,
     decide_move,
+    spec_for,
+)
+from machines.store.names import name
+from machines.store.records import (
+    Row,
+    StaleWrite,
+    StoreError,
+    check_annotations,
     decode,
     encode,
     ended,
     same_entity,
-    spec_for,
 )
 
 

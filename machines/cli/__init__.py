@@ -1,0 +1,151 @@
+"""The ``machines`` command line: one module per command (``check``, ``export``,
+``mutate``, ``explore``, ``audit``, ``diagrams``, ``docs``), each a ``Command`` that adds
+its arguments and runs; here the parser made of them and ``main``, which turns every
+failure into a one-line message and an exit code. Nothing in the package imports it."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from machines.cli import audit, check, diagrams, docs, explore, export, mutate
+from machines.cli.command import Parsers, problem, shown
+from machines.errors import MachinesError
+
+if TYPE_CHECKING:
+    from machines.render.site import SiteFacts
+    from machines.spec import MachineSpec
+
+COMMANDS = (
+    check.COMMAND,
+    export.COMMAND,
+    mutate.COMMAND,
+    explore.COMMAND,
+    audit.COMMAND,
+    diagrams.COMMAND,
+    docs.COMMAND,
+)
+"""Every command, in the order ``machines --help`` lists them: a new command is a module
+with its ``COMMAND``, named here."""
+
+HELP_WIDTH = 100
+"""Help is wrapped at a fixed width, so the generated CLI page is the same everywhere."""
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: the shell's code for a process ended by SIGINT (128 + 2)."""
+
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output went away (``machines check | head``): the shell's code for a
+process ended by SIGPIPE (128 + 13), as other command-line tools end."""
+
+EPILOG = (
+    "Exit codes: 0 when all is well, 1 when a check finds a problem, 2 on a bad argument or "
+    f"unreadable input, {EXIT_INTERRUPTED} when interrupted (Ctrl-C), {EXIT_BROKEN_PIPE} "
+    "when the output pipe closed early."
+)
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=HELP_WIDTH)
+
+
+def build_parser() -> Parsers:
+    """The ``machines`` parser and each command's own (for the generated CLI page)."""
+    parser = argparse.ArgumentParser(
+        prog="machines",
+        description="Formally tested state machine definitions for side effects.",
+        epilog=EPILOG,
+        formatter_class=_formatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.arguments(
+            commands.add_parser(
+                command.name,
+                help=command.help,
+                description=command.description,
+                formatter_class=_formatter,
+            )
+        )
+    return parser, dict(commands.choices)
+
+
+def site_facts(specs: Sequence[MachineSpec]) -> SiteFacts:
+    """What the site says beyond the definitions (``docs.facts``), every command's help
+    among it."""
+    return docs.facts(specs, build_parser())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. Every failure ends in a one-line message and exit
+    2 (or the codes of ``EPILOG``), never in a traceback: a typed error of the package or
+    an operating-system error is reported with what it names, and argparse refuses bad
+    arguments with its usage line."""
+    parsers = build_parser()
+    parser = parsers[0]
+    arguments = _arguments(parser, argv)
+    _tolerate_unencodable(sys.stdout)
+    args = parser.parse_args(arguments)
+    try:
+        code = _reported(parsers, args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:  # from the output or from a message about a failure
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _reported(parsers: Parsers, args: argparse.Namespace) -> int:
+    """The command run, with Ctrl-C and every error it may raise told in one line of
+    stderr."""
+    command = next(c for c in COMMANDS if c.name == args.command)
+    try:
+        return command.run(args, parsers)
+    except BrokenPipeError:
+        raise
+    except KeyboardInterrupt:
+        print(f"machines {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (MachinesError, OSError) as exc:
+        print(f"machines {args.command}: {problem(exc)}", file=sys.stderr)
+        return 2
+
+
+def _arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> list[str]:
+    """The command line, refused (exit 2) if an argument is not one a shell can pass: not
+    a string, a NUL character, or text no file name can hold (a lone surrogate)."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    for number, argument in enumerate(arguments, start=1):
+        if not isinstance(argument, str):
+            parser.error(f"argument {number} is a {type(argument).__name__}, not a string")
+        if "\x00" in argument:
+            parser.error(f"argument {number} ({shown(argument)}) holds a NUL character")
+        try:
+            os.fsencode(argument)
+        except UnicodeEncodeError:
+            parser.error(
+                f"argument {number} ({shown(argument)}) holds a lone surrogate, which no "
+                "file name or text can hold"
+            )
+    return arguments
+
+
+def _tolerate_unencodable(stream: TextIO) -> None:
+    """Let ``stream`` print any text (a file name of undecodable bytes, echoed back) by
+    escaping what its encoding cannot hold, instead of raising in the middle of a report."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still
+    buffered does not fail again on the closed pipe (the recipe of Python's signal docs)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test's capture): nothing to flush into a pipe
