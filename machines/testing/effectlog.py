@@ -56,6 +56,7 @@ from machines.store import open_store
 from machines.store.records import Row
 from machines.systems.effectlog import EffectLog
 from machines.systems.exactly_once import not_sent
+from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.effectlog_oracle import Attempt, Observer
@@ -66,7 +67,7 @@ from machines.testing.effectlog_rules import (
     Told,
     told_kind,
 )
-from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
+from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.verdict import Move, RuleBroken
 
 __all__ = [

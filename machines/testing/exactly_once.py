@@ -47,10 +47,11 @@ from machines.jsonvalue import describe
 from machines.loader import load
 from machines.store import open_store
 from machines.systems.exactly_once import ExactlyOnce, not_sent
+from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.exactly_once_oracle import RULES, CallSeen, Oracle, StopRun, Told
-from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
+from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.verdict import Move, RuleBroken
 
 __all__ = [

@@ -50,9 +50,10 @@ from machines.systems.transfer import (
     SubmitAnswer,
     TransferEngine,
 )
+from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, AdapterContractError, check_adapter
 from machines.testing.coverage import Coverage
-from machines.testing.faults import Fault, FaultyStore, SimulatedCrash, Specs, StoreWatch
+from machines.testing.faults import Fault, SimulatedCrash
 from machines.testing.transfer_oracle import RULES, EngineHistory, Ledger
 from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
 from machines.testing.verdict import Move, RuleBroken

@@ -32,7 +32,7 @@ from machines.invariants import check_invariants, snapshot
 from machines.loader import load
 from machines.store import open_store
 from machines.systems import ExactlyOnce, not_sent
-from machines.testing.faults import append_durably
+from machines.testing._harness.durable import append_durably
 
 
 class _Refused(Exception):

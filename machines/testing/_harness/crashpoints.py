@@ -27,7 +27,8 @@ from machines.invariants import check_invariants, snapshot
 from machines.loader import load
 from machines.store import BUNDLED, Store, open_store
 from machines.store.records import Transaction
-from machines.testing.faults import WRITES, append_durably
+from machines.testing._harness.durable import append_durably
+from machines.testing._harness.stores import WRITES
 
 CRASHED = 86
 """The exit status of a child killed at its boundary."""
