@@ -51,7 +51,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from machines.errors import MachinesError, storable_text
 from machines.jsonvalue import describe
-from machines.loader import load
 from machines.store import open_store
 from machines.store.records import Row
 from machines.systems.effectlog import EffectLog
@@ -68,7 +67,7 @@ from machines.testing.effectlog_rules import (
     told_kind,
 )
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "CALLS",
@@ -281,7 +280,7 @@ class EffectLogSuite(RuleBasedStateMachine):
         check_adapter(adapter, EffectLogAdapter)
         self.adapter = adapter
         self.seen = Observer(CALLS)
-        self.judge = load("effect")  # the bundled definition, whatever the log runs on
+        self.judge = bundled("effect")  # the bundled definition, whatever the log runs on
         self.counter = 0
 
     # -- calls ---------------------------------------------------------------------------

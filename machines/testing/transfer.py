@@ -39,7 +39,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from machines.errors import MachinesError
-from machines.loader import load
 from machines.store import open_store
 from machines.store.records import StoreError
 from machines.systems.transfer import (
@@ -56,7 +55,7 @@ from machines.testing.coverage import Coverage
 from machines.testing.faults import Fault, SimulatedCrash
 from machines.testing.transfer_oracle import RULES, EngineHistory, Ledger
 from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "ENGINES",
@@ -83,7 +82,6 @@ LIVE = 2  # requests in progress at once; a new one is submitted when one ends
 REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))
 ENGINES = ("engine-a", "engine-b")
 SUBMIT_TIMEOUT = 60.0
-_REQUEST_SPEC = load("request")
 
 
 def plan_node(
@@ -619,14 +617,14 @@ class TransferSuite(RuleBasedStateMachine):
 
     def _live(self) -> list[str]:
         """Requests not yet in a terminal state (all of them once every one ended)."""
-        live = [r for r in self.plans if not _REQUEST_SPEC.is_terminal(self._state(r))]
+        live = [r for r in self.plans if not bundled("request").is_terminal(self._state(r))]
         return live or list(self.plans)
 
     def _state(self, request: str) -> str:
         found = self.adapter.request_state(request)
         if found is None:
             self.ledger.broken("request-kept", request, "the adapter no longer knows it")
-            return _REQUEST_SPEC.initial
+            return bundled("request").initial
         return found
 
     def _pick(self, data: st.DataObject, running: bool = False) -> str:
@@ -775,7 +773,8 @@ class TransferSuite(RuleBasedStateMachine):
         rules Hypothesis' swarm testing left enabled in it."""
         self.adapter.advance_clock(wait)
         request = self._pick(data, running=True)
-        if _REQUEST_SPEC.is_terminal(self._state(request)) and len(self.plans) < len(REQUEST_IDS):
+        ended = bundled("request").is_terminal(self._state(request))
+        if ended and len(self.plans) < len(REQUEST_IDS):
             request = self._submit(data.draw(st.sampled_from(sorted(PLANS)), label="plan"))
         if self._state(request) in LIFECYCLE:
             self._approve(request, "executing")

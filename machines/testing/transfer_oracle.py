@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machines.errors import message_of
-from machines.loader import load
 from machines.spec import MachineSpec, Transition
-from machines.testing.verdict import Move, RuleBroken, moves_of
+from machines.testing.verdict import Move, RuleBroken, bundled, moves_of
 from machines.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
 
 RULES: Mapping[str, str] = {
@@ -162,8 +161,8 @@ class Judge:
     """Legal chains of the bundled ``request`` and ``node`` definitions."""
 
     def __init__(self) -> None:
-        self.request: MachineSpec = load("request")
-        self.node: MachineSpec = load("node")
+        self.request = bundled("request")
+        self.node = bundled("node")
         self.releases = self._tagged(self.request, RELEASES_RESERVATION)
         self.consumes = self._tagged(self.request, CONSUMES_RESERVATION)
         self.edges: dict[str, dict[tuple[str, str, str], list[Transition]]] = {}

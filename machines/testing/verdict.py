@@ -4,16 +4,25 @@ of a history an implementation exposes against a definition.
 Each suite has its own rules (``RULES`` in its module) but reports them the same way: a
 ``RuleBroken`` whose message starts with the rule's short stable name, so a user's CI can
 tell one broken promise from another. A history is judged against the definition the suite
-was given (the bundled one), never against the one the implementation runs on.
+was given (the bundled one, ``bundled``), never against the one the implementation runs on.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from machines.errors import MachinesError, message_of
+from machines.loader import load
 from machines.spec import MachineSpec
+
+
+@functools.cache
+def bundled(name: str) -> MachineSpec:
+    """The bundled definition ``name``, the published promise a suite judges by: loaded at
+    first use, never when a module of ``machines.testing`` is imported, then kept."""
+    return load(name)
 
 
 class RuleBroken(AssertionError):

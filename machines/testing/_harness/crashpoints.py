@@ -24,11 +24,11 @@ from typing import Any
 
 from machines.errors import MachinesError
 from machines.invariants import check_invariants, snapshot
-from machines.loader import load
 from machines.store import BUNDLED, Store, open_store
 from machines.store.records import Transaction
 from machines.testing._harness.durable import append_durably
 from machines.testing._harness.stores import WRITES
+from machines.testing.verdict import bundled
 
 CRASHED = 86
 """The exit status of a child killed at its boundary."""
@@ -172,7 +172,7 @@ def enumerate_crash_points(
     manager ``fresh_url()``) until a run finishes without reaching the boundary; judge
     each, and the finished run too (its process ends right after answering). Returns one
     ``CrashPoint`` per boundary crashed, plus that last one."""
-    judge = {name: load(name) for name in BUNDLED}
+    judge = {name: bundled(name) for name in BUNDLED}
     context = multiprocessing.get_context("fork")
     points: list[CrashPoint] = []
     for crash_at in range(1, limit + 1):

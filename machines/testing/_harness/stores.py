@@ -14,12 +14,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from machines.invariants import Snapshot, check_invariants, snapshot
-from machines.loader import load
 from machines.spec import MachineSpec
 from machines.store import BUNDLED, Store
 from machines.store.records import StoreError, Transaction
 from machines.testing.coverage import Coverage
 from machines.testing.faults import Fault, SimulatedCrash
+from machines.testing.verdict import bundled
 
 Specs = Mapping[str, MachineSpec] | None
 """The specs a reference system runs on (None: the bundled ones)."""
@@ -97,7 +97,7 @@ class StoreWatch:
         self.store = store
         self.coverage = coverage
         self.previous: Snapshot | None = None
-        self.judge = {name: load(name) for name in store.specs() if name in BUNDLED}
+        self.judge = {name: bundled(name) for name in store.specs() if name in BUNDLED}
 
     def check(self, runs: Mapping[tuple[str, str], int] | None = None) -> list[str]:
         """Every breach, described; ``runs``: (machine, key) -> upstream runs observed."""
