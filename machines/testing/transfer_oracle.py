@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machines.errors import message_of
-from machines.spec import MachineSpec, Transition
-from machines.testing.verdict import Move, RuleBroken, bundled, moves_of
+from machines.spec import MachineSpec
+from machines.testing.verdict import Move, RuleBroken, bundled, chain_break, moves_of
 from machines.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
 
 RULES: Mapping[str, str] = {
@@ -165,11 +165,6 @@ class Judge:
         self.node = bundled("node")
         self.releases = self._tagged(self.request, RELEASES_RESERVATION)
         self.consumes = self._tagged(self.request, CONSUMES_RESERVATION)
-        self.edges: dict[str, dict[tuple[str, str, str], list[Transition]]] = {}
-        for spec in (self.request, self.node):
-            edges = self.edges[spec.name] = {}
-            for t in spec.transitions:
-                edges.setdefault((t.source, t.trigger, t.dest), []).append(t)
         self.gives_up = frozenset(
             name
             for name, state in self.node.states.items()
@@ -180,8 +175,8 @@ class Judge:
     def _tagged(spec: MachineSpec, tag: str) -> frozenset[str]:
         return frozenset(name for name, state in spec.states.items() if tag in state.tags)
 
+    @staticmethod
     def illegal(
-        self,
         spec: MachineSpec,
         moves: Sequence[Move],
         context: Mapping[str, str],
@@ -189,16 +184,13 @@ class Judge:
     ) -> str | None:
         """Why ``moves`` is not a legal chain of ``spec`` (guards judged only on the
         variables in ``context``), or None; the first ``judged`` moves are known good."""
-        at = moves[judged - 1].dest if judged else spec.initial
-        edges = self.edges[spec.name]
-        for number, move in enumerate(moves[judged:], judged + 1):
-            if move.source != at:
-                return f"move #{number} ({move}) starts from {move.source}, not {at}"
-            edge = edges.get((move.source, move.trigger, move.dest), ())
-            if not any(move.actor in t.actors and t.admits(context) for t in edge):
-                return f"move #{number} ({move}) is not an edge of the bundled '{spec.name}'"
-            at = move.dest
-        return None
+        found = chain_break(moves, spec, context, judged=judged, observed=True)
+        if found is None:
+            return None
+        number, move, at, how, _, _ = found
+        if how == "disconnected":
+            return f"move #{number} ({move}) starts from {move.source}, not {at}"
+        return f"move #{number} ({move}) is not an edge of the bundled '{spec.name}'"
 
 
 class Ledger:

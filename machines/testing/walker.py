@@ -35,7 +35,7 @@ from machines.loader import load
 from machines.spec import MachineSpec
 from machines.store import BUNDLED
 from machines.testing.coverage import Coverage
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.verdict import Move, RuleBroken, chain_break
 
 UNKNOWN_TRIGGER = "teleport"
 STRANGER = "stranger"
@@ -196,18 +196,21 @@ def spec_walker(
             seqs = [e.seq for e in events]
             if seqs != list(range(1, len(events) + 1)):
                 raise RuleBroken(CHAIN, f"the history is numbered {seqs}")
-            state = self.start
-            for move, context in recorded:
-                if move.source != state:
-                    raise RuleBroken(CHAIN, f"{move} does not start at '{state}'")
-                if judging.is_terminal(state):
-                    raise RuleBroken(TERMINAL, f"{move} left '{state}'")
-                allowed = _answer(
-                    lambda m=move, c=context: judging.step(m.source, m.trigger, actor=m.actor, **c)
+            moves = [move for move, _ in recorded]
+            found = chain_break(
+                moves, judging, [c for _, c in recorded], start=self.start, terminal=True
+            )
+            if found is not None:
+                _, move, at, how, legal, refusal = found
+                if how == "disconnected":
+                    raise RuleBroken(CHAIN, f"{move} does not start at '{at}'")
+                if how == "terminal":
+                    raise RuleBroken(TERMINAL, f"{move} left '{at}'")
+                allowed = (
+                    ("moved", legal) if refusal is None else ("refused", type(refusal).__name__)
                 )
-                if allowed != ("moved", move.dest):
-                    raise RuleBroken(CHAIN, f"{move} is not legal: {allowed}")
-                state = move.dest
+                raise RuleBroken(CHAIN, f"{move} is not legal: {allowed}")
+            state = moves[-1].dest if moves else self.start
             if not self.entity.state == state == self.state:
                 raise RuleBroken(
                     CHAIN, f"the entity is in '{self.entity.state}', its history ends in '{state}'"
