@@ -1,10 +1,11 @@
 """The reference systems' store, instrumented: faults injected into it, invariants over it.
 
-``FaultyStore`` wraps any store so the next write (insert, move or update) can fail the
-way a database fails (``StoreError``) or the way a process dies (``SimulatedCrash``, which
-no ``except Exception`` catches, so nothing after it runs, not even a park).
-``StoreWatch`` snapshots a reference system's store after every step, checks the named
-invariants against the previous snapshot, and records the edges the histories took.
+``WatchedStore`` wraps a store and sees every write coming (the crash-point harness counts
+them). ``FaultyStore`` makes the next write (insert, move or update) fail the way a
+database fails (``StoreError``) or the way a process dies (``SimulatedCrash``, which no
+``except Exception`` catches, so nothing after it runs, not even a park). ``StoreWatch``
+snapshots a reference system's store after every step, checks the named invariants
+against the previous snapshot, and records the edges the histories took.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ WRITES = frozenset({"insert", "move", "update"})
 """The methods of a transaction that write."""
 
 
-class FaultyStore:
-    """Wraps a store; the next write of any transaction can be made to fail or to die."""
+class WatchedStore:
+    """Wraps a store and sees every write coming: ``before_write`` runs just before each
+    (insert, move, update), ``before_commit`` as a transaction is about to commit, and
+    ``after_commit`` once it (or a write outside one) committed. Each does nothing here."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self.url = store.url
-        self.pending: Fault | None = None
 
     def specs(self) -> Any:
         return self._store.specs()
@@ -41,23 +43,70 @@ class FaultyStore:
     def close(self) -> None:
         self._store.close()
 
+    def before_write(self, name: str) -> None:
+        """Write ``name`` is about to happen."""
+
+    def before_commit(self, wrote: bool) -> None:
+        """The transaction under way commits next; ``wrote``: whether it wrote."""
+
+    def after_commit(self) -> None:
+        """A commit just happened."""
+
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        """A transaction of the wrapped store. Its commit counts as a write when it wrote:
-        a fault armed after its last write (from a callback fired inside it) fails it."""
         with self._store.transaction() as tx:
-            faulty = _FaultyTransaction(tx, self)
-            yield faulty
-            if faulty.wrote:
-                self.maybe_fail()
+            watched = _WatchedTransaction(tx, self)
+            yield watched
+            self.before_commit(watched.wrote)
+        self.after_commit()
 
     def insert(self, *args: Any, **kwargs: Any) -> Any:
-        self.maybe_fail()
-        return self._store.insert(*args, **kwargs)
+        self.before_write("insert")
+        found = self._store.insert(*args, **kwargs)
+        self.after_commit()
+        return found
 
     def move(self, *args: Any, **kwargs: Any) -> Any:
+        self.before_write("move")
+        moved = self._store.move(*args, **kwargs)
+        self.after_commit()
+        return moved
+
+
+class _WatchedTransaction:
+    def __init__(self, tx: Transaction, owner: WatchedStore) -> None:
+        self._tx = tx
+        self._owner = owner
+        self.wrote = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._tx, name)
+        if name not in WRITES:
+            return attribute
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            self._owner.before_write(name)
+            self.wrote = True
+            return attribute(*args, **kwargs)
+
+        return write
+
+
+class FaultyStore(WatchedStore):
+    """Wraps a store; the next write of any transaction can be made to fail or to die. A
+    commit counts as a write when its transaction wrote: a fault armed after its last write
+    (from a callback fired inside it) fails it."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.pending: Fault | None = None
+
+    def before_write(self, name: str) -> None:
         self.maybe_fail()
-        return self._store.move(*args, **kwargs)
+
+    def before_commit(self, wrote: bool) -> None:
+        if wrote:
+            self.maybe_fail()
 
     def maybe_fail(self) -> None:
         """Fail (or die) here if a fault is pending: just before a write."""
@@ -66,25 +115,6 @@ class FaultyStore:
             raise StoreError("injected: the database went away mid-write")
         if how == "crash":
             raise SimulatedCrash()
-
-
-class _FaultyTransaction:
-    def __init__(self, tx: Transaction, owner: FaultyStore) -> None:
-        self._tx = tx
-        self._owner = owner
-        self.wrote = False
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._tx, name)
-        if name in WRITES:
-
-            def write(*args: Any, **kwargs: Any) -> Any:
-                self._owner.maybe_fail()
-                self.wrote = True
-                return attribute(*args, **kwargs)
-
-            return write
-        return attribute
 
 
 class StoreWatch:
