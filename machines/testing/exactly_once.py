@@ -49,7 +49,8 @@ from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
-from machines.testing.exactly_once_oracle import RULES, CallSeen, Oracle, StopRun, Told
+from machines.testing.exactly_once_oracle import CallSeen, Oracle, StopRun, Told
+from machines.testing.exactly_once_rules import RULES
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.verdict import Move, RuleBroken, bundled
 
@@ -74,8 +75,7 @@ runs revisit a key after it was parked, decided or reclaimed."""
 LEASE = 30.0
 """The longest lease the suite assumes: past it (on the adapter's clock) a holder is gone."""
 MACHINE = "outcome"
-"""The machine of the histories the suite judges (by the bundled definition, whatever the
-executor runs on)."""
+"""Histories are judged by its bundled definition, whatever the executor runs on."""
 
 
 class Behaviour(enum.Enum):
