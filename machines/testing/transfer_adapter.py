@@ -2,9 +2,10 @@
 engine behind it (``ReferenceTransfer``: two ``TransferEngine`` instances on one store).
 
 Every method of the contract is required: a subclass missing one fails at its ``class``
-statement, naming it and its duty. The reference adapter's store is a ``FaultyStore`` (a
-write fails or the process dies on demand) that announces every committed change of a
-request's reservation to the venue, as a limits service would hear of it.
+statement, naming it and its duty. The reference engines run on a ``FaultyStore`` (a write
+fails or the process dies on demand), seen through a wrapper that announces every
+committed change of a request's reservation to the venue, as a limits service would hear
+of it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from machines.testing.transfer_venue import Venue
 from machines.testing.verdict import Move
 
 ENGINES = ("engine-a", "engine-b")
+"""The engine instances the suite steps: they share one storage and step the same requests."""
 SUBMIT_TIMEOUT = 60.0
+"""Seconds after which a submit that never reported back must be declared unknown."""
 
 
 class TransferAdapter(Adapter):

@@ -4,7 +4,8 @@ of a history an implementation exposes against a definition.
 Each suite has its own rules (``RULES`` in its module) but reports them the same way: a
 ``RuleBroken`` whose message starts with the rule's short stable name, so a user's CI can
 tell one broken promise from another. A history is judged against the definition the suite
-was given (the bundled one, ``bundled``), never against the one the implementation runs on.
+was given (the bundled one, ``bundled``), never against the one the implementation runs on,
+by one chain judge (``chain_break``) that every suite and the walker share.
 """
 
 from __future__ import annotations
