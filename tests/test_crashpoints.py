@@ -16,7 +16,7 @@ from machines.errors import MachinesError
 from machines.store import Store
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
 from machines.systems.transfer import ObserveAnswer, PlanNode, PrepareAnswer, SubmitAnswer
-from machines.testing.crashpoints import CrashingStore, Scenario, enumerate_crash_points
+from machines.testing._harness.crashpoints import CrashingStore, Scenario, enumerate_crash_points
 from tests.conftest import postgres_schema
 
 BEFORE, AFTER = 1_000.0, 2_000.0  # the restarted worker comes after every lease expired

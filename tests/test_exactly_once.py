@@ -24,7 +24,8 @@ from machines.errors import (
 )
 from machines.store import Store, open_store
 from machines.systems import ExactlyOnce, Verdict, not_sent
-from machines.testing.faults import FaultyStore, SimulatedCrash
+from machines.testing._harness.stores import FaultyStore
+from machines.testing.faults import SimulatedCrash
 from tests.conftest import FakeClock
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from machines.testing.races import check, race
+from machines.testing._harness.races import check, race
 from tests.conftest import postgres_schema
 
 

@@ -48,7 +48,8 @@ LAYERS = "The layers, one way down"
 ACYCLIC = "No import cycles"
 RENDER = "Rendering takes plain data"
 COMMANDS = "The commands are independent"
-CONTRACTS = (LAYERS, ACYCLIC, RENDER, COMMANDS)
+HARNESS = "The suites' private harnesses"
+CONTRACTS = (LAYERS, ACYCLIC, RENDER, COMMANDS, HARNESS)
 
 
 @pytest.mark.parametrize(
@@ -67,6 +68,8 @@ CONTRACTS = (LAYERS, ACYCLIC, RENDER, COMMANDS)
         ("stray.py", "machines.errors", {LAYERS}),
         # one command reaching into another
         ("cli/check.py", "machines.cli.explore", {COMMANDS}),
+        # a command using the suites' private crash harness
+        ("cli/mutate.py", "machines.testing._harness.crashpoints", {HARNESS}),
     ],
 )
 def test_a_broken_import_contract_fails(

@@ -6,6 +6,9 @@ same tests with twenty times the examples."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,3 +243,42 @@ def test_the_transfer_suite_finds_the_seeds_own_hazard_under_qtg_v3(
         run_state_machine_as_test(
             OnSeedRules, settings=settings(HUNT, derandomize=True, max_examples=600)
         )
+
+
+# -- importing the suites ---------------------------------------------------------------------
+
+IMPORT_EVERY_SUITE = """
+import importlib, pkgutil, sys
+
+opened = []
+sys.addaudithook(
+    lambda event, args: opened.append(str(args[0]))
+    if event == "open" and str(args[0]).endswith((".yaml", ".yml"))
+    else None
+)
+import machines.testing
+
+for module in pkgutil.walk_packages(machines.testing.__path__, "machines.testing."):
+    importlib.import_module(module.name)
+print(len(opened), opened)
+from machines.testing.verdict import bundled
+
+bundled("outcome")  # the hook sees a definition read (so a silent hook cannot pass)
+print(len(opened))
+"""
+
+
+def test_importing_the_suites_reads_no_definition() -> None:
+    """issue 15: importing ``machines.testing`` and every module below it reads no
+    definition file (a suite judges by the bundled definitions, loaded at first use)."""
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_EVERY_SUITE],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(machines.__file__).parent.parent)},
+    )
+    lines = done.stdout.splitlines()
+    assert lines[:1] == ["0 []"], done.stdout + done.stderr
+    assert done.returncode == 0, done.stderr
+    assert int(lines[1]) > 0

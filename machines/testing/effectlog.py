@@ -51,11 +51,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from machines.errors import MachinesError, storable_text
 from machines.spec.jsonvalue import describe
-from machines.spec.loader import load
 from machines.store import open_store
 from machines.store.records import Row
 from machines.systems.effectlog import EffectLog
 from machines.systems.exactly_once import not_sent
+from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.effectlog_oracle import Attempt, Observer
@@ -66,8 +66,8 @@ from machines.testing.effectlog_rules import (
     Told,
     told_kind,
 )
-from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.faults import Fault, NotSent, SimulatedCrash
+from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "CALLS",
@@ -280,7 +280,7 @@ class EffectLogSuite(RuleBasedStateMachine):
         check_adapter(adapter, EffectLogAdapter)
         self.adapter = adapter
         self.seen = Observer(CALLS)
-        self.judge = load("effect")  # the bundled definition, whatever the log runs on
+        self.judge = bundled("effect")  # the bundled definition, whatever the log runs on
         self.counter = 0
 
     # -- calls ---------------------------------------------------------------------------

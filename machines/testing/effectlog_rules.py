@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from machines.errors import MachinesError
+from machines.spec.registry import judged_by
 from machines.systems.effectlog import (
     EffectAwaitingApproval,
     EffectClosed,
@@ -22,52 +23,7 @@ from machines.systems.effectlog import (
 )
 from machines.testing.faults import NotSent, SimulatedCrash
 
-RULES: Mapping[str, str] = {
-    "at-most-once": (
-        "a signature takes effect upstream at most once, ever: its tool never runs again "
-        "after it was sent; only an error that proves nothing was sent frees it"
-    ),
-    "approval": (
-        "an irreversible call runs only right after a human approved it, once per approval, "
-        "and never after a rejection"
-    ),
-    "replay": (
-        "once a caller is told a result, every later caller gets that very result and "
-        "nothing runs; no caller gets a result that no run returned"
-    ),
-    "unknown-stays-unknown": (
-        "a call whose outcome is unknown is never run again nor answered with a result; "
-        "only the saga may compensate it"
-    ),
-    "cancelled-stays-unknown": (
-        "a caller cancelled or interrupted inside the tool leaves the effect unknown: never "
-        "free to run again, never answered with a result"
-    ),
-    "saga-newest-first": "the saga undoes a session's effects newest first",
-    "saga-only-unknown": (
-        "the saga undoes only its own session's effects whose outcome is unknown (never a "
-        "committed one, never one that did not take effect)"
-    ),
-    "saga-once": "the saga undoes each effect at most once, ever",
-    "saga-completes": (
-        "a saga that returns has undone every unknown effect of its session that has a compensation"
-    ),
-    "history-chain": (
-        "the history the log exposes is a legal chain of the bundled 'effect' definition "
-        "and is only ever appended to"
-    ),
-    "history-agrees": "the state the exposed history ends in agrees with what the suite saw",
-    "told-truth": "every answer a caller gets is explained by what happened in the call",
-    "decisions": (
-        "the log accepts a human decision only on an irreversible call that waits for "
-        "one, and refuses none there"
-    ),
-    "adapter-check": "the adapter's own check() reports no problem",
-    "contract": (
-        "the adapter keeps its contract: it raises only the errors the contract names and "
-        "returns what each method must"
-    ),
-}
+RULES: Mapping[str, str] = judged_by("effect-log suite")
 """Every rule the suite judges by: its stable name (the start of a failure message) and
 what it promises."""
 

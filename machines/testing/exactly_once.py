@@ -44,14 +44,14 @@ from machines.errors import (
     storable_text,
 )
 from machines.spec.jsonvalue import describe
-from machines.spec.loader import load
 from machines.store import open_store
 from machines.systems.exactly_once import ExactlyOnce, not_sent
+from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.exactly_once_oracle import RULES, CallSeen, Oracle, StopRun, Told
-from machines.testing.faults import Fault, FaultyStore, NotSent, SimulatedCrash, Specs, StoreWatch
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.faults import Fault, NotSent, SimulatedCrash
+from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "KEYS",
@@ -74,6 +74,7 @@ runs revisit a key after it was parked, decided or reclaimed."""
 LEASE = 30.0
 """The longest lease the suite assumes: past it (on the adapter's clock) a holder is gone."""
 MACHINE = "outcome"
+"""Histories are judged by its bundled definition, whatever the executor runs on."""
 
 
 class Behaviour(enum.Enum):
@@ -275,9 +276,6 @@ step, so the shrinker cannot delete that step without changing what every later 
 and counterexamples kept a needless leading step (``time_passes(1.0)`` in the earlier
 suite, the simplest rule whose precondition held)."""
 
-_JUDGE = load(MACHINE)
-"""The bundled definition every history is judged by, whatever the executor runs on."""
-
 
 class ExactlyOnceSuite(RuleBasedStateMachine):
     """Subclass and override ``make_adapter`` to test your own executor."""
@@ -329,7 +327,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
                 except Exception as error:
                     oracle.breaks("legal-history", f"history({key!r}) raised {_what(error)}")
                 else:
-                    oracle.history(key, moves, _JUDGE)
+                    oracle.history(key, moves, bundled(MACHINE))
         if oracle.broken is None:
             problems = _problems(self.adapter.check)
             if problems:

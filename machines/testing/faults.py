@@ -1,40 +1,16 @@
-"""What the system suites share: injected faults and the reference systems' own checks.
+"""The faults the system suites inject and an adapter speaks of.
 
-``FaultyStore`` wraps any store so the next write (insert, move or update) can fail the
-way a database fails (``StoreError``) or the way a process dies (``SimulatedCrash``, which
-no ``except Exception`` catches, so nothing after it runs, not even a park).
-``StoreWatch`` snapshots a reference system's store after every step, checks the named
-invariants against the previous snapshot, and records the edges the histories took.
+``Fault`` names how a store write goes wrong when a suite asks for it (``fail_next_write``):
+the way a database fails (``"error"``) or the way a process dies (``"crash"``).
+``SimulatedCrash`` is that death: no ``except Exception`` catches it, so nothing after it
+runs, not even a park. ``NotSent`` is an effect's proof that nothing left the process.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Literal
-
-from machines.checks.invariants import Snapshot, check_invariants, snapshot
-from machines.spec import MachineSpec
-from machines.spec.loader import load
-from machines.store import BUNDLED, Store
-from machines.store.records import StoreError, Transaction
-from machines.testing.coverage import Coverage
+from typing import Literal
 
 Fault = Literal["error", "crash"]
-Specs = Mapping[str, MachineSpec] | None
-"""The specs a reference system runs on (None: the bundled ones)."""
-WRITES = frozenset({"insert", "move", "update"})
-
-
-def append_durably(path: Path, line: str) -> None:
-    """Append one line and fsync it: a record that must outlive the process writing it
-    (an upstream effect's trace, a call history), even if it dies right after."""
-    with path.open("a") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 class NotSent(Exception):
@@ -43,89 +19,3 @@ class NotSent(Exception):
 
 class SimulatedCrash(BaseException):
     """The process dies here: nothing after this point runs (not even a park)."""
-
-
-class FaultyStore:
-    """Wraps a store; the next write of any transaction can be made to fail or to die."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self.url = store.url
-        self.pending: Fault | None = None
-
-    def specs(self) -> Any:
-        return self._store.specs()
-
-    def close(self) -> None:
-        self._store.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """A transaction of the wrapped store. Its commit counts as a write when it wrote:
-        a fault armed after its last write (from a callback fired inside it) fails it."""
-        with self._store.transaction() as tx:
-            faulty = _FaultyTransaction(tx, self)
-            yield faulty
-            if faulty.wrote:
-                self.maybe_fail()
-
-    def insert(self, *args: Any, **kwargs: Any) -> Any:
-        self.maybe_fail()
-        return self._store.insert(*args, **kwargs)
-
-    def move(self, *args: Any, **kwargs: Any) -> Any:
-        self.maybe_fail()
-        return self._store.move(*args, **kwargs)
-
-    def maybe_fail(self) -> None:
-        """Fail (or die) here if a fault is pending: just before a write."""
-        how, self.pending = self.pending, None
-        if how == "error":
-            raise StoreError("injected: the database went away mid-write")
-        if how == "crash":
-            raise SimulatedCrash()
-
-
-class _FaultyTransaction:
-    def __init__(self, tx: Transaction, owner: FaultyStore) -> None:
-        self._tx = tx
-        self._owner = owner
-        self.wrote = False
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._tx, name)
-        if name in WRITES:
-
-            def write(*args: Any, **kwargs: Any) -> Any:
-                self._owner.maybe_fail()
-                self.wrote = True
-                return attribute(*args, **kwargs)
-
-            return write
-        return attribute
-
-
-class StoreWatch:
-    """The named invariants over successive snapshots of one store, plus edge coverage.
-
-    The invariants are judged by the bundled specs (the published promises), not by the
-    specs the store runs: a system run on a broken (mutated) spec must be caught."""
-
-    def __init__(self, store: FaultyStore | Store, coverage: Coverage | None = None) -> None:
-        self.store = store
-        self.coverage = coverage
-        self.previous: Snapshot | None = None
-        self.judge = {name: load(name) for name in store.specs() if name in BUNDLED}
-
-    def check(self, runs: Mapping[tuple[str, str], int] | None = None) -> list[str]:
-        """Every breach, described; ``runs``: (machine, key) -> upstream runs observed."""
-        snap = snapshot(self.store, runs)
-        breaches = check_invariants(self.judge, snap, self.previous)
-        if self.coverage is not None:  # only the events since the previous snapshot
-            before = self.previous.entities if self.previous is not None else {}
-            for key, entity in snap.entities.items():
-                seen = len(before[key].history) if key in before else 0
-                for e in entity.history[seen:]:
-                    self.coverage.record(e.machine, e.source, e.trigger, e.dest)
-        self.previous = snap
-        return [b.describe() for b in breaches]

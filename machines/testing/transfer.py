@@ -27,11 +27,8 @@ with an adapter that implements every method of ``TransferAdapter``.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from hypothesis import event
@@ -39,23 +36,33 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from machines.errors import MachinesError
-from machines.spec.loader import load
-from machines.store import open_store
 from machines.store.records import StoreError
-from machines.systems.transfer import (
-    CALLBACKS,
-    ObserveAnswer,
-    PlanNode,
-    PrepareAnswer,
-    SubmitAnswer,
-    TransferEngine,
+from machines.systems.transfer import PlanNode
+from machines.testing.contract import check_adapter
+from machines.testing.faults import Fault, SimulatedCrash
+from machines.testing.transfer_adapter import (
+    ENGINES,
+    SUBMIT_TIMEOUT,
+    ReferenceTransfer,
+    TransferAdapter,
 )
-from machines.testing.contract import Adapter, AdapterContractError, check_adapter
-from machines.testing.coverage import Coverage
-from machines.testing.faults import Fault, FaultyStore, SimulatedCrash, Specs, StoreWatch
-from machines.testing.transfer_oracle import RULES, EngineHistory, Ledger
-from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.transfer_history import EngineHistory
+from machines.testing.transfer_oracle import RULES, Ledger
+from machines.testing.transfer_scenarios import (
+    BY_NODE_STATE,
+    BY_REQUEST_STATE,
+    LIFECYCLE,
+    NODES,
+    NODES_ACTED_ON_IN,
+    OPERATIONS,
+    PLANS,
+    SCENARIOS,
+    STARTS,
+    Start,
+    plan_node,
+)
+from machines.testing.transfer_venue import AFTER_MEANWHILE, ANSWERS, MEANWHILE, GateDesk, Venue
+from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "ENGINES",
@@ -80,421 +87,6 @@ __all__ = [
 
 LIVE = 2  # requests in progress at once; a new one is submitted when one ends
 REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))
-ENGINES = ("engine-a", "engine-b")
-SUBMIT_TIMEOUT = 60.0
-_REQUEST_SPEC = load("request")
-
-
-def plan_node(
-    name: str, kind: str, side_effect: bool, *after: str, executor: str = "venue"
-) -> dict[str, Any]:
-    """One plan entry: ``plan_node("deposit", "action", True, "withdraw")``."""
-    return {
-        "name": name,
-        "kind": kind,
-        "has_side_effect": side_effect,
-        "executor": executor,
-        "after": list(after),
-    }
-
-
-PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
-    "withdraw": [
-        plan_node("withdraw", "action", True),
-        plan_node("withdraw_observe", "observe", False, "withdraw"),
-    ],
-    "parallel": [
-        plan_node("quote", "observe", False),
-        plan_node("convert", "action", False, "quote"),
-        plan_node("withdraw", "action", True),
-        plan_node("check", "observe", False),
-    ],
-    "branching": [  # a person reviews the quote while the withdrawal runs
-        plan_node("fx_quote", "observe", False),
-        plan_node("withdraw", "action", True),
-        plan_node("manual_review", "action", False, "fx_quote", executor="gate"),
-        plan_node("deposit", "action", True, "manual_review", "withdraw"),
-    ],
-}
-NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
-
-# What the scripted venue may answer; an Exception subclass is raised instead.
-MEANWHILE = "meanwhile"
-"""A twist of every call: the other engine steps the same request while this call is out,
-then the call answers as ``AFTER_MEANWHILE`` says. An engine that does not fence its
-writes (compare-and-set) acts on what it read before: a resend, a rewritten history."""
-AFTER_MEANWHILE = {"prepare": "submit", "submit": "accepted", "observe": "pending"}
-PREPARE: Sequence[str | type[BaseException]] = (
-    "submit",
-    "sign",
-    "retry",
-    RuntimeError,
-    MEANWHILE,
-)
-SUBMIT: Sequence[str | type[BaseException]] = (
-    "accepted",
-    "completed",
-    "failed",
-    "unknown",
-    ConnectionError,
-    SimulatedCrash,
-    MEANWHILE,
-)
-OBSERVE: Sequence[str | type[BaseException]] = (
-    "completed",
-    "failed",
-    "pending",
-    "unknown",
-    TimeoutError,
-    MEANWHILE,
-)
-
-ANSWERS: Mapping[str, Sequence[str | type[BaseException]]] = {
-    "prepare": PREPARE,
-    "submit": SUBMIT,
-    "observe": OBSERVE,
-}
-"""Per venue call, its answers; the first one moves the plan on, the rest are twists."""
-
-
-Callback = Callable[[str, Mapping[str, Any]], None]
-
-
-ENDINGS = frozenset({"request_completed", "request_failed"})
-"""The callbacks that announce a request's end: the process may die right after one."""
-
-
-class Venue:
-    """The world outside the engine, played by the suite: the executor every plan names
-    (``"venue"``: ``prepare``, ``submit``, ``observe``), the desk where operators pass
-    manual gates (``gate``, the executor of ``"gate"`` nodes), the limits service that
-    holds each request's reservation (``reservation``) and the receiver of the engine's
-    callbacks (``callback``, or ``callbacks`` ready for ``TransferEngine``). It answers as
-    Hypothesis draws and writes everything it sees into the suite's ``Ledger``.
-
-    A node handed to ``prepare``/``submit``/``observe`` is anything with ``request_id``
-    and ``name`` attributes (a ``PlanNode`` is one)."""
-
-    def __init__(
-        self,
-        answer: Callable[[str, Any], str | type[BaseException]],
-        ledger: Ledger | None = None,
-        announced: Callable[[], None] | None = None,
-    ) -> None:
-        self.answer = answer
-        self.ledger = ledger if ledger is not None else Ledger()
-        self.announced = announced or (lambda: None)
-        self.gate = GateDesk(self.ledger)
-
-    def _call(self, call: str, node: Any) -> str:
-        request, name = _identify(node, call)
-        self.ledger.venue_call(request, name, call)
-        answer = self.answer(call, node)
-        if isinstance(answer, type):
-            self.ledger.venue_answer(request, name, call, f"{answer.__name__} raised")
-            raise answer(f"scripted {call} fault")
-        self.ledger.venue_answer(request, name, call, answer)
-        return answer
-
-    def prepare(self, node: PlanNode) -> PrepareAnswer:
-        return self._call("prepare", node)  # type: ignore[return-value]
-
-    def submit(self, node: PlanNode) -> SubmitAnswer:
-        return self._call("submit", node)  # type: ignore[return-value]
-
-    def observe(self, node: PlanNode) -> ObserveAnswer:
-        return self._call("observe", node)  # type: ignore[return-value]
-
-    def callback(self, name: str, request_id: str, payload: Mapping[str, Any]) -> None:
-        """The engine fired callback ``name`` (one of ``CALLBACKS``) for ``request_id``."""
-        self.ledger.callback(name, request_id, payload)
-        if name in ENDINGS:
-            self.announced()
-
-    def reservation(self, request_id: str, what: str) -> None:
-        """The engine released (``"released"``) or consumed (``"consumed"``) the
-        reservation ``request_id`` held since it was submitted, and committed that: call
-        it once, after the commit, as the request ends (see ``TransferAdapter``)."""
-        self.ledger.reservation(request_id, what)
-        self.announced()
-
-    @property
-    def callbacks(self) -> dict[str, Callback]:
-        """Every callback name, bound to ``callback``: ``TransferEngine(..., callbacks)``."""
-        return {name: partial(self.callback, name) for name in CALLBACKS}
-
-
-class GateDesk:
-    """The executor of manual gates (``"gate"`` nodes), played by the suite: it passes a
-    gate (``prepare`` -> ``"submit"``, ``submit``/``observe`` -> ``"completed"``) only once an
-    operator's ``complete_manual`` for it was accepted, and refuses (``"failed"``,
-    ``"pending"``) otherwise. Every call is judged (rule ``gate-waits-for-operator``)."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-
-    def _call(self, call: str, node: Any, passed: str, waiting: str) -> str:
-        request, name = _identify(node, call)
-        self.ledger.venue_call(request, name, call, desk=True)
-        return passed if self.ledger.gate_passed(request, name) else waiting
-
-    def prepare(self, node: PlanNode) -> PrepareAnswer:
-        return self._call("prepare", node, "submit", "retry")  # type: ignore[return-value]
-
-    def submit(self, node: PlanNode) -> SubmitAnswer:
-        return self._call("submit", node, "completed", "failed")  # type: ignore[return-value]
-
-    def observe(self, node: PlanNode) -> ObserveAnswer:
-        return self._call("observe", node, "completed", "pending")  # type: ignore[return-value]
-
-
-def _identify(node: Any, call: str) -> tuple[str, str]:
-    request, name = getattr(node, "request_id", None), getattr(node, "name", None)
-    if not isinstance(request, str) or not isinstance(name, str):
-        raise AdapterContractError(
-            f"the engine called venue.{call}() with a {type(node).__name__}; the venue "
-            "needs a node with 'request_id' and 'name' (strings), e.g. a PlanNode"
-        )
-    return request, name
-
-
-class TransferAdapter(Adapter):
-    """What the suite needs from a transfer engine. Every method is required: a subclass
-    missing one fails at its ``class`` statement, naming it and its duty.
-
-    Build the engine in ``TransferSuite.make_adapter(venue)`` so that it calls ``venue``
-    for every plan node whose executor is ``"venue"``, delivers every callback to
-    ``venue.callback(name, request_id, payload)``, and announces the end of every
-    request's reservation to ``venue.reservation(request_id, "released" | "consumed")``
-    once committed (the reservation is held from ``submit``; a real engine tells its
-    limits service here): that is what the suite judges by. An engine that never
-    announces its reservations fails at the first request that ends.
-    Nodes whose executor is ``"gate"`` are manual gates (names start with ``manual_``),
-    passed by the ``complete_manual`` operation, never by the venue; an engine that hands
-    gates to an executor uses ``venue.gate``. Two engine instances (``ENGINES``) share
-    one storage and step the same requests."""
-
-    @abstractmethod
-    def operate(self, request_id: str, operation: str, **arguments: Any) -> None:
-        """Perform one public operation by name on the request, as ``TransferEngine`` names
-        them: ``submit`` (``plan=``), ``validate``, ``request_approval``, ``approve``,
-        ``reject``, ``expire``, ``start``, ``fail_before_start``, ``cancel``, ``resume``,
-        ``confirm_failed``, ``confirm_completed``, ``complete_manual``, ``sign``,
-        ``refuse_signature``, ``retry``, ``skip``, ``reconcile`` (arguments: see
-        ``OPERATIONS``). A refusal raises a ``machines.MachinesError`` (any subclass)
-        having written nothing; a store fault raises what ``fail_next_write`` asked."""
-
-    @abstractmethod
-    def step(self, request_id: str, engine: str) -> None:
-        """Advance the request once as engine instance ``engine`` (one of ``ENGINES``):
-        each node that can move makes at most one move and one venue call."""
-
-    @abstractmethod
-    def request_state(self, request_id: str) -> str | None:
-        """The request's state (a state of the bundled ``request`` definition), or None
-        if the engine does not know the request. Used to choose what to do, never to
-        judge."""
-
-    @abstractmethod
-    def node_states(self, request_id: str) -> dict[str, str]:
-        """The request's nodes: name -> state. Used to choose what to do, never to judge."""
-
-    @abstractmethod
-    def history(self, request_id: str) -> EngineHistory | None:
-        """Every move the engine recorded for the request and each of its nodes, oldest
-        first (``EngineHistory`` of ``Move``), judged as legal chains of the bundled
-        ``request`` and ``node`` definitions. Return None if the engine keeps no history:
-        the suite then cannot judge it (nor see a node given up before its request ends)."""
-
-    @abstractmethod
-    def fingerprint(self) -> object:
-        """Anything that changes whenever the engine writes (a dump of its storage, or a
-        write counter): a refused operation must leave it equal."""
-
-    @abstractmethod
-    def advance_clock(self, seconds: float) -> None:
-        """Move the engine's clock on; past ``SUBMIT_TIMEOUT`` a submit that never reported
-        back must be declared unknown, never resent."""
-
-    @abstractmethod
-    def fail_next_write(self, how: Fault | None) -> None:
-        """Make the engine's next storage write raise ``StoreError`` (``"error"``) or die
-        with ``SimulatedCrash`` (``"crash"``), nothing of it written; None clears. An
-        engine without a storage to break writes an explicit no-op: the suite then cannot
-        test what a crash or a failed write leaves behind."""
-
-    @abstractmethod
-    def check(self) -> list[str]:
-        """The implementation's own consistency checks, each problem described (``[]``
-        when there is nothing to add): an extra, never the oracle."""
-
-
-@dataclass
-class ReferenceTransfer(TransferAdapter):
-    """Two ``TransferEngine`` instances sharing one faulty memory (or given) store."""
-
-    venue: Venue
-    url: str = "memory://"
-    coverage: Coverage | None = None
-    specs: Specs = None
-    now: float = 1_000.0
-    store: FaultyStore = field(init=False)
-    watch: StoreWatch = field(init=False)
-    engines: dict[str, TransferEngine] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.store = FaultyStore(open_store(self.url, self.specs))
-        self.watch = StoreWatch(self.store, self.coverage)
-        announcing = _Reservations(self.store, self.venue)
-        self.engines = {
-            name: TransferEngine(
-                announcing,  # type: ignore[arg-type]
-                {"venue": self.venue, "gate": self.venue.gate},
-                self.venue.callbacks,
-                clock=lambda: self.now,
-                engine_id=name,
-                submit_timeout=SUBMIT_TIMEOUT,
-            )
-            for name in ENGINES
-        }
-
-    def operate(self, request_id: str, operation: str, **arguments: Any) -> None:
-        getattr(self.engines[ENGINES[0]], operation)(request_id, **arguments)
-
-    def step(self, request_id: str, engine: str) -> None:
-        self.engines[engine].step(request_id)
-
-    def request_state(self, request_id: str) -> str | None:
-        with self.store.transaction() as tx:
-            row = tx.get("request", request_id)
-        return None if row is None else row.state
-
-    def node_states(self, request_id: str) -> dict[str, str]:
-        with self.store.transaction() as tx:
-            return {row.data["name"]: row.state for row in tx.scope("node", request_id)}
-
-    def history(self, request_id: str) -> EngineHistory | None:
-        with self.store.transaction() as tx:
-            request = tx.history("request", request_id)
-            nodes = {
-                row.data["name"]: tx.history("node", row.key)
-                for row in tx.scope("node", request_id)
-            }
-        return EngineHistory(
-            [Move(e.source, e.trigger, e.dest, e.actor) for e in request],
-            {
-                name: [Move(e.source, e.trigger, e.dest, e.actor) for e in events]
-                for name, events in nodes.items()
-            },
-        )
-
-    def fingerprint(self) -> object:
-        with self.store.transaction() as tx:
-            return [
-                (row.machine, row.key, row.version, row.data)
-                for machine in self.store.specs()
-                for row in tx.rows(machine)
-            ]
-
-    def advance_clock(self, seconds: float) -> None:
-        self.now += seconds
-
-    def fail_next_write(self, how: Fault | None) -> None:
-        self.store.pending = how
-
-    def check(self) -> list[str]:
-        return self.watch.check()
-
-
-class _Reservations:
-    """The reference engine's store, announcing to the venue every committed change of a
-    request's ``reservation`` (the engine keeps it on the request row; the adapter is its
-    limits service)."""
-
-    def __init__(self, store: FaultyStore, venue: Venue) -> None:
-        self.store, self.venue = store, venue
-
-    def specs(self) -> Any:
-        return self.store.specs()
-
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        changed: dict[str, str] = {}
-        with self.store.transaction() as tx:
-            yield _Watched(tx, changed)
-        for key, what in changed.items():
-            if what in ("released", "consumed"):
-                self.venue.reservation(key, what)
-
-
-class _Watched:
-    def __init__(self, tx: Any, changed: dict[str, str]) -> None:
-        self._tx, self._changed = tx, changed
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._tx, name)
-        if name not in ("move", "update"):
-            return attribute
-
-        def write(row: Any, *args: Any, **kwargs: Any) -> Any:
-            after = attribute(row, *args, **kwargs)
-            if row.machine == "request":
-                was, now = row.data.get("reservation"), after.data.get("reservation")
-                if was != now and isinstance(now, str):
-                    self._changed[row.key] = now
-            return after
-
-        return write
-
-
-OPERATIONS: Mapping[str, Callable[[st.DataObject, str], dict[str, Any]]] = {
-    "validate": lambda d, n: {"problems": d.draw(st.sampled_from([(), ("bad iban",)]))},
-    "request_approval": lambda d, n: {},
-    "approve": lambda d, n: {"by": "olivia"},
-    "reject": lambda d, n: {"by": "olivia"},
-    "expire": lambda d, n: {},
-    "start": lambda d, n: {},
-    "fail_before_start": lambda d, n: {"reason": "limits changed"},
-    "cancel": lambda d, n: {"by": "olivia"},
-    "resume": lambda d, n: {"by": "olivia"},
-    "confirm_failed": lambda d, n: {"by": "olivia", "evidence": "venue statement"},
-    "confirm_completed": lambda d, n: {"by": "olivia", "evidence": "venue statement"},
-    "complete_manual": lambda d, n: {"node": n, "by": "olivia"},
-    "sign": lambda d, n: {"node": n, "by": "hsm"},
-    "refuse_signature": lambda d, n: {"node": n, "by": "hsm", "reason": "limit"},
-    "retry": lambda d, n: {"node": n, "reason": "signature expired"},
-    "skip": lambda d, n: {"node": n, "by": "planner", "reason": "not needed"},
-    "reconcile": lambda d, n: {
-        "node": n,
-        "by": "recon",
-        "evidence": d.draw(st.sampled_from(["submitted", "completed", "failed"])),
-    },
-}
-# What people and other systems plausibly do to a request in each state, and to a node.
-BY_REQUEST_STATE: Mapping[str, Sequence[str]] = {
-    "pending_approval": ("reject", "expire"),
-    "approved": ("fail_before_start",),
-    "executing": ("cancel",),  # refused once money may be moving: so it must stay
-    "waiting_manual_action": ("cancel", "resume", "complete_manual"),
-    "manual_intervention": ("resume", "confirm_failed", "confirm_completed"),
-}
-BY_NODE_STATE: Mapping[str, Sequence[str]] = {
-    "blocked": ("skip",),
-    "ready": ("skip",),
-    "awaiting_signature": ("sign", "refuse_signature", "retry"),
-    "preparing": ("retry",),
-    "unknown": ("reconcile",),
-}
-NODES_ACTED_ON_IN = frozenset({"executing", "waiting_manual_action", "manual_intervention"})
-
-# The way to execution: what ``advance`` does in each request state, so random runs get
-# there (four specific operations in a row are rare among all of them).
-LIFECYCLE = {
-    "received": "validate",
-    "validated": "request_approval",
-    "pending_approval": "approve",
-    "approved": "start",
-}
 
 
 class TransferSuite(RuleBasedStateMachine):
@@ -618,14 +210,14 @@ class TransferSuite(RuleBasedStateMachine):
 
     def _live(self) -> list[str]:
         """Requests not yet in a terminal state (all of them once every one ended)."""
-        live = [r for r in self.plans if not _REQUEST_SPEC.is_terminal(self._state(r))]
+        live = [r for r in self.plans if not bundled("request").is_terminal(self._state(r))]
         return live or list(self.plans)
 
     def _state(self, request: str) -> str:
         found = self.adapter.request_state(request)
         if found is None:
             self.ledger.broken("request-kept", request, "the adapter no longer knows it")
-            return _REQUEST_SPEC.initial
+            return bundled("request").initial
         return found
 
     def _pick(self, data: st.DataObject, running: bool = False) -> str:
@@ -774,7 +366,8 @@ class TransferSuite(RuleBasedStateMachine):
         rules Hypothesis' swarm testing left enabled in it."""
         self.adapter.advance_clock(wait)
         request = self._pick(data, running=True)
-        if _REQUEST_SPEC.is_terminal(self._state(request)) and len(self.plans) < len(REQUEST_IDS):
+        ended = bundled("request").is_terminal(self._state(request))
+        if ended and len(self.plans) < len(REQUEST_IDS):
             request = self._submit(data.draw(st.sampled_from(sorted(PLANS)), label="plan"))
         if self._state(request) in LIFECYCLE:
             self._approve(request, "executing")

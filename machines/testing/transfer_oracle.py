@@ -25,188 +25,42 @@ step; a
 breach is reported by one ``machines.testing.verdict.RuleBroken`` whose message starts
 with the rule's name.
 
-The histories an engine exposes are judged by the bundled definitions (``machines.load``),
-never by the definitions the engine runs on: a mutated copy must not judge itself.
+The histories an engine exposes are judged as they grow (``transfer_history``), by the
+bundled definitions, never by the definitions the engine runs on.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from machines.errors import message_of
-from machines.spec import MachineSpec, Transition
-from machines.spec.loader import load
-from machines.spec.vocabulary import CONSUMES_RESERVATION, EFFECT_STARTED, RELEASES_RESERVATION
-from machines.testing.verdict import Move, RuleBroken, moves_of
+from machines.spec.registry import judged_by
+from machines.testing.transfer_history import (
+    EngineHistory as EngineHistory,  # docs/api.md names it here
+)
+from machines.testing.transfer_history import Histories
+from machines.testing.transfer_watch import DONE_WORDS, FAILED, WORDS_OF, NodeWatch, Operation
+from machines.testing.verdict import Move, RuleBroken
 
-RULES: Mapping[str, str] = {
-    "submit-once": "submit() is called at most once per node: nothing is ever resent",
-    "money-in-flight-held": (
-        "work that may have moved money is never failed, abandoned or released: no "
-        "release of the reservation (request_failed, or a move into a releasing state) and "
-        "no giving up on a sent node with a side effect until the venue or a reconciler "
-        "said it failed, unless an operator confirmed the failure"
-    ),
-    "completion-means-done": (
-        "a request is completed only when every node of its plan is done (the venue or a "
-        "reconciler said completed, a planner skipped it, an operator passed the gate), "
-        "unless an operator confirmed the completion"
-    ),
-    "callbacks-once": (
-        "request_completed and request_failed fire at most once per request, never both, "
-        "and only for requests that were submitted"
-    ),
-    "refusal-changes-nothing": (
-        "an operation the engine refuses calls no venue, fires no callback and writes nothing"
-    ),
-    "legal-history": (
-        "the moves the engine records form one unbroken chain of the bundled definition's "
-        "edges from its initial state, and never change once recorded"
-    ),
-    "sent-work-kept": (
-        "a node whose submit went out is never given up (failed, cancelled, skipped) on the "
-        "engine's own say, side effect or not: the bundled definition's 'failed' means the "
-        "evidence says it did not take effect, so only the venue's or a reconciler's "
-        "'failed' ends it so (a sibling's failure is no such evidence)"
-    ),
-    "gate-waits-for-operator": (
-        "a manual gate is never handed to the venue, and is handed to the gate desk "
-        "(venue.gate) only once an operator's complete_manual for it was accepted"
-    ),
-    "reservation-with-the-end": (
-        "the reservation is released only as the request ends in a releasing state "
-        "(with request_failed) and consumed only as it completes (with request_completed): "
-        "between steps, every release or consumption announced to venue.reservation() "
-        "and every such callback come in pairs, once each"
-    ),
-    "after-predecessors": (
-        "no node is handed to the venue or the gate desk before every node it comes after "
-        "is done (the venue or a reconciler said completed, a planner skipped it, an "
-        "operator passed the gate)"
-    ),
-    "halt-after-failure": (
-        "once the venue or a reconciler said a node failed (and the engine went on), the "
-        "engine starts nothing new for that request: no prepare, no submit"
-    ),
-    "in-flight-followed": (
-        "work in flight is followed to its end: until a started request ends, every step "
-        "of it that ends normally asks the venue about each node the venue accepted (or "
-        "said pending) without a final word since"
-    ),
-    "request-kept": "a request the engine accepted stays known to it",
-    "adapter-check": "the implementation's own checks (an extra, never the oracle)",
-}
-"""Every rule the transfer suite judges: name -> what it promises. A failure's message
-starts with the name."""
+RULES: Mapping[str, str] = judged_by("transfer suite")
+"""Every rule the transfer suite judges, by the name its failure message starts with (what
+each promises: ``machines.spec.registry``)."""
 
-FAILED = "failed"
-DONE_WORDS = frozenset({"completed", "skipped"})
 RELEASES = "request_failed"
 CONSUMES = "request_completed"
 OPERATOR_CONFIRMS = {RELEASES: "confirm_failed", CONSUMES: "confirm_completed"}
 """The operator's act that may override each rule about an announcement."""
-WORDS_OF: Mapping[str, str] = {"skip": "skipped", "complete_manual": "completed"}
-"""Operations whose acceptance is a word about their node (``reconcile``: its evidence)."""
 EXCERPT = 14
 """How many lines of what the suite saw a failure report quotes."""
-
-
-@dataclass(frozen=True)
-class EngineHistory:
-    """What an engine recorded about one request: its moves, and each node's by name."""
-
-    request: Sequence[Move]
-    nodes: Mapping[str, Sequence[Move]]
-
-
-@dataclass
-class NodeWatch:
-    """What the suite knows of one node, from the outside: its plan entry (side effect,
-    kind, manual gate, predecessors), every submit and the last word about it."""
-
-    side_effect: bool
-    kind: str
-    gate: bool = False
-    after: tuple[str, ...] = ()
-    following: bool = False  # accepted or pending, no final word since (once confirmed)
-    observed: int = 0
-    sends: list[str] = field(default_factory=list)
-    word: str | None = None
-
-    @property
-    def may_move_money(self) -> bool:
-        return self.side_effect and bool(self.sends) and self.word != FAILED
-
-    def said(self) -> str:
-        sent = f"sent {len(self.sends)}x" if self.sends else "never sent"
-        return f"{sent}, last word: {self.word or 'none'}"
-
-
-@dataclass
-class Operation:
-    """One operation the suite asked for, while it is under way and after."""
-
-    request: str
-    name: str
-    node: str | None
-    activity: int
-    undo: tuple[str, str | None] | None = None  # (node, word before) for a tentative word
-    passes: bool = False  # a complete_manual that is the first pass of its gate
-    told: str = "under way"
-
-
-class Judge:
-    """Legal chains of the bundled ``request`` and ``node`` definitions."""
-
-    def __init__(self) -> None:
-        self.request: MachineSpec = load("request")
-        self.node: MachineSpec = load("node")
-        self.releases = self._tagged(self.request, RELEASES_RESERVATION)
-        self.consumes = self._tagged(self.request, CONSUMES_RESERVATION)
-        self.edges: dict[str, dict[tuple[str, str, str], list[Transition]]] = {}
-        for spec in (self.request, self.node):
-            edges = self.edges[spec.name] = {}
-            for t in spec.transitions:
-                edges.setdefault((t.source, t.trigger, t.dest), []).append(t)
-        self.gives_up = frozenset(
-            name
-            for name, state in self.node.states.items()
-            if state.terminal and EFFECT_STARTED not in state.tags
-        )
-
-    @staticmethod
-    def _tagged(spec: MachineSpec, tag: str) -> frozenset[str]:
-        return frozenset(name for name, state in spec.states.items() if tag in state.tags)
-
-    def illegal(
-        self,
-        spec: MachineSpec,
-        moves: Sequence[Move],
-        context: Mapping[str, str],
-        judged: int = 0,
-    ) -> str | None:
-        """Why ``moves`` is not a legal chain of ``spec`` (guards judged only on the
-        variables in ``context``), or None; the first ``judged`` moves are known good."""
-        at = moves[judged - 1].dest if judged else spec.initial
-        edges = self.edges[spec.name]
-        for number, move in enumerate(moves[judged:], judged + 1):
-            if move.source != at:
-                return f"move #{number} ({move}) starts from {move.source}, not {at}"
-            edge = edges.get((move.source, move.trigger, move.dest), ())
-            if not any(move.actor in t.actors and t.admits(context) for t in edge):
-                return f"move #{number} ({move}) is not an edge of the bundled '{spec.name}'"
-            at = move.dest
-        return None
 
 
 class Ledger:
     """Everything the suite saw, in order, and the first rule it saw broken."""
 
     def __init__(self) -> None:
-        self.judge = Judge()
+        self.histories = Histories()
         self.nodes: dict[tuple[str, str], NodeWatch] = {}
         self.plans: dict[str, tuple[str, ...]] = {}
         self.fired: Counter[tuple[str, str]] = Counter()
@@ -215,7 +69,6 @@ class Ledger:
         self.doing = "setting up"
         self.activity = 0  # venue calls and callbacks so far
         self.log: list[tuple[str, str]] = []
-        self.histories: dict[tuple[str, str], tuple[Move, ...]] = {}
         self.passed: set[tuple[str, str]] = set()  # gates an operator passed (or is passing)
         self.reserved: Counter[tuple[str, str]] = Counter()  # (what, request) announced
         self.heard: list[tuple[str, str, str]] = []  # (request, node, fact) not yet confirmed
@@ -495,49 +348,25 @@ class Ledger:
             return
         assert isinstance(history, EngineHistory)
         plan = self.plans.get(request, ())
-        chains: list[tuple[str, MachineSpec, object, dict[str, str]]] = [
-            ("", self.judge.request, history.request, {})
-        ]
-        for name, node_moves in nodes.items():
-            watch = self.nodes.get((request, name))
-            context = {"kind": watch.kind} if watch is not None else {}
-            chains.append((name, self.judge.node, node_moves, context))
-        for name, spec, exposed, context in chains:
-            where = f"{name}: " if name else ""
-            before = self.histories.get((request, name), ())
-            now = moves_of(exposed)
-            if now is None:
-                self.broken(
-                    "legal-history",
-                    request,
-                    f"{where}the history is not a sequence of moves (a {type(exposed).__name__})",
-                )
-                return
-            if now[: len(before)] != before:
-                self.broken("legal-history", request, f"{where}recorded moves were rewritten")
-                return
-            if len(now) == len(before):
-                continue
-            self.histories[(request, name)] = now
-            why = self.judge.illegal(spec, now, context, len(before))
-            if why is not None:
-                self.broken("legal-history", request, where + why)
-                return
-            for move in now[len(before) :]:
-                if not name:
-                    self._request_moved(request, move)
-                elif name in plan:
-                    self._node_moved(request, name, move)
+        kinds = {n: w.kind for n in nodes if (w := self.nodes.get((request, n))) is not None}
+        moves, why = self.histories.grown(request, history, kinds)
+        for name, move in moves:
+            if not name:
+                self._request_moved(request, move)
+            elif name in plan:
+                self._node_moved(request, name, move)
+        if why is not None:
+            self.broken("legal-history", request, why)
 
     def _request_moved(self, request: str, move: Move) -> None:
-        if move.dest in self.judge.releases:
+        if move.dest in self.histories.releases:
             self._announced(request, RELEASES, f"the move {move}")
-        if move.dest in self.judge.consumes:
+        if move.dest in self.histories.consumes:
             self._announced(request, CONSUMES, f"the move {move}")
 
     def _node_moved(self, request: str, node: str, move: Move) -> None:
         watch = self.nodes[(request, node)]
-        if move.dest in self.judge.gives_up and watch.sends and watch.word != FAILED:
+        if move.dest in self.histories.gives_up and watch.sends and watch.word != FAILED:
             self.broken(
                 "money-in-flight-held" if watch.side_effect else "sent-work-kept",
                 request,

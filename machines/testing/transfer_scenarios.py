@@ -1,20 +1,107 @@
-"""Scripted starts for the transfer suite: deep corners reached at the start of a run.
+"""What the transfer suite does to an engine: the plans it submits, what people and other
+systems do to a request or a node in each state, and scripted starts.
 
 Random runs rarely reach a signature awaited, a send lost or one that raised, money in
 flight or moved when another node fails, or a doomed plan still signing, and a corner
-reached once is left only one way. So a run
-starts with one ``Start``: a ``Scenario`` played on its first request, then one of the
-ways out of that corner. The suite draws the start; tests/test_suites.py also pins each
-one, so the corners are covered whatever Hypothesis draws.
+reached once is left only one way. So a run starts with one ``Start``: a ``Scenario``
+played on its first request, then one of the ways out of that corner. The suite draws the
+start; tests/test_suites.py also pins each one, so the corners are covered whatever
+Hypothesis draws.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import strategies as st
+
 from machines.testing.faults import SimulatedCrash
+
+
+def plan_node(
+    name: str, kind: str, side_effect: bool, *after: str, executor: str = "venue"
+) -> dict[str, Any]:
+    """One plan entry: ``plan_node("deposit", "action", True, "withdraw")``."""
+    return {
+        "name": name,
+        "kind": kind,
+        "has_side_effect": side_effect,
+        "executor": executor,
+        "after": list(after),
+    }
+
+
+PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
+    "withdraw": [
+        plan_node("withdraw", "action", True),
+        plan_node("withdraw_observe", "observe", False, "withdraw"),
+    ],
+    "parallel": [
+        plan_node("quote", "observe", False),
+        plan_node("convert", "action", False, "quote"),
+        plan_node("withdraw", "action", True),
+        plan_node("check", "observe", False),
+    ],
+    "branching": [  # a person reviews the quote while the withdrawal runs
+        plan_node("fx_quote", "observe", False),
+        plan_node("withdraw", "action", True),
+        plan_node("manual_review", "action", False, "fx_quote", executor="gate"),
+        plan_node("deposit", "action", True, "manual_review", "withdraw"),
+    ],
+}
+NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
+
+OPERATIONS: Mapping[str, Callable[[st.DataObject, str], dict[str, Any]]] = {
+    "validate": lambda d, n: {"problems": d.draw(st.sampled_from([(), ("bad iban",)]))},
+    "request_approval": lambda d, n: {},
+    "approve": lambda d, n: {"by": "olivia"},
+    "reject": lambda d, n: {"by": "olivia"},
+    "expire": lambda d, n: {},
+    "start": lambda d, n: {},
+    "fail_before_start": lambda d, n: {"reason": "limits changed"},
+    "cancel": lambda d, n: {"by": "olivia"},
+    "resume": lambda d, n: {"by": "olivia"},
+    "confirm_failed": lambda d, n: {"by": "olivia", "evidence": "venue statement"},
+    "confirm_completed": lambda d, n: {"by": "olivia", "evidence": "venue statement"},
+    "complete_manual": lambda d, n: {"node": n, "by": "olivia"},
+    "sign": lambda d, n: {"node": n, "by": "hsm"},
+    "refuse_signature": lambda d, n: {"node": n, "by": "hsm", "reason": "limit"},
+    "retry": lambda d, n: {"node": n, "reason": "signature expired"},
+    "skip": lambda d, n: {"node": n, "by": "planner", "reason": "not needed"},
+    "reconcile": lambda d, n: {
+        "node": n,
+        "by": "recon",
+        "evidence": d.draw(st.sampled_from(["submitted", "completed", "failed"])),
+    },
+}
+"""Every operation the suite may ask for by name, with its arguments drawn (``n``: a node)."""
+# What people and other systems plausibly do to a request in each state, and to a node.
+BY_REQUEST_STATE: Mapping[str, Sequence[str]] = {
+    "pending_approval": ("reject", "expire"),
+    "approved": ("fail_before_start",),
+    "executing": ("cancel",),  # refused once money may be moving: so it must stay
+    "waiting_manual_action": ("cancel", "resume", "complete_manual"),
+    "manual_intervention": ("resume", "confirm_failed", "confirm_completed"),
+}
+BY_NODE_STATE: Mapping[str, Sequence[str]] = {
+    "blocked": ("skip",),
+    "ready": ("skip",),
+    "awaiting_signature": ("sign", "refuse_signature", "retry"),
+    "preparing": ("retry",),
+    "unknown": ("reconcile",),
+}
+NODES_ACTED_ON_IN = frozenset({"executing", "waiting_manual_action", "manual_intervention"})
+
+# The way to execution: what ``advance`` does in each request state, so random runs get
+# there (four specific operations in a row are rare among all of them).
+LIFECYCLE = {
+    "received": "validate",
+    "validated": "request_approval",
+    "pending_approval": "approve",
+    "approved": "start",
+}
 
 
 @dataclass(frozen=True)

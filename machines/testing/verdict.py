@@ -4,16 +4,26 @@ of a history an implementation exposes against a definition.
 Each suite has its own rules (``RULES`` in its module) but reports them the same way: a
 ``RuleBroken`` whose message starts with the rule's short stable name, so a user's CI can
 tell one broken promise from another. A history is judged against the definition the suite
-was given (the bundled one), never against the one the implementation runs on.
+was given (the bundled one, ``bundled``), never against the one the implementation runs on,
+by one chain judge (``chain_break``) that every suite and the walker share.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from machines.errors import MachinesError, message_of
 from machines.spec import MachineSpec
+from machines.spec.loader import load
+
+
+@functools.cache
+def bundled(name: str) -> MachineSpec:
+    """The bundled definition ``name``, the published promise a suite judges by: loaded at
+    first use, never when a module of ``machines.testing`` is imported, then kept."""
+    return load(name)
 
 
 class RuleBroken(AssertionError):
@@ -54,24 +64,81 @@ def moves_of(moves: object) -> tuple[Move, ...] | None:
     return tuple(out)
 
 
+class ChainBreak(NamedTuple):
+    """Where a history stops being a legal chain of a definition, and how: the move
+    (``number``, from 1) does not start where the chain had reached (``at``) ("disconnected"),
+    leaves a terminal state ("terminal"), is refused ("refused", with the definition's
+    ``refusal`` when it names one) or leads elsewhere ("elsewhere": to ``legal``)."""
+
+    number: int
+    move: Move
+    at: str
+    how: Literal["disconnected", "terminal", "refused", "elsewhere"]
+    legal: str | None = None
+    refusal: MachinesError | None = None
+
+
+def chain_break(
+    chain: Sequence[Move],
+    spec: MachineSpec,
+    context: Mapping[str, str] | Sequence[Mapping[str, str]] | None = None,
+    *,
+    start: str | None = None,
+    judged: int = 0,
+    observed: bool = False,
+    terminal: bool = False,
+) -> ChainBreak | None:
+    """The first move that makes ``chain`` not a legal history of ``spec``, or None: the one
+    chain judge of every suite and the walker.
+
+    The chain starts in ``start`` (default: the initial state) and each move continues from
+    the last. Guards are judged by ``context``, one valuation for every move or one per
+    move. ``judged``: the first ``judged`` moves are known legal (a judge that resumes where
+    it left off). ``observed``: ``context`` holds only the variables the judge can observe,
+    and a guard on any other counts as met (some edge with this actor must admit the move).
+    ``terminal``: leaving a terminal state is its own break, found before the definition is
+    asked."""
+    at = chain[judged - 1].dest if judged else (spec.initial if start is None else start)
+    for number, move in enumerate(chain[judged:], judged + 1):
+        if move.source != at:
+            return ChainBreak(number, move, at, "disconnected")
+        if terminal and spec.is_terminal(at):
+            return ChainBreak(number, move, at, "terminal")
+        valuation = context[number - 1] if isinstance(context, Sequence) else context or {}
+        if observed:
+            if not any(
+                (t.source, t.trigger, t.dest) == (move.source, move.trigger, move.dest)
+                and move.actor in t.actors
+                and t.admits(valuation)
+                for t in spec.transitions
+            ):
+                return ChainBreak(number, move, at, "refused")
+        else:
+            try:
+                legal = spec.step(move.source, move.trigger, actor=move.actor, **valuation)
+            except MachinesError as refusal:
+                return ChainBreak(number, move, at, "refused", refusal=refusal)
+            if legal != move.dest:
+                return ChainBreak(number, move, at, "elsewhere", legal=legal)
+        at = move.dest
+    return None
+
+
 def chain_problem(
     chain: Sequence[Move], spec: MachineSpec, context: Mapping[str, str] | None = None
 ) -> str | None:
     """What makes ``chain`` not a legal history of ``spec`` (its guards judged against
     ``context``): the first move that does not continue from the last, or that the
     definition refuses, or that leads elsewhere. None when the chain is legal."""
-    state = spec.initial
-    for i, (source, trigger, dest, actor) in enumerate(chain, start=1):
-        if source != state:
-            return f"move {i} starts from {source}, not from {state}"
-        try:
-            legal = spec.step(source, trigger, actor=actor, **(context or {}))
-        except MachinesError as refused:
-            return f"move {i} is not allowed ({message_of(refused, 160)})"
-        if legal != dest:
-            return f"move {i} ({trigger}) leads to {legal}, not {dest}"
-        state = dest
-    return None
+    found = chain_break(chain, spec, context)
+    if found is None:
+        return None
+    number, move, at, how, legal, refusal = found
+    if how == "disconnected":
+        return f"move {number} starts from {move.source}, not from {at}"
+    if refusal is not None:
+        return f"move {number} is not allowed ({message_of(refusal, 160)})"
+    return f"move {number} ({move.trigger}) leads to {legal}, not {move.dest}"
 
 
 def show_chain(chain: Sequence[Move]) -> str:

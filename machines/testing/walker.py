@@ -23,7 +23,6 @@ Failures print as a replayable list of steps, as Hypothesis does.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,9 +32,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from machines.errors import MachinesError, message_of
 from machines.spec import MachineSpec
 from machines.spec.loader import load
+from machines.spec.registry import judged_by
 from machines.store import BUNDLED
 from machines.testing.coverage import Coverage
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.verdict import Move, RuleBroken, chain_break
 
 UNKNOWN_TRIGGER = "teleport"
 STRANGER = "stranger"
@@ -45,30 +45,11 @@ REFUSAL = "refusal-changes-nothing"
 TERMINAL = "terminal-stays-final"
 CHAIN = "history-is-a-legal-chain"
 
-RULES: Mapping[str, str] = {
-    AGREES: (
-        "the runtime moves where the judging definition moves, and refuses what it refuses "
-        "with the same type of error"
-    ),
-    REFUSAL: "after a refusal, the entity's state and history are as they were",
-    TERMINAL: "nothing ever leaves a terminal state",
-    CHAIN: (
-        "the exposed history is exactly the moves the walker saw, numbered 1, 2, 3, ..., an "
-        "unbroken chain each move of which the judging definition allows"
-    ),
-}
+RULES: Mapping[str, str] = judged_by("walker")
 """What each of the walker's rules promises; a failure's message starts with its name."""
 
 Seen = tuple[Move, Mapping[str, str]]
 """A move the walker saw, with the context it was made under."""
-
-
-def valuations(spec: MachineSpec) -> list[dict[str, str]]:
-    names = list(spec.context)
-    return [
-        dict(zip(names, combo, strict=True))
-        for combo in itertools.product(*(spec.context[n].values for n in names))
-    ]
 
 
 def judge_of(spec: MachineSpec) -> MachineSpec:
@@ -104,7 +85,7 @@ def spec_walker(
     judging = judge_of(spec) if judge is None else judge
     triggers = sorted(judging.triggers | spec.triggers)
     actors = sorted({*judging.actors, *spec.actors})
-    contexts = valuations(judging)
+    contexts = [dict(valuation) for valuation in judging.valuations()]
     states = list(judging.states)
     declared: dict[str, list[tuple[str, str]]] = {}
     for t in (*judging.transitions, *spec.transitions):
@@ -196,18 +177,21 @@ def spec_walker(
             seqs = [e.seq for e in events]
             if seqs != list(range(1, len(events) + 1)):
                 raise RuleBroken(CHAIN, f"the history is numbered {seqs}")
-            state = self.start
-            for move, context in recorded:
-                if move.source != state:
-                    raise RuleBroken(CHAIN, f"{move} does not start at '{state}'")
-                if judging.is_terminal(state):
-                    raise RuleBroken(TERMINAL, f"{move} left '{state}'")
-                allowed = _answer(
-                    lambda m=move, c=context: judging.step(m.source, m.trigger, actor=m.actor, **c)
+            moves = [move for move, _ in recorded]
+            found = chain_break(
+                moves, judging, [c for _, c in recorded], start=self.start, terminal=True
+            )
+            if found is not None:
+                _, move, at, how, legal, refusal = found
+                if how == "disconnected":
+                    raise RuleBroken(CHAIN, f"{move} does not start at '{at}'")
+                if how == "terminal":
+                    raise RuleBroken(TERMINAL, f"{move} left '{at}'")
+                allowed = (
+                    ("moved", legal) if refusal is None else ("refused", type(refusal).__name__)
                 )
-                if allowed != ("moved", move.dest):
-                    raise RuleBroken(CHAIN, f"{move} is not legal: {allowed}")
-                state = move.dest
+                raise RuleBroken(CHAIN, f"{move} is not legal: {allowed}")
+            state = moves[-1].dest if moves else self.start
             if not self.entity.state == state == self.state:
                 raise RuleBroken(
                     CHAIN, f"the entity is in '{self.entity.state}', its history ends in '{state}'"

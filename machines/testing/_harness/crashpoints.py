@@ -16,18 +16,17 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from machines.checks.invariants import check_invariants, snapshot
 from machines.errors import MachinesError
-from machines.spec.loader import load
 from machines.store import BUNDLED, Store, open_store
-from machines.store.records import Transaction
-from machines.testing.faults import WRITES, append_durably
+from machines.testing._harness.durable import append_durably
+from machines.testing._harness.stores import WatchedStore
+from machines.testing.verdict import bundled
 
 CRASHED = 86
 """The exit status of a child killed at its boundary."""
@@ -47,7 +46,7 @@ class _Boundaries:
             os._exit(CRASHED)
 
 
-class CrashingStore:
+class CrashingStore(WatchedStore):
     """Wraps a store: boundary ``crash_at`` (1-based) ends the process on the spot;
     ``record`` is told the boundaries passed so far, before each may be the last."""
 
@@ -57,50 +56,14 @@ class CrashingStore:
         crash_at: int,
         record: Callable[[list[str]], None] | None = None,
     ) -> None:
-        self._store = store
-        self.url = store.url
+        super().__init__(store)
         self.boundaries = _Boundaries(crash_at, record)
 
-    def specs(self) -> Any:
-        return self._store.specs()
+    def before_write(self, name: str) -> None:
+        self.boundaries.tick(f"before {name}")
 
-    def close(self) -> None:
-        self._store.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        with self._store.transaction() as tx:
-            yield _CountingTransaction(tx, self.boundaries)
+    def after_commit(self) -> None:
         self.boundaries.tick("after commit")
-
-    def insert(self, *args: Any, **kwargs: Any) -> Any:
-        self.boundaries.tick("before insert")
-        found = self._store.insert(*args, **kwargs)
-        self.boundaries.tick("after commit")
-        return found
-
-    def move(self, *args: Any, **kwargs: Any) -> Any:
-        self.boundaries.tick("before move")
-        moved = self._store.move(*args, **kwargs)
-        self.boundaries.tick("after commit")
-        return moved
-
-
-class _CountingTransaction:
-    def __init__(self, tx: Transaction, boundaries: _Boundaries) -> None:
-        self._tx = tx
-        self._boundaries = boundaries
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._tx, name)
-        if name not in WRITES:
-            return attribute
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            self._boundaries.tick(f"before {name}")
-            return attribute(*args, **kwargs)
-
-        return write
 
 
 @dataclass(frozen=True)
@@ -171,7 +134,7 @@ def enumerate_crash_points(
     manager ``fresh_url()``) until a run finishes without reaching the boundary; judge
     each, and the finished run too (its process ends right after answering). Returns one
     ``CrashPoint`` per boundary crashed, plus that last one."""
-    judge = {name: load(name) for name in BUNDLED}
+    judge = {name: bundled(name) for name in BUNDLED}
     context = multiprocessing.get_context("fork")
     points: list[CrashPoint] = []
     for crash_at in range(1, limit + 1):

@@ -29,10 +29,10 @@ from typing import Any
 
 from machines.checks.invariants import check_invariants, snapshot
 from machines.errors import EffectFailed, MachinesError
-from machines.spec.loader import load
 from machines.store import open_store
 from machines.systems import ExactlyOnce, not_sent
-from machines.testing.faults import append_durably
+from machines.testing._harness.durable import append_durably
+from machines.testing.verdict import bundled
 
 
 class _Refused(Exception):
@@ -162,7 +162,7 @@ def check(url: str, folder: Path, processes: int, crashes: int) -> RaceReport:
     store = open_store(url)
     try:
         snap = snapshot(store, {("outcome", key): n for key, n in runs.items()})
-        judge = {name: load(name) for name in store.specs()}
+        judge = {name: bundled(name) for name in store.specs()}
         report.problems += [b.describe() for b in check_invariants(judge, snap)]
         for key, n in runs.items():
             if n > 1 + reclaimed[key]:
