@@ -4,7 +4,7 @@ A state is the request's state, every node's state and whether each node was eve
 (entered ``submitting``), packed into one int. An action is anything the engine, its
 venue or a person can do next, taken from the same definitions the engine runs on:
 
-- node moves from ``machines.systems.transfer_policy`` (what the engine dispatches,
+- node moves from ``machines.systems.transfer.policy`` (what the engine dispatches,
   abandons or follows in each request mode, and what signers, reconcilers and planners
   may do), kept only where ``spec/node.yaml`` allows them for the node's kind. The venue
   may give any answer, a call may be lost (a crash: a submitting node later times out to
@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 from machines.derive import Deriver
 from machines.errors import InvalidStateTransition, MachinesError
 from machines.spec import MachineSpec
-from machines.systems.transfer_policy import (
+from machines.systems.transfer.policy import (
     NODE_MOVES,
     REQUEST_CALLS,
     STOPPED,
