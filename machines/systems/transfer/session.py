@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from machines.derive import Deriver, Signature
-from machines.errors import InvalidStateTransition
 from machines.jsonvalue import describe
 from machines.spec import MachineSpec
 from machines.states import NodeState, RequestState
@@ -174,27 +173,13 @@ class Session:
 
     def _derive(self) -> None:
         """Apply the derived request state when it is a legal move for the derivation's
-        actor under the derived context; otherwise leave the request as it is."""
-        engine = self.engine
-        derivation = engine.deriver.derivation
-        state = self.request.state
-        if state not in derivation.applied_in:
-            return
-        signature = self.signature()
-        decision = engine.deriver.decide(signature)
-        if decision.result is None or decision.result == state:
-            return
-        context = engine.deriver.context(signature)
-        for t in engine.request_spec.transitions:
-            if t.source != state or t.dest != decision.result or derivation.actor not in t.actors:
-                continue
-            try:
-                engine.request_spec.step(state, t.trigger, actor=derivation.actor, **context)
-            except InvalidStateTransition:
-                continue
-            detail = {"by": engine.engine_id, "rule": decision.rule}
-            self.move_request(t.trigger, derivation.actor, detail)
-            return
+        actor under the derived context (``Deriver.derived_move``); otherwise leave the
+        request as it is."""
+        deriver = self.engine.deriver
+        move = deriver.derived_move(self.request.state, self.signature())
+        if move is not None and move.trigger is not None:
+            detail = {"by": self.engine.engine_id, "rule": move.decision.rule}
+            self.move_request(move.trigger, deriver.derivation.actor, detail)
 
     def _sync_frontier(self) -> None:
         terminal = self.engine.request_spec.is_terminal(self.request.state)
