@@ -1,9 +1,9 @@
 """How the transfer engine moves one node: the transactions it runs in, and what a step
 does with a node in each state.
 
-Each method makes at most one node move (and at most one executor call), in its own
-fenced transaction (``Session``): the move is made only if the request's mode still allows
-it (``policy``) and nobody moved the node since it was read, so engines may step the same
+A step advances each node once: at most one executor call, and each node move in its own
+fenced transaction (``Session``), made only if the request's mode still allows it
+(``policy``) and nobody moved the node since it was read, so engines may step the same
 request concurrently. Executors are called between transactions, never inside one.
 """
 
