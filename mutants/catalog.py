@@ -17,6 +17,7 @@ EO = ("exactly-once/memory", "exactly-once/sqlite")
 LOG = ("effect-log/memory", "effect-log/sqlite")
 TRANSFER = ("transfer/scenarios", "transfer/starts", "transfer/memory", "transfer/sqlite")
 SYSTEMS = "machines/systems/"
+TRANSFER_PACKAGE = SYSTEMS + "transfer/"
 SUITES_ON_MEMORY = ("exactly-once/memory", "effect-log/memory", "transfer/memory")
 ATOMIC = "pytest:tests/test_store_atomicity.py"
 """The store's own contract tests: a store mutant the suites cannot reach meets them next
@@ -242,28 +243,28 @@ CATALOG: tuple[CodeMutant, ...] = (
     # -- TransferEngine -------------------------------------------------------------------
     CodeMutant(
         "tr-lost-submit-fails",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "executor.py",
         "a submit whose answer is unknown fails the node",
         "work that may have moved money is never failed",
-        old='"failed": "fail", "unknown": "lose_track"}\n_OBSERVE',
-        new='"failed": "fail", "unknown": "fail"}\n_OBSERVE',
+        old='    "unknown": "lose_track",\n}\nON_OBSERVE',
+        new='    "unknown": "fail",\n}\nON_OBSERVE',
         detectors=TRANSFER,
     ),
     CodeMutant(
         "tr-resend-after-timeout",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "driver.py",
         "a submit that never reported back is sent again",
         "at most one send per node",
-        old="""        detail = _said(self.engine_id, evidence=why)
+        old="""        detail = said(self.engine_id, evidence=why)
         return self._apply(request_id, row, "lose_track", EXECUTOR, detail)""",
         new="""        reply = self._ask(request_id, row, "submit")
-        outcome = _SUBMIT.get(reply.answer or "", "lose_track")
+        outcome = ON_SUBMIT.get(reply.answer or "", "lose_track")
         return self._report(request_id, row, outcome, EXECUTOR, reply)""",
         detectors=TRANSFER,
     ),
     CodeMutant(
         "tr-abandon-sent-work",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "driver.py",
         "once a node failed, a node whose submit is out is abandoned like unsent work",
         "work that may have moved money is never failed because a sibling failed",
         old="""        if row.state == NodeState.SUBMITTING:
@@ -276,7 +277,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "tr-halt-stops-following",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "driver.py",
         "money in flight is no longer watched once a node failed",
         "money already in flight is followed to its end in every mode",
         old="if row.state in (NodeState.SUBMITTED, NodeState.OBSERVING) and mode is not Mode.IDLE:",
@@ -285,7 +286,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "tr-wake-on-any-predecessor",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "session.py",
         "a node wakes when any one of its predecessors is done",
         "a node starts only after all its predecessors are done",
         old="NodeState.BLOCKED and all(self.nodes[p].state in done for p in after):",
@@ -296,12 +297,12 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "tr-release-on-sibling-failure",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "driver.py",
         "abandoning work after a failure also releases the request's reservation",
         "no reservation is released while money the request sent may be moving",
-        old="""        detail = _said(self.engine_id, evidence=why)
+        old="""        detail = said(self.engine_id, evidence=why)
         return self._apply(request_id, row, "fail", EXECUTOR, detail)""",
-        new="""        detail = _said(self.engine_id, evidence=why)
+        new="""        detail = said(self.engine_id, evidence=why)
         with self._session(request_id) as s:
             s.request = s.tx.update(s.request, {**s.request.data, "reservation": "released"})
         return self._apply(request_id, row, "fail", EXECUTOR, detail)""",
@@ -309,7 +310,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "tr-manual-gate-dispatched",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "driver.py",
         "a manual gate is dispatched like any node",
         "a manual gate waits for an operator",
         old='if mode is not Mode.DISPATCH or row.data["name"].startswith(self.manual_prefix):',
@@ -318,7 +319,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "tr-callbacks-before-commit",
-        SYSTEMS + "transfer.py",
+        TRANSFER_PACKAGE + "driver.py",
         "callbacks fire inside the transaction, before it commits",
         "a callback announces only a change that was committed",
         old="""            yield session
@@ -331,7 +332,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "tr-failure-does-not-halt",
-        SYSTEMS + "transfer_policy.py",
+        TRANSFER_PACKAGE + "policy.py",
         "a failed node does not stop the plan: new work is still dispatched",
         "nothing new starts once the plan cannot finish",
         old="STOPPED = frozenset({N.FAILED, N.CANCELLED})",

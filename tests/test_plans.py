@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from machines.store import open_store
-from machines.systems.plans import validate_plan
 from machines.systems.transfer import PlanError, TransferEngine
+from machines.systems.transfer.plans import validate_plan
 from tests.garbage import Hostile
 
 KINDS = ("action", "observe", "manual")

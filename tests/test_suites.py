@@ -17,7 +17,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 import machines
 from machines.spec.loader import definition_paths, read_definition
-from machines.systems import EffectLog, ExactlyOnce, TransferEngine, transfer
+from machines.systems import EffectLog, ExactlyOnce, TransferEngine
+from machines.systems.transfer import executor
 from machines.testing import Coverage
 from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
 from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
@@ -210,7 +211,7 @@ def test_the_transfer_suite_catches_an_engine_that_fails_money_in_flight(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An engine that treats a lost submit as failed releases money that may be moving."""
-    monkeypatch.setitem(transfer._SUBMIT, "unknown", "fail")
+    monkeypatch.setitem(executor.ON_SUBMIT, "unknown", "fail")
     with pytest.raises(AssertionError):
         run_state_machine_as_test(TransferOnMemory, settings=settings(HUNT, max_examples=400))
 

@@ -28,7 +28,7 @@ from machines.systems.transfer import (
     TransferRefused,
     UnknownTransfer,
 )
-from machines.systems.transfer_policy import NODE_MOVES, REQUEST_CALLS
+from machines.systems.transfer.policy import NODE_MOVES, REQUEST_CALLS
 from machines.testing.transfer import plan_node as node
 from tests.conftest import FakeClock
 
@@ -821,7 +821,7 @@ def test_a_pending_first_observation_starts_watching(store: Store) -> None:
 
 def test_a_node_move_outside_the_policy_is_refused_and_writes_nothing(store: Store) -> None:
     """The node machine allows an operator to cancel a blocked node, but the engine does
-    that only as part of cancelling the whole request (transfer_policy): a cancel of one
+    that only as part of cancelling the whole request (transfer.policy): a cancel of one
     node while the request executes would strand the plan, so it is refused."""
     engine = engine_for(store, FakeVenue())
     executing(engine, "r30", CEX)

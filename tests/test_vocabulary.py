@@ -76,3 +76,21 @@ def test_valuations_are_every_combination_of_the_context_values() -> None:
         for money in ("none", "started")
     ]
     assert machines.load("outcome").valuations() == ({},)
+
+
+def test_no_module_reads_a_tag_but_through_states_tagged() -> None:
+    """Asking whether a state carries a tag (``tag in state.tags``) happens in one place,
+    ``MachineSpec.states_tagged``, which refuses an undeclared tag. Five modules asked
+    themselves before issue 15, and one wrote the tagged states' names instead."""
+    package = Path(machines.__file__).resolve().parent
+    asked = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "spec" / "records.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Attribute) and side.attr == "tags"
+                for side in (node.left, *node.comparators)
+            ):
+                asked.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert asked == []

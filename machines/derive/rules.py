@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
-from machines.errors import InvalidNodeState, MachinesError
+from machines.errors import InvalidNodeState, InvalidStateTransition, MachinesError
 from machines.spec import Clause, Derivation, MachineSpec, NodeSet, RuleSet
 from machines.spec.loader import load
 from machines.spec.states import RequestState
@@ -34,6 +34,20 @@ class Decision:
 
     result: str | None
     rule: str | None  # None when no rule matched (the plan is still in progress)
+
+
+@dataclass(frozen=True)
+class DerivedMove:
+    """How the derivation moves a request from one state, for one plan: ``trigger``, made
+    as the derivation's actor under ``context`` (the guard context the nodes imply), leads
+    to ``dest``, the state ``decision`` derived. Both are None when that state is no legal
+    move from here: the request stays, the decision unapplied (``derivation-consistency``
+    is the invariant that forbids it)."""
+
+    decision: Decision
+    context: Mapping[str, str]
+    trigger: str | None
+    dest: str | None
 
 
 class Alphabet:
@@ -98,6 +112,9 @@ class Deriver:
     rule_set: RuleSet
     alphabet: Alphabet
     _memo: dict[Signature, Decision] = field(default_factory=dict, repr=False)
+    _moves: dict[tuple[str, Signature], DerivedMove | None] = field(
+        default_factory=dict, repr=False
+    )
 
     @classmethod
     def build(
@@ -131,6 +148,33 @@ class Deriver:
                     break
             self._memo[sig] = decision
         return decision
+
+    def derived_move(self, state: str, sig: Signature) -> DerivedMove | None:
+        """What applying the derived state does to a request in ``state``: None when there
+        is nothing to apply (the derivation is not applied in ``state``, no rule decided,
+        or the request is already there), else the move, which the engine makes, the
+        explorer explores and the derivation check judges. Memoised."""
+        key = (state, sig)
+        if key in self._moves:
+            return self._moves[key]
+        move = self._moves[key] = self._derived_move(state, sig)
+        return move
+
+    def _derived_move(self, state: str, sig: Signature) -> DerivedMove | None:
+        derivation = self.derivation
+        decision = self.decide(sig)
+        if state not in derivation.applied_in or decision.result in (None, state):
+            return None
+        context = MappingProxyType(self.context(sig))
+        for t in self.request.transitions:
+            if t.source != state or t.dest != decision.result or derivation.actor not in t.actors:
+                continue
+            try:
+                dest = self.request.step(state, t.trigger, actor=derivation.actor, **context)
+            except InvalidStateTransition:
+                continue
+            return DerivedMove(decision, context, t.trigger, dest)
+        return DerivedMove(decision, context, None, None)
 
     def context(self, sig: Signature) -> dict[str, str]:
         """The request's guard context implied by the plan (e.g. side_effects=started)."""

@@ -4,7 +4,7 @@ A state is the request's state, every node's state and whether each node was eve
 (entered ``submitting``), packed into one int. An action is anything the engine, its
 venue or a person can do next, taken from the same definitions the engine runs on:
 
-- node moves from ``machines.systems.transfer_policy`` (what the engine dispatches,
+- node moves from ``machines.systems.transfer.policy`` (what the engine dispatches,
   abandons or follows in each request mode, and what signers, reconcilers and planners
   may do), kept only where ``spec/node.yaml`` allows them for the node's kind. The venue
   may give any answer, a call may be lost (a crash: a submitting node later times out to
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, NamedTuple
 
-from machines.derive import Deriver
+from machines.derive import DerivedMove, Deriver
 from machines.errors import InvalidStateTransition, MachinesError
 from machines.spec import MachineSpec
 from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
 from machines.spec.vocabulary import DONE, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
-from machines.systems.transfer_policy import (
+from machines.systems.transfer.policy import (
     NODE_MOVES,
     REQUEST_CALLS,
     STOPPED,
@@ -80,7 +80,7 @@ class PlanInfo(NamedTuple):
 
     halted: bool  # a node stopped: the engine starts nothing new
     context: Context  # the request's guard context (side_effects=...)
-    result: str | None  # the derived request state, None for no change yet
+    derived: DerivedMove | None  # what the derivation does to the request while it executes
     moving: bool  # a side-effect node is in an effect-started state
     all_done: bool  # every node is done
     wake: int  # the delta that wakes every blocked node whose predecessors are done
@@ -218,7 +218,6 @@ class TransferModel:
             for name in rule.states:
                 index = self.r_index[name]
                 self.before_money[index] = self.before_money.get(index, 0) | self.flag[rule.id]
-        self.applied_in = frozenset(self.r_index[s] for s in derivation.applied_in)
         self.derivation_actor = derivation.actor
         self.executing = self.r_index[EXECUTING]
         self.blocked, self.ready = self.n_index[BLOCKED], self.n_index[READY]
@@ -258,7 +257,6 @@ class TransferModel:
         bit, stops the plan, money may have moved), so a plan is summed up in one pass."""
         self._plan_memo: dict[int, PlanInfo] = {}
         self._context_memo: dict[tuple[int, int], Context] = {}
-        self._derived_memo: dict[tuple[str, Context], str | None] = {}
         self._calls_memo: dict[
             tuple[int, tuple[tuple[str, str], ...]], list[tuple[str, int, int, bool, int, int]]
         ] = {}
@@ -428,15 +426,12 @@ class TransferModel:
         if info.wake:
             state += info.wake
             info = self._plan_info(state)
-        if r not in self.applied_in or info.result is None or info.result == self.r_names[r]:
+        move = info.derived
+        if move is None:
             return state
-        key = (info.result, info.context)
-        dest = self._derived_memo.get(key, "")
-        if dest == "":
-            dest = self._derived_memo[key] = self._derived_dest(*key)
-        if dest is None:
+        if move.dest is None:
             return state | self.flag["derivation-consistency"]
-        d = self.r_index[dest]
+        d = self.r_index[move.dest]
         flags = self._money_flags(d, self.derivation_actor) if info.moving else 0
         if d in self.consumes and not info.all_done:
             flags |= self.flag["completion-means-done"]
@@ -453,24 +448,10 @@ class TransferModel:
         if before != after:
             said.append(f"derived: request {self.r_names[before]} -> {self.r_names[after]}")
         elif post & self.flag["derivation-consistency"]:
-            result = self._plan_info(post).result
+            move = self._plan_info(post).derived
+            result = move.decision.result if move is not None else None
             said.append(f"derived {result}, which the request cannot move to from here")
         return "; then " + ", ".join(said) if said else ""
-
-    def _derived_dest(self, result: str, context: tuple[tuple[str, str], ...]) -> str | None:
-        """As the engine: the first transition to ``result`` the derivation's actor may take
-        under the context the nodes imply."""
-        state = self.r_names[self.executing]
-        for t in self.request_spec.transitions:
-            if t.source != state or t.dest != result or self.derivation_actor not in t.actors:
-                continue
-            try:
-                return self.request_spec.step(
-                    state, t.trigger, actor=self.derivation_actor, **dict(context)
-                )
-            except InvalidStateTransition:
-                continue
-        return None
 
     def _plan_info(self, state: int) -> PlanInfo:
         """What the node states imply, memoised on the node states alone."""
@@ -504,7 +485,8 @@ class TransferModel:
         if context is None:
             context = self._context_memo[sig] = tuple(sorted(self.deriver.context(sig).items()))
         all_done = judged == (1 << len(self.plan)) - 1
-        return PlanInfo(halted, context, self.deriver.decide(sig).result, moving, all_done, wake)
+        derived = self.deriver.derived_move(EXECUTING, sig)
+        return PlanInfo(halted, context, derived, moving, all_done, wake)
 
     def _calls(
         self, r: int, context: tuple[tuple[str, str], ...]

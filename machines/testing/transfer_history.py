@@ -39,13 +39,11 @@ class Histories:
     def __init__(self) -> None:
         self.request = bundled("request")
         self.node = bundled("node")
-        self.releases = _tagged(self.request, RELEASES_RESERVATION)
-        self.consumes = _tagged(self.request, CONSUMES_RESERVATION)
+        self.releases = self.request.states_tagged(RELEASES_RESERVATION)
+        self.consumes = self.request.states_tagged(CONSUMES_RESERVATION)
         self.gives_up = frozenset(
-            name
-            for name, state in self.node.states.items()
-            if state.terminal and EFFECT_STARTED not in state.tags
-        )
+            name for name, state in self.node.states.items() if state.terminal
+        ) - self.node.states_tagged(EFFECT_STARTED)
         self.seen: dict[tuple[str, str], tuple[Move, ...]] = {}
 
     def grown(self, request: str, history: EngineHistory, kinds: Mapping[str, str]) -> Grown:
@@ -78,10 +76,6 @@ class Histories:
                 return new, where + why
             new.extend((name, move) for move in now[len(before) :])
         return new, None
-
-
-def _tagged(spec: MachineSpec, tag: str) -> frozenset[str]:
-    return frozenset(name for name, state in spec.states.items() if tag in state.tags)
 
 
 def _illegal(

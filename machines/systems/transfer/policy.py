@@ -18,6 +18,16 @@ from types import MappingProxyType
 from machines.spec.states import NodeState as N
 from machines.spec.states import RequestState
 
+# Actor names of spec/request.yaml and spec/node.yaml.
+SYSTEM, TIMER, OPERATOR = "system", "timer", "operator"
+PLANNER, EXECUTOR, SIGNER, OBSERVER, RECONCILER = (
+    "planner",
+    "executor",
+    "signer",
+    "observer",
+    "reconciler",
+)
+
 
 class Mode(StrEnum):
     """What the engine may do with a request's nodes, from the request's state."""

@@ -1,0 +1,228 @@
+"""How the transfer engine moves one node: the transactions it runs in, and what a step
+does with a node in each state.
+
+A step advances each node once: at most one executor call, and each node move in its own
+fenced transaction (``Session``), made only if the request's mode still allows it
+(``policy``) and nobody moved the node since it was read, so engines may step the same
+request concurrently. Executors are called between transactions, never inside one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from machines.derive import Deriver
+from machines.runtime.history import Clock
+from machines.spec import MachineSpec
+from machines.spec.states import NodeState
+from machines.store.records import Row, StaleWrite, Store
+from machines.systems.transfer.errors import CallbackFailed
+from machines.systems.transfer.executor import (
+    ON_OBSERVE,
+    ON_PREPARE,
+    ON_SUBMIT,
+    Executor,
+    PlanNode,
+    Reply,
+    ask,
+)
+from machines.systems.transfer.policy import (
+    EXECUTOR,
+    OBSERVER,
+    Mode,
+    allowed,
+    first_move,
+    request_mode,
+)
+from machines.systems.transfer.session import (
+    Callback,
+    Entering,
+    Movement,
+    Session,
+    required,
+    said,
+)
+
+
+class Driver:
+    """The engine's node moves and transactions; ``TransferEngine`` sets the attributes."""
+
+    store: Store
+    executors: dict[str, Executor]
+    callbacks: dict[str, Callback]
+    clock: Clock
+    engine_id: str
+    submit_timeout: float
+    deriver: Deriver
+    request_spec: MachineSpec
+    done_states: frozenset[str]
+    entering: Entering
+    manual_prefix: str
+
+    # -- transactions -----------------------------------------------------------------------
+
+    @contextmanager
+    def _session(self, request_id: str) -> Iterator[Session]:
+        """One transaction over a request and its nodes; it settles (wakes, frontier,
+        derivation) before committing, and fires the callbacks after the commit."""
+        required(request_id, "request_id")
+        with self.store.transaction() as tx:
+            session = Session(self, tx, request_id)
+            yield session
+            session.settle()
+        self._fire(request_id, session.calls)
+
+    def _read(self, request_id: str) -> tuple[Row, dict[str, Row]]:
+        required(request_id, "request_id")
+        with self.store.transaction() as tx:
+            session = Session(self, tx, request_id)
+        return session.request, session.nodes
+
+    def _fire(self, request_id: str, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        failures: list[tuple[str, BaseException]] = []
+        for name, payload in calls:
+            callback = self.callbacks.get(name)
+            if callback is None:
+                continue
+            try:
+                callback(request_id, payload)
+            except Exception as error:
+                failures.append((name, error))
+        if failures:
+            raise CallbackFailed(request_id, failures) from failures[0][1]
+
+    # -- one node, one move -----------------------------------------------------------------
+
+    def _advance(self, request_id: str, name: str, version: int | None = None) -> list[Movement]:
+        """One move of node ``name`` (skipped when it moved since ``version`` was read)."""
+        request, nodes = self._read(request_id)
+        row = nodes[name]
+        if version is not None and row.version != version:
+            return []
+        mode = request_mode(request.state, (n.state for n in nodes.values()))
+        if row.state == NodeState.READY:
+            return self._dispatch(request_id, row, mode)
+        if row.state == NodeState.PREPARING:
+            return self._prepare(request_id, row, mode)
+        if row.state == NodeState.AWAITING_SIGNATURE:
+            return self._abandon(request_id, row) if mode is Mode.HALT else []
+        if row.state == NodeState.SUBMITTING:
+            return self._recover_send(request_id, row)
+        if row.state in (NodeState.SUBMITTED, NodeState.OBSERVING) and mode is not Mode.IDLE:
+            return self._observe(request_id, row)
+        return []
+
+    def _dispatch(self, request_id: str, row: Row, mode: Mode) -> list[Movement]:
+        if mode is Mode.HALT:
+            return self._abandon(request_id, row)  # it will never run: say so
+        if mode is not Mode.DISPATCH or row.data["name"].startswith(self.manual_prefix):
+            return []  # a ready manual gate waits for complete_manual
+        trigger, actor = first_move(row.context["kind"])
+        return self._apply(request_id, row, trigger, actor, {"by": self.engine_id})
+
+    def _prepare(self, request_id: str, row: Row, mode: Mode) -> list[Movement]:
+        if mode is Mode.HALT:
+            return self._abandon(request_id, row)
+        if mode is not Mode.DISPATCH:
+            return []
+        reply = self._ask(request_id, row, "prepare")
+        if reply.answer == "submit":
+            detail = said(self.engine_id, evidence=reply.evidence)
+            return self._send(request_id, row, "submit", EXECUTOR, detail, reply) or []
+        trigger = ON_PREPARE.get(reply.answer or "", "fail")
+        return self._report(request_id, row, trigger, EXECUTOR, reply)
+
+    def _abandon(self, request_id: str, row: Row) -> list[Movement]:
+        why = "abandoned before anything was sent: another node of the plan failed"
+        detail = said(self.engine_id, evidence=why)
+        return self._apply(request_id, row, "fail", EXECUTOR, detail)
+
+    def _send(
+        self,
+        request_id: str,
+        row: Row,
+        trigger: str,
+        actor: str,
+        detail: Mapping[str, Any],
+        reply: Reply | None = None,
+    ) -> list[Movement] | None:
+        """Move into submitting and mark the node sent in one fenced transaction, then
+        call ``submit`` once. So a node is never submitting without a call behind it.
+        None when the request may not start sending (or the node moved meanwhile)."""
+        data = {**row.data, "sent": {"by": self.engine_id, "at": self.clock()}}
+        if reply is not None:
+            data["last"] = reply.record(self.clock())
+        try:
+            with self._session(request_id) as s:
+                if not allowed(s.mode, row.state, trigger, actor):
+                    return None
+                sending = s.move_node(row, trigger, actor, detail, data)
+        except StaleWrite:
+            return None
+        answer = self._ask(request_id, sending, "submit")
+        outcome = ON_SUBMIT.get(answer.answer or "", "lose_track")
+        return s.moved + self._report(request_id, sending, outcome, EXECUTOR, answer)
+
+    def _recover_send(self, request_id: str, row: Row) -> list[Movement]:
+        """A submitting node found by a step: its ``submit`` call is still out, or never
+        reported back (a crash). After ``submit_timeout`` it goes unknown, never resent."""
+        sent = row.data.get("sent")
+        if sent is not None and self.clock() - sent["at"] < self.submit_timeout:
+            return []
+        who = f"by {sent['by']} " if sent else ""
+        why = (
+            f"submit() started {who}did not report back within {self.submit_timeout:g}s; "
+            "the money may have moved"
+        )
+        detail = said(self.engine_id, evidence=why)
+        return self._apply(request_id, row, "lose_track", EXECUTOR, detail)
+
+    def _observe(self, request_id: str, row: Row) -> list[Movement]:
+        """Ask the venue about a submitted or observing node. A first "pending" moves a
+        submitted node to observing (it is being watched); a final answer moves it
+        straight to its end, from either state."""
+        reply = self._ask(request_id, row, "observe")
+        if reply.answer == "pending":
+            if row.state == NodeState.OBSERVING:
+                return []
+            return self._report(request_id, row, "start_observing", OBSERVER, reply)
+        trigger = ON_OBSERVE.get(reply.answer or "", "lose_track")
+        return self._report(request_id, row, trigger, OBSERVER, reply)
+
+    def _ask(self, request_id: str, row: Row, call: str) -> Reply:
+        """Call the node's executor outside any transaction; an exception is an answer."""
+        return ask(self.executors[row.data["executor"]], call, PlanNode.of(request_id, row))
+
+    def _report(
+        self,
+        request_id: str,
+        row: Row,
+        trigger: str,
+        actor: str,
+        reply: Reply,
+    ) -> list[Movement]:
+        data = {**row.data, "last": reply.record(self.clock())}
+        detail = said(self.engine_id, evidence=reply.evidence)
+        return self._apply(request_id, row, trigger, actor, detail, data)
+
+    def _apply(
+        self,
+        request_id: str,
+        row: Row,
+        trigger: str,
+        actor: str,
+        detail: Mapping[str, Any],
+        data: Mapping[str, Any] | None = None,
+    ) -> list[Movement]:
+        """Move ``row`` if the request is (still) in a mode that allows the move
+        (``policy``) and nobody moved the node since it was read; else nothing."""
+        try:
+            with self._session(request_id) as s:
+                if not allowed(s.mode, row.state, trigger, actor):
+                    return []
+                s.move_node(row, trigger, actor, detail, data)
+        except StaleWrite:
+            return []
+        return s.moved

@@ -1,0 +1,364 @@
+"""The transfer engine (seed 003, QTG v3): a money transfer run as a plan of nodes.
+
+A transfer is one ``request`` row and one ``node`` row per plan step. The request goes
+through validation and an operator's approval; once it executes, the engine drives each
+node through its executor and *derives* the request's next state from all node states
+with the rules in ``spec/request.yaml`` (the default, money-safe rule set). Why it is
+built this way:
+
+- **Every change is a legal, audited move.** Rows change state only through
+  ``Transaction.move``, so the store checks each move against the spec and records who
+  made it (actor type as ``actor``, actor id as ``detail["by"]``) in the same transaction.
+  A node move, the successors it wakes, the frontier and the request state it implies
+  commit together or not at all; callbacks fire only after the commit.
+- **Money is never released while it may be moving.** The request's guard context
+  (``side_effects``) is computed from the nodes by the derivation on every request move,
+  so the spec itself refuses ``fail`` and ``cancel`` once a side-effect node started.
+- **Fail closed around the venue call.** Executors are called outside transactions. A
+  node enters ``submitting`` marked ``sent`` (durably, compare-and-set on its version) in
+  the transaction right before ``submit()`` is called, so ``submitting`` always means "a
+  call is out", as the spec's effect-started tag says. A ``submit()`` or ``observe()``
+  that raises, answers nonsense or never reports back (``submit_timeout``) moves the node
+  to ``unknown``, which only ``reconcile`` leaves. ``prepare()`` runs before anything is
+  sent, so its errors fail the node with the error as evidence.
+- **Nothing new starts once the plan cannot finish.** While a node failed, the engine
+  dispatches no ready node and abandons (fails, as their executor) nodes that are ready,
+  being prepared or being signed (nothing was sent), so the derivation can settle on
+  ``failed`` instead of sending money for a doomed transfer. Money already in flight is
+  still followed, also in ``manual_intervention``.
+- **Manual gates** (nodes named ``manual_...``) are never dispatched by ``step``: they stay
+  ready, so the request derives ``waiting_manual_action``. ``complete_manual`` records the
+  operator's action on the gate, resumes the request and drives the gate through its own
+  executor (``ManualGate``), whose ``submit`` completes an approved gate. The node machine
+  has no operator completion edge; this keeps every node move on the spec's edges.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from machines.derive import Deriver
+from machines.runtime.history import Clock
+from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
+from machines.spec.states import NodeState, RequestState
+from machines.spec.vocabulary import DONE
+from machines.store.records import Row, Store
+from machines.systems import arguments
+from machines.systems.exactly_once import process_identity
+from machines.systems.transfer.driver import Driver
+from machines.systems.transfer.errors import PlanError, TransferConfigError, TransferRefused
+from machines.systems.transfer.executor import Executor, PlanNode, check_executors
+from machines.systems.transfer.plans import node_rows, validate_plan
+from machines.systems.transfer.policy import (
+    EXECUTOR,
+    OPERATOR,
+    PLANNER,
+    RECONCILER,
+    REQUEST_CALLS,
+    SIGNER,
+    Mode,
+    first_move,
+)
+from machines.systems.transfer.session import (
+    CALLBACKS,
+    NODE,
+    REQUEST,
+    Callback,
+    Entering,
+    Movement,
+    required,
+    said,
+)
+
+MAX_STEPS = 1_000_000
+"""The most steps one ``run`` takes."""
+
+
+_RECONCILE = {
+    "submitted": "reconcile_submitted",
+    "completed": "reconcile_completed",
+    "failed": "reconcile_failed",
+}
+
+
+# -- the engine -----------------------------------------------------------------------------
+
+
+class TransferEngine(Driver):
+    """``TransferEngine(store, executors, callbacks)``: submit plans, move requests through
+    approval, and ``run`` them; see the module docstring for the rules it keeps.
+
+    ``executors`` maps the names plans use to ``Executor`` objects; ``callbacks`` maps
+    names of ``CALLBACKS`` to ``callable(request_id, payload)``, called after the commit.
+    ``clock`` stamps node data and times ``submit_timeout``: how long a ``submit`` call may
+    stay out before a step declares its node unknown (a crashed or lost call; a reply that
+    arrives later cannot overwrite that). ``engine_id`` is the actor id of the engine's own
+    moves (``detail["by"]``); by default host, process and a random suffix.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        executors: Mapping[str, Executor],
+        callbacks: Mapping[str, Callback] | None = None,
+        *,
+        clock: Clock = time.time,
+        engine_id: str | None = None,
+        submit_timeout: float = 300.0,
+    ) -> None:
+        specs = store.specs()
+        if REQUEST not in specs or NODE not in specs:
+            raise TransferConfigError("the store needs both the 'request' and 'node' machines")
+        if submit_timeout <= 0:
+            raise TransferConfigError("submit_timeout must be > 0 seconds")
+        self.store = store
+        self.executors = dict(executors)
+        self.callbacks = dict(callbacks or {})
+        check_executors(self.executors)
+        _check_callbacks(self.callbacks)
+        self.clock = clock
+        self.engine_id = engine_id or process_identity("engine:")
+        self.submit_timeout = submit_timeout
+        self.request_spec = specs[REQUEST]
+        self.node_spec: MachineSpec = specs[NODE]
+        self.deriver = Deriver.build(self.request_spec, self.node_spec)
+        self.manual_prefix = self.deriver.derivation.manual_prefix
+        self.done_states = self.node_spec.states_tagged(DONE)
+        self.entering = Entering.of(self.request_spec)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def request(self, request_id: str) -> Row:
+        """The stored request row: state and data (plan, reservation, current_frontier)."""
+        return self._read(request_id)[0]
+
+    def nodes(self, request_id: str) -> dict[str, PlanNode]:
+        """The request's nodes by name, in plan order."""
+        return {
+            name: PlanNode.of(request_id, row) for name, row in self._read(request_id)[1].items()
+        }
+
+    # -- the request's lifecycle ------------------------------------------------------------
+
+    def submit(self, request_id: str, plan: Sequence[Mapping[str, Any]]) -> RequestState:
+        """Record the request (received, reservation held) and its nodes (blocked) in one
+        transaction, after validating the whole plan. Submitting the same plan again is a
+        no-op; a different plan under the same id is a ``PlanError``."""
+        nodes = self._validate_plan(request_id, plan)
+        with self.store.transaction() as tx:
+            data = {"plan": nodes, "reservation": "held", "current_frontier": []}
+            row, created = tx.insert(REQUEST, request_id, data=data)
+            if not created:
+                if row.data.get("plan") != nodes:
+                    raise PlanError(request_id, ["a different plan exists under this id"])
+                return RequestState(row.state)
+            for node, node_data in zip(nodes, node_rows(nodes), strict=True):
+                tx.insert(
+                    NODE,
+                    f"{request_id}/{node['name']}",
+                    scope=request_id,
+                    context={"kind": node["kind"]},
+                    data=node_data,
+                )
+        return RequestState(row.state)
+
+    def validate(self, request_id: str, *, problems: Sequence[str] = ()) -> RequestState:
+        """The engine's input check: ``problems`` found by the caller fail the request
+        (``fail_validation``); none validates it."""
+        if problems:
+            detail = {"by": self.engine_id, "problems": list(problems)}
+            return self._request_move(request_id, "fail_validation", detail)
+        return self._request_move(request_id, "validate", {"by": self.engine_id})
+
+    def request_approval(self, request_id: str) -> RequestState:
+        return self._request_move(request_id, "request_approval", {"by": self.engine_id})
+
+    def approve(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
+        return self._request_move(request_id, "approve", said(by, reason=reason))
+
+    def reject(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
+        return self._request_move(request_id, "reject", said(by, reason=reason))
+
+    def expire(self, request_id: str, *, by: str | None = None) -> RequestState:
+        """The approval window closed (``by``: the timer's id, default the engine's)."""
+        return self._request_move(request_id, "expire", said(by or self.engine_id))
+
+    def fail_before_start(self, request_id: str, *, reason: str) -> RequestState:
+        detail = said(self.engine_id, reason=reason)
+        return self._request_move(request_id, "fail_before_start", detail)
+
+    def start(self, request_id: str) -> RequestState:
+        """approved -> executing; the nodes without predecessors wake in the same
+        transaction and ``frontier_advanced`` fires."""
+        return self._request_move(request_id, "start", {"by": self.engine_id})
+
+    def cancel(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
+        """Cancel a request before any money moved (the spec refuses it after). Nodes not
+        started are cancelled; nodes being prepared or signed are abandoned (failed, with
+        the cancellation as evidence); anything else is left as it stands."""
+        detail = said(by, reason=reason)
+        with self._session(request_id) as s:
+            s.move_request("cancel", REQUEST_CALLS["cancel"], detail)
+            for row in list(s.nodes.values()):
+                if row.state in (NodeState.BLOCKED, NodeState.READY):
+                    s.move_node(row, "cancel", OPERATOR, detail)
+                elif row.state in (NodeState.PREPARING, NodeState.AWAITING_SIGNATURE):
+                    why = f"the request was cancelled by {by} before anything was sent"
+                    s.move_node(row, "fail", EXECUTOR, said(self.engine_id, evidence=why))
+        return RequestState(s.request.state)
+
+    def resume(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
+        """waiting_manual_action / manual_intervention -> executing. The derivation runs
+        at once, so a request whose nodes still imply a stop goes straight back."""
+        return self._request_move(request_id, "resume", said(by, reason=reason))
+
+    def confirm_failed(self, request_id: str, *, by: str, evidence: str) -> RequestState:
+        detail = said(by, evidence=required(evidence, "evidence"))
+        return self._request_move(request_id, "confirm_failed", detail)
+
+    def confirm_completed(self, request_id: str, *, by: str, evidence: str) -> RequestState:
+        detail = said(by, evidence=required(evidence, "evidence"))
+        return self._request_move(request_id, "confirm_completed", detail)
+
+    # -- driving the nodes ------------------------------------------------------------------
+
+    def step(self, request_id: str) -> list[Movement]:
+        """Advance every node that can move by one move (one executor call at most each),
+        in plan order; what moved, including the wakes and request moves that followed."""
+        _, nodes = self._read(request_id)
+        moved: list[Movement] = []
+        for name, row in nodes.items():
+            moved += self._advance(request_id, name, row.version)
+        return moved
+
+    def run(self, request_id: str, *, max_steps: int = 1000) -> RequestState:
+        """``step`` until nothing moves (or ``max_steps``, 1 to ``MAX_STEPS``); the
+        request's state then."""
+        arguments.count(max_steps, "max_steps", least=1, most=MAX_STEPS)
+        for _ in range(max_steps):
+            if not self.step(request_id):
+                break
+        return RequestState(self.request(request_id).state)
+
+    def sign(self, request_id: str, node: str, *, by: str) -> NodeState:
+        """The external signer signed: awaiting_signature -> submitting, and the engine
+        sends the transaction at once. Refused while the request is not executing
+        unhindered (a node failed: the next step abandons the unsent node)."""
+        with self._session(request_id) as s:
+            row = s.node(node)
+        if self._send(request_id, row, "sign", SIGNER, said(by)) is None:
+            state = self.request(request_id).state
+            raise TransferRefused(
+                f"request '{request_id}' is {state}; the signature for '{node}' is accepted "
+                "only while the request executes and no node failed"
+            )
+        return self.nodes(request_id)[node].state
+
+    def refuse_signature(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
+        """The signer refused: the node fails (nothing was sent)."""
+        detail = said(by, evidence=required(reason, "reason"))
+        with self._session(request_id) as s:
+            s.move_node(s.node(node), "fail", SIGNER, detail)
+        return NodeState(s.node(node).state)
+
+    def retry(self, request_id: str, node: str, *, reason: str) -> NodeState:
+        """Put a node that sent nothing yet (preparing, or awaiting a signature that will
+        not come, e.g. it expired) back to ready; a later step dispatches it afresh."""
+        detail = said(self.engine_id, reason=required(reason, "reason"))
+        with self._session(request_id) as s:
+            s.move_node(s.node(node), "retry", EXECUTOR, detail)
+        return NodeState(s.node(node).state)
+
+    def skip(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
+        """The planner decided a conditional node is not needed (blocked or ready only:
+        nothing of it ran). Skipped counts as done, so its successors may wake."""
+        detail = said(by, reason=required(reason, "reason"))
+        with self._session(request_id) as s:
+            if s.request.state != RequestState.EXECUTING:
+                raise TransferRefused(
+                    f"request '{request_id}' is {s.request.state}; nodes are skipped only "
+                    "while it executes"
+                )
+            s.move_node(s.node(node), "skip", PLANNER, detail)
+        return NodeState(s.node(node).state)
+
+    def reconcile(
+        self, request_id: str, node: str, evidence: str, *, by: str, note: str = ""
+    ) -> NodeState:
+        """What the venue's records show about an ``unknown`` node: ``"submitted"``,
+        ``"completed"`` or ``"failed"``. The only way out of ``unknown``; refused (with
+        ``InvalidStateTransition``, nothing written) for a node in any other state."""
+        trigger = _RECONCILE.get(evidence) if isinstance(evidence, str) else None
+        if trigger is None:
+            raise TransferRefused(
+                f"reconcile evidence must be one of {', '.join(_RECONCILE)}; "
+                f"got {describe(evidence)}"
+            )
+        with self._session(request_id) as s:
+            s.move_node(s.node(node), trigger, RECONCILER, said(by, evidence=evidence, note=note))
+        return NodeState(s.node(node).state)
+
+    def complete_manual(self, request_id: str, node: str, *, by: str) -> RequestState:
+        """An operator did the manual action of gate ``node``: record it on the gate,
+        resume a waiting request, and drive the gate through its executor (``ManualGate``
+        completes it). Returns the request's state afterwards."""
+        required(node, "node")
+        if not node.startswith(self.manual_prefix):
+            raise TransferRefused(
+                f"'{node}' is not a manual gate (its name does not start with "
+                f"'{self.manual_prefix}'); it completes through its executor"
+            )
+        with self._session(request_id) as s:
+            gate = s.node(node)
+            if gate.state != NodeState.READY:
+                raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
+            if s.request.state == RequestState.WAITING_MANUAL_ACTION:
+                s.move_request(
+                    "resume", REQUEST_CALLS["resume"], said(by, reason=f"did the action of {node}")
+                )
+            if s.mode is not Mode.DISPATCH:
+                raise TransferRefused(
+                    f"request '{request_id}' is {s.request.state} ({s.mode} mode); gate "
+                    f"'{node}' can be passed only while the request executes unhindered"
+                )
+            data = {**gate.data, "manual": {"by": required(by, "by"), "at": self.clock()}}
+            trigger, actor = first_move(gate.context["kind"])
+            s.move_node(gate, trigger, actor, {"by": self.engine_id, "approved_by": by}, data)
+        while any(m.key == gate.key for m in self._advance(request_id, node)):
+            pass
+        return RequestState(self.request(request_id).state)
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def _request_move(
+        self, request_id: str, trigger: str, detail: Mapping[str, Any]
+    ) -> RequestState:
+        """One API call on the request, made as the actor ``REQUEST_CALLS`` names."""
+        with self._session(request_id) as s:
+            s.move_request(trigger, REQUEST_CALLS[trigger], detail)
+        return RequestState(s.request.state)
+
+    # -- plan validation --------------------------------------------------------------------
+
+    def _validate_plan(
+        self, request_id: str, plan: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The plan as stored (every key present), or ``PlanError`` with every problem."""
+        kinds = self.node_spec.context["kind"].values
+        nodes, problems = validate_plan(request_id, plan, kinds, self.executors)
+        if problems:
+            raise PlanError(request_id, problems)
+        return nodes
+
+
+def _check_callbacks(callbacks: Mapping[str, object]) -> None:
+    for name, callback in callbacks.items():
+        if name not in CALLBACKS:
+            raise TransferConfigError(
+                f"unknown callback '{name}'; the engine fires: {', '.join(CALLBACKS)}"
+            )
+        if not callable(callback):
+            raise TransferConfigError(f"callback '{name}' is not callable: {callback!r}")

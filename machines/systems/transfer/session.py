@@ -1,0 +1,232 @@
+"""One unit of work of the transfer engine: a request and its nodes inside one transaction.
+
+Every node move, the successors it wakes, the request state the nodes then imply and the
+frontier are made here, in the caller's transaction, so they commit together or not at
+all. The callbacks the moves announce are only collected: the engine fires them after the
+commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from machines.derive import Deriver, Signature
+from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
+from machines.spec.states import NodeState, RequestState
+from machines.spec.vocabulary import (
+    CONSUMES_RESERVATION,
+    HOLDS_RESERVATION,
+    NEEDS_HUMAN,
+    RELEASES_RESERVATION,
+)
+from machines.store.records import Row, Transaction
+from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
+from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
+
+REQUEST, NODE = "request", "node"
+
+CALLBACKS = ("frontier_advanced", "request_completed", "request_failed", "request_attention")
+"""Every callback name the engine fires; ``callbacks`` may name only these."""
+
+Callback = Callable[[str, Mapping[str, Any]], None]
+"""``callback(request_id, payload)``, called after the commit of the change it announces."""
+
+_RESERVATION_BY_TAG = {
+    CONSUMES_RESERVATION: "consumed",
+    RELEASES_RESERVATION: "released",
+    HOLDS_RESERVATION: "held",
+}
+_CALLBACK_BY_TAG = {
+    CONSUMES_RESERVATION: "request_completed",
+    RELEASES_RESERVATION: "request_failed",
+    NEEDS_HUMAN: "request_attention",
+}
+
+
+@dataclass(frozen=True)
+class Entering:
+    """What entering each request state does, read once from the request definition's tags
+    (the seed's post-transition handling): the reservation it sets, the callbacks it fires."""
+
+    reservation: Mapping[str, str]
+    callbacks: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, request_spec: MachineSpec) -> Entering:
+        reservation: dict[str, str] = {}
+        for tag, value in _RESERVATION_BY_TAG.items():
+            reservation |= dict.fromkeys(request_spec.states_tagged(tag), value)
+        callbacks: dict[str, tuple[str, ...]] = {}
+        for tag, callback in _CALLBACK_BY_TAG.items():
+            for state in request_spec.states_tagged(tag):
+                callbacks[state] = (*callbacks.get(state, ()), callback)
+        return cls(MappingProxyType(reservation), MappingProxyType(callbacks))
+
+
+class Rules(Protocol):
+    """What a session needs of its engine: the derivation, the request machine, the node
+    states that count as done, and the id its own moves are made under."""
+
+    deriver: Deriver
+    request_spec: MachineSpec
+    done_states: frozenset[str]
+    entering: Entering
+    engine_id: str
+
+
+@dataclass(frozen=True)
+class Movement:
+    """One state change the engine made."""
+
+    machine: str
+    key: str
+    source: str
+    dest: str
+    trigger: str
+    actor: str
+
+
+class Session:
+    """A request and its nodes inside one transaction, with the moves made so far."""
+
+    def __init__(self, engine: Rules, tx: Transaction, request_id: str) -> None:
+        self.engine = engine
+        self.tx = tx
+        self.request_id = request_id
+        request = tx.get(REQUEST, request_id)
+        if request is None:
+            raise UnknownTransfer(f"no transfer request '{request_id}'")
+        self.request = request
+        self.nodes = {row.data["name"]: row for row in tx.scope(NODE, request_id)}
+        self.moved: list[Movement] = []
+        self.calls: list[tuple[str, Mapping[str, Any]]] = []
+
+    @property
+    def mode(self) -> Mode:
+        return request_mode(self.request.state, (n.state for n in self.nodes.values()))
+
+    def node(self, name: str) -> Row:
+        required(name, "node")
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise UnknownTransfer(
+                f"request '{self.request_id}' has no node '{name}'; nodes: {', '.join(self.nodes)}"
+            ) from None
+
+    def signature(self) -> Signature:
+        deriver = self.engine.deriver
+        triples = [
+            (r.data["name"], r.state, r.data["has_side_effect"]) for r in self.nodes.values()
+        ]
+        return deriver.alphabet.signature(deriver.kinds_of(triples))
+
+    def move_node(
+        self,
+        row: Row,
+        trigger: str,
+        actor: str,
+        detail: Mapping[str, Any],
+        data: Mapping[str, Any] | None = None,
+    ) -> Row:
+        mode = self.mode
+        moved = self.tx.move(row, trigger, actor=actor, detail=detail, data=data)
+        if not allowed(mode, row.state, trigger, actor):
+            raise TransferRefused(
+                f"request '{self.request_id}' is {self.request.state} ({mode} mode): the engine "
+                f"does not move node '{row.data['name']}' from {row.state} by {trigger} as "
+                f"{actor} now (machines.systems.transfer.policy)"
+            )
+        self.nodes[moved.data["name"]] = moved
+        self._record(row, moved, trigger, actor)
+        return moved
+
+    def move_request(self, trigger: str, actor: str, detail: Mapping[str, Any]) -> Row:
+        """A request move under the guard context the nodes imply, with the seed's
+        post-transition handling: reservation and callback from the new state's tags."""
+        engine, before = self.engine, self.request
+        context = engine.deriver.context(self.signature())
+        dest = engine.request_spec.step(before.state, trigger, actor=actor, **context)
+        data = dict(before.data)
+        reservation = engine.entering.reservation.get(dest)
+        if reservation is not None:
+            data["reservation"] = reservation
+        if engine.request_spec.is_terminal(dest):  # a finished request's data never changes
+            data["current_frontier"] = []
+        self.request = self.tx.move(
+            before, trigger, actor=actor, context=context, detail=detail, data=data
+        )
+        self._record(before, self.request, trigger, actor)
+        for callback in engine.entering.callbacks.get(dest, ()):
+            payload = {"state": dest, "reservation": data["reservation"], "trigger": trigger}
+            self.calls.append((callback, {**payload, "by": detail.get("by")}))
+        return self.request
+
+    def settle(self) -> None:
+        """Wake successors (while executing), derive the request state, sync the frontier."""
+        if self.request.state == RequestState.EXECUTING:
+            woken = self._wake()
+            if woken:
+                payload = {"frontier": self._ready(), "woken": woken}
+                self.calls.append(("frontier_advanced", payload))
+            self._derive()
+        self._sync_frontier()
+
+    def _ready(self) -> list[str]:
+        return [name for name, row in self.nodes.items() if row.state == NodeState.READY]
+
+    def _wake(self) -> list[str]:
+        """Wake every blocked node whose predecessors are ALL done (completed or skipped)."""
+        done = self.engine.done_states
+        woken = []
+        for name, row in list(self.nodes.items()):
+            after = row.data["predecessors"]
+            if row.state == NodeState.BLOCKED and all(self.nodes[p].state in done for p in after):
+                reason = "every predecessor is completed or skipped"
+                self.move_node(row, "wake", PLANNER, said(self.engine.engine_id, reason=reason))
+                woken.append(name)
+        return woken
+
+    def _derive(self) -> None:
+        """Apply the derived request state when it is a legal move for the derivation's
+        actor under the derived context (``Deriver.derived_move``); otherwise leave the
+        request as it is."""
+        deriver = self.engine.deriver
+        move = deriver.derived_move(self.request.state, self.signature())
+        if move is not None and move.trigger is not None:
+            detail = {"by": self.engine.engine_id, "rule": move.decision.rule}
+            self.move_request(move.trigger, deriver.derivation.actor, detail)
+
+    def _sync_frontier(self) -> None:
+        terminal = self.engine.request_spec.is_terminal(self.request.state)
+        frontier = [] if terminal else self._ready()
+        if self.request.data.get("current_frontier") != frontier:
+            self.request = self.tx.update(
+                self.request, {**self.request.data, "current_frontier": frontier}
+            )
+
+    def _record(self, before: Row, after: Row, trigger: str, actor: str) -> None:
+        self.moved.append(
+            Movement(before.machine, before.key, before.state, after.state, trigger, actor)
+        )
+
+
+def said(by: str, **more: str) -> dict[str, Any]:
+    """An audit detail: who (``by``) plus the non-empty reasons or evidence (strings)."""
+    detail = {"by": required(by, "by")}
+    for what, text in more.items():
+        if not isinstance(text, str):
+            raise TransferRefused(f"'{what}' must be a string; got {describe(text)}")
+        if text:
+            detail[what] = text
+    return detail
+
+
+def required(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TransferRefused(f"'{what}' must be a non-empty string; got {describe(value)}")
+    return value
