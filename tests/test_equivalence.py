@@ -3,7 +3,9 @@
 Hypothesis draws (machine, state, trigger, actor, context) tuples, legal and illegal alike
 (unknown names, excluded and unknown context values included); all three paths must
 agree on the destination, or raise the same error type with the same message, and the
-object must be left unchanged when it refuses.
+object must be left unchanged when it refuses. ``spec.step`` answers the common cases from
+precomputed tables: those answers, and the errors of everything else, must be the
+reference decision's (``Router.decide``) on every name, every pair and on garbage.
 """
 
 from __future__ import annotations

@@ -345,6 +345,8 @@ def _compile_step(router: Router) -> Step:
     decide = router.decide
 
     def step(state: str, trigger: str, *, actor: str, **context: str) -> str:
+        """The destination of this move, or raise ``InvalidStateTransition`` /
+        ``ContextError`` (``Router.decide`` says which)."""
         if len(context) == 1:
             pair = context.popitem()  # this call's own dict: cheaper than unpacking items()
             try:
