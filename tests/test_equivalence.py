@@ -3,7 +3,9 @@
 Hypothesis draws (machine, state, trigger, actor, context) tuples, legal and illegal alike
 (unknown names, excluded and unknown context values included); all three paths must
 agree on the destination, or raise the same error type with the same message, and the
-object must be left unchanged when it refuses.
+object must be left unchanged when it refuses. ``spec.step`` answers the common cases from
+precomputed tables: those answers, and the errors of everything else, must be the
+reference decision's (``Router.decide``) on every name, every pair and on garbage.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 import machines
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
+from tests.garbage import garbage
 
 SPECS = {name: machines.load(name) for name in ("effect", "outcome", "node", "request")}
 
@@ -70,3 +73,49 @@ def test_step_stepper_and_object_agree(
         ]
     else:
         assert entity.state == state and len(entity.history) == 0
+
+
+# -- spec.step's precomputed tables against the reference decision -------------------------
+
+
+def _agree(spec: MachineSpec, state: Any, trigger: Any, actor: Any, context: Any) -> None:
+    by_step = outcome(lambda: spec.step(state, trigger, actor=actor, **context))
+    assert by_step == outcome(lambda: spec._router.decide(state, trigger, actor, dict(context)))
+
+
+def test_step_tables_agree_with_the_reference_on_every_name_and_pair() -> None:
+    """``spec.step`` answers no context and one-variable contexts from tables; every such
+    call, legal or not, gets the reference's destination or its very error."""
+    for spec in SPECS.values():
+        states = [*spec.states, "nowhere"]
+        triggers = [*sorted(spec.triggers), "teleport"]
+        actors = [*spec.actors, "intruder"]
+        pairs: list[dict[str, str]] = [{}, {"mystery": "x"}]
+        for var, declared in spec.context.items():
+            pairs += [{var: v} for v in (*declared.values, *declared.excluded, "bogus")]
+        for state in states:
+            for trigger in triggers:
+                for actor in actors:
+                    for context in pairs:
+                        _agree(spec, state, trigger, actor, context)
+
+
+def _garbage_moves(spec: MachineSpec) -> st.SearchStrategy[tuple[Any, ...]]:
+    real = sorted({*spec.states, *spec.triggers, *spec.actors})
+    values = sorted(v for var in spec.context.values() for v in (*var.values, *var.excluded))
+    name = st.sampled_from(real) | garbage(extra=tuple(real))
+    context = st.dictionaries(
+        st.sampled_from([*spec.context, "mystery"]),
+        st.sampled_from(values or ["x"]) | garbage(extra=tuple(values)),
+        max_size=2,
+    )
+    return st.tuples(st.just(spec), name, name, name, context)
+
+
+GARBAGE_MOVES = st.one_of(*(_garbage_moves(SPECS[name]) for name in sorted(SPECS)))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(move=GARBAGE_MOVES)
+def test_step_tables_agree_with_the_reference_on_garbage(move: tuple[Any, ...]) -> None:
+    _agree(*move)

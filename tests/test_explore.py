@@ -15,10 +15,12 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import invariant
 
 from machines.cli import main
+from machines.errors import MachinesError
 from machines.explore import Exploration, ProgressBar, build_model, explore, scopes_of
 from machines.explore.outcome import SCOPES as OUTCOME_SCOPES
-from machines.explore.outcome import OutcomeModel, World
+from machines.explore.outcome import OutcomeModel
 from machines.explore.transfer import SCOPES, TransferModel, steps_of
+from machines.explore.worlds import World
 from machines.spec.loader import load
 from machines.testing.profiles import run_suite, scaled
 from machines.testing.transfer import PLANS, ReferenceTransfer, TransferSuite
@@ -246,23 +248,30 @@ def test_the_executor_protocol_keeps_its_promises_in_every_outcome_scope() -> No
         assert result.states > 100
 
 
-def test_the_outcome_model_catches_a_claim_that_takes_over_an_expired_lease(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Break the protocol on purpose: an expired lease is taken over (the effect runs
-    again) instead of parked. The explorer must find the double run."""
+def _take_over_expired_leases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken protocol: an expired lease is taken over instead of parked (the effect
+    runs again), so the search reaches flagged worlds."""
+    from machines.explore.outcome import _set
+    from machines.explore.worlds import CLAIMED, Worker
+
     original = OutcomeModel._claim
 
     def take_over(self: OutcomeModel, world: World, w: int, k: int) -> tuple[str, World] | None:
         key = world.keys[k]
         if key.row == "in_flight" and key.owner and key.expired:
-            from machines.explore.outcome import CLAIMED, Worker, _set
-
             after = key._replace(owner=w + 1, expired=False, landed=False)
             return "takes over the expired lease", _set(world, k, after, w, Worker(k + 1, CLAIMED))
         return original(self, world, w, k)
 
     monkeypatch.setattr(OutcomeModel, "_claim", take_over)
+
+
+def test_the_outcome_model_catches_a_claim_that_takes_over_an_expired_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Break the protocol on purpose: an expired lease is taken over (the effect runs
+    again) instead of parked. The explorer must find the double run."""
+    _take_over_expired_leases(monkeypatch)
     result = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"]))
     assert "exactly-once" in [v.invariant for v in result.violations]
     violation = next(v for v in result.violations if v.invariant == "exactly-once")
@@ -316,6 +325,98 @@ def test_keys_and_workers_are_a_symmetry() -> None:
     full = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"], symmetry=False))
     assert merged.states < full.states
     assert merged.violations == full.violations == []
+
+
+def _reachable(model: OutcomeModel, limit: int) -> list[int]:
+    """The first ``limit`` states the search would visit, breadth first."""
+    seen = dict.fromkeys(model.initial())
+    frontier = list(seen)
+    while frontier and len(seen) < limit:
+        following = []
+        for state in frontier:
+            for nxt in model.successors(state):
+                if nxt not in seen:
+                    seen[nxt] = None
+                    following.append(nxt)
+        frontier = following
+    return list(seen)
+
+
+def _least_relabelling(world: World) -> World:
+    """A world's canonical form by its definition: of every relabelling of keys and
+    workers, the one whose (keys, workers) tuples compare least."""
+    from itertools import permutations
+
+    from machines.explore.worlds import Key, Worker
+
+    best: World | None = None
+    for kp in permutations(range(len(world.keys))):
+        for wp in permutations(range(len(world.workers))):
+            keys: list[Key] = [Key()] * len(kp)
+            for i, key in enumerate(world.keys):
+                keys[kp[i]] = key._replace(owner=wp[key.owner - 1] + 1) if key.owner else key
+            workers: list[Worker] = [Worker()] * len(wp)
+            for j, w in enumerate(world.workers):
+                workers[wp[j]] = w._replace(key=kp[w.key - 1] + 1) if w.key else w
+            renamed = World(tuple(keys), tuple(workers), world.flags)
+            if best is None or (renamed.keys, renamed.workers) < (best.keys, best.workers):
+                best = renamed
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize(
+    ("scope", "symmetry", "broken", "limit"),
+    [
+        ("small", True, False, 10_000),
+        ("small", False, False, 10_000),
+        ("small", True, True, 10_000),
+        ("default", True, False, 3_000),
+        ("default", True, True, 3_000),
+    ],
+)
+def test_the_compiled_successors_are_the_protocols_moves(
+    scope: str, symmetry: bool, broken: bool, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``successors`` runs moves compiled to int deltas; ``moves`` (every trace) runs the
+    protocol on records. On every state the search visits they must agree, move by move,
+    and each canonical form must be the least relabelling of the world, by definition."""
+    if broken:
+        _take_over_expired_leases(monkeypatch)
+    model = OutcomeModel(load("outcome"), OUTCOME_SCOPES[scope], symmetry=symmetry)
+    states = _reachable(model, limit)
+    flagged = 0
+    for state in states:
+        raws = [raw for _, raw in model.moves(state)]
+        assert model.successors(state) == [model.canonical(raw) for raw in raws]
+        for raw in raws:
+            flagged += raw >= model.flag_floor
+            world = model.packing.decode(raw)
+            expected = _least_relabelling(world) if symmetry else world
+            assert model.packing.decode(model.canonical(raw)) == expected
+    assert (flagged > 0) == broken
+
+
+def test_a_compiled_move_may_change_only_its_own_worker_and_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled moves rest on each move changing only the worker that makes it and the
+    key it calls: a protocol that breaks that is refused, not explored wrongly."""
+    from machines.explore.worlds import Worker
+
+    original = OutcomeModel._claim
+
+    def meddle(self: OutcomeModel, world: World, w: int, k: int) -> tuple[str, World] | None:
+        claimed = original(self, world, w, k)
+        if claimed is None:
+            return None
+        label, after = claimed
+        others = tuple(Worker(0, "unsure") if j != w else x for j, x in enumerate(after.workers))
+        return label, after._replace(workers=others)
+
+    monkeypatch.setattr(OutcomeModel, "_claim", meddle)
+    with pytest.raises(MachinesError, match="changes another worker or key"):
+        explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES["small"]))
 
 
 # -- mutated definitions and the command ------------------------------------------------------

@@ -337,3 +337,51 @@ class TestCallbacksAndHistory:
         with pytest.raises(AttributeError, match="did you mean 'reclaim'"):
             m.reclam  # noqa: B018
         assert m.can("reclaim", actor="caller") and not m.can("reclaim", actor="worker")
+
+
+class TestFiring:
+    """The synchronous runtime fires a template's event through ``templates.fire``, not
+    ``Event.trigger``: the same moves must run the same callbacks in the same order."""
+
+    @staticmethod
+    def logging_model(spec: MachineSpec, log: list[tuple[str, ...]]) -> type:
+        def hook(what: str) -> Any:
+            return lambda self, event: log.append(
+                (what, event.event.name, event.kwargs["actor"], str(event.state.name))
+            )
+
+        methods = {kind: hook(kind) for kind in ("prepare", "before", "after", "finalize")}
+        for name in spec.states:
+            methods[f"on_enter_{name}"] = hook(f"enter {name}")
+            methods[f"on_exit_{name}"] = hook(f"exit {name}")
+        return type("Logged", (), methods)
+
+    @pytest.mark.parametrize("name", MACHINES)
+    def test_fire_runs_what_event_trigger_runs(
+        self, name: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        spec = spec_of(name)
+        hooks = Hooks(
+            prepare_event=("prepare",),
+            before_state_change=("before",),
+            after_state_change=("after",),
+            finalize_event=("finalize",),
+        )
+
+        def walk() -> list[object]:
+            log: list[tuple[str, ...]] = []
+            model = self.logging_model(spec, log)
+            seen: list[object] = []
+            for t in spec.transitions:
+                m = spec.machine(model(), state=t.source, hooks=hooks, **admitted_context(spec, t))
+                assert not m._template.has_queue  # fire skips the queue: there is none
+                seen.append(m.trigger(t.trigger, actor=t.actors[0], detail={"t": t.trigger}))
+                seen.append([(e.source, e.dest, e.trigger, e.actor, e.detail) for e in m.history])
+            return [*seen, log]
+
+        fast = walk()
+        monkeypatch.setattr(
+            "machines.runtime.entity.fire",
+            lambda event, model, kwargs: event.trigger(model, **kwargs),
+        )
+        assert walk() == fast

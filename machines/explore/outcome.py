@@ -31,12 +31,24 @@ are interchangeable, which the model uses as a symmetry.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from functools import partial
+from itertools import chain
 
-from machines.errors import InvalidStateTransition
+from machines.errors import InvalidStateTransition, MachinesError
+from machines.explore.worlds import (
+    ABSENT,
+    CLAIMED,
+    IDLE,
+    REFUSED,
+    RETURNED,
+    UNSURE,
+    Key,
+    OutcomeScope,
+    Packing,
+    Worker,
+    World,
+)
 from machines.spec import MachineSpec
 
 INVARIANTS = ("exactly-once", "acknowledged-outcome-kept", "failed-means-proven")
@@ -46,59 +58,6 @@ WHAT = {
     "failed-means-proven": "a worker recorded failed although the effect happened",
 }
 
-ABSENT = "absent"
-IDLE, CLAIMED, RETURNED, REFUSED, UNSURE = "idle", "claimed", "returned", "refused", "unsure"
-"""Worker phases: no call; holding a claim; the effect returned; the effect raised an error
-proving it did not happen; the effect raised after it may have happened."""
-
-
-class Key(NamedTuple):
-    row: str = ABSENT  # an outcome state, or absent
-    owner: int = 0  # the lease holder (1-based worker), 0 for none
-    expired: bool = False  # the lease ran out (the fake clock jumped)
-    ran: int = 0  # times the upstream effect happened
-    reclaims: int = 0
-    landed: bool = False  # the effect happened under the current claim
-    told: str = ""  # the outcome a caller was given: succeeded / failed / ""
-
-
-class Worker(NamedTuple):
-    key: int = 0  # 1-based key of its current call, 0 when idle
-    phase: str = IDLE
-    attempt: int = 0
-
-
-class World(NamedTuple):
-    keys: tuple[Key, ...]
-    workers: tuple[Worker, ...]
-    flags: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class OutcomeScope:
-    keys: int = 2
-    workers: int = 2
-    reclaims: int = 1  # how many reclaims per key the scope allows
-    retries: int = 1  # the executor's ``retries``
-
-    @property
-    def name(self) -> str:
-        return ", ".join(
-            _count(n, word)
-            for n, word in (
-                (self.keys, "key"),
-                (self.workers, "worker"),
-                (self.reclaims, "reclaim"),
-                (self.retries, "retry"),
-            )
-        )
-
-
-def _count(n: int, word: str) -> str:
-    plural = word[:-1] + "ies" if word.endswith("ry") else word + "s"
-    return f"{n} {word if n == 1 else plural}"
-
-
 SCOPES = {
     "small": OutcomeScope(keys=1, workers=2),
     "default": OutcomeScope(),
@@ -106,9 +65,22 @@ SCOPES = {
 }
 DEFAULT_SCOPES = ("small", "default")
 
+Moves = Callable[[World], Iterator[tuple[str, World]]]
+"""Some of the protocol's moves from a world, each with its label."""
+
 
 class OutcomeModel:
-    """``machines.explore.Model`` of ``ExactlyOnce`` on one outcome definition."""
+    """``machines.explore.Model`` of ``ExactlyOnce`` on one outcome definition.
+
+    The protocol below is written on ``World`` records (``_moves``: the reference, which
+    ``moves`` and so every trace runs). The search's hot path, ``successors``, runs on
+    packed ints (``machines.explore.worlds.Packing``): a worker's move reads and writes
+    only that worker and the key it calls, a key's own moves only that key, so each move
+    is compiled once per (worker, key) pair of values into the int it adds to a world,
+    by running the very same protocol methods on a world holding just those two values
+    (and refused if it changes anything else). The tests hold ``successors`` to
+    ``moves``, state by state.
+    """
 
     name = "exactly-once"
 
@@ -119,35 +91,68 @@ class OutcomeModel:
         self.bounds = scope
         self.scope = label or scope.name
         self.symmetry = symmetry
-        self._ids: dict[World, int] = {}
-        self._worlds: list[World] = []
-        self.flag_floor = 1 << 40  # ids stay below; a flagged world gets this bit added
-        self._canonical: dict[World, World] = {}
         self._steps: dict[tuple[str, str, str], str | None] = {}
+        self.packing = packing = Packing(spec.states, scope, INVARIANTS, symmetry=symmetry)
+        self.flag_floor = packing.flag_floor
+        self._idle = packing.worker_id[Worker()]
+        self._called_key = [packing.key_shift[worker.key - 1] for worker in packing.workers]
+        # an idle worker's moves by the keys' bits, a busy one's by its id and its key's;
+        # the keys' own moves by their bits; each assembled from ``_compile``'s moves
+        self._by_idle: tuple[dict[int, tuple[int, ...]], ...] = tuple(
+            {} for _ in range(scope.workers)
+        )
+        self._by_busy: tuple[dict[int, tuple[int, ...]], ...] = tuple(
+            {} for _ in range(scope.workers)
+        )
+        self._by_keys: dict[int, tuple[int, ...]] = {}
+        self._compiled: dict[tuple[int, int | None, int], tuple[int, ...]] = {}
 
-    # -- the Model protocol (worlds are interned; the int is the world's index) ----------
+    # -- the Model protocol ---------------------------------------------------------------------
 
     def initial(self) -> list[int]:
         world = World(
             tuple(Key() for _ in range(self.bounds.keys)),
             tuple(Worker() for _ in range(self.bounds.workers)),
         )
-        return [self._id(world)]
+        return [self.packing.encode(world)]
 
     def successors(self, state: int) -> list[int]:
-        return [self._id(self.canonical_world(w)) for _, w in self._moves(self._world(state))]
+        if state >= self.flag_floor:
+            return []
+        packing = self.packing
+        keys = state >> packing.key_shift[-1]
+        key_mask, worker_mask, key_ids = packing.key_mask, packing.worker_mask, len(packing.keys)
+        deltas: list[int] = []
+        for w, shift in enumerate(packing.worker_shift):
+            wid = state >> shift & worker_mask
+            if wid == self._idle:
+                found = self._by_idle[w].get(keys)
+                if found is None:
+                    found = self._by_idle[w][keys] = self._compile_idle(state, w)
+            else:
+                local = wid * key_ids + (state >> self._called_key[wid] & key_mask)
+                found = self._by_busy[w].get(local)
+                if found is None:
+                    found = self._by_busy[w][local] = self._compile_busy(state, w)
+            deltas += found
+        found = self._by_keys.get(keys)
+        if found is None:
+            found = self._by_keys[keys] = self._compile_keys(state)
+        deltas += found
+        return packing.canonicals(state, deltas)
 
     def moves(self, state: int) -> list[tuple[str, int]]:
-        return [(label, self._id(w)) for label, w in self._moves(self._world(state))]
+        encode = self.packing.encode
+        return [(label, encode(w)) for label, w in self._moves(self.packing.decode(state))]
 
     def canonical(self, state: int) -> int:
-        return self._id(self.canonical_world(self._world(state)))
+        return self.packing.canonical(state)
 
     def breaches(self, state: int) -> list[tuple[str, str]]:
-        return [(f, WHAT[f]) for f in INVARIANTS if f in self._world(state).flags]
+        return [(f, WHAT[f]) for f in INVARIANTS if state & self.packing.flag[f]]
 
     def describe(self, state: int) -> str:
-        world = self._world(state)
+        world = self.packing.decode(state)
         keys = "; ".join(
             f"k{i}: {k.row}"
             + (f" (lease w{k.owner}{', expired' if k.expired else ''})" if k.owner else "")
@@ -162,75 +167,99 @@ class OutcomeModel:
         )
         return f"{keys} | {workers}"
 
-    # -- interning --------------------------------------------------------------------------
+    # -- the protocol's moves compiled to int deltas ----------------------------------------------
 
-    def _id(self, world: World) -> int:
-        found = self._ids.get(world)
-        if found is None:
-            found = self._ids[world] = len(self._worlds)
-            self._worlds.append(world)
-        return found + (self.flag_floor if world.flags else 0)
+    def _compile_idle(self, state: int, w: int) -> tuple[int, ...]:
+        return tuple(
+            chain.from_iterable(
+                self._compile(state, k, w, partial(self._claim_moves, w=w, k=k))
+                for k in range(self.bounds.keys)
+            )
+        )
 
-    def _world(self, state: int) -> World:
-        return self._worlds[state % self.flag_floor]
+    def _compile_busy(self, state: int, w: int) -> tuple[int, ...]:
+        worker = self.packing.decode(state).workers[w]
+        moves = partial(self._worker_moves, w=w, worker=worker)
+        return self._compile(state, worker.key - 1, w, moves)
 
-    def canonical_world(self, world: World) -> World:
-        """The least relabelling of workers and keys (they are interchangeable)."""
-        if not self.symmetry:
-            return world
-        found = self._canonical.get(world)
-        if found is None:
-            found = self._canonical[world] = self._least_relabelling(world)
+    def _compile_keys(self, state: int) -> tuple[int, ...]:
+        return tuple(
+            chain.from_iterable(
+                self._compile(state, k, None, partial(self._key_moves, k=k, key=key))
+                for k, key in enumerate(self.packing.decode(state).keys)
+            )
+        )
+
+    def _compile(self, state: int, k: int, w: int | None, moves: Moves) -> tuple[int, ...]:
+        """What each of ``moves`` adds to a world holding ``state``'s key ``k`` and worker
+        ``w`` (or key ``k`` alone): found once per pair of values, on a world holding
+        nothing else, and refused if it changes anything else."""
+        packing = self.packing
+        memo = (k, w, state - packing.local(state, k, w))
+        found = self._compiled.get(memo)
+        if found is not None:
+            return found
+        world = packing.decode(state)
+        alone = World(
+            tuple(key if i == k else Key() for i, key in enumerate(world.keys)),
+            tuple(worker if j == w else Worker() for j, worker in enumerate(world.workers)),
+        )
+        before = packing.encode(alone)
+        deltas = []
+        for label, after in moves(alone):
+            moved = packing.encode(after)
+            if packing.local(moved, k, w) != packing.local(before, k, w):
+                raise MachinesError(
+                    f"exactly-once model: '{label}' changes another worker or key; "
+                    "the compiled moves assume a move changes only its own"
+                )
+            deltas.append(moved - before)
+        found = self._compiled[memo] = tuple(deltas)
         return found
 
-    def _least_relabelling(self, world: World) -> World:
-        best: tuple[object, ...] | None = None
-        chosen = world
-        for kp in itertools.permutations(range(len(world.keys))):
-            for wp in itertools.permutations(range(len(world.workers))):
-                renamed = _relabel(world, kp, wp)
-                order = (renamed.keys, renamed.workers)
-                if best is None or order < best:
-                    best, chosen = order, renamed
-        return chosen
-
-    # -- what may happen next -----------------------------------------------------------------
+    # -- what may happen next (the reference) ------------------------------------------------------
 
     def _moves(self, world: World) -> Iterator[tuple[str, World]]:
         if world.flags:
             return
         for w, worker in enumerate(world.workers):
-            yield from self._worker_moves(world, w, worker)
+            if worker.phase == IDLE:
+                for k in range(len(world.keys)):
+                    yield from self._claim_moves(world, w=w, k=k)
+            else:
+                yield from self._worker_moves(world, w=w, worker=worker)
         for k, key in enumerate(world.keys):
-            name = f"k{k + 1}"
-            if key.row == "in_flight" and key.owner and not key.expired:
-                yield f"the lease on {name} expires", _set_key(world, k, key._replace(expired=True))
-            swept = self._park_expired(key)
-            if swept is not None:
-                yield f"a sweeper parks {name} (park_expired)", _set_key(world, k, swept)
-            if key.reclaims < self.bounds.reclaims:
-                moved = self._move(key, "reclaim", "caller")
-                if moved is not None:
-                    after = moved._replace(
-                        owner=0, expired=False, reclaims=key.reclaims + 1, landed=False
-                    )
-                    yield f"a caller reclaims {name}", _set_key(world, k, after)
-            for trigger in ("decide_landed", "decide_not_landed"):
-                moved = self._move(key, trigger, "operator")
-                if moved is not None:
-                    yield f"an operator decides {name}: {trigger}", _set_key(world, k, moved)
+            yield from self._key_moves(world, k=k, key=key)
 
-    def _worker_moves(self, world: World, w: int, worker: Worker) -> Iterator[tuple[str, World]]:
-        me = f"w{w + 1}"
-        if worker.phase == IDLE:
-            for k in range(len(world.keys)):
-                claimed = self._claim(world, w, k)
-                if claimed is not None:
-                    yield f"{me} calls run(k{k + 1}): {claimed[0]}", claimed[1]
-            return
+    def _claim_moves(self, world: World, *, w: int, k: int) -> Iterator[tuple[str, World]]:
+        claimed = self._claim(world, w, k)
+        if claimed is not None:
+            yield f"w{w + 1} calls run(k{k + 1}): {claimed[0]}", claimed[1]
+
+    def _key_moves(self, world: World, *, k: int, key: Key) -> Iterator[tuple[str, World]]:
+        name = f"k{k + 1}"
+        if key.row == "in_flight" and key.owner and not key.expired:
+            yield f"the lease on {name} expires", _set_key(world, k, key._replace(expired=True))
+        swept = self._park_expired(key)
+        if swept is not None:
+            yield f"a sweeper parks {name} (park_expired)", _set_key(world, k, swept)
+        if key.reclaims < self.bounds.reclaims:
+            moved = self._move(key, "reclaim", "caller")
+            if moved is not None:
+                after = moved._replace(
+                    owner=0, expired=False, reclaims=key.reclaims + 1, landed=False
+                )
+                yield f"a caller reclaims {name}", _set_key(world, k, after)
+        for trigger in ("decide_landed", "decide_not_landed"):
+            moved = self._move(key, trigger, "operator")
+            if moved is not None:
+                yield f"an operator decides {name}: {trigger}", _set_key(world, k, moved)
+
+    def _worker_moves(self, world: World, *, w: int, worker: Worker) -> Iterator[tuple[str, World]]:
+        """The moves of a worker inside a call (not idle), on the key it calls."""
         k = worker.key - 1
         key = world.keys[k]
-        name = f"{me} on k{k + 1}"
+        name = f"w{w + 1} on k{k + 1}"
         crashed = _set_worker(world, w, Worker())
         yield f"{name}: the process dies", crashed
         if worker.phase == CLAIMED:
@@ -376,14 +405,3 @@ def _judge(world: World, before: Key, after: Key) -> World:
     if before.told and after.row != before.told:
         flags.add("acknowledged-outcome-kept")
     return _flag(world, flags)
-
-
-def _relabel(world: World, kp: tuple[int, ...], wp: tuple[int, ...]) -> World:
-    """Key ``i`` becomes key ``kp[i]``, worker ``j`` becomes ``wp[j]``."""
-    keys: list[Key] = [Key()] * len(kp)
-    for i, key in enumerate(world.keys):
-        keys[kp[i]] = key._replace(owner=wp[key.owner - 1] + 1) if key.owner else key
-    workers: list[Worker] = [Worker()] * len(wp)
-    for j, worker in enumerate(world.workers):
-        workers[wp[j]] = worker._replace(key=kp[worker.key - 1] + 1) if worker.key else worker
-    return World(tuple(keys), tuple(workers), world.flags)

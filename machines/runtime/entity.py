@@ -2,10 +2,10 @@
 
 Why the shape: a ``transitions.Machine`` costs ~20 KB and ``add_model`` rescans its model
 list (quadratic in the number of entities). So every entity of one spec and one model
-class shares a single *template* machine (``machines.runtime.templates``); an entity fires the
-template's ``Event.trigger`` with its own model and never registers with it. Nothing is
-injected into user models (no ``is_*``/``to_*`` methods): triggers are called through the
-entity machine.
+class shares a single *template* machine (``machines.runtime.templates``); an entity fires
+the template's events with its own model (``templates.fire``) and never registers with it.
+Nothing is injected into user models (no ``is_*``/``to_*`` methods): triggers are called
+through the entity machine.
 
 Every move is decided by the spec's compiled table first (``MachineSpec.stepper`` /
 ``step``), so a refusal never reaches ``transitions`` and leaves the state unchanged.
@@ -43,7 +43,7 @@ from machines.runtime.history import (
     frozen_detail,
 )
 from machines.runtime.templates import Hooks as Hooks
-from machines.runtime.templates import check_hook_names, template
+from machines.runtime.templates import check_hook_names, fire, template
 from machines.spec.jsonvalue import describe
 from machines.spec.routing import plain, shown, suggest
 
@@ -348,8 +348,10 @@ class EntityMachine(_Entity):
             self._pending = (source, dest, name, actor, frozen, ctx, self._clock())
             self._changing = True
             try:
-                done = self._events[name].trigger(
-                    self._model, actor=actor, detail=detail, machine=self
+                done = fire(
+                    self._events[name],
+                    self._model,
+                    {"actor": actor, "detail": detail, "machine": self},
                 )
             finally:
                 self._pending = outer

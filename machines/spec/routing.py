@@ -1,10 +1,12 @@
 """The compiled transition table: every move decision of every runtime goes through here.
 
 ``spec.step`` (``Router.step``) and the object runtime (a ``Stepper`` from ``Router.bind``)
-decide through the same compiled table, so they cannot disagree.
-The common case (a known context, an edge that exists for this actor) is a couple of dict
-lookups; everything else falls to ``refuse``, which builds the precise error: unknown
-names, terminal states, wrong actors, failed guards, with the spec's ``forbidden`` reason.
+decide through the same compiled table, so they cannot disagree: both answer from dicts
+that the one reference decision (``Router._route``) filled in advance. The common case (a
+known context, an edge that exists for this actor) is one dict lookup; everything else
+falls to ``Router.decide``, and a refusal to ``refuse``, which builds the precise error:
+unknown names, terminal states, wrong actors, failed guards, with the spec's ``forbidden``
+reason.
 """
 
 from __future__ import annotations
@@ -69,11 +71,28 @@ class Router:
     ``_table`` maps (state, trigger, actor) to one of three shapes: a ``str`` (the
     destination of an edge without a guard), a ``_Single`` (one edge guarded by one
     variable: value -> destination, which also validates a context that names just that
-    variable), or a ``list`` of guarded alternatives. A miss falls to ``refuse``, which
-    finds the precise reason.
+    variable), or a ``list`` of guarded alternatives; ``_route`` reads it for any context.
+    ``step`` and each bound ``Stepper`` answer from tables ``_route`` filled; a miss falls
+    to ``decide``, and a refusal to ``refuse``, which finds the precise reason.
     """
 
-    __slots__ = ("_allowed_values", "_bound", "_spec", "_table", "_triggers", "_valid_pairs")
+    __slots__ = (
+        "_allowed_values",
+        "_bound",
+        "_spec",
+        "_table",
+        "_triggers",
+        "_valid_pairs",
+        "step",
+    )
+
+    step: Step
+    """``step(state, trigger, *, actor, **context) -> dest``: ``decide`` with the context as
+    keywords. This is the hottest path of the package (``MachineSpec.step`` is this very
+    function): a context of at most one variable, the common case, is answered by one dict
+    lookup in a table ``_route`` filled for every edge and every admitted value; anything
+    else, and every refusal, goes to ``decide``. A closure, the cheapest callable CPython
+    has."""
 
     def __init__(self, spec: MachineSpec) -> None:
         self._spec = spec
@@ -97,37 +116,49 @@ class Router:
                 self._table[key] = _Single(var, dict.fromkeys(admitted, dest))
             else:
                 self._table[key] = found
+        self.step = _compile_step(self)
 
-    def step(self, state: str, trigger: str, *, actor: str, **context: str) -> str:
+    def decide(self, state: str, trigger: str, actor: str, context: Mapping[str, str]) -> str:
         """The destination of this move, or raise ``InvalidStateTransition`` /
-        ``ContextError``. Nothing is changed anywhere either way. This is the hottest path
-        of the package: ``MachineSpec.step`` is this very method."""
+        ``ContextError``; nothing is changed anywhere either way. The reference decision,
+        for any context: ``step`` answers the common cases from tables filled by ``_route``
+        and asks this for the rest."""
         try:
-            route = self._table[(state, trigger, actor)]
-            if isinstance(route, str):
-                if not context:
-                    return route
-                if len(context) == 1:
-                    ((pair),) = context.items()
-                    if pair in self._valid_pairs:
-                        return route
-                elif self._valid(context):
-                    return route
-            elif isinstance(route, _Single):
-                var, dests = route
-                if len(context) == 1:
-                    dest = dests.get(context.get(var, ""))
-                    if dest is not None:
-                        return dest
-                if self._valid(context) and context.get(var, "") in dests:
-                    return dests[context[var]]
-            elif self._valid(context):
-                for guard, dest in route:
-                    if all(context.get(var) in admitted for var, admitted in guard):
-                        return dest
+            dest = self._route(state, trigger, actor, context)
         except Exception:  # no such edge, or an unhashable or hostile argument
             raise self.refuse(state, trigger, actor, context) from None
-        raise self.refuse(state, trigger, actor, context)
+        if dest is None:
+            raise self.refuse(state, trigger, actor, context)
+        return dest
+
+    def _route(
+        self, state: str, trigger: str, actor: str, context: Mapping[str, str]
+    ) -> str | None:
+        """The destination, ``None`` for a move refused on its context, or an exception
+        (``KeyError`` for a missing edge; anything a hostile argument raises)."""
+        route = self._table[(state, trigger, actor)]
+        if isinstance(route, str):
+            if not context:
+                return route
+            if len(context) == 1:
+                ((pair),) = context.items()
+                if pair in self._valid_pairs:
+                    return route
+            elif self._valid(context):
+                return route
+        elif isinstance(route, _Single):
+            var, dests = route
+            if len(context) == 1:
+                dest = dests.get(context.get(var, ""))
+                if dest is not None:
+                    return dest
+            if self._valid(context) and context.get(var, "") in dests:
+                return dests[context[var]]
+        elif self._valid(context):
+            for guard, dest in route:
+                if all(context.get(var) in admitted for var, admitted in guard):
+                    return dest
+        return None
 
     @property
     def triggers(self) -> frozenset[str]:
@@ -147,13 +178,10 @@ class Router:
             frozen = MappingProxyType({k: str.__str__(v) for k, v in context.items()})
             cache_key = tuple(sorted(frozen.items()))
             table = {}
-            for state, trigger, actor in self._table:
-                try:
-                    table[(state, trigger, actor)] = self.step(
-                        state, trigger, actor=actor, **frozen
-                    )
-                except (InvalidStateTransition, ContextError):
-                    continue
+            for key in self._table:
+                dest = self._route(*key, frozen)
+                if dest is not None:
+                    table[key] = dest
             stepper = self._bound[cache_key] = _make_stepper(self, table, frozen)
         return stepper
 
@@ -293,6 +321,46 @@ class Router:
         return InvalidStateTransition(
             self._spec.name, shown(state), trigger=shown(trigger), actor=shown(actor), reason=reason
         )
+
+
+class Step(Protocol):
+    """``Router.step``'s signature."""
+
+    def __call__(self, state: str, trigger: str, *, actor: str, **context: str) -> str: ...
+
+
+def _compile_step(router: Router) -> Step:
+    """``router.step``: the answers for no context and for each admitted (variable, value)
+    pair, precomputed by the reference (``_route``), looked up in one dict each."""
+    bare: dict[tuple[str, str, str], str] = {}
+    single: dict[tuple[str, str, str, tuple[str, str]], str] = {}
+    for key in router._table:
+        dest = router._route(*key, {})
+        if dest is not None:
+            bare[key] = dest
+        for pair in router._valid_pairs:
+            dest = router._route(*key, dict((pair,)))
+            if dest is not None:
+                single[(*key, pair)] = dest
+    decide = router.decide
+
+    def step(state: str, trigger: str, *, actor: str, **context: str) -> str:
+        """The destination of this move, or raise ``InvalidStateTransition`` /
+        ``ContextError`` (``Router.decide`` says which)."""
+        if len(context) == 1:
+            pair = context.popitem()  # this call's own dict: cheaper than unpacking items()
+            try:
+                return single[(state, trigger, actor, pair)]
+            except Exception:  # not precomputed, or a hostile argument: the reference says why
+                context = dict((pair,))
+        elif not context:
+            try:
+                return bare[(state, trigger, actor)]
+            except Exception:
+                pass
+        return decide(state, trigger, actor, context)
+
+    return step
 
 
 class Stepper(Protocol):
