@@ -19,7 +19,8 @@ import pytest
 import machines
 from machines.derive import DerivedMove, Deriver, NodeKind, Signature
 from machines.derive.proof import check_derivation
-from machines.explore.transfer import SCOPES, TransferModel
+from machines.explore.transfer import TransferModel
+from machines.explore.transfer_plans import SCOPES
 from machines.spec import MachineSpec
 from machines.spec.loader import definition_paths, read_definition
 from machines.store import open_store

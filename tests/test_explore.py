@@ -19,7 +19,8 @@ from machines.errors import MachinesError
 from machines.explore import Exploration, ProgressBar, build_model, explore, scopes_of
 from machines.explore.outcome import SCOPES as OUTCOME_SCOPES
 from machines.explore.outcome import OutcomeModel
-from machines.explore.transfer import SCOPES, TransferModel, steps_of
+from machines.explore.transfer import TransferModel
+from machines.explore.transfer_plans import SCOPES, steps_of
 from machines.explore.worlds import World
 from machines.spec.loader import load
 from machines.testing.profiles import run_suite, scaled

@@ -22,7 +22,7 @@ JUDGES: dict[Layer, tuple[str, ...]] = {
     "derivation": ("derive/proof.py",),
     "stored state": ("checks/invariants.py",),
     "audit": ("checks/audit.py",),
-    "explorer": ("explore/outcome.py", "explore/transfer.py"),
+    "explorer": ("explore/outcome.py", "explore/worlds.py", "explore/transfer*.py"),
     "exactly-once suite": ("testing/exactly_once*.py",),
     "effect-log suite": ("testing/effectlog*.py",),
     "transfer suite": ("testing/transfer*.py",),

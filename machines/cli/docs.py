@@ -19,7 +19,8 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
     each explorer model checks, the mutation catalog, and the help of ``parsers`` (the
     ``machines`` parser and every command's)."""
     from machines.explore.outcome import WHAT as OUTCOME_WHAT
-    from machines.explore.transfer import SCOPES, TransferModel
+    from machines.explore.transfer import TransferModel
+    from machines.explore.transfer_plans import SCOPES
     from machines.mutation import CATALOG
     from machines.render.site import SiteFacts
 

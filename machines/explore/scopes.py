@@ -9,9 +9,9 @@ from machines.explore.outcome import DEFAULT_SCOPES as OUTCOME_DEFAULTS
 from machines.explore.outcome import SCOPES as OUTCOME_SCOPES
 from machines.explore.outcome import OutcomeModel
 from machines.explore.search import Model
-from machines.explore.transfer import DEFAULT_SCOPES as TRANSFER_DEFAULTS
-from machines.explore.transfer import SCOPES as TRANSFER_SCOPES
 from machines.explore.transfer import TransferModel
+from machines.explore.transfer_plans import DEFAULT_SCOPES as TRANSFER_DEFAULTS
+from machines.explore.transfer_plans import SCOPES as TRANSFER_SCOPES
 from machines.spec import MachineSpec
 from machines.spec.loader import load
 
