@@ -5,12 +5,14 @@ never failed (nor its reservation released) while money may be on its way."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from machines.errors import InvalidStateTransition
+import machines
+from machines.errors import InvalidStateTransition, MachinesError
 from machines.spec.loader import load
 from machines.spec.states import NodeState, RequestState
 from machines.store import Store, open_store
@@ -856,3 +858,48 @@ def test_the_policy_only_names_moves_the_node_machine_has() -> None:
             for t in node_spec.transitions
             if (t.source, t.trigger) == (move.source, move.trigger)
         ), move
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [lambda: "1700000000", lambda: float("nan"), lambda: 10**400, lambda: True, lambda: 1 / 0],
+)
+def test_a_clock_that_lies_is_a_typed_error_and_sends_nothing(
+    store: Store, reading: Callable[[], Any]
+) -> None:
+    """issue 15: the engine's clock was used unchecked (a string stamped into node data, a
+    raw TypeError from the submit timeout); it is now checked by the one clock checker the
+    runtime, the stores and the other systems use."""
+    venue = FakeVenue()
+    engine = engine_for(store, venue, clock=reading)
+    executing(engine, "r-clock", CEX)
+    with pytest.raises(MachinesError, match="TransferEngine: the clock"):
+        drive(engine, "r-clock")
+    assert venue.count("submit", "withdraw") == 0
+    assert "sent" not in engine.nodes("r-clock")["withdraw"].data
+
+
+def test_one_clock_checker_serves_every_owner_of_a_clock() -> None:
+    """The runtime, the stores and the three systems read an injected clock through
+    ``machines.runtime.history.checked_clock``; nothing else in the package calls one."""
+    import ast
+
+    package = Path(machines.__file__).resolve().parent
+    users, readers = set(), []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+            if name == "checked_clock":
+                users.add(path.relative_to(package).as_posix())
+            if name == "clock" and isinstance(call.func, ast.Name):
+                readers.append(f"{path.relative_to(package)}:{call.lineno}")
+    assert {
+        "runtime/entity.py",
+        "runtime/history.py",
+        "store/__init__.py",
+        "systems/exactly_once.py",
+        "systems/effectlog.py",
+        "systems/transfer/engine.py",
+    } <= users
+    assert readers and all(r.startswith("runtime/history.py:") for r in readers), readers

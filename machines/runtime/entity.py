@@ -89,7 +89,7 @@ class _Entity(abc.ABC):
         self._spec = spec
         self._stepper = spec.stepper(**context)
         self._context = self._stepper.context
-        self._clock = clock if clock is time.time else checked_clock(clock, spec.name)
+        self._clock = checked_clock(clock, spec.name)
         if hooks is not None and not isinstance(hooks, Hooks):
             raise MachinesError(
                 f"{spec.name}: hooks must be a machines.runtime.Hooks, not {type(hooks).__name__}"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, TextIO, overload
 
-from machines.errors import ContextError, MachinesError
+from machines.errors import ContextError, InvalidArgument, MachinesError
 from machines.spec.jsonvalue import UnstorableValue, describe, dumps_object, loads_object
 
 Clock = Callable[[], float]
@@ -32,32 +32,38 @@ Record = tuple[str, str, str, str, "Mapping[str, Any] | None", Mapping[str, str]
 """(source, dest, trigger, actor, detail, context, at) as stored: checked, read-only."""
 
 
-def checked_clock(clock: Clock, machine: str) -> Clock:
-    """``clock`` itself when it is ``time.time``; else the same clock, checked on each
-    reading: one that raises or answers anything but a finite number of seconds raises
-    ``MachinesError`` instead, before anything is recorded (an ``int`` reads as a float)."""
+def checked_clock(
+    clock: object,
+    owner: str,
+    error: type[MachinesError] = MachinesError,
+    consequence: str = "nothing was recorded",
+) -> Clock:
+    """The one check of an injected clock, for the runtime, the stores and the systems:
+    ``clock`` itself when it is ``time.time``; else the same clock, checked on each reading,
+    so one that raises, or answers anything but a finite number of seconds, raises ``error``
+    (naming ``owner`` and ``consequence``) before anything is written with that time. An
+    ``int`` reads as a float while a float holds it exactly. Not a function at all is an
+    ``InvalidArgument`` at once."""
     if clock is time.time:
-        return clock
+        return time.time
     if not callable(clock):
-        raise MachinesError(
-            f"{machine}: clock must be a function returning seconds since the epoch, "
-            f"not {type(clock).__name__}"
+        raise InvalidArgument(
+            f"{owner}: clock must be a function returning seconds since the epoch, "
+            f"not a {type(clock).__name__}"
         )
 
     def checked() -> float:
         try:
             at = clock()
         except Exception as exc:
-            raise MachinesError(
-                f"{machine}: the clock raised {type(exc).__name__}; nothing was recorded"
-            ) from exc
+            raise error(f"{owner}: the clock raised {type(exc).__name__}; {consequence}") from exc
         if at.__class__ is float and math.isfinite(at):
             return at
         if isinstance(at, int) and not isinstance(at, bool) and abs(at) < 2**53:
             return float(at)
-        raise MachinesError(
-            f"{machine}: the clock returned {describe(at)}, not seconds since the epoch as a "
-            "finite number; nothing was recorded"
+        raise error(
+            f"{owner}: the clock must return seconds since the epoch as a finite number, not "
+            f"{describe(at)}; {consequence}"
         )
 
     return checked

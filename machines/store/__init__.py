@@ -11,12 +11,11 @@ concurrent writers are fenced by the row version.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable, Mapping
 
 from machines.errors import InvalidArgument
-from machines.runtime.history import Clock
+from machines.runtime.history import Clock, checked_clock
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.loader import load
@@ -74,7 +73,11 @@ def open_store(
     if not isinstance(read_only, bool):
         raise InvalidArgument(f"read_only must be True or False, not {describe(read_only)}")
     by_name = _by_name(specs)
-    now = time.time if clock is None else _checked_clock(clock)
+    now = (
+        time.time
+        if clock is None
+        else checked_clock(clock, "the store", StoreError, "nothing was written")
+    )
     if url == "memory://":
         if read_only:
             raise StoreError("memory:// starts empty: there is nothing to open read-only")
@@ -122,26 +125,3 @@ def _by_name(specs: object) -> dict[str, MachineSpec]:
         if by_name.setdefault(spec.name, spec) is not spec:
             raise InvalidArgument(f"specs hold two different machines named '{spec.name}'")
     return by_name
-
-
-def _checked_clock(clock: object) -> Clock:
-    """``clock`` as the store calls it: a finite number as a float, or a ``StoreError``
-    (before anything is written), whatever the function does."""
-    if not callable(clock):
-        raise InvalidArgument(f"clock must be a function, not a {type(clock).__name__}")
-
-    def now() -> float:
-        try:
-            value = clock()
-        except Exception as exc:
-            raise StoreError(f"the store's clock raised {type(exc).__name__}") from exc
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            try:
-                seconds = float(value)
-            except OverflowError:
-                seconds = math.inf
-            if math.isfinite(seconds):
-                return seconds
-        raise StoreError(f"the store's clock returned {describe(value)}, not a finite number")
-
-    return now

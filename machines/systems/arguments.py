@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from machines.errors import InvalidArgument, MachinesError, message_of
+from machines.errors import InvalidArgument
 from machines.spec.jsonvalue import describe
 from machines.store.records import Store
 
@@ -89,16 +89,3 @@ def store_with(store: object, machine: str) -> Store:
             f"the store has no '{machine}' machine; open it with the definition of '{machine}'"
         )
     return cast(Store, store)
-
-
-def clock_reading(clock: Callable[[], object]) -> float:
-    """What an injected clock says, which must be a finite number of seconds."""
-    try:
-        now = clock()
-    except Exception as error:
-        raise MachinesError(
-            f"the clock raised {type(error).__name__}: {message_of(error)}"
-        ) from error
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
-        raise MachinesError(f"the clock must return seconds as a number, not {describe(now)}")
-    return float(now)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
 
 from machines.errors import EffectError, message_of
-from machines.runtime.history import Clock, TransitionEvent
+from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
 from machines.store.records import Row, Store, Transaction
 from machines.systems import arguments
@@ -148,7 +148,7 @@ class EffectLog:
     ) -> None:
         self.store = arguments.store_with(store, MACHINE)
         self.classify = arguments.function(classify, "classify")
-        self.clock = arguments.function(clock, "clock")
+        self.clock = checked_clock(clock, "EffectLog", consequence="nothing was written")
         self.worker = arguments.optional_text(worker, "worker") or process_identity()
 
     # -- the intercept path ----------------------------------------------------------------
@@ -249,7 +249,7 @@ class EffectLog:
         return EffectClosed(row.key, row.state)
 
     def _now(self) -> float:
-        return arguments.clock_reading(self.clock)
+        return self.clock()
 
     def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Row:
         data = {

@@ -40,7 +40,7 @@ from machines.errors import (
     MachinesError,
     message_of,
 )
-from machines.runtime.history import Clock
+from machines.runtime.history import Clock, checked_clock
 from machines.spec.jsonvalue import as_stored, describe, dumps
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
@@ -130,7 +130,7 @@ class ExactlyOnce:
         self.retries = arguments.count(retries, "retries")
         self.lease_seconds = arguments.seconds(lease_seconds, "lease_seconds")
         self.on_indeterminate = on_indeterminate
-        self.clock = arguments.function(clock, "clock")
+        self.clock = checked_clock(clock, "ExactlyOnce", consequence="nothing was written")
         self.worker = arguments.optional_text(worker, "worker") or process_identity()
 
     # -- the two ways to run ------------------------------------------------------------
@@ -250,7 +250,7 @@ class ExactlyOnce:
     # -- steps --------------------------------------------------------------------------
 
     def _now(self) -> float:
-        return arguments.clock_reading(self.clock)
+        return self.clock()
 
     def _existing(self, tx: Transaction, key: str) -> Row:
         row = tx.get(MACHINE, key)

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from machines.derive import Deriver
-from machines.runtime.history import Clock
+from machines.runtime.history import Clock, checked_clock
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState, RequestState
@@ -119,7 +119,7 @@ class TransferEngine(Driver):
         self.callbacks = dict(callbacks or {})
         check_executors(self.executors)
         _check_callbacks(self.callbacks)
-        self.clock = clock
+        self.clock = checked_clock(clock, "TransferEngine", consequence="nothing was written")
         self.engine_id = engine_id or process_identity("engine:")
         self.submit_timeout = submit_timeout
         self.request_spec = specs[REQUEST]
