@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, get_args
 
 from machines.errors import UnknownName
 from machines.spec.routing import shown, suggest
@@ -38,17 +38,7 @@ Layer = Literal[
 derivation proof, the predicates over a store's snapshot, the audit of a recorded history,
 the explorer's models, or one of the property suites."""
 
-LAYERS: tuple[Layer, ...] = (
-    "definitions",
-    "derivation",
-    "stored state",
-    "audit",
-    "explorer",
-    "exactly-once suite",
-    "effect-log suite",
-    "transfer suite",
-    "walker",
-)
+LAYERS: tuple[Layer, ...] = get_args(Layer)
 
 
 @dataclass(frozen=True)

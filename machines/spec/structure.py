@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
 
 from machines.spec.records import Guard, MachineSpec, Rule, Transition
 from machines.spec.vocabulary import describe_guard
@@ -198,24 +199,21 @@ def _terminal_exit(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
     return f"terminal state '{t.source}' has a way out: {_edge_text(t)}"
 
 
-def _exit_by_other_actor(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
-    extra = [a for a in t.actors if a not in rule.actors]
-    if t.source not in rule.states or not extra:
-        return None
-    return (
-        f"{_edge_text(t)} lets {', '.join(extra)} leave '{t.source}'; "
-        f"only {', '.join(rule.actors)} may"
-    )
+def _by_other_actor(end: Literal["source", "dest"], verb: str) -> EdgeCheck:
+    """The check of a rule that only its actors may ``verb`` its states: an edge whose
+    ``end`` is one of them, taken by some other actor, breaks it."""
 
+    def check(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
+        state = getattr(t, end)
+        extra = [a for a in t.actors if a not in rule.actors]
+        if state not in rule.states or not extra:
+            return None
+        return (
+            f"{_edge_text(t)} lets {', '.join(extra)} {verb} '{state}'; "
+            f"only {', '.join(rule.actors)} may"
+        )
 
-def _entry_by_other_actor(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
-    extra = [a for a in t.actors if a not in rule.actors]
-    if t.dest not in rule.states or not extra:
-        return None
-    return (
-        f"{_edge_text(t)} lets {', '.join(extra)} enter '{t.dest}'; "
-        f"only {', '.join(rule.actors)} may"
-    )
+    return check
 
 
 def _exit_by_other_trigger(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
@@ -334,8 +332,8 @@ RULE_KINDS: Mapping[str, RuleCheck] = MappingProxyType(
         "terminal_final": _edge_rule(_terminal_exit),
         "all_reachable": _all_reachable,
         "can_terminate": _can_terminate,
-        "only_actors_exit": _edge_rule(_exit_by_other_actor),
-        "only_actors_enter": _edge_rule(_entry_by_other_actor),
+        "only_actors_exit": _edge_rule(_by_other_actor("source", "leave")),
+        "only_actors_enter": _edge_rule(_by_other_actor("dest", "enter")),
         "only_triggers_exit": _edge_rule(_exit_by_other_trigger),
         "only_from": _edge_rule(_entry_from_other_source),
         "only_via": _only_via,
