@@ -12,7 +12,7 @@ import pytest
 
 import machines
 from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
-from machines.runtime import Hooks
+from machines.runtime import Hooks, templates
 from machines.runtime.templates import templates_of
 from machines.spec import MachineSpec, Transition
 
@@ -202,6 +202,20 @@ class TestModels:
         template = entities[0]._template
         assert all(e._template is template for e in entities)
         assert template.models == []  # add_model (quadratic) is never called
+
+    def test_a_spec_that_dies_takes_its_templates_with_it(self) -> None:
+        """The runtime's template cache keeps a spec's templates only while the spec lives
+        (it is keyed by the spec's id, so a stale entry could be found by a new spec)."""
+        import dataclasses
+        import gc
+
+        copy = dataclasses.replace(spec_of("outcome"))
+        copy.machine(entity_id="e")
+        assert len(templates_of(copy)) == 1
+        ident = id(copy)
+        del copy
+        gc.collect()
+        assert ident not in templates._TEMPLATES
 
     def test_hooks_run_in_transitions_order(self) -> None:
         order: list[str] = []
