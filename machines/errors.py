@@ -10,6 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+DISTRIBUTION = "effect-machines"
+"""The name this package is published under on the package index (the name ``machines``
+there is another project's); the import name is ``machines``."""
+
+
+def install_command(extra: str) -> str:
+    """The command that installs this package with its optional ``extra``, for a message
+    that tells the user how to get what is missing."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
 
 class MachinesError(Exception):
     """Base class of every error this package raises on purpose."""

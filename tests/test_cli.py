@@ -220,4 +220,4 @@ def test_a_missing_postgres_driver_is_a_message_not_a_traceback(
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg fails
     monkeypatch.delitem(sys.modules, "machines.store.postgres", raising=False)
     assert main(["audit", "--from-store", "postgresql://nobody@localhost/none"]) == 2
-    assert "pip install 'machines[postgres]'" in capsys.readouterr().err
+    assert "pip install 'effect-machines[postgres]'" in capsys.readouterr().err

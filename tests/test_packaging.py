@@ -29,7 +29,7 @@ def test_wheel_installs_and_checks_outside_the_checkout(tmp_path: Path) -> None:
         tmp_path,
     )
     assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = dist.glob("machines-*.whl")
+    (wheel,) = dist.glob("effect_machines-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for machine in ("effect", "outcome", "node", "request"):
         assert f"machines/_spec/{machine}.yaml" in names

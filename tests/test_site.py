@@ -43,7 +43,7 @@ def first_existing(paths: tuple[str, ...], what: str, fix: str) -> str:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if importlib.util.find_spec("mkdocs") is None:
-        unavailable("mkdocs", "pip install 'machines[docs]'")
+        unavailable("mkdocs", "pip install 'effect-machines[docs]'")
     out = tmp_path_factory.mktemp("site")
     config = str(ROOT / "mkdocs.yml")
     built = subprocess.run(
@@ -80,7 +80,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ModuleNotFoundError:
-        unavailable("Selenium", "pip install 'machines[docs]'")
+        unavailable("Selenium", "pip install 'effect-machines[docs]'")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in (

@@ -8,6 +8,7 @@ import importlib.util
 import sys
 
 from machines.cli.command import Command, Parsers, whole
+from machines.errors import install_command
 
 MAX_EXAMPLES = 1_000_000
 """The largest ``mutate --examples``: the work grows linearly with it, and a larger count
@@ -33,7 +34,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     if not args.list and importlib.util.find_spec("hypothesis") is None:
         print(
             "machines mutate: the stateful suites need Hypothesis; "
-            "install it with: pip install 'machines[testing]'",
+            f"install it with: {install_command('testing')}",
             file=sys.stderr,
         )
         return 2

@@ -37,6 +37,26 @@ _OPEN_FLAGS = (
 never made the controlling terminal; the flags a system lacks are left out."""
 
 
+SPEC_DIR_VARIABLE = "MACHINES_SPEC_DIR"
+"""The environment variable that points a test run at another directory of definitions:
+``machines mutate --spec-dir DIR -- COMMAND`` sets it to each mutant's directory, and
+``spec_dir_under_test`` (which the conformance suite uses) reads it."""
+
+MUTANT_VARIABLE = "MACHINES_MUTANT"
+"""The environment variable that names, during ``machines mutate -- COMMAND``, the mutant
+the command is run against (its id, file, line and what it changed), for the command's
+own messages; nothing in the package reads it."""
+
+
+def spec_dir_under_test(default: str | os.PathLike[str]) -> Path:
+    """The directory of definitions a test should load: ``$MACHINES_SPEC_DIR`` when it is
+    set and not empty (``machines mutate`` sets it to each mutant), else ``default``. A
+    test suite that loads its definitions through this is one that spec mutation can
+    judge."""
+    override = os.environ.get(SPEC_DIR_VARIABLE, "")
+    return Path(override) if override else as_path(default)
+
+
 def as_path(value: object) -> Path:
     """``value`` as a ``Path``, or ``SpecUnreadable`` when it is neither a ``str`` nor a
     ``Path`` (a definition is named by one or the other)."""

@@ -30,11 +30,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from machines.errors import install_command
+
 try:
     import psycopg
 except ModuleNotFoundError as missing:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
-        "the PostgreSQL store needs psycopg: pip install 'machines[postgres]'"
+        f"the PostgreSQL store needs psycopg: {install_command('postgres')}"
     ) from missing
 
 from machines.runtime.history import Clock
