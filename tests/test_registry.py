@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import machines
-from machines.errors import UnknownName
+from machines.errors import DISTRIBUTION, UnknownName
 from machines.spec.registry import INVARIANTS, LAYERS, Layer, judged_by
 
 PACKAGE = Path(machines.__file__).resolve().parent
@@ -30,8 +30,9 @@ JUDGES: dict[Layer, tuple[str, ...]] = {
 }
 """Where each judge's code lives (globs under ``machines/``)."""
 
-NOT_IDS = {"engine-a", "engine-b", "suite-human"}
-"""Kebab-case strings in judging code that are not invariant ids (names of test actors)."""
+NOT_IDS = {"engine-a", "engine-b", "suite-human", DISTRIBUTION}
+"""Kebab-case strings in the package that are not invariant ids (names of test actors, and
+the name the package is published under)."""
 
 
 def _literals(paths: list[Path]) -> set[str]:
