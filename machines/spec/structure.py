@@ -33,9 +33,22 @@ class Violation:
     message: str
     path: Path | None = None
     context: Context = field(default_factory=lambda: MappingProxyType({}))
+    file: str | None = None
+    """The definition file that breaks the rule, when it is known."""
+    line: int | None = None
+    """The line in ``file`` of what breaks it (the rule's, transition's or state's entry)."""
+
+    @property
+    def location(self) -> str | None:
+        """``file:line`` (or ``file`` alone) for a message, None when the file is unknown."""
+        if self.file is None:
+            return None
+        return self.file if self.line is None else f"{self.file}:{self.line}"
 
     def describe(self) -> str:
         text = f"{self.machine}: [{self.rule}] {self.message}"
+        if self.location is not None:
+            text = f"{self.location}: {text}"
         if self.path is not None:
             text += "\n    path: " + format_path(self.path, self.context)
         return text
