@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 class RefundRefused(Exception):
@@ -35,7 +36,7 @@ MOVES: dict[tuple[str, str], Move] = {
 class Refunds:
     """Refunds and their events in one SQLite database; every move is one transaction."""
 
-    moves = MOVES
+    moves: ClassVar[dict[tuple[str, str], Move]] = MOVES
 
     def __init__(self, path: str = ":memory:") -> None:
         self.db = sqlite3.connect(path)
@@ -97,7 +98,7 @@ class Refunds:
 class LenientRefunds(Refunds):
     """The same service with one bug: the service itself may approve a large refund."""
 
-    moves = {
+    moves: ClassVar[dict[tuple[str, str], Move]] = {
         **MOVES,
         ("awaiting_approval", "approve"): Move("sending", frozenset({"approver", "service"})),
     }
