@@ -114,7 +114,8 @@ def test_a_stale_page_that_is_not_text_is_stale_not_a_crash(
     assert main(["docs", "--out", str(tmp_path)]) == 0
     (tmp_path / "cli.md").write_bytes(b"\xff\xfe not text")
     assert main(["docs", "--check", "--out", str(tmp_path)]) == 1
-    assert main(["docs", "--out", str(tmp_path)]) == 0
+    assert main(["docs", "--out", str(tmp_path)]) == 2  # not ours (no marker): refused
+    assert main(["docs", "--force", "--out", str(tmp_path)]) == 0
     assert main(["docs", "--check", "--out", str(tmp_path)]) == 0
     capsys.readouterr()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from machines.cli import main, site_facts
 from machines.errors import MachinesError
 from machines.render import DiagramView, to_dot, to_mermaid
 from machines.render.export import export
-from machines.render.files import diagram_files, sync
-from machines.render.site import site_pages
+from machines.render.files import MARKER, diagram_files, is_generated, marked, sync
+from machines.render.site import definition_pages, package_pages
 from machines.spec import MachineSpec
 from machines.spec.loader import bundled_spec_dir, definition_paths, load, read_definition
 from tests.conftest import Document, SpecCopy, transition, unavailable
@@ -89,25 +90,43 @@ def test_check_reports_a_stale_or_missing_file_and_writes_nothing(
 ) -> None:
     out = tmp_path / "diagrams"
     assert main(["diagrams", "--out", str(out)]) == 0
-    (out / "effect.mmd").write_text("stale\n")
+    stale = marked("effect.mmd", "stale\n")
+    (out / "effect.mmd").write_text(stale)
     (out / "node.dot").unlink()
     assert main(["diagrams", "--check", "--out", str(out)]) == 1
     said = capsys.readouterr().out
-    assert "effect.mmd" in said and "node.dot" in said and "run: machines diagrams" in said
-    assert (out / "effect.mmd").read_text() == "stale\n" and not (out / "node.dot").exists()
+    assert "effect.mmd" in said and "node.dot" in said
+    assert f"run: machines diagrams --out {shlex.quote(str(out))}" in said
+    assert (out / "effect.mmd").read_text() == stale and not (out / "node.dot").exists()
     assert main(["diagrams", "--out", str(out)]) == 0
     assert main(["diagrams", "--check", "--out", str(out)]) == 0
 
 
-def test_an_edited_spec_makes_the_committed_files_stale(spec_copy: SpecCopy) -> None:
-    def reword(doc: Document) -> None:
-        transition(doc, "in_flight", "indeterminate")["description"] = "Parked: nobody knows."
+def test_an_edited_spec_makes_the_committed_files_stale(
+    spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The invariants page says which machines declare a rule of each named invariant, so
+    dropping outcome's makes it stale; a reworded trigger makes a diagram stale; the hint
+    repeats the user's own --spec-dir and --out, quoted for a shell."""
 
-    spec_copy.edit("outcome", reword)
+    def drop_rule(doc: Document) -> None:
+        doc["invariants"] = [r for r in doc["invariants"] if r["id"] != "fail-closed-indeterminate"]
+
+    spec_copy.edit("outcome", drop_rule)
     args = ["--spec-dir", str(spec_copy.path), "--check"]
     assert main(["docs", *args, "--out", str(ROOT / "docs")]) == 1
-    assert main(["diagrams", *args, "--out", str(ROOT / "diagrams")]) == 0  # not drawn
-    # (descriptions are on the pages, not in the diagrams)
+    said = capsys.readouterr().out
+    assert "invariants.md" in said and "cli.md" not in said
+    again = shlex.join(["machines", "docs", "--spec-dir", str(spec_copy.path)])
+    assert f"run: {again} --out {shlex.quote(str(ROOT / 'docs'))}" in said
+    assert main(["diagrams", *args, "--out", str(ROOT / "diagrams")]) == 0  # rules not drawn
+
+    def rename(doc: Document) -> None:
+        transition(doc, "in_flight", "indeterminate")["trigger"] = "park_it"
+
+    spec_copy.edit("outcome", rename)
+    assert main(["diagrams", *args, "--out", str(ROOT / "diagrams")]) == 1
+    assert "outcome.dot" in capsys.readouterr().out
 
 
 def test_without_graphviz_dot_and_mermaid_are_still_written(
@@ -134,23 +153,109 @@ def test_svg_is_compared_without_the_graphviz_version_line(tmp_path: Path) -> No
 
 
 def test_every_machine_page_has_its_tables_and_findings() -> None:
-    pages = site_pages(MACHINES, site_facts(MACHINES))
+    pages = definition_pages(MACHINES)
+    assert set(pages) == {*(f"{s.name}.md" for s in MACHINES), "findings.md", "rules.md"}
     for spec in MACHINES:
-        page = pages[f"machines/{spec.name}.md"]
+        page = pages[f"{spec.name}.md"]
         for heading in ("## States", "## Transitions", "## Forbidden moves", "## Structural rules"):
             assert heading in page, (spec.name, heading)
-        assert f"(../diagrams/{spec.name}.svg)" in page
+        assert f"(diagrams/{spec.name}.svg)" in page
         for name in spec.states:
             assert f"| `{name}` |" in page
         for f in spec.findings:
             assert f"### {f.id}" in page and f"## {spec.name} / {f.id}" in pages["findings.md"]
-    request = pages["machines/request.md"]
+        assert f"## [{spec.name}]({spec.name}.md)" in pages["rules.md"]
+        for rule in spec.invariants:
+            assert f"| `{rule.id}` |" in page and f"| `{rule.id}` |" in pages["rules.md"]
+    request = pages["request.md"]
     assert "| # | `money-safe` | `qtg-v3` |" in request
-    invariants = pages["invariants.md"]
+    ours = package_pages(MACHINES, site_facts(MACHINES))
+    assert set(ours) == {"invariants.md", "cli.md"}
+    invariants = ours["invariants.md"]
     for name in ("exactly-once", "no-auto-terminal-money-in-flight", "context-matches-money"):
         assert f"`{name}`" in invariants or f"### {name}" in invariants
     assert "closed" in invariants and "outcome-auto-exit-indeterminate" in invariants
-    assert "## `machines explore`" in pages["cli.md"]
+    assert "## `machines explore`" in ours["cli.md"]
+
+
+def test_a_machine_without_findings_or_rules_says_none() -> None:
+    bare = dataclasses.replace(load("effect"), findings=(), invariants=())
+    pages = definition_pages([bare])
+    assert pages["findings.md"].rstrip().endswith("None.")
+    assert "## Findings\n\nNone." in pages["effect.md"]
+    assert "## Structural rules" in pages["effect.md"]
+    assert pages["rules.md"].rstrip().endswith("## [effect](effect.md)\n\nNone.")
+
+
+# -- issue 16: never overwrite a file we did not write ---------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a.md", "a.dot", "a.mmd", "a.svg"])
+def test_every_kind_of_generated_file_carries_the_marker(name: str) -> None:
+    files, _ = diagram_files([load("outcome")])
+    text = {
+        "a.md": "# A page\n",
+        "a.dot": files["outcome.dot"],
+        "a.mmd": files["outcome.mmd"],
+        "a.svg": files.get("outcome.svg", '<?xml version="1.0"?>\n<svg/>\n'),
+    }[name]
+    assert not is_generated(text)
+    out = marked(name, text)
+    assert is_generated(out) and out.count(MARKER) == 1
+    assert out.replace(next(line for line in out.splitlines(True) if MARKER in line), "") == text
+    first = out.splitlines()[0]
+    if name == "a.mmd":
+        assert first == "---" and yaml.safe_load(out.split("---")[1])["title"].startswith("outcome")
+    if name == "a.svg":
+        assert first.startswith("<?xml")
+
+
+def test_an_unmarked_file_is_not_a_generated_one() -> None:
+    assert not is_generated("# CLI\n\n" + "text\n" * 10 + f"<!-- {MARKER} -->\n")
+    with pytest.raises(MachinesError, match="no comment syntax"):
+        marked("a.txt", "text")
+
+
+@pytest.mark.parametrize("command", ["docs", "diagrams"])
+def test_a_hand_written_file_is_refused_named_and_unchanged_unless_forced(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 16: ``machines docs`` overwrote a user's own docs/cli.md without asking."""
+    mine = tmp_path / ("cli.md" if command == "docs" else "effect.dot")
+    other = tmp_path / ("invariants.md" if command == "docs" else "node.dot")
+    mine.write_text("# My own page\n", encoding="utf-8")
+    assert main([command, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(mine) in err and "--force" in err and str(other) not in err
+    assert mine.read_text(encoding="utf-8") == "# My own page\n"
+    assert not other.exists()  # nothing at all was written
+    assert main([command, "--check", "--out", str(tmp_path)]) == 1  # stale, not refused
+    assert main([command, "--force", "--out", str(tmp_path)]) == 0
+    assert is_generated(mine.read_text(encoding="utf-8")) and other.exists()
+    assert main([command, "--out", str(tmp_path)]) == 0  # ours now: replaced freely
+    mine.write_text(mine.read_text(encoding="utf-8") + "edited by hand\n", encoding="utf-8")
+    assert main([command, "--out", str(tmp_path)]) == 0  # still marked: regenerated
+    assert "edited by hand" not in mine.read_text(encoding="utf-8")
+    capsys.readouterr()
+
+
+def test_docs_refuses_a_users_definitions_and_points_to_the_plugin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 16: for a user's --spec-dir, machines docs wrote this package's cli.md, an
+    invariants page about the bundled systems and an empty findings page."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(ROOT / "tests" / "user_project" / "specs" / "refund.yaml", specs)
+    out = tmp_path / "docs"
+    for check in ([], ["--check"]):
+        assert main(["docs", "--spec-dir", str(specs), "--out", str(out), *check]) == 2
+        err = capsys.readouterr().err
+        assert "refund" in err and "mkdocs plugin" in err and "spec_dir" in err
+        assert "effect-machines[site]" in err and not out.exists()
+    assert main(["diagrams", "--spec-dir", str(specs), "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} >= {"refund.dot", "refund.mmd"}
+    capsys.readouterr()
 
 
 # -- issue 13, item 23: text from a definition cannot break a diagram -------------------------
@@ -245,3 +350,20 @@ def test_a_fail_closed_state_is_filled_alike_in_dot_and_mermaid(machine: str) ->
         line = next(line for line in dot.splitlines() if line.startswith(f'  "{state}" ['))
         assert f'fillcolor="{FAIL_CLOSED_FILL}"' in line, line
     assert f"classDef failclosed fill:{FAIL_CLOSED_FILL}," in to_mermaid(spec)
+
+
+def test_the_check_hint_repeats_the_users_flags_quoted_for_a_shell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 16: the hint said ``run: machines docs`` whatever --spec-dir and --out were."""
+    specs = tmp_path / "my specs"
+    specs.mkdir()
+    shutil.copy(ROOT / "tests" / "user_project" / "specs" / "refund.yaml", specs)
+    out = tmp_path / "it's $HOME"
+    argv = ["diagrams", "--spec-dir", str(specs), "--out", str(out)]
+    assert main([*argv, "--check"]) == 1
+    said = capsys.readouterr().out
+    assert said.rstrip().endswith(f"run: {shlex.join(['machines', *argv])}")
+    assert shlex.split(said.rstrip().split("run: ", 1)[1]) == ["machines", *argv]
+    assert main(argv) == 0 and main([*argv, "--check"]) == 0
+    capsys.readouterr()

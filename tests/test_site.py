@@ -1,5 +1,6 @@
-"""The documentation site: ``mkdocs build --strict`` from the committed pages, then the
-built site served on localhost and opened in a real headless Chromium: every machine page
+"""The documentation site: ``mkdocs build --strict`` from the committed pages and the
+machine pages the ``machines`` plugin makes from ``spec/`` as it builds, then the built site
+served on localhost and opened in a real headless Chromium: every machine page
 loads and draws its SVG diagram with a non-zero size, and no link or image is broken. A
 screenshot of the effect page is kept under ``build/`` (CI's artifact).
 
@@ -18,6 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urlparse
@@ -44,6 +46,8 @@ def first_existing(paths: tuple[str, ...], what: str, fix: str) -> str:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if importlib.util.find_spec("mkdocs") is None:
         unavailable("mkdocs", "pip install 'effect-machines[docs]'")
+    if not entry_points(group="mkdocs.plugins", name="machines"):
+        unavailable("the machines mkdocs plugin's entry point", "pip install -e '.[dev]'")
     out = tmp_path_factory.mktemp("site")
     config = str(ROOT / "mkdocs.yml")
     built = subprocess.run(
@@ -102,11 +106,13 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
-    for page in ("index", "invariants", "findings", "cli", "api"):
+    for page in ("index", "invariants", "cli", "api", "guide/site"):
         assert (site / f"{page}.html").is_file(), page
+    for name in (*MACHINES, "findings", "rules"):
+        assert (site / "machines" / f"{name}.html").is_file(), name
     for name in MACHINES:
-        assert (site / "machines" / f"{name}.html").is_file()
-        assert (site / "diagrams" / f"{name}.svg").is_file()
+        assert (site / "machines" / "diagrams" / f"{name}.svg").is_file()
+    assert not (ROOT / "docs" / "machines").exists(), "machine pages are made, not committed"
 
 
 def test_every_machine_page_draws_its_diagram(browser: Any, server: str) -> None:

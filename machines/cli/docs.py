@@ -1,5 +1,10 @@
-"""``machines docs``: the documentation site's pages about the machines, and the facts
-they state beyond the definitions."""
+"""``machines docs``: this package's own reference pages (the invariants of its bundled
+systems, its command line), and the facts they state beyond the definitions.
+
+They are about this package, so they are made only from its bundled definitions (or an
+edited copy of them, which ``--spec-dir`` names for a test): for a user's own definitions
+they would be wrong, and the command says to publish those with the mkdocs plugin instead.
+The pages about each machine are the plugin's too (``machines.render.mkdocs_plugin``)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from machines.cli.command import Parsers
 from machines.cli.generated import generator
+from machines.errors import InvalidArgument, install_command
+from machines.spec.loader import bundled_spec_dir, definition_paths
 
 if TYPE_CHECKING:
     from machines.render.site import SiteFacts
@@ -41,14 +48,26 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
 
 
 def _pages(specs: Sequence[MachineSpec], parsers: Parsers) -> dict[str, str]:
-    from machines.render.site import site_pages
+    from machines.render.site import package_pages
 
-    return site_pages(specs, facts(specs, parsers))
+    ours = sorted(path.stem for path in definition_paths(bundled_spec_dir()))
+    theirs = sorted(spec.name for spec in specs)
+    if theirs != ours:
+        raise InvalidArgument(
+            f"--spec-dir holds {', '.join(theirs)}, not this package's machines "
+            f"({', '.join(ours)}); machines docs writes this package's own pages (the "
+            "invariants of its systems, its command line), nothing about yours. Publish your "
+            "definitions with the mkdocs plugin: add '- machines: {spec_dir: <your spec "
+            f"dir>}}' to the plugins of your mkdocs.yml ({install_command('site')}; guide: "
+            "docs/guide/site.md)"
+        )
+    return package_pages(specs, facts(specs, parsers))
 
 
 COMMAND = generator(
     "docs",
-    help="generate the documentation site's pages about the machines into docs/",
+    help="write this package's own reference pages (its systems' invariants, its command "
+    "line) into docs/; publish your definitions with the mkdocs plugin",
     what="page",
     files_of=_pages,
 )

@@ -1,4 +1,6 @@
-"""Every generated page of the documentation site, by its path under ``docs/``.
+"""The generated pages of a site, by their path: those about a set of definitions (what the
+mkdocs plugin adds to a user's site) and this package's own reference pages (what
+``machines docs`` writes under ``docs/``).
 
 The pages take plain data: what the definitions say, and ``SiteFacts`` that only higher
 layers know (what the explorers check, the mutation catalog, the command line's help),
@@ -10,8 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from machines.render.pages import cli_page, findings_page, invariants_page, machine_page
+from machines.render.pages import (
+    cli_page,
+    findings_page,
+    invariants_page,
+    machine_page,
+    rules_page,
+)
 from machines.spec import MachineSpec
+
+DIAGRAMS = "diagrams"
+"""The folder, beside the definition pages, that their diagrams go into."""
+
+FINDINGS_PAGE = "findings.md"
+RULES_PAGE = "rules.md"
 
 
 @dataclass(frozen=True)
@@ -27,13 +41,23 @@ class SiteFacts:
     helps: Sequence[tuple[str, str]]
 
 
-def site_pages(specs: Sequence[MachineSpec], facts: SiteFacts) -> dict[str, str]:
-    pages = {f"machines/{spec.name}.md": machine_page(spec) for spec in specs}
+def definition_pages(specs: Sequence[MachineSpec]) -> dict[str, str]:
+    """The pages about ``specs``, by their path in one folder: ``<machine>.md`` each (its
+    diagrams under ``DIAGRAMS/``), ``FINDINGS_PAGE`` and ``RULES_PAGE``."""
+    pages = {f"{spec.name}.md": machine_page(spec, DIAGRAMS) for spec in specs}
+    pages[FINDINGS_PAGE] = findings_page(specs)
+    pages[RULES_PAGE] = rules_page(specs)
+    return pages
+
+
+def package_pages(specs: Sequence[MachineSpec], facts: SiteFacts) -> dict[str, str]:
+    """This package's own reference pages, by their path under ``docs/``: the invariants of
+    its systems (which of ``specs`` declare each) and its command line."""
     rules_by_id: dict[str, list[str]] = {}
     for spec in specs:
         for rule in spec.invariants:
             rules_by_id.setdefault(rule.id, []).append(spec.name)
-    pages["invariants.md"] = invariants_page(facts.explorer, facts.mutations, rules_by_id)
-    pages["findings.md"] = findings_page(specs)
-    pages["cli.md"] = cli_page(facts.helps)
-    return pages
+    return {
+        "invariants.md": invariants_page(facts.explorer, facts.mutations, rules_by_id),
+        "cli.md": cli_page(facts.helps),
+    }
