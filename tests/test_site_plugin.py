@@ -144,6 +144,17 @@ def test_pages_dir_moves_the_pages(project: Project) -> None:
     assert not (site / "machines").exists()
 
 
+def test_without_a_nav_the_section_of_the_pages_is_titled_nav_section(
+    project: Project,
+) -> None:
+    needs_dot()
+    project.options["pages_dir"] = "reference/lifecycles"
+    project.options["nav_section"] = "Our lifecycles"
+    home = page(project.built(), "")
+    assert "Our lifecycles" in home and "Reference" in home and "Lifecycles" not in home
+    assert 'href="reference/lifecycles/refund/"' in home
+
+
 def test_a_nav_naming_none_of_the_pages_gets_a_section_of_them(project: Project) -> None:
     needs_dot()
     project.config["nav"] = [{"Home": "index.md"}]
@@ -184,14 +195,23 @@ def test_a_bad_option_fails_the_build_saying_which(
     project.fails(said)
 
 
-def test_a_definition_that_does_not_parse_fails_naming_its_file_and_line(
-    project: Project,
+@pytest.mark.parametrize(
+    ("broken", "said", "after"),
+    [
+        ("trigger: Hold It,", "'Hold It' does not match", 0),
+        ("trigger: [hold,", "not valid YAML", 1),  # the parser notices on the next line
+    ],
+    ids=["invalid", "not YAML"],
+)
+def test_a_definition_that_does_not_load_fails_naming_its_file_and_line(
+    project: Project, broken: str, said: str, after: int
 ) -> None:
     definition = project.root / "specs" / "refund.yaml"
     text = definition.read_text(encoding="utf-8")
-    definition.write_text(text.replace("trigger: hold,", "trigger: Hold It,"), encoding="utf-8")
+    definition.write_text(text.replace("trigger: hold,", broken), encoding="utf-8")
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "trigger: hold," in t)
-    project.fails("machines plugin:", str(definition), f"line {line}", "Hold It")
+    output = project.fails("machines plugin:", str(definition), said)
+    assert re.search(rf"line {line + after}\b", output), output
 
 
 def test_a_definition_that_breaks_its_own_rule_fails_the_build(project: Project) -> None:
@@ -241,3 +261,34 @@ def test_importing_machines_never_imports_mkdocs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_mkdocs_serve_watches_the_definitions(tmp_path: Path) -> None:
+    from machines.render.mkdocs_plugin import MachinesPlugin
+
+    class Server:
+        def __init__(self) -> None:
+            self.watched: list[str] = []
+
+        def watch(self, path: str) -> None:
+            self.watched.append(path)
+
+    plugin = MachinesPlugin()
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
+    (tmp_path / "specs").mkdir()
+    errors, _ = plugin.load_config({"spec_dir": "specs"}, str(tmp_path / "mkdocs.yml"))
+    assert errors == []
+    server = Server()
+    assert plugin.on_serve(server, config=None, builder=None) is server  # type: ignore[arg-type]
+    assert server.watched == [str(tmp_path / "specs")]
+
+
+def test_an_mkdocs_without_generated_files_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mkdocs.exceptions import PluginError
+    from mkdocs.structure.files import File
+
+    from machines.render.mkdocs_plugin import MachinesPlugin
+
+    monkeypatch.delattr(File, "generated")
+    with pytest.raises(PluginError, match=r"needs mkdocs 1\.6 or later.*effect-machines\[site\]"):
+        MachinesPlugin().on_config(None)  # type: ignore[arg-type]

@@ -27,9 +27,12 @@ from mkdocs.config.base import ValidationError
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
+from mkdocs.structure import StructureItem
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.nav import Navigation, Section
+from mkdocs.structure.pages import Page
 
-from machines.errors import SpecError
+from machines.errors import SpecError, install_command
 from machines.render.dot import to_dot
 from machines.render.files import INSTALL_GRAPHVIZ, render_svg
 from machines.render.mermaid import to_mermaid
@@ -68,8 +71,9 @@ class MachinesConfig(base.Config):  # type: ignore[no-untyped-call]
     """The folder of the site the pages go into (``<pages_dir>/<machine>.md``,
     ``findings.md``, ``rules.md``, and the diagrams under ``diagrams/``)."""
     nav_section = c.Type(str, default="Machines")
-    """The title of the section added to a ``nav`` that names none of the pages; a ``nav``
-    that names one is left as it is."""
+    """The title of the navigation's section of the pages: of the section mkdocs makes of
+    their folder when there is no ``nav``, or of the one added to a ``nav`` that names none
+    of them (a ``nav`` that names one is left as it is)."""
 
 
 OPTIONS = ("spec_dir", "pages_dir", "nav_section")
@@ -77,7 +81,13 @@ OPTIONS = ("spec_dir", "pages_dir", "nav_section")
 
 class MachinesPlugin(BasePlugin[MachinesConfig]):  # type: ignore[no-untyped-call]
     """Adds the pages and diagrams of ``spec_dir``'s definitions to the site (``on_files``)
-    and, to a hand-written ``nav`` that names none of them, a section of them."""
+    and, to a hand-written ``nav`` that names none of them, a section of them; titles the
+    section of them in a navigation mkdocs makes itself (``on_nav``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pages: frozenset[str] = frozenset()
+        self._auto_nav = False
 
     def load_config(
         self, options: dict[str, Any], config_file_path: str | None = None
@@ -98,6 +108,15 @@ class MachinesPlugin(BasePlugin[MachinesConfig]):  # type: ignore[no-untyped-cal
                 )
         warnings = [(k, w) for k, w in warnings if k in OPTIONS]
         return errors, warnings
+
+    def on_config(self, config: MkDocsConfig) -> MkDocsConfig | None:
+        """Refuse an mkdocs too old for in-memory pages (``File.generated``, mkdocs 1.6)."""
+        if not hasattr(File, "generated"):
+            raise PluginError(
+                f"{NAME} plugin: needs mkdocs 1.6 or later (pages made in memory); "
+                f"upgrade it: {install_command('site')}"
+            )
+        return config
 
     def on_files(self, files: Files, /, *, config: MkDocsConfig) -> Files:
         specs = _definitions(Path(self.config.spec_dir))
@@ -124,10 +143,24 @@ class MachinesPlugin(BasePlugin[MachinesConfig]):  # type: ignore[no-untyped-cal
             files.append(File.generated(config, uri, content=text))
         pages = {spec.name: f"{folder}/{spec.name}.md" for spec in specs}
         pages |= {"Findings": f"{folder}/{FINDINGS_PAGE}", "Rules": f"{folder}/{RULES_PAGE}"}
-        if config.nav is not None and not set(pages.values()) & set(_named(config.nav)):
+        self._pages = frozenset(pages.values())
+        self._auto_nav = config.nav is None
+        if config.nav is not None and not self._pages & set(_named(config.nav)):
             section = [{title: page} for title, page in pages.items()]
             config.nav.append({self.config.nav_section: section})
         return files
+
+    def on_nav(self, nav: Navigation, /, *, config: MkDocsConfig, files: Files) -> Navigation:
+        """Without a ``nav``, mkdocs titles the folder of the pages by its name: the
+        section holding them is given ``nav_section`` instead."""
+        if self._auto_nav:
+            for section in _sections(nav.items):
+                if any(
+                    isinstance(child, Page) and child.file.src_uri in self._pages
+                    for child in section.children
+                ):
+                    section.title = self.config.nav_section
+        return nav
 
     def on_serve(self, server: Any, /, *, config: MkDocsConfig, builder: Any) -> Any:
         """``mkdocs serve`` rebuilds when a definition changes."""
@@ -141,6 +174,13 @@ def _definitions(spec_dir: Path) -> list[MachineSpec]:
         return [load(path) for path in definition_paths(spec_dir)]
     except SpecError as exc:
         raise PluginError(f"{NAME} plugin: {exc}") from exc
+
+
+def _sections(items: list[StructureItem]) -> Iterator[Section]:
+    for item in items:
+        if isinstance(item, Section):
+            yield item
+            yield from _sections(item.children)
 
 
 def _named(nav: object) -> Iterator[str]:
