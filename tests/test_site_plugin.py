@@ -184,6 +184,8 @@ def test_a_nav_that_names_a_page_is_left_as_written(project: Project) -> None:
         ({"spec_dir": "specs", "pages_dir": "../out"}, "is not a folder inside the site"),
         ({"spec_dir": "specs", "pages_dir": "/abs"}, "is not a folder inside the site"),
         ({"spec_dir": "specs", "pages_dir": ""}, "is not a folder inside the site"),
+        ({"spec_dir": "specs", "pages_dir": "./"}, "is not a folder inside the site"),
+        ({"spec_dir": "specs", "pages_dir": "a\\b"}, "is not a folder inside the site"),
         ({"spec_dir": "specs", "nav_section": 3}, "option 'nav_section': Expected type"),
     ],
 )

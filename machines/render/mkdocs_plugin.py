@@ -53,13 +53,13 @@ class _Folder(c.Type[str]):
 
     def run_validation(self, value: object) -> str:
         text = super().run_validation(value)
-        parts = text.strip("/").split("/")
-        if not text.strip() or text.startswith("/") or "\\" in text or ".." in parts:
+        parts = [p for p in text.split("/") if p not in ("", ".")]
+        if not parts or text.startswith("/") or "\\" in text or ".." in parts:
             raise ValidationError(
                 f"{text!r} is not a folder inside the site: give a relative path such as "
                 "'machines', with / between folders and no '..'"
             )
-        return "/".join(p for p in parts if p not in ("", "."))
+        return "/".join(parts)
 
 
 class MachinesConfig(base.Config):  # type: ignore[no-untyped-call]
@@ -76,7 +76,8 @@ class MachinesConfig(base.Config):  # type: ignore[no-untyped-call]
     of them (a ``nav`` that names one is left as it is)."""
 
 
-OPTIONS = ("spec_dir", "pages_dir", "nav_section")
+OPTIONS = tuple(name for name, _ in MachinesConfig._schema)
+"""The names of the options, from their declarations above."""
 
 
 class MachinesPlugin(BasePlugin[MachinesConfig]):  # type: ignore[no-untyped-call]
