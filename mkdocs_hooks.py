@@ -1,6 +1,8 @@
 """mkdocs hook: publish the generated diagrams (``diagrams/`` at the repository root)
 under ``diagrams/`` in the site, so pages link the very files ``machines diagrams`` wrote
-and nothing is copied into ``docs/`` by hand."""
+and nothing is copied into ``docs/`` by hand; and the JSON Schemas of the reports
+(``machines/cli/schemas/``, shipped in the package) under ``schemas/``, the very files
+the tests validate real outputs against."""
 
 from __future__ import annotations
 
@@ -23,4 +25,13 @@ def on_files(files: Files, config: Any) -> Files:
                     use_directory_urls=config["use_directory_urls"],
                 )
             )
+    for path in sorted((ROOT / "machines" / "cli" / "schemas").glob("*.schema.json")):
+        files.append(
+            File(
+                f"schemas/{path.name}",
+                src_dir=str(path.parent.parent),
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
+            )
+        )
     return files

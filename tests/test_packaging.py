@@ -45,7 +45,7 @@ def test_wheel_installs_and_checks_outside_the_checkout(tmp_path: Path) -> None:
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    checked = _run([str(bin_dir / "machines"), "check", "--no-findings"], elsewhere)
+    checked = _run([str(bin_dir / "machines"), "check"], elsewhere)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "OK: no violations" in checked.stdout
     assert "_spec" in checked.stdout  # the wheel's own copy, not this checkout's spec/
