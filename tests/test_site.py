@@ -3,7 +3,7 @@ built site served on localhost and opened in a real headless Chromium: every mac
 loads and draws its SVG diagram with a non-zero size, and no link or image is broken. A
 screenshot of the effect page is kept under ``build/`` (CI's artifact).
 
-Locally, a missing mkdocs, Chromium or chromedriver skips these tests with a loud reason;
+Locally, a missing mkdocs, Chromium or chromedriver skips these tests (one line of the summary);
 in CI (``CI=true``) it fails them, because ``.ci/run`` installs all three."""
 
 from __future__ import annotations
