@@ -273,6 +273,16 @@ def test_the_hint_repeats_the_options_given(
     assert f"machines check --spec-dir '{spaced}' --max-nodes 2 --findings prints them" in out
 
 
+def test_findings_with_json_is_refused_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """The JSON document always holds the findings: ``--findings`` would change nothing."""
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "--findings", "--format", "json", "--max-nodes", "3"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "the JSON document always holds the findings" in err
+    assert "run machines check --max-nodes 3 --format json" in err
+
+
 def test_no_findings_is_refused_with_a_hint(
     spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import machines
 from machines import cli
 from machines.cli import check as check_command
 from machines.cli import main
+from machines.spec.loader import bundled_spec_dir
 
 ROOT = Path(machines.__file__).resolve().parent.parent
 """Where the package under test lives: each subprocess imports the same one."""
@@ -148,6 +150,26 @@ def test_an_undecodable_file_name_is_echoed_without_a_crash(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert b"Traceback" not in done.stderr
     assert b"not-\\udcff-utf8" in done.stdout
+
+
+def test_a_bounded_exploration_suggests_the_run_to_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The suggested command repeats the options given (quoted for a shell), but the bound."""
+    spec_dir = tmp_path / "my spec"
+    shutil.copytree(bundled_spec_dir(), spec_dir)
+    argv = ["explore", "transfer", "--scope", "gated", "--rules", "qtg-v3", "--max-states", "3"]
+    assert main([*argv, "--spec-dir", str(spec_dir), "--no-symmetry"]) == 0
+    out = capsys.readouterr().out
+    again = shlex.join(
+        [
+            *("machines", "explore", "transfer", "--rules", "qtg-v3"),
+            *("--spec-dir", str(spec_dir), "--no-symmetry", "--scope", "gated"),
+        ]
+    )
+    assert "a scope stopped at --max-states 3: its verdict covers the states seen only" in out
+    assert f"{again} searches it to the end" in out
+    assert "'" in again  # the space in the directory is quoted
 
 
 def _history(tmp_path: Path) -> str:

@@ -48,8 +48,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--findings",
         action="store_true",
-        help="print every recorded finding in full (by default only their count); in JSON "
-        "they are always there",
+        help="print every recorded finding in full (by default only their count); not with "
+        "--format json, whose document always holds them",
     )
     command.add_argument("--no-findings", action="store_true", help=argparse.SUPPRESS)
     add_format(command)
@@ -68,6 +68,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         parsers[1]["check"].error(
             "--no-findings is gone: the findings are left out by default (--findings prints "
             f"them); run {command_line('check', _given(args))}"
+        )
+    if args.findings and is_json(args):
+        parsers[1]["check"].error(
+            "--findings is for the text report: the JSON document always holds the findings; "
+            f"run {command_line('check', [*_given(args), '--format', 'json'])}"
         )
     report = check(args.spec_dir, max_nodes=args.max_nodes)
     if is_json(args):
