@@ -167,8 +167,8 @@ def test_a_bounded_exploration_suggests_the_run_to_the_end(
             *("--spec-dir", str(spec_dir), "--no-symmetry", "--scope", "gated"),
         ]
     )
-    assert "a scope stopped at --max-states 3: its verdict covers the states seen only" in out
-    assert f"{again} searches it to the end" in out
+    assert "1 scope(s) stopped at --max-states 3: the verdict covers the states seen only" in out
+    assert f"{again} searches to the end" in out
     assert "'" in again  # the space in the directory is quoted
 
 

@@ -110,10 +110,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         f"states/s); {broken} invariant violation(s)"
     )
     if exhausted < len(results):
-        again = [*_given(args), *(a for s in chosen for a in ("--scope", s))]
+        again = [*_given(args), *(a for s in args.scope or () for a in ("--scope", s))]
         print(
-            f"a scope stopped at --max-states {args.max_states:,}: its verdict covers the "
-            f"states seen only; {command_line('explore', again)} searches it to the end"
+            f"{len(results) - exhausted} scope(s) stopped at --max-states {args.max_states:,}: "
+            f"the verdict covers the states seen only; {command_line('explore', again)} "
+            "searches to the end"
         )
     return code
 
