@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -72,16 +72,37 @@ POSTGRES = os.environ.get("MACHINES_TEST_POSTGRES")
 """A PostgreSQL server for the tests (``eval "$(.ci/postgres start)"`` sets it)."""
 
 
+NOT_RUN = "NOT RUN: "
+"""How the reason of every skip of ``unavailable`` starts (``pytest_runtest_makereport``
+folds them by it)."""
+
+
 def unavailable(what: str, fix: str) -> NoReturn:
-    """A tool a test needs is missing: skip loudly here, fail in CI (``.ci/run`` provides
-    every one of them)."""
+    """A tool a test needs is missing: skip here, fail in CI (``.ci/run`` provides every
+    one of them). The skips of one tool are folded into one line of the summary
+    (``pytest_runtest_makereport``): "SKIPPED [67] tests/conftest.py: NOT RUN: a PostgreSQL
+    server is not available here (...)", not one line per test."""
     if os.environ.get("CI") == "true":
         pytest.fail(f"{what} is missing in CI, where .ci/run provides it")
-    pytest.skip(f"SKIPPED LOUDLY: {what} is not available here ({fix}); CI runs this test")
+    pytest.skip(f"{NOT_RUN}{what} is not available here ({fix}); CI runs these tests")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A skip of ``unavailable`` reported at this file rather than at each test, so that
+    pytest's ``-ra`` summary (which folds skips of the same place and reason) gives one
+    line per missing tool with the count of tests it kept from running."""
+    report = yield
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and NOT_RUN in longrepr[2]:
+        report.longrepr = (__file__, None, longrepr[2])
+    return report
 
 
 def require_postgres() -> str:
-    """The test server's URL (skip loudly without one; fail in CI)."""
+    """The test server's URL (skip without one, folded into one line; fail in CI)."""
     if POSTGRES:
         return POSTGRES
     unavailable("a PostgreSQL server", 'eval "$(.ci/postgres start)"')

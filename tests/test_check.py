@@ -242,13 +242,57 @@ def test_bundled_definitions_are_clean(capsys: pytest.CaptureFixture[str]) -> No
         assert f"\n  {machine} " in out
 
 
-def test_findings_are_printed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_findings_are_printed_on_request(capsys: pytest.CaptureFixture[str]) -> None:
     report = check(max_nodes=2)
-    main(["check", "--max-nodes", "2"])
+    main(["check", "--max-nodes", "2", "--findings"])
     out = capsys.readouterr().out
     assert len(report.findings) >= 20
     for finding in report.findings:
         assert f"{finding.machine}/{finding.id} (seed {finding.seed})" in out
+
+
+def test_by_default_the_findings_are_counted_and_the_report_fits_a_screen(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """issue 16: ``machines check`` printed 290 lines, the findings in full."""
+    report = check(max_nodes=2)
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 30, out
+    assert f"findings: {len(report.findings)} recorded" in out
+    assert "machines check --findings prints them" in out
+    assert not any(f"{f.machine}/{f.id} (seed" in out for f in report.findings)
+
+
+def test_the_hint_repeats_the_options_given(
+    spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spaced = spec_copy.path.rename(spec_copy.path.parent / "my spec")
+    assert main(["check", "--spec-dir", str(spaced), "--max-nodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"machines check --spec-dir '{spaced}' --max-nodes 2 --findings prints them" in out
+
+
+def test_findings_with_json_is_refused_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """The JSON document always holds the findings: ``--findings`` would change nothing."""
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "--findings", "--format", "json", "--max-nodes", "3"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "the JSON document always holds the findings" in err
+    assert "run machines check --max-nodes 3 --format json" in err
+
+
+def test_no_findings_is_refused_with_a_hint(
+    spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The findings are left out by default now: the old flag is an error, not a no-op."""
+    with pytest.raises(SystemExit) as stop:
+        main(["check", "--no-findings", "--spec-dir", str(spec_copy.path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--no-findings is gone" in err
+    assert f"run machines check --spec-dir {spec_copy.path}" in err
 
 
 @pytest.mark.parametrize("breakage", BREAKAGES, ids=[b.id for b in BREAKAGES])
@@ -256,7 +300,7 @@ def test_breakage_is_caught_with_a_counterexample(
     breakage: Breakage, spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec_copy.edit(breakage.machine, breakage.change)
-    code, out = run_check(spec_copy.path, capsys, "--no-findings")
+    code, out = run_check(spec_copy.path, capsys)
     assert code == 1, out
     violations = out[out.index("violations (") :]
     assert f"{breakage.machine}: [{breakage.rule}]" in violations
@@ -317,7 +361,7 @@ class TestDerivationBreakages:
         self, spec_copy: SpecCopy, capsys: pytest.CaptureFixture[str]
     ) -> None:
         spec_copy.edit("request", lambda d: d["derivation"].update(default="qtg-v3"))
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "the default rule set may break nothing" in out
         assert "[submitting (side effect), failed] -> failed (rule failed-only)" in out
@@ -330,7 +374,7 @@ class TestDerivationBreakages:
             rules[:] = [r for r in rules if r["id"] != "stopped-with-money-in-flight"]
 
         spec_copy.edit("request", drop)
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "[derivation/money-safe/no-auto-terminal-money-in-flight]" in out
         assert "[submitting (side effect), failed] -> failed (rule safe-failure)" in out
@@ -343,7 +387,7 @@ class TestDerivationBreakages:
             rules[:] = [r for r in rules if r["id"] != "stopped-after-money-moved"]
 
         spec_copy.edit("request", drop)
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "[derivation/money-safe/no-auto-terminal-money-in-flight]" in out
         assert "[completed (side effect), failed] -> failed (rule safe-failure)" in out
@@ -357,7 +401,7 @@ class TestDerivationBreakages:
                 known_violations={"derivation-settles": "in-progress-undefined"}
             ),
         )
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "no plan breaks it" in out
 
@@ -367,7 +411,7 @@ class TestDerivationBreakages:
         spec_copy.edit(
             "request", lambda d: d["derivation"]["rule_sets"]["qtg-v3"].pop("known_violations")
         )
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "[derivation/qtg-v3/derivation-settles]" in out
         assert "[cancelled] -> None (no rule matched)" in out
@@ -388,7 +432,7 @@ class TestDerivationBreakages:
             )
 
         spec_copy.edit("request", shadow)
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "rule 'unknown-awaits-reconciliation' decides no plan" in out
 
@@ -412,7 +456,7 @@ class TestDerivationBreakages:
                 started.append("preparing")
 
         spec_copy.edit("request", edit)
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "[derivation/money-safe/context-matches-money]" in out
         assert plan in out
@@ -425,7 +469,7 @@ class TestDerivationBreakages:
             rule["when"][0]["all"]["state"].append("failed")
 
         spec_copy.edit("request", sloppy)
-        code, out = run_check(spec_copy.path, capsys, "--no-findings")
+        code, out = run_check(spec_copy.path, capsys)
         assert code == 1
         assert "[derivation/money-safe/completion-means-done]" in out
         assert "[failed] -> completed (rule all-done)" in out
@@ -443,7 +487,7 @@ def test_every_derivation_invariant_is_proven_able_to_fail() -> None:
 def test_cli_entry_points(tmp_path: Path) -> None:
     """The module entry point runs from a folder outside the checkout and sets the exit code."""
     done = subprocess.run(
-        [sys.executable, "-m", "machines", "check", "--no-findings", "--max-nodes", "2"],
+        [sys.executable, "-m", "machines", "check", "--max-nodes", "2"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

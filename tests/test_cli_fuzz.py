@@ -15,11 +15,14 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from machines.cli import build_parser, main
+from machines.cli.output import FORMATS as FORMATS_OF_REPORTS
+from machines.cli.output import REPORTERS, schema
 from machines.mutation import CATALOG
 from machines.render.export import FORMATS
 from machines.spec.loader import load
@@ -120,7 +123,8 @@ def command_lines(draw: st.DrawFn, sandbox: Sandbox) -> list[Any]:
         ]
         if draw(sometimes):
             argv += ["--spec-dir", draw(path)]
-        argv += ["--no-findings"] * draw(st.booleans())
+        argv += ["--findings"] * draw(st.booleans())
+        argv += ["--format", draw(st.sampled_from(FORMATS_OF_REPORTS))] * draw(st.booleans())
     elif command == "export":
         argv.append(draw(st.one_of(st.sampled_from(["effect", "outcome"]), path)))
         if draw(st.booleans()):
@@ -146,6 +150,7 @@ def command_lines(draw: st.DrawFn, sandbox: Sandbox) -> list[Any]:
         if draw(sometimes):
             argv += ["--spec-dir", draw(path)]
         argv += ["--no-symmetry"] * draw(st.booleans())
+        argv += ["--format", draw(st.sampled_from(FORMATS_OF_REPORTS))] * draw(st.booleans())
     elif command == "audit":
         if draw(st.booleans()):
             argv.append(draw(path))
@@ -153,6 +158,7 @@ def command_lines(draw: st.DrawFn, sandbox: Sandbox) -> list[Any]:
             argv += ["--from-store", draw(st.one_of(st.sampled_from(sandbox.urls), TEXT))]
         if draw(st.booleans()):
             argv += ["--spec-dir", draw(path)]
+        argv += ["--format", draw(st.sampled_from(FORMATS_OF_REPORTS))] * draw(st.booleans())
     else:  # docs, diagrams: always --check or an --out in the sandbox
         argv += ["--out", draw(st.one_of(path, st.just(str(sandbox.root / "out"))))]
         if draw(st.booleans()) or not str(argv[-1]).startswith(str(sandbox.root)):
@@ -216,6 +222,8 @@ def test_any_command_line_ends_in_a_documented_exit_code(
     assert code in EXIT_CODES, (code, err[-2000:])
     assert "Traceback" not in out and "Traceback" not in err, err[-2000:]
     assert code == 0 or out or err, "a failure without a word"
+    if argv[0] in REPORTERS and out.startswith("{"):  # --format json: one valid document
+        jsonschema.validate(json.loads(out), schema(argv[0]))
 
 
 HISTORY = _history()

@@ -35,6 +35,8 @@ def test_wheel_installs_and_checks_outside_the_checkout(tmp_path: Path) -> None:
         assert f"machines/_spec/{machine}.yaml" in names
     assert "machines/_spec/machine.schema.json" in names
     assert "machines/py.typed" in names
+    for report in ("check", "audit", "explore"):  # the JSON Schemas of --format json
+        assert f"machines/cli/schemas/{report}.schema.json" in names
     assert not any(n.startswith("mutants/") for n in names)  # a development tool only
 
     env_dir = tmp_path / "venv"
@@ -45,10 +47,19 @@ def test_wheel_installs_and_checks_outside_the_checkout(tmp_path: Path) -> None:
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    checked = _run([str(bin_dir / "machines"), "check", "--no-findings"], elsewhere)
+    checked = _run([str(bin_dir / "machines"), "check"], elsewhere)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "OK: no violations" in checked.stdout
     assert "_spec" in checked.stdout  # the wheel's own copy, not this checkout's spec/
+
+    version = _run([str(bin_dir / "machines"), "--version"], elsewhere)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout == f"machines {wheel.name.split('-')[1]}\n"  # the wheel's metadata
+    as_json = _run(
+        [str(bin_dir / "python"), "-c", "from machines.cli.output import schema; schema('check')"],
+        elsewhere,
+    )
+    assert as_json.returncode == 0, as_json.stderr  # the schema is read from the wheel
 
     as_module = _run(
         [str(bin_dir / "python"), "-m", "machines", "check", "--max-nodes", "2"], elsewhere

@@ -4,7 +4,7 @@ served on localhost and opened in a real headless Chromium: every machine page
 loads and draws its SVG diagram with a non-zero size, and no link or image is broken. A
 screenshot of the effect page is kept under ``build/`` (CI's artifact).
 
-Locally, a missing mkdocs, Chromium or chromedriver skips these tests with a loud reason;
+Locally, a missing mkdocs, Chromium or chromedriver skips these tests (one line of the summary);
 in CI (``CI=true``) it fails them, because ``.ci/run`` installs all three."""
 
 from __future__ import annotations

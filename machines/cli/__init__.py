@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from machines.cli import audit, check, diagrams, docs, explore, export, mutate
-from machines.cli.command import Parsers, problem, shown
+from machines.cli.command import Parsers, package_version, problem, shown
+from machines.cli.output import failed
 from machines.errors import MachinesError
 
 if TYPE_CHECKING:
@@ -61,6 +62,12 @@ def build_parser() -> Parsers:
         epilog=EPILOG,
         formatter_class=_formatter,
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"machines {package_version()}",
+        help="print the installed version (machines X.Y.Z) and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.arguments(
@@ -89,8 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = parsers[0]
     arguments = _arguments(parser, argv)
     _tolerate_unencodable(sys.stdout)
-    args = parser.parse_args(arguments)
     try:
+        try:
+            args = parser.parse_args(arguments)
+        except SystemExit:  # --help, --version or a usage error: its text is out, flush it
+            sys.stdout.flush()
+            raise
         code = _reported(parsers, args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
@@ -101,18 +112,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _reported(parsers: Parsers, args: argparse.Namespace) -> int:
     """The command run, with Ctrl-C and every error it may raise told in one line of
-    stderr."""
+    stderr (and, with ``--format json``, in the error document on stdout)."""
     command = next(c for c in COMMANDS if c.name == args.command)
     try:
         return command.run(args, parsers)
     except BrokenPipeError:
         raise
     except KeyboardInterrupt:
-        print(f"machines {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return failed(args, "interrupted", EXIT_INTERRUPTED)
     except (MachinesError, OSError) as exc:
-        print(f"machines {args.command}: {problem(exc)}", file=sys.stderr)
-        return 2
+        return failed(args, problem(exc), 2)
 
 
 def _arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> list[str]:

@@ -4,10 +4,11 @@ and the invariants (``machines.checks.audit``)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from machines.checks.invariants import Breach
 from machines.cli.command import Command, Parsers, problem
+from machines.cli.output import Document, add_format, document, failed, is_json, write_json
 from machines.errors import MachinesError
 from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
 
@@ -22,7 +23,13 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         help="audit a store instead (sqlite:///path or postgresql://...): rows, data and "
         "histories; opened read-only, it is never created or changed",
     )
-    command.add_argument("--spec-dir", type=Path, default=None)
+    command.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=None,
+        help="judge against another copy of the definitions (default: the bundled ones)",
+    )
+    add_format(command)
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
@@ -33,27 +40,51 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     url: str | None = args.from_store
     if (file is None) == (url is None):
         parsers[0].error("audit needs a FILE or --from-store URL (one of them)")
+    events: int | None = None
+    entities: int | None = None
     try:
         paths = definition_paths(args.spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
         if file is not None:
-            events = read_log(file)
-            breaches = audit_events(events, specs)
-            what = (
-                f"{len(events)} events of {len({(e.machine, e.entity) for e in events})} entities"
-            )
+            log = read_log(file)
+            breaches = audit_events(log, specs)
+            events, entities = len(log), len({(e.machine, e.entity) for e in log})
+            what = f"{events} events of {entities} entities"
         else:
             assert url is not None
             breaches = audit_store(url, specs)
             what = f"the store {shown_url(url)}"
     except (OSError, MachinesError) as exc:
-        print(f"machines audit: {problem(exc)}", file=sys.stderr)
-        return 2
+        return failed(args, problem(exc), 2)
+    code = 1 if breaches else 0
+    if is_json(args):
+        write_json(
+            document(
+                "audit",
+                code,
+                file=None if file is None else str(file),
+                store=None if url is None else shown_url(url),
+                events=events,
+                entities=entities,
+                breaches=[_breach(b) for b in breaches],
+            )
+        )
+        return code
     for breach in breaches:
         print(breach.describe())
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"
     print(f"machines audit: {what}: {verdict}")
-    return 1 if breaches else 0
+    return code
+
+
+def _breach(breach: Breach) -> Document:
+    return {
+        "invariant": breach.invariant,
+        "machine": breach.machine,
+        "key": breach.key,
+        "message": breach.message,
+        "events": [event.to_dict() for event in breach.events],
+    }
 
 
 COMMAND = Command(

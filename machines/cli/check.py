@@ -1,17 +1,32 @@
 """``machines check``: every definition validated (schema, structural rules, forbidden
-moves, the exhaustive derivation check), and the report it prints."""
+moves, the exhaustive derivation check), and the report it prints: a summary a screen
+holds by default (the recorded findings counted, printed with ``--findings``), or one JSON
+document (``report_document``, its schema ``schemas/check.schema.json``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from machines.checks.report import Report, check
 from machines.cli.command import Command, Parsers, whole
-from machines.derive.proof import DERIVATION_INVARIANTS, MAX_NODES
+from machines.cli.output import (
+    Document,
+    add_format,
+    command_line,
+    document,
+    flag,
+    is_json,
+    write_json,
+)
+from machines.derive.proof import DERIVATION_INVARIANTS, MAX_NODES, Counterexample
+from machines.spec.structure import Violation, format_path
+
+DEFAULT_MAX_NODES = 5
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
@@ -24,21 +39,46 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--max-nodes",
         type=whole(1, MAX_NODES),
-        default=5,
+        default=DEFAULT_MAX_NODES,
         metavar="N",
-        help=f"largest plan the derivation check enumerates, 1 to {MAX_NODES} (default 5): "
-        "the plans grow as C(node kinds + N, N), 26 million at 6 for the bundled 48 node kinds",
+        help=f"largest plan the derivation check enumerates, 1 to {MAX_NODES} (default "
+        f"{DEFAULT_MAX_NODES}): the plans grow as C(node kinds + N, N), 26 million at 6 for "
+        "the bundled 48 node kinds",
     )
     command.add_argument(
-        "--no-findings",
+        "--findings",
         action="store_true",
-        help="do not print the findings, only the summary and violations",
+        help="print every recorded finding in full (by default only their count); not with "
+        "--format json, whose document always holds them",
     )
+    command.add_argument("--no-findings", action="store_true", help=argparse.SUPPRESS)
+    add_format(command)
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The options of this run that change what is checked, to repeat in a suggestion."""
+    return [
+        *flag("--spec-dir", args.spec_dir),
+        *flag("--max-nodes", args.max_nodes, DEFAULT_MAX_NODES),
+    ]
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    if args.no_findings:  # the old default's opposite: refused, so no script keeps a no-op
+        parsers[1]["check"].error(
+            "--no-findings is gone: the findings are left out by default (--findings prints "
+            f"them); run {command_line('check', _given(args))}"
+        )
+    if args.findings and is_json(args):
+        parsers[1]["check"].error(
+            "--findings is for the text report: the JSON document always holds the findings; "
+            f"run {command_line('check', [*_given(args), '--format', 'json'])}"
+        )
     report = check(args.spec_dir, max_nodes=args.max_nodes)
-    print_report(report, sys.stdout, findings=not args.no_findings)
+    if is_json(args):
+        write_json(report_document(report))
+    else:
+        print_report(report, sys.stdout, findings=args.findings, given=_given(args))
     return report.exit_code
 
 
@@ -46,15 +86,20 @@ COMMAND = Command(
     "check",
     help="validate every definition: schema, structural rules, forbidden moves, "
     "exhaustive derivation check",
-    description="Exit 0 when clean, 1 on any violation, 2 on unreadable input.",
+    description="Exit 0 when clean, 1 on any violation, 2 on unreadable input. Prints a "
+    "summary, the derivation verdicts and every violation; the recorded findings only with "
+    "--findings.",
     arguments=_arguments,
     run=_run,
 )
 
 
-def print_report(report: Report, out: TextIO, findings: bool = True) -> None:
-    """``report`` as ``machines check`` prints it; ``findings=False`` leaves out the
-    recorded findings (``--no-findings``)."""
+def print_report(
+    report: Report, out: TextIO, findings: bool = False, given: Sequence[str] = ()
+) -> None:
+    """``report`` as ``machines check`` prints it; the recorded findings in full only with
+    ``findings`` (``--findings``), else their count and the command that prints them
+    (``given``: the options of this run, repeated in it)."""
     w = out.write
     w(f"machines check: {report.spec_dir} ({len(report.machines)} definitions)\n\n")
     if report.machines:
@@ -105,6 +150,11 @@ def print_report(report: Report, out: TextIO, findings: bool = True) -> None:
             w(_wrap(f.text, "    "))
             w(_wrap(f"resolution: {f.resolution}", "    "))
         w("\n")
+    elif report.findings:
+        w(
+            f"findings: {len(report.findings)} recorded in the definitions; "
+            f"{command_line('check', [*given, '--findings'])} prints them\n\n"
+        )
     for problem in report.unreadable:
         w(f"UNREADABLE: {problem}\n")
     if report.violations:
@@ -116,6 +166,98 @@ def print_report(report: Report, out: TextIO, findings: bool = True) -> None:
         w("OK: no violations\n")
     else:
         w(f"FAILED: {len(report.violations)} violation(s), {len(report.unreadable)} unreadable\n")
+
+
+def report_document(report: Report) -> Document:
+    """``report`` as the JSON document of ``machines check --format json``: every machine
+    with its counts and findings, every violation with its file and line (when known) and
+    its shortest path, every derivation verdict with its counterexamples."""
+    known = {(k.machine, k.rule_set, k.counterexample.invariant): k.finding for k in report.known}
+    return document(
+        "check",
+        report.exit_code,
+        spec_dir=str(report.spec_dir),
+        machines=[
+            {
+                "name": m.name,
+                "file": str(m.path),
+                "states": m.states,
+                "transitions": m.transitions,
+                "rules": m.rules,
+                "forbidden": m.forbidden,
+                "findings_count": m.findings,
+                "findings": [
+                    {"id": f.id, "seed": f.seed, "text": f.text, "resolution": f.resolution}
+                    for f in report.findings
+                    if f.machine == m.name
+                ],
+            }
+            for m in report.machines
+        ],
+        findings_count=len(report.findings),
+        derivations=[
+            {
+                "machine": machine,
+                "max_nodes": d.max_nodes,
+                "node_kinds": d.kinds,
+                "plans": d.plans,
+                "signatures": d.signatures,
+                "closed": d.closed,
+                "seconds": round(d.seconds, 3),
+                "rule_sets": [
+                    {
+                        "name": result.name,
+                        "holds": not result.counterexamples,
+                        "counterexamples": [
+                            _counterexample(c, known.get((machine, result.name, c.invariant)))
+                            for c in result.counterexamples
+                        ],
+                    }
+                    for result in d.results
+                ],
+            }
+            for machine, d in report.derivations.items()
+        ],
+        violations=[_violation(v) for v in report.violations],
+        unreadable=list(report.unreadable),
+    )
+
+
+def _counterexample(c: Counterexample, finding: str | None) -> Document:
+    return {
+        "invariant": c.invariant,
+        "finding": finding,
+        "plan": [
+            {"state": state, "side_effect": side_effect, "manual": manual}
+            for state, side_effect, manual in c.nodes
+        ],
+        "result": c.decision.result,
+        "rule": c.decision.rule,
+        "plans": c.plans,
+        "description": c.describe(),
+    }
+
+
+def _violation(v: Violation) -> Document:
+    path = None
+    if v.path is not None:
+        path = {
+            "context": dict(v.context),
+            "steps": [
+                {"source": t.source, "trigger": t.trigger, "actors": list(t.actors), "dest": t.dest}
+                for t in v.path
+            ],
+            "text": format_path(v.path, v.context),
+        }
+    return {
+        "machine": v.machine,
+        "rule": v.rule,
+        "kind": v.kind,
+        "message": v.message,
+        "file": v.file,
+        "line": v.line,
+        "path": path,
+    }
 
 
 def _wrap(text: str, indent: str) -> str:

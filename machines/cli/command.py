@@ -1,5 +1,6 @@
 """What every command of ``machines`` is and shares: the ``Command`` record the parser is
-built from, the argument type of a bounded count, and how a failure is told in one line."""
+built from, the argument type of a bounded count, how a failure is told in one line,
+and the version of the installed package."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 
-from machines.errors import MachinesError
+from machines.errors import DISTRIBUTION, MachinesError
 
 Parsers = tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]
 """What ``build_parser`` returns: the ``machines`` parser and each command's own, by name."""
@@ -57,3 +59,12 @@ def problem(exc: MachinesError | OSError) -> str:
         where = f"{shown(os.fsdecode(exc.filename))}: " if exc.filename is not None else ""
         return f"{where}{exc.strerror}"
     return str(exc)
+
+
+def package_version() -> str:
+    """The installed distribution's version (``effect-machines``), or, run from a checkout
+    that was never installed, a text that says so rather than a guess."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return f"(unknown: no {DISTRIBUTION} distribution is installed; run from a checkout)"

@@ -8,8 +8,18 @@ import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, whole
+from machines.cli.output import (
+    Document,
+    add_format,
+    command_line,
+    document,
+    failed,
+    flag,
+    is_json,
+    write_json,
+)
 from machines.errors import MachinesError
-from machines.explore import SYSTEMS, ProgressBar, build_model, explore, scopes_of
+from machines.explore import SYSTEMS, Exploration, ProgressBar, build_model, explore, scopes_of
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
@@ -24,7 +34,12 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--rules", default=None, help="transfer only: the derivation rule set (e.g. qtg-v3)"
     )
-    command.add_argument("--spec-dir", type=Path, default=None)
+    command.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=None,
+        help="explore another copy of the definitions (default: the bundled ones)",
+    )
     command.add_argument(
         "--max-states",
         type=whole(1),
@@ -35,6 +50,7 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--no-symmetry", action="store_true", help="explore symmetric twins separately"
     )
+    add_format(command)
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
@@ -54,27 +70,86 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             for scope in chosen
         ]
     except MachinesError as exc:  # an unknown scope or rule set, unreadable definitions
-        print(f"machines explore: {exc}", file=sys.stderr)
-        return 2
+        return failed(args, str(exc), 2)
+    text = not is_json(args)
     results = []
     for model in models:
         bar = ProgressBar(sys.stderr, f"{model.name} / {model.scope}")
         result = explore(model, max_states=args.max_states, progress=bar)
         bar.done()
         results.append(result)
-        print(result.summary(), flush=True)
-        for violation in result.violations:
-            print(violation.render(), flush=True)
+        if text:
+            print(result.summary(), flush=True)
+            for violation in result.violations:
+                print(violation.render(), flush=True)
     states = sum(r.states for r in results)
     seconds = sum(r.seconds for r in results)
     broken = sum(len(r.violations) for r in results)
     exhausted = sum(r.complete for r in results)
+    code = 1 if broken else 0
+    if not text:
+        write_json(
+            document(
+                "explore",
+                code,
+                system=args.system,
+                rules=args.rules,
+                symmetry=not args.no_symmetry,
+                max_states=args.max_states,
+                scopes=[_exploration(r) for r in results],
+                states=states,
+                seconds=round(seconds, 3),
+                exhausted=exhausted,
+                violations=broken,
+            )
+        )
+        return code
     print(
         f"\n{'FAILED' if broken else 'OK'}: {exhausted} of {len(results)} scope(s) exhausted, "
         f"{states:,} distinct states in {seconds:.2f} s ({states / max(seconds, 1e-9):,.0f} "
         f"states/s); {broken} invariant violation(s)"
     )
-    return 1 if broken else 0
+    if exhausted < len(results):
+        again = [*_given(args), *(a for s in args.scope or () for a in ("--scope", s))]
+        print(
+            f"{len(results) - exhausted} scope(s) stopped at --max-states {args.max_states:,}: "
+            f"the verdict covers the states seen only; {command_line('explore', again)} "
+            "searches to the end"
+        )
+    return code
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The options of this run but ``--scope`` and ``--max-states``, to repeat in a
+    suggestion."""
+    return [
+        args.system,
+        *flag("--rules", args.rules),
+        *flag("--spec-dir", args.spec_dir),
+        *(["--no-symmetry"] if args.no_symmetry else []),
+    ]
+
+
+def _exploration(result: Exploration) -> Document:
+    return {
+        "model": result.system,
+        "scope": result.scope,
+        "complete": result.complete,
+        "states": result.states,
+        "transitions": result.transitions,
+        "depth": result.depth,
+        "seconds": round(result.seconds, 3),
+        "violations": [
+            {
+                "invariant": v.invariant,
+                "message": v.message,
+                "trace": list(v.trace),
+                "moves": v.moves,
+                "state": v.state,
+            }
+            for v in result.violations
+        ],
+    }
 
 
 COMMAND = Command(

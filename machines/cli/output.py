@@ -1,0 +1,99 @@
+"""How the report commands (``check``, ``audit``, ``explore``) print: ``--format text`` for a
+person, ``--format json`` for CI. A JSON run prints exactly one document on stdout, even
+when it fails with exit 2 (then a document with ``error``), so a pipeline can parse every
+run that got past argparse; the one-line message of a failure still goes to stderr. Each
+document's shape is a JSON Schema shipped beside this module (``schemas/``), which the
+tests hold every real output to; ``format_version`` changes when a field is removed or
+changes its meaning, never for an added one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any, Literal
+
+from machines.cli.command import package_version
+from machines.errors import MachinesError
+
+FORMATS = ("text", "json")
+FORMAT_VERSION = 1
+"""The version of every JSON document's shape (its ``format_version``)."""
+
+Document = dict[str, Any]
+Reporter = Literal["check", "audit", "explore"]
+REPORTERS: tuple[Reporter, ...] = ("check", "audit", "explore")
+"""The commands with a JSON report, each with its ``schemas/<command>.schema.json``."""
+
+
+def add_format(command: argparse.ArgumentParser) -> None:
+    """``--format text|json`` (stored as ``output``: ``export`` has a ``--format`` of its
+    own, whose values are export formats)."""
+    command.add_argument(
+        "--format",
+        dest="output",
+        choices=FORMATS,
+        default="text",
+        help="text for a person (default), or json: one JSON document on stdout, even on "
+        "exit 2 (the schema is on the 'JSON output' page of the documentation)",
+    )
+
+
+def is_json(args: argparse.Namespace) -> bool:
+    """Whether this run prints a JSON document (a command without ``--format`` never)."""
+    return getattr(args, "output", "text") == "json"
+
+
+def document(command: Reporter, exit_code: int, **fields: Any) -> Document:
+    """A report document: what every one starts with, then ``fields``."""
+    return {
+        "command": command,
+        "format_version": FORMAT_VERSION,
+        "version": package_version(),
+        "exit_code": exit_code,
+        **fields,
+    }
+
+
+def write_json(doc: Document) -> None:
+    """``doc`` on stdout in one write, ASCII only (a lone surrogate of an undecodable file
+    name is escaped, not an encoding error). A closed pipe raises ``BrokenPipeError``, which
+    ``main`` ends with exit 141."""
+    try:
+        text = json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # a NaN or an odd value in recorded data
+        raise MachinesError(
+            f"the report holds a value JSON cannot represent ({exc}); --format text shows it"
+        ) from None
+    sys.stdout.write(text + "\n")
+
+
+def failed(args: argparse.Namespace, message: str, exit_code: int) -> int:
+    """A run that could not report: ``message`` on stderr, and with ``--format json`` the
+    error document on stdout. Returns ``exit_code``."""
+    print(f"machines {args.command}: {message}", file=sys.stderr)
+    if is_json(args) and args.command in REPORTERS:
+        write_json(document(args.command, exit_code, error=message))
+    return exit_code
+
+
+def command_line(command: str, arguments: Iterable[str]) -> str:
+    """``machines COMMAND ARGUMENTS`` as a shell would need it typed (``shlex.join``), for a
+    message that suggests a command: the arguments repeat the options the user gave."""
+    return shlex.join(["machines", command, *arguments])
+
+
+def flag(name: str, value: object, default: object = None) -> Sequence[str]:
+    """``[name, value]`` for repeating an option the user gave, nothing when it is the
+    default (so a suggested command is no longer than it needs to be)."""
+    return [] if value == default else [name, str(value)]
+
+
+def schema(command: Reporter) -> Document:
+    """The JSON Schema (draft 2020-12) of ``command``'s document, as shipped."""
+    text = resources.files("machines.cli").joinpath(f"schemas/{command}.schema.json")
+    loaded: Document = json.loads(text.read_text(encoding="utf-8"))
+    return loaded
