@@ -72,8 +72,8 @@ def test_a_judge_judges_exactly_the_invariants_registered_for_it(layer: Layer) -
 
 def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() -> None:
     """Outside the judges, an id-shaped string is a tag, a registered id, a mutation's name
-    (of the catalog, or a generic operator's), or a rule (or derivation rule set) of a bundled definition, which the mutation catalog
-    names."""
+    (of the catalog, or a generic operator's), or a rule (or derivation rule set) of a
+    bundled definition, which the mutation catalog names."""
     from machines.mutation import CATALOG
     from machines.mutation_user import OPERATORS
     from machines.spec.vocabulary import TAGS

@@ -154,7 +154,7 @@ def kill(mutant: Mutant, spec_dir: Path, command: Sequence[str], timeout: float)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="machines-mutant-") as tmp:
         copy = _copy(spec_dir, Path(tmp))
-        (copy / mutant.file).write_text(mutant.text, encoding="utf-8")
+        (copy / mutant.file).write_text(mutant.text(), encoding="utf-8")
         try:
             for path in definition_paths(copy):
                 load(path)
