@@ -392,3 +392,10 @@ def test_the_mutant_is_the_original_with_one_change(spec_dir: Path) -> None:
     expected["transitions"][0]["actor"] = ["service", "approver"]
     assert yaml.safe_load(mutant.text()) == expected
     assert os.listdir(spec_dir) == ["refund.yaml"]
+
+
+def test_the_guide_lists_every_operator() -> None:
+    """docs/guide/mutate-your-tests.md shows each operator as OPERATORS says it."""
+    guide = (ROOT / "docs" / "guide" / "mutate-your-tests.md").read_text(encoding="utf-8")
+    rows = {line for line in guide.splitlines() if line.startswith("| `")}
+    assert rows == {f"| `{name}` | {said} |" for name, said in OPERATORS.items()}

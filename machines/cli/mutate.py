@@ -29,7 +29,7 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "ids",
         nargs="*",
-        metavar="ID",
+        metavar="ID|COMMAND",
         help="only these mutations of the catalog; with --spec-dir, the test command, after --",
     )
     command.add_argument(
