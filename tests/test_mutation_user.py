@@ -279,6 +279,8 @@ def test_the_command_sees_the_mutant(
         "import os, pathlib, yaml\n"
         f"d = pathlib.Path(os.environ[{SPEC_DIR_VARIABLE!r}])\n"
         f"m = os.environ.get({MUTANT_VARIABLE!r}, '-')\n"
+        "h = pathlib.Path(os.environ['HYPOTHESIS_STORAGE_DIRECTORY'])\n"
+        "assert h.parent == d.parent, (h, d)  # each run's own example database\n"
         f"with open({str(log)!r}, 'a') as f:\n"
         "    doc = yaml.safe_load((d / 'refund.yaml').read_text())\n"
         "    t = [x['trigger'] for x in doc['transitions']]\n"
@@ -331,6 +333,13 @@ def test_list_shows_the_mutants_without_running(
     assert any(line.startswith("refund.yaml:48:drop-transition:approve  ") for line in lines)
     code, out, _ = mutate(["--spec-dir", "specs", "--list", "--only", "*:drop-tag:*"], capsys)
     assert code == 0 and out.splitlines()[-1] == "5 mutants of 1 definition"
+    code, out, _ = mutate([*SPECS, "--list", "--skip", "*:change-dest:*"], capsys)
+    assert code == 0 and out.splitlines()[-1] == "41 mutants of 1 definition"
+    assert ":change-dest:" not in out
+    code, out, _ = mutate(
+        [*SPECS, "--list", "--only", "*:drop-tag:*", "--skip", "*:unknown:*"], capsys
+    )
+    assert code == 0 and out.splitlines()[-1] == "2 mutants of 1 definition"
 
 
 def test_pytest_as_the_command(
@@ -364,11 +373,14 @@ def test_pytest_as_the_command(
         (["--spec-dir", "specs"], "give the test command after --"),
         (["--spec-dir", "specs", "--", "no-such-command-xyz"], "is not found"),
         (["--spec-dir", "specs", "--only", "nope", "--", "true"], "matches no mutant"),
+        (["--spec-dir", "specs", "--skip", "nope", "--", "true"], "--skip 'nope' matches no"),
+        ([*SPECS, "--only", "*:drop-tag:*", "--skip", "*tag*", "--", "true"], "leave no mutant"),
         (["--spec-dir", "specs", "--examples", "5", "--", "true"], "--examples is for"),
         (["--spec-dir", "specs", "--timeout", "0", "--", "true"], "must be a whole number"),
         (["--timeout", "5"], "--timeout is for your own definitions"),
         (["--only", "*"], "--only is for your own definitions"),
         (["--no-baseline"], "--no-baseline is for your own definitions"),
+        (["--skip", "*"], "--skip is for your own definitions"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )

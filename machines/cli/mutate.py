@@ -78,6 +78,13 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         help="only the mutants whose id matches GLOB (repeatable), e.g. '*:drop-tag:*'",
     )
     yours.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out the mutants whose id matches GLOB (repeatable)",
+    )
+    yours.add_argument(
         "--no-baseline",
         action="store_true",
         help="do not first run COMMAND on the unmutated definitions (it must pass there)",
@@ -90,6 +97,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     for given, option in (
         (args.timeout is not None, "--timeout"),
         (args.only, "--only"),
+        (args.skip, "--skip"),
         (args.no_baseline, "--no-baseline"),
     ):
         if given:
@@ -134,7 +142,7 @@ def _run_yours(args: argparse.Namespace) -> int:
     if args.examples is not None:
         raise InvalidArgument("--examples is for the catalog's suites, not with --spec-dir")
     command: list[str] = args.ids
-    mutants = mu.select(mu.plan(args.spec_dir), args.only)
+    mutants = mu.select(mu.plan(args.spec_dir), args.only, args.skip)
     width = max(len("mutant"), *(len(m.id) for m in mutants))
     if args.list:
         for m in mutants:

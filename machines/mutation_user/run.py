@@ -27,7 +27,13 @@ from pathlib import Path
 
 from machines.errors import InvalidArgument, SpecError
 from machines.mutation_user.operators import Mutant, mutants_of
-from machines.spec.files import MUTANT_VARIABLE, SPEC_DIR_VARIABLE, definition_paths, os_reason
+from machines.spec.files import (
+    MUTANT_VARIABLE,
+    SPEC_DIR_VARIABLE,
+    definition_paths,
+    os_reason,
+    real_path,
+)
 from machines.spec.loader import load
 
 DEFAULT_TIMEOUT = 300
@@ -36,6 +42,11 @@ DEFAULT_TIMEOUT = 300
 NO_TESTS_RAN = 5
 """pytest's exit code when it collected no test: at the baseline a usage problem (the
 command tests nothing, so it would pass every mutant), not a failure of the tests."""
+
+HYPOTHESIS_STORAGE = "HYPOTHESIS_STORAGE_DIRECTORY"
+"""Where Hypothesis keeps its example database: set to each run's own temporary folder, so
+that an example one mutant failed on is neither replayed against the next mutant nor kept
+in the user's own database."""
 
 RULES = "the definition's rules"
 """How the table says a mutant the loader refused was caught."""
@@ -77,20 +88,28 @@ def plan(spec_dir: Path) -> list[Mutant]:
     return [mutant for path in paths for mutant in mutants_of(path)]
 
 
-def select(mutants: Sequence[Mutant], patterns: Sequence[str]) -> list[Mutant]:
-    """The mutants whose id matches one of the glob ``patterns`` (all of them when there is
-    none); ``InvalidArgument`` when a pattern matches no mutant (a typo would otherwise
-    run nothing and pass)."""
-    if not patterns:
-        return list(mutants)
-    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(m.id, p) for m in mutants)]
-    if unmatched:
-        raise InvalidArgument(
-            f"--only {', '.join(map(repr, unmatched))} matches no mutant; "
-            "--list shows their ids (refund.yaml:47:drop-transition:approve; "
-            "a glob such as '*:drop-tag:*' selects an operator)"
-        )
-    return [m for m in mutants if any(fnmatch.fnmatchcase(m.id, p) for p in patterns)]
+def select(
+    mutants: Sequence[Mutant], only: Sequence[str] = (), skip: Sequence[str] = ()
+) -> list[Mutant]:
+    """The mutants whose id matches one of the globs ``only`` (every mutant when there is
+    none) and none of ``skip``; ``InvalidArgument`` when a glob matches no mutant (a typo
+    would otherwise run everything, or nothing, and pass), or nothing is left."""
+    for option, patterns in (("--only", only), ("--skip", skip)):
+        unmatched = [p for p in patterns if not any(_matches(m, [p]) for m in mutants)]
+        if unmatched:
+            raise InvalidArgument(
+                f"{option} {', '.join(map(repr, unmatched))} matches no mutant; --list "
+                "shows their ids (refund.yaml:48:drop-transition:approve; a glob such as "
+                "'*:drop-tag:*' names an operator)"
+            )
+    chosen = [m for m in mutants if (not only or _matches(m, only)) and not _matches(m, skip)]
+    if not chosen:
+        raise InvalidArgument("--only and --skip leave no mutant to run")
+    return chosen
+
+
+def _matches(mutant: Mutant, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(mutant.id, p) for p in patterns)
 
 
 def check_command(command: Sequence[str]) -> None:
@@ -170,7 +189,7 @@ def kill(mutant: Mutant, spec_dir: Path, command: Sequence[str], timeout: float)
 
 
 def _copy(spec_dir: Path, into: Path) -> Path:
-    target = into / (spec_dir.resolve().name or "specs")
+    target = into / (real_path(spec_dir).name or "specs")
     try:
         shutil.copytree(spec_dir, target, ignore=_SKIPPED)
     except (OSError, shutil.Error) as exc:
@@ -186,6 +205,7 @@ def _run_command(
     seconds and the last lines it printed."""
     env = dict(os.environ)
     env[SPEC_DIR_VARIABLE] = str(spec_copy)
+    env[HYPOTHESIS_STORAGE] = str(log.parent / "hypothesis")
     if mutant is None:
         env.pop(MUTANT_VARIABLE, None)
     else:
