@@ -71,10 +71,11 @@ def test_a_judge_judges_exactly_the_invariants_registered_for_it(layer: Layer) -
 
 
 def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() -> None:
-    """Outside the judges, an id-shaped string is a tag, a registered id, a mutation's name,
-    or a rule (or derivation rule set) of a bundled definition, which the mutation catalog
-    names."""
+    """Outside the judges, an id-shaped string is a tag, a registered id, a mutation's name
+    (of the catalog, or a generic operator's), or a rule (or derivation rule set) of a
+    bundled definition, which the mutation catalog names."""
     from machines.mutation import CATALOG
+    from machines.mutation_user import OPERATORS
     from machines.spec.vocabulary import TAGS
 
     bundled = [machines.load(name) for name in ("effect", "outcome", "node", "request")]
@@ -84,7 +85,7 @@ def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() 
     rules |= set(derivation.rule_sets) | {
         rule.id for rule_set in derivation.rule_sets.values() for rule in rule_set.rules
     }
-    mutations = {m.id for m in CATALOG}
+    mutations = {m.id for m in CATALOG} | set(OPERATORS)
     spelled = _literals(sorted(PACKAGE.rglob("*.py")))
     unknown = spelled - set(INVARIANTS) - set(TAGS) - rules - mutations - NOT_IDS
     assert unknown == set()

@@ -1,34 +1,111 @@
-"""``machines mutate``: the definitions broken on purpose (``machines.mutation``'s catalog),
-each mutation shown caught by ``machines check`` or a stateful suite."""
+"""``machines mutate``: the definitions broken on purpose. Without ``--spec-dir``, the
+catalog of ``machines.mutation``, each mutation shown caught by ``machines check`` or a
+stateful suite; with ``--spec-dir DIR -- COMMAND``, the generic mutants of the user's own
+definitions (``machines.mutation_user``), each handed to the user's own test command."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import sys
+from pathlib import Path
 
 from machines.cli.command import Command, Parsers, whole
-from machines.errors import install_command
+from machines.errors import InvalidArgument, install_command
 
 MAX_EXAMPLES = 1_000_000
 """The largest ``mutate --examples``: the work grows linearly with it, and a larger count
 is a typo rather than a plan (the default is 300)."""
 
+DEFAULT_EXAMPLES = 300
+
+MAX_TIMEOUT = 86_400
+"""The largest ``mutate --timeout``, in seconds: a day per run of the tests."""
+
 
 def _arguments(command: argparse.ArgumentParser) -> None:
-    command.add_argument("ids", nargs="*", metavar="ID", help="only these mutations")
+    from machines.mutation_user import DEFAULT_TIMEOUT
+
+    command.add_argument(
+        "ids",
+        nargs="*",
+        metavar="ID|COMMAND",
+        help="only these mutations of the catalog; with --spec-dir, the test command, after --",
+    )
     command.add_argument(
         "--examples",
         type=whole(1, MAX_EXAMPLES),
-        default=300,
+        default=None,
         metavar="N",
         help="most suite runs per mutation before it counts as surviving, 1 to "
-        f"{MAX_EXAMPLES:,} (default 300)",
+        f"{MAX_EXAMPLES:,} (default {DEFAULT_EXAMPLES}; not with --spec-dir)",
     )
-    command.add_argument("--list", action="store_true", help="list the catalog and exit")
+    command.add_argument(
+        "--list",
+        action="store_true",
+        help="list the catalog (or the mutants of --spec-dir) and exit",
+    )
+    yours = command.add_argument_group(
+        "your own definitions and tests",
+        "machines mutate --spec-dir DIR -- COMMAND...: mutate every *.yaml definition in DIR, "
+        "one change at a time, each in a temporary copy of DIR (DIR is only read), and run "
+        "COMMAND against each with MACHINES_SPEC_DIR set to the copy and MACHINES_MUTANT "
+        "naming the mutant. A mutant the definition's own rules refuse is killed without "
+        "running COMMAND; COMMAND kills the others by failing. Exit 0 when every mutant is "
+        "killed, 1 when one survives (a hole in your tests), 2 when COMMAND fails on the "
+        "unmutated definitions, on a usage error or on definitions that do not load.",
+    )
+    yours.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="mutate your own definitions, the *.yaml files of DIR",
+    )
+    yours.add_argument(
+        "--timeout",
+        type=whole(1, MAX_TIMEOUT),
+        default=None,
+        metavar="S",
+        help=f"seconds per run of COMMAND, 1 to {MAX_TIMEOUT:,} (default {DEFAULT_TIMEOUT}); "
+        "a mutant that makes it hang counts as killed, and the table says so",
+    )
+    yours.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only the mutants whose id matches GLOB (repeatable), e.g. '*:drop-tag:*'",
+    )
+    yours.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out the mutants whose id matches GLOB (repeatable)",
+    )
+    yours.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not first run COMMAND on the unmutated definitions (it must pass there)",
+    )
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    if args.spec_dir is not None:
+        return _run_yours(args)
+    for given, option in (
+        (args.timeout is not None, "--timeout"),
+        (args.only, "--only"),
+        (args.skip, "--skip"),
+        (args.no_baseline, "--no-baseline"),
+    ):
+        if given:
+            raise InvalidArgument(f"{option} is for your own definitions: give --spec-dir DIR")
+    return _run_catalog(args)
+
+
+def _run_catalog(args: argparse.Namespace) -> int:
     from machines.mutation import CATALOG, Kill, run_catalog, summary
 
     if not args.list and importlib.util.find_spec("hypothesis") is None:
@@ -49,8 +126,9 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         print(f"{k.mutation.id:<42} {verdict:<32} {k.seconds:6.2f} s", flush=True)
         print(f"    {k.evidence[:160]}", flush=True)
 
+    examples = DEFAULT_EXAMPLES if args.examples is None else args.examples
     try:
-        kills = run_catalog(args.ids or None, examples=args.examples, progress=progress)
+        kills = run_catalog(args.ids or None, examples=examples, progress=progress)
     except KeyError as exc:
         print(f"machines mutate: {exc.args[0]}", file=sys.stderr)
         return 2
@@ -58,11 +136,42 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     return 0 if all(k.caught_by for k in kills) else 1
 
 
+def _run_yours(args: argparse.Namespace) -> int:
+    from machines import mutation_user as mu
+
+    if args.examples is not None:
+        raise InvalidArgument("--examples is for the catalog's suites, not with --spec-dir")
+    command: list[str] = args.ids
+    mutants = mu.select(mu.plan(args.spec_dir), args.only, args.skip)
+    width = max(len("mutant"), *(len(m.id) for m in mutants))
+    if args.list:
+        for m in mutants:
+            print(f"{m.id:<{width}}  {m.change}")
+        files = len({m.file for m in mutants})
+        print(f"{len(mutants)} mutants of {files} definition{'s' * (files != 1)}")
+        return 0
+    mu.check_command(command)
+    timeout = mu.DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    if not args.no_baseline:
+        seconds = mu.baseline(args.spec_dir, command, timeout)
+        print(f"baseline: the tests pass on the unmutated definitions ({seconds:.2f} s)\n")
+    print(mu.header(width), flush=True)
+
+    def progress(outcome: mu.Outcome) -> None:
+        print(mu.row(outcome, width), flush=True)
+
+    outcomes = mu.run(mutants, args.spec_dir, command, timeout, progress)
+    print("\n" + mu.summary(outcomes))
+    return 0 if all(o.killed for o in outcomes) else 1
+
+
 COMMAND = Command(
     "mutate",
-    help="break the definitions on purpose (a catalog of mutations) and show that "
-    "machines check or the stateful suites catch every one",
-    description="Exit 0 when every mutation is caught, 1 when one survives.",
+    help="break the definitions on purpose and show that every break is caught: the "
+    "bundled catalog by machines check and the stateful suites, or (--spec-dir) your own "
+    "definitions by your own tests",
+    description="Exit 0 when every mutation is caught, 1 when one survives, 2 on a usage "
+    "error (and, with --spec-dir, when the tests fail on the unmutated definitions).",
     arguments=_arguments,
     run=_run,
 )
