@@ -651,7 +651,8 @@ def test_load_unknown_name_lists_bundled_machines() -> None:
     err = info.value
     assert err.path is None
     assert only_problem(err) == (
-        "'nonexistent-name' is neither a bundled machine nor a YAML file; "
+        "'nonexistent-name' is neither a bundled machine nor a definition file "
+        "(.yaml, .yml, .json); "
         f"bundled machines: {', '.join(BUNDLED_NAMES)}"
     )
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, cast
 
 import jsonschema
@@ -26,12 +27,10 @@ from machines.errors import SpecError, SpecUnreadable, SpecViolation
 from machines.spec.builder import Builder
 from machines.spec.files import as_path, os_reason, real_path, stat_definition
 from machines.spec.files import definition_paths as definition_paths
-from machines.spec.records import (
-    MachineSpec,
-)
+from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
-from machines.spec.yamlsource import KeyPath, YamlSource, bounded, clip, quote, read_yaml
+from machines.spec.yamlsource import YamlSource, bounded, clip, quote, read_yaml
 
 SCHEMA_FILE = "machine.schema.json"
 
@@ -45,20 +44,32 @@ def bundled_spec_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "spec"
 
 
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+"""What a path to one definition may end in: a definition is YAML, and JSON is YAML (what
+``machines export --format json`` writes loads back). A directory of definitions
+(``--spec-dir``) holds ``*.yaml`` files only, so that one machine is never two files."""
+
+
+@functools.cache
+def schema() -> Mapping[str, Any]:
+    """The JSON Schema of a definition (``spec/machine.schema.json``), parsed once."""
+    path = bundled_spec_dir() / SCHEMA_FILE
+    return MappingProxyType(json.loads(path.read_text(encoding="utf-8")))
+
+
 @functools.cache
 def _schema_validator() -> jsonschema.protocols.Validator:
-    path = bundled_spec_dir() / SCHEMA_FILE
-    schema = json.loads(path.read_text(encoding="utf-8"))
-    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(schema))
+    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(dict(schema())))
 
 
 def resolve(name_or_path: str | Path) -> Path:
-    """A bundled machine name (``"effect"``) or a path to a YAML file. The file is not
-    judged here: reading it says what is wrong with it."""
+    """A bundled machine name (``"effect"``) or a path to a definition file (``.yaml``,
+    ``.yml`` or ``.json``, or any file that exists). The file is not judged here: reading
+    it says what is wrong with it."""
     candidate = as_path(name_or_path)
     name = str(name_or_path)
     try:
-        is_path = candidate.suffix in (".yaml", ".yml") or candidate.exists()
+        is_path = candidate.suffix in DEFINITION_SUFFIXES or candidate.exists()
     except OSError as exc:  # a name too long for the file system, say
         raise SpecUnreadable(None, [f"cannot use {quote(name)}: {os_reason(exc)}"]) from exc
     if is_path:
@@ -69,7 +80,8 @@ def resolve(name_or_path: str | Path) -> Path:
             None,
             [
                 f"{quote(name)} is neither a bundled machine{suggest(name, names)} "
-                f"nor a YAML file; bundled machines: {', '.join(names)}"
+                f"nor a definition file ({', '.join(DEFINITION_SUFFIXES)}); "
+                f"bundled machines: {', '.join(names)}"
             ],
         )
     return bundled_spec_dir() / f"{name}.yaml"
@@ -113,7 +125,10 @@ def read_definition(path: str | Path, _reading: frozenset[Path] = frozenset()) -
 
 
 def _read_sibling(path: Path, reading: frozenset[Path], name: str) -> MachineSpec:
-    sibling = real_path(path.parent / f"{name}.yaml")
+    """The node machine ``name`` of the derivation in ``path``: the file beside it, in
+    JSON when ``path`` is JSON (an exported pair), else in YAML."""
+    suffix = ".json" if path.suffix == ".json" else ".yaml"
+    sibling = real_path(path.parent / f"{name}{suffix}")
     if sibling in reading:
         raise SpecError(
             path, [f"derivation.nodes {quote(name)} refers back to a definition being read"]

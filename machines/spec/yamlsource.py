@@ -25,8 +25,7 @@ import yaml
 from machines.errors import SpecUnreadable
 from machines.spec.files import MAX_DEFINITION_BYTES, read_text
 from machines.spec.jsonvalue import describe
-
-KeyPath = tuple[str | int, ...]
+from machines.spec.records import KeyPath, nearest_line
 
 MAX_VALUES = 200_000
 """The most values (scalars, lists and mappings, keys included) a document may hold once
@@ -102,11 +101,7 @@ class YamlSource:
 
     def line_of(self, key_path: KeyPath) -> int | None:
         """The line of ``key_path``, or of its nearest ancestor that has one."""
-        for end in range(len(key_path), -1, -1):
-            line = self.lines.get(tuple(key_path[:end]))
-            if line is not None:
-                return line
-        return None
+        return nearest_line(self.lines, key_path)
 
     def where(self, key_path: KeyPath) -> str:
         """``line N, at a.b[2].c`` for messages."""
