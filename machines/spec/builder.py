@@ -92,7 +92,7 @@ class Builder:
             findings=self.build_findings(),
             derivation=self.build_derivation(),
             path=self.src.path,
-            source=SourceLines(self.src.path, self.src.lines, tuple(self.transition_index)),
+            source=SourceLines(self.src.lines, tuple(self.transition_index)),
         )
         if self.problems:
             raise SpecError(self.src.path, bounded(self.problems))

@@ -96,7 +96,8 @@ def load(name_or_path: str | Path) -> MachineSpec:
     """Load one definition, fully validated: schema, references and structural rules.
 
     A definition that breaks one of its own rules raises ``SpecViolation`` listing each
-    violation with a shortest path; run ``machines check`` for the full report.
+    violation with its line and a shortest path; run ``machines check`` for the full
+    report.
     """
     path = resolve(name_or_path)
     info = stat_definition(path)
@@ -108,7 +109,15 @@ def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
     spec = read_definition(path)
     violations = check_structure(spec)
     if violations:
-        raise SpecViolation(path, [v.describe() for v in violations])
+        raise SpecViolation(
+            path,
+            [
+                f"line {v.line}: {v.describe(location=False)}"
+                if v.line is not None
+                else v.describe(location=False)
+                for v in violations
+            ],
+        )
     return spec
 
 

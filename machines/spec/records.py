@@ -233,15 +233,14 @@ def nearest_line(lines: Mapping[KeyPath, int], key_path: KeyPath) -> int | None:
 
 @dataclass(frozen=True)
 class SourceLines:
-    """Where the entries of a loaded definition are in its file, for messages that name a
-    line (``machines check``, ``SpecViolation``).
+    """Where the entries of a loaded definition are in its file (``MachineSpec.path``),
+    for messages that name a line (``machines check``, ``SpecViolation``).
 
     Kept beside the records, not in them: a transition or rule is a value, and the same
     definition written out again (``machines export``) and loaded back sits on other lines
     yet is the same definition.
     """
 
-    file: Path
     lines: Mapping[KeyPath, int]
     """The 1-based line of every key path of the document."""
     transition_entries: tuple[int, ...] = ()

@@ -15,6 +15,7 @@ shows it through ``quote`` (a value) or ``clip`` (a text that embeds input), cut
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,19 @@ def bounded(problems: Sequence[str]) -> list[str]:
     if len(problems) > MAX_PROBLEMS:
         shown.append(f"... and {len(problems) - MAX_PROBLEMS:,} more problems; fix these first")
     return shown
+
+
+_LINE_PREFIX = re.compile(r"line ([0-9]+)(?:, |: )")
+
+
+def split_line(problem: str) -> tuple[int | None, str]:
+    """A problem line as ``where`` and the loader write it (``line 12, at a.b: text``, or
+    ``line 12: text``) split into its line and the rest (``at a.b: text``); ``None`` and
+    the whole text when it names no line."""
+    match = _LINE_PREFIX.match(problem)
+    if match is None:
+        return None, problem
+    return int(match.group(1)), problem[match.end() :]
 
 
 def format_key_path(key_path: KeyPath) -> str:
