@@ -30,7 +30,7 @@ from machines.spec.files import definition_paths as definition_paths
 from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
-from machines.spec.yamlsource import YamlSource, bounded, clip, quote, read_yaml
+from machines.spec.yamlsource import YamlSource, bounded, clip, misread, quote, read_yaml
 
 SCHEMA_FILE = "machine.schema.json"
 
@@ -159,6 +159,9 @@ def _validate_schema(source: YamlSource) -> None:
 
 
 def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> str:
+    pitfall = _misread_text(source, error)
+    if pitfall is not None:
+        return pitfall
     if error.context:
         error = jsonschema.exceptions.best_match(error.context)
     key_path = cast(KeyPath, tuple(error.absolute_path))
@@ -173,7 +176,56 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
         )
     if error.validator == "required":
         return f"{where}: {error.message}; add it (see {SCHEMA_FILE})"
+    if (
+        error.validator == "uniqueItems"
+        and isinstance(error.instance, list)
+        and any(misread(item, None) for item in error.instance)
+    ):
+        return (
+            f"{where}: {_quoting_instance(error)}: YAML read some unquoted values as "
+            f"booleans, null or numbers (see below); quote them (see {SCHEMA_FILE})"
+        )
     return f"{where}: {_quoting_instance(error)} (see {SCHEMA_FILE})"
+
+
+def _misread_text(source: YamlSource, error: jsonschema.ValidationError) -> str | None:
+    """The message for a YAML 1.1 pitfall: where text is wanted (by ``error`` or by any
+    alternative it tried, at any depth), YAML read a plain value as a boolean, null or
+    a number (``values: [on, off]``, ``dest: no``, ``title: 1.10``). Not in a JSON file:
+    there, ``true`` is a boolean by the JSON its writer knows."""
+    if source.path.suffix == ".json":
+        return None
+    pending = [error]
+    while pending:
+        e = pending.pop(0)
+        if _wants_text(e):
+            key_path = cast(KeyPath, tuple(e.absolute_path))
+            token = source.tokens.get(key_path)
+            fits = _fits(e, token)
+            why = misread(e.instance, token, fits)
+            if why is not None and (e.instance is None or fits):
+                return f"{source.where(key_path)}: {why} (see {SCHEMA_FILE})"
+        pending.extend(e.context or ())
+    return None
+
+
+def _fits(error: jsonschema.ValidationError, token: str | None) -> bool:
+    """Whether ``token``, quoted, is what the schema wants where ``error`` stands: the
+    advice to quote it is given only where quoting fixes it (``'on'`` is a name, ``'12'``
+    is not)."""
+    if token is None:
+        return False
+    return bool(_schema_validator().evolve(schema=error.schema).is_valid(token))
+
+
+def _wants_text(error: jsonschema.ValidationError) -> bool:
+    """Whether ``error`` says a string was expected (a type, an enum of names, a ``*``)."""
+    expected = error.validator_value
+    if error.validator == "type":
+        return expected == "string" or (isinstance(expected, list) and "string" in expected)
+    if error.validator == "enum":
+        return isinstance(expected, list) and all(isinstance(v, str) for v in expected)
+    return error.validator == "const" and isinstance(expected, str)
 
 
 def _quoting_instance(error: jsonschema.ValidationError) -> str:
