@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import machines
-from machines import SpecError
+from machines import SpecError, SpecUnreadable
 from machines.checks.report import check
 from machines.cli import main
 from machines.render.export import export
@@ -121,6 +123,7 @@ TRICKY_TEXTS = (
     "two lines\nand a trailing space \n",
     "  leading spaces, a tab\there",
     "ünïcödé, 中文, and an emoji 💸",
+    "a DEL \x7f, a NEL \x85, a line separator \u2028, a BOM \ufeff and a NUL \x00",
     "x" * 300,
 )
 
@@ -249,3 +252,41 @@ def test_postgresql_export_is_the_store_schema_and_runs(
 def test_export_of_an_unknown_machine_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "nope"]) == 2
     assert "did you mean 'node'" in capsys.readouterr().err
+
+
+_TEXTS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
+
+
+@given(texts=st.lists(_TEXTS, min_size=4, max_size=4), fmt=st.sampled_from(DEFINITION_FORMATS))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_text_round_trips(texts: list[str], fmt: str, tmp_path_factory: Any) -> None:
+    """Whatever the texts hold (control characters, quotes, a BOM, line breaks, any
+    script), the exported definition loads back to the same one."""
+    refund = machines.load(USER_SPECS / "refund.yaml")
+    first = refund.transitions[0]
+    changed = replace(
+        refund,
+        title=texts[0],
+        description=texts[1],
+        transitions=(replace(first, description=texts[2]), *refund.transitions[1:]),
+        findings=(),
+        origin=texts[3],
+    )
+    directory = tmp_path_factory.mktemp("texts")
+    assert_same(changed, machines.load(exported(changed, fmt, directory)))
+
+
+def test_a_json_file_with_a_raw_yaml_line_break_is_refused(tmp_path: Path) -> None:
+    """JSON allows a raw U+2028 in a string; YAML reads it as a line break. The loader
+    refuses it (naming the line and the escape to write) instead of misreading it."""
+    path = tmp_path / "refund.json"
+    text = export(machines.load(USER_SPECS / "refund.yaml"), "json")
+    text = text.replace('"title": "Customer refund"', '"title": "Customer\u2028refund"')
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecUnreadable) as info:
+        machines.load(path)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if '"title"' in t)
+    assert info.value.problems == (
+        f"line {line}: a raw U+2028 character, which a YAML reader (this one) reads as a "
+        "line break; write it as the escape \\u2028",
+    )

@@ -5,6 +5,7 @@ diagrams)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -237,8 +238,15 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in text else None
+    """A literal block for several lines; double quotes (which escape them) for a text
+    holding a line break YAML 1.1 has beyond ``\\n`` (NEL, the line and paragraph
+    separators): PyYAML writes those as they are elsewhere, and reads them back as a
+    line break, so ``a\\x85b`` would come back as ``a b``."""
+    style = '"' if _OTHER_BREAKS & set(text) else "|" if "\n" in text else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_OTHER_BREAKS = frozenset("\x85\u2028\u2029")
 
 
 def _list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.SequenceNode:
@@ -263,10 +271,20 @@ def as_yaml(spec: MachineSpec) -> str:
     )
 
 
+_NOT_YAML_TEXT = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\u2028\u2029]"
+)
+"""The characters a YAML reader refuses in a file (outside YAML 1.1's printable set), and
+those it reads as a line break inside a string (NEL, the line and paragraph separators):
+JSON writes them as they are unless it escapes all but ASCII, and escaping all would spell
+an emoji as two escaped surrogates, which a YAML reader reads as two broken characters."""
+
+
 def as_json(spec: MachineSpec) -> str:
     """``spec`` as a JSON definition (``as_document``): JSON is YAML, so the loader reads
-    it as it reads a YAML file."""
-    return json.dumps(as_document(spec), indent=2, ensure_ascii=False) + "\n"
+    it as it reads a YAML file; a character YAML refuses is written as its escape."""
+    text = json.dumps(as_document(spec), indent=2, ensure_ascii=False)
+    return _NOT_YAML_TEXT.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def export(spec: MachineSpec, fmt: str) -> str:

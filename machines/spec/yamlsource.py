@@ -167,7 +167,11 @@ def read_yaml(path: Path) -> YamlSource:
 
 
 def parse_yaml(text: str, path: Path) -> YamlSource:
-    """Parse ``text`` (already bounded by ``read_text``) read from ``path``."""
+    """Parse ``text`` (already bounded by ``read_text``) read from ``path``. A ``.json``
+    file is read as YAML (JSON is YAML), but for the raw characters YAML reads as a line
+    break inside a string where JSON does not: those are refused, not misread."""
+    if path.suffix == ".json":
+        _refuse_yaml_breaks(text, path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError as exc:
@@ -198,6 +202,24 @@ def parse_yaml(text: str, path: Path) -> YamlSource:
 
 
 _EMPTY = "the file is empty; a definition is a YAML mapping"
+
+_YAML_ONLY_BREAKS = "\x85\u2028\u2029"
+"""NEL, the line separator and the paragraph separator: text in JSON, line breaks in YAML."""
+
+
+def _refuse_yaml_breaks(text: str, path: Path) -> None:
+    for char in _YAML_ONLY_BREAKS:
+        at = text.find(char)
+        if at != -1:
+            code = f"{ord(char):04x}"
+            raise SpecUnreadable(
+                path,
+                [
+                    f"line {text.count(chr(10), 0, at) + 1}: a raw U+{code.upper()} "
+                    "character, which a YAML reader (this one) reads as a line break; write "
+                    f"it as the escape \\u{code}"
+                ],
+            )
 
 
 def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
