@@ -269,6 +269,14 @@ BOOLEAN_HINT = "YAML reads on/off, yes/no and true/false unquoted as booleans (a
             "null",
             id="null",
         ),
+        pytest.param(
+            "{source: unknown, dest: sending,",
+            "{source: unknown, dest: null,",
+            "forbidden[0].dest",
+            "null",
+            "null",
+            id="forbidden-dest-null",
+        ),
     ],
 )
 def test_a_value_yaml_misreads_gets_a_hint(

@@ -195,18 +195,24 @@ def _misread_text(source: YamlSource, error: jsonschema.ValidationError) -> str 
     there, ``true`` is a boolean by the JSON its writer knows."""
     if source.path.suffix == ".json":
         return None
-    pending = [error]
+    pending, null = [error], None
     while pending:
         e = pending.pop(0)
-        if _wants_text(e):
-            key_path = cast(KeyPath, tuple(e.absolute_path))
-            token = source.tokens.get(key_path)
-            fits = _fits(e, token)
-            why = misread(e.instance, token, fits)
-            if why is not None and (e.instance is None or fits):
-                return f"{source.where(key_path)}: {why} (see {SCHEMA_FILE})"
         pending.extend(e.context or ())
-    return None
+        if not _wants_text(e):
+            continue
+        key_path = cast(KeyPath, tuple(e.absolute_path))
+        token = source.tokens.get(key_path)
+        fits = _fits(e, token)
+        why = misread(e.instance, token, fits)
+        if why is None:
+            continue
+        message = f"{source.where(key_path)}: {why} (see {SCHEMA_FILE})"
+        if fits:
+            return message
+        if e.instance is None and null is None:
+            null = message  # unless another alternative takes the quoted token
+    return null
 
 
 def _fits(error: jsonschema.ValidationError, token: str | None) -> bool:
