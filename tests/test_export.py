@@ -1,52 +1,229 @@
-"""``machines export``: the JSON other languages load and the SQL the store runs."""
+"""``machines export``: the definition in YAML or JSON, which loads back to the same
+definition, and the SQL the store runs."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import machines
+from machines import SpecError, SpecUnreadable
+from machines.checks.report import check
 from machines.cli import main
+from machines.render.export import export
+from machines.spec import MachineSpec
+from machines.spec.records import definition_differences
 from machines.store.ddl import sqlite_schema
 from machines.store.ddl_postgres import postgres_schema
 from tests.conftest import postgres_schema as postgres_schema_on_server
+from tests.conftest import rename_everywhere
+
+BUNDLED = ("effect", "outcome", "node", "request")
+USER_SPECS = Path(__file__).parent / "user_project" / "specs"
+DEFINITION_FORMATS = ("yaml", "json")
 
 
-@pytest.mark.parametrize("name", ["effect", "outcome", "node", "request"])
-def test_json_export_carries_the_whole_definition(
-    name: str, capsys: pytest.CaptureFixture[str]
+def exported(spec: MachineSpec, fmt: str, directory: Path) -> Path:
+    """``spec`` written as ``directory/NAME.fmt`` (a name must equal its file's stem)."""
+    path = directory / f"{spec.name}.{fmt}"
+    path.write_text(export(spec, fmt), encoding="utf-8")
+    return path
+
+
+def assert_same(original: MachineSpec, loaded: MachineSpec) -> None:
+    """Equal field by field: ``definition_differences`` names the fields that differ."""
+    assert loaded is not original
+    assert definition_differences(original, loaded) == ()
+    assert original.same_definition(loaded) and loaded.same_definition(original)
+
+
+@pytest.mark.parametrize("fmt", DEFINITION_FORMATS)
+def test_every_bundled_definition_round_trips(fmt: str, tmp_path: Path) -> None:
+    """Exported and loaded back, each bundled machine is the same definition; request's
+    derivation reads its node machine from the exported file beside it."""
+    for name in BUNDLED:
+        exported(machines.load(name), fmt, tmp_path)
+    for name in BUNDLED:
+        assert_same(machines.load(name), machines.load(tmp_path / f"{name}.{fmt}"))
+
+
+@pytest.mark.parametrize("fmt", DEFINITION_FORMATS)
+def test_a_users_definition_round_trips(fmt: str, tmp_path: Path) -> None:
+    refund = machines.load(USER_SPECS / "refund.yaml")
+    assert_same(refund, machines.load(exported(refund, fmt, tmp_path)))
+
+
+@pytest.mark.parametrize("fmt", DEFINITION_FORMATS)
+def test_the_cli_export_round_trips(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = machines.load(name)
-    assert main(["export", name, "--format", "json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["machine"] == name and doc["initial"] == spec.initial
-    assert list(doc["states"]) == list(spec.states)
-    assert [(t["source"], t["trigger"], t["dest"]) for t in doc["transitions"]] == [
-        (t.source, t.trigger, t.dest) for t in spec.transitions
-    ]
-    assert {f["id"] for f in doc["findings"]} == {f.id for f in spec.findings}
-    assert ("derivation" in doc) == (spec.derivation is not None)
-    for t, exported in zip(spec.transitions, doc["transitions"], strict=True):
-        for var, values in exported["when"].items():
-            assert set(values) == set(t.when[var])
-        assert exported["unreachable_in_systems"] == t.unreachable_in_systems
+    """``machines export NAME --format yaml|json`` > NAME.yaml|json loads back, for a
+    bundled name and for a path to a user's file (and to an exported one)."""
+    sources = [*BUNDLED, str(USER_SPECS / "refund.yaml")]
+    for source in sources:
+        assert main(["export", source, "--format", fmt]) == 0
+        spec = machines.load(source)
+        (tmp_path / f"{spec.name}.{fmt}").write_text(capsys.readouterr().out, encoding="utf-8")
+    for source in sources:
+        spec = machines.load(source)
+        again = tmp_path / f"{spec.name}.{fmt}"
+        assert_same(spec, machines.load(again))
+        assert main(["export", str(again), "--format", fmt]) == 0
+        assert capsys.readouterr().out == again.read_text(encoding="utf-8"), "not a fixpoint"
 
 
-def test_json_export_says_which_transitions_no_system_takes(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """``export --format json`` promised everything the definition says and dropped
-    ``unreachable_in_systems`` (issue 15): effect's replay edge carries its finding."""
-    assert main(["export", "effect", "--format", "json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+def test_json_is_the_json_of_the_yaml(tmp_path: Path) -> None:
+    """The two definition formats write one document; json is what any language loads."""
+    for name in BUNDLED:
+        spec = machines.load(name)
+        doc = json.loads(export(spec, "json"))
+        assert doc == yaml.safe_load(export(spec, "yaml"))
+        assert doc["machine"] == name and list(doc["states"]) == list(spec.states)
+
+
+def test_the_default_format_is_the_loadable_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "outcome"]) == 0
+    assert capsys.readouterr().out == export(machines.load("outcome"), "json")
+
+
+def test_json_export_says_which_transitions_no_system_takes() -> None:
+    """The export carries ``unreachable_in_systems`` (issue 15): effect's replay edge
+    carries its finding."""
+    doc = json.loads(export(machines.load("effect"), "json"))
     marked = {
-        (t["source"], t["trigger"], t["dest"]): t["unreachable_in_systems"]
+        (source, t["trigger"], t["dest"]): t["unreachable_in_systems"]
         for t in doc["transitions"]
-        if t["unreachable_in_systems"]
+        if "unreachable_in_systems" in t
+        for source in ([t["source"]] if isinstance(t["source"], str) else t["source"])
     }
     assert set(marked) == set(machines.load("effect").unreachable_in_systems)
     assert marked, "effect marks no transition unreachable in systems"
+
+
+TRICKY_TEXTS = (
+    "on",
+    "no",
+    "1.10",
+    "012",
+    "~",
+    "null",
+    "*",
+    "key: value # not a comment",
+    "- not a list",
+    "'single' and \"double\" quotes, a \\ backslash",
+    "two lines\nand a trailing space \n",
+    "  leading spaces, a tab\there",
+    "ünïcödé, 中文, and an emoji 💸",
+    "a DEL \x7f, a NEL \x85, a line separator \u2028, a BOM \ufeff and a NUL \x00",
+    "x" * 300,
+)
+
+
+@pytest.mark.parametrize("fmt", DEFINITION_FORMATS)
+def test_texts_and_names_yaml_would_misread_round_trip(fmt: str, tmp_path: Path) -> None:
+    """Every text that YAML 1.1 reads as something else unquoted, and states, values and
+    triggers named ``on``, ``no``, ``off``, ``yes``, ``null`` and ``true``, come back as
+    the same strings."""
+    doc = yaml.safe_load((USER_SPECS / "refund.yaml").read_text(encoding="utf-8"))
+    doc = rename_everywhere(doc, "unknown", "no")
+    doc = rename_everywhere(doc, "declined", "null")
+    doc = rename_everywhere(doc, "time_out", "on")
+    doc = rename_everywhere(doc, "send", "true")
+    doc = rename_everywhere(doc, "small", "yes")
+    doc = rename_everywhere(doc, "large", "off")
+    texts = iter(TRICKY_TEXTS * 3)
+    for section in ("actors", "states"):
+        for entry in doc[section].values():
+            entry["description"] = next(texts)
+    for entry in doc["transitions"]:
+        entry["description"] = next(texts)
+    doc["description"] = "\n".join(TRICKY_TEXTS)
+    source = tmp_path / "source" / "refund.yaml"
+    source.parent.mkdir()
+    source.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    spec = machines.load(source)
+    assert set(spec.states) >= {"no", "null"} and "on" in spec.triggers
+    assert spec.context["size"].values == ("yes", "off")
+    assert spec.description == "\n".join(TRICKY_TEXTS)
+    assert_same(spec, machines.load(exported(spec, fmt, tmp_path)))
+
+
+def test_equality_sees_every_field() -> None:
+    """``same_definition`` is field by field: changing any one field of the definition
+    (or only the order of a section) makes it false, and ``definition_differences`` names
+    that field; where it was read from is no part of it."""
+    spec = machines.load("request")
+    assert spec.derivation is not None
+
+    def first_dropped(section: tuple[Any, ...]) -> tuple[Any, ...]:
+        return section[1:]
+
+    def reversed_mapping(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+        return MappingProxyType(dict(reversed(list(mapping.items()))))
+
+    changed: dict[str, Any] = {
+        "name": "other",
+        "title": spec.title + "!",
+        "origin": spec.origin + "!",
+        "description": spec.description + "!",
+        "initial": next(s for s in spec.states if s != spec.initial),
+        "context": MappingProxyType(
+            {k: replace(v, description=v.description + "!") for k, v in spec.context.items()}
+        ),
+        "actors": reversed_mapping(spec.actors),
+        "states": reversed_mapping(spec.states),
+        "transitions": first_dropped(spec.transitions),
+        "forbidden": first_dropped(spec.forbidden),
+        "invariants": first_dropped(spec.invariants),
+        "findings": first_dropped(spec.findings),
+        "derivation": replace(spec.derivation, default="qtg-v3"),
+    }
+    compared = [f.name for f in fields(MachineSpec) if f.compare]
+    assert sorted(changed) == sorted(compared), "a field of MachineSpec is not tested here"
+    for name, value in changed.items():
+        other = replace(spec, **{name: value})
+        assert definition_differences(spec, other) == (name,)
+        assert not spec.same_definition(other)
+    moved = replace(spec, path=Path("elsewhere/request.yaml"), source=None)
+    assert moved.same_definition(spec) and moved != spec, "== is identity, and stays so"
+
+
+def test_request_json_reads_its_node_machine_in_json(tmp_path: Path) -> None:
+    """An exported request.json reads node.json beside it, not a node.yaml; without it,
+    the error names the file it looked for."""
+    request = exported(machines.load("request"), "json", tmp_path)
+    exported(machines.load("node"), "yaml", tmp_path)
+    with pytest.raises(SpecError, match=r"node\.json does not exist"):
+        machines.load(request)
+    exported(machines.load("node"), "json", tmp_path)
+    assert machines.load(request).derivation is not None
+
+
+def test_a_spec_dir_reads_yaml_files_only(tmp_path: Path) -> None:
+    """``--spec-dir`` reads ``*.yaml``: an exported ``.json`` beside its ``.yaml`` is
+    never a second machine of one name."""
+    refund = machines.load(USER_SPECS / "refund.yaml")
+    exported(refund, "json", tmp_path)
+    assert check(tmp_path).unreadable == [f"{tmp_path}: no *.yaml definitions in this directory"]
+    exported(refund, "yaml", tmp_path)
+    report = check(tmp_path)
+    assert [m.name for m in report.machines] == ["refund"] and report.exit_code == 0
+
+
+def test_an_exported_file_must_be_named_after_its_machine(tmp_path: Path) -> None:
+    path = tmp_path / "refunds.json"
+    path.write_text(export(machines.load(USER_SPECS / "refund.yaml"), "json"), encoding="utf-8")
+    with pytest.raises(SpecError, match="must equal the file name 'refunds'"):
+        machines.load(path)
 
 
 def test_sql_export_is_the_store_schema(capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,3 +252,41 @@ def test_postgresql_export_is_the_store_schema_and_runs(
 def test_export_of_an_unknown_machine_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "nope"]) == 2
     assert "did you mean 'node'" in capsys.readouterr().err
+
+
+_TEXTS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
+
+
+@given(texts=st.lists(_TEXTS, min_size=4, max_size=4), fmt=st.sampled_from(DEFINITION_FORMATS))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_text_round_trips(texts: list[str], fmt: str, tmp_path_factory: Any) -> None:
+    """Whatever the texts hold (control characters, quotes, a BOM, line breaks, any
+    script), the exported definition loads back to the same one."""
+    refund = machines.load(USER_SPECS / "refund.yaml")
+    first = refund.transitions[0]
+    changed = replace(
+        refund,
+        title=texts[0],
+        description=texts[1],
+        transitions=(replace(first, description=texts[2]), *refund.transitions[1:]),
+        findings=(),
+        origin=texts[3],
+    )
+    directory = tmp_path_factory.mktemp("texts")
+    assert_same(changed, machines.load(exported(changed, fmt, directory)))
+
+
+def test_a_json_file_with_a_raw_yaml_line_break_is_refused(tmp_path: Path) -> None:
+    """JSON allows a raw U+2028 in a string; YAML reads it as a line break. The loader
+    refuses it (naming the line and the escape to write) instead of misreading it."""
+    path = tmp_path / "refund.json"
+    text = export(machines.load(USER_SPECS / "refund.yaml"), "json")
+    text = text.replace('"title": "Customer refund"', '"title": "Customer\u2028refund"')
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecUnreadable) as info:
+        machines.load(path)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if '"title"' in t)
+    assert info.value.problems == (
+        f"line {line}: a raw U+2028 character, which a YAML reader (this one) reads as a "
+        "line break; write it as the escape \\u2028",
+    )

@@ -7,6 +7,7 @@ text the test wrote, never hard-coded), the key path, and the hint that says wha
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable
@@ -179,10 +180,188 @@ def test_yaml_boolean_key_must_be_quoted(spec_dir: Path) -> None:
     path = spec_dir / "effect.yaml"
     text = edit(path, "  replayed:\n", "  no:\n")
     problem = only_problem(load_error(path, SpecUnreadable))
-    assert problem.startswith(f"line {line_of(text, r'^  no:$')}: ")
-    assert "not a string" in problem
-    assert "at states" in problem
-    assert "quote it" in problem
+    assert problem.startswith(f"line {line_of(text, r'^  no:$')}, at states: the key no ")
+    assert "is read as the boolean false, not a string" in problem
+    assert BOOLEAN_HINT in problem
+    assert problem.endswith("quote it: 'no'")
+
+
+# -- YAML 1.1 reads some plain values as booleans, null or numbers ------------------------
+
+REFUND = Path(__file__).parent / "user_project" / "specs" / "refund.yaml"
+
+BOOLEAN_HINT = "YAML reads on/off, yes/no and true/false unquoted as booleans (and y/n in YAML 1.1)"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "at", "reads", "token"),
+    [
+        pytest.param(
+            "values: [small, large]",
+            "values: [on, off]",
+            "context.size.values[0]",
+            "the boolean true",
+            "on",
+            id="values-on-off",
+        ),
+        pytest.param(
+            "values: [small, large]",
+            "values: [yes, no]",
+            "context.size.values[1]",
+            "the boolean false",
+            "no",
+            id="values-yes-no",
+        ),
+        pytest.param(
+            "dest: declined, actor: approver,\n     description: A person rejects",
+            "dest: no, actor: approver,\n     description: A person rejects",
+            "transitions[3].dest",
+            "the boolean false",
+            "no",
+            id="dest-no",
+        ),
+        pytest.param(
+            "{trigger: found_refunded, source: unknown,",
+            "{trigger: found_refunded, source: [unknown, yes],",
+            "transitions[7].source[1]",
+            "the boolean true",
+            "yes",
+            id="source-list-yes",
+        ),
+        pytest.param(
+            "trigger: time_out",
+            "trigger: on",
+            "transitions[6].trigger",
+            "the boolean true",
+            "on",
+            id="trigger-on",
+        ),
+        pytest.param(
+            "rule: only_actors_exit, state: unknown",
+            "rule: only_actors_exit, state: off",
+            "invariants[3].state",
+            "the boolean false",
+            "off",
+            id="rule-state-off",
+        ),
+        pytest.param(
+            "title: Customer refund",
+            "title: 1.10",
+            "title",
+            "the number 1.1",
+            "1.10",
+            id="number",
+        ),
+        pytest.param(
+            "title: Customer refund",
+            "title: 012",
+            "title",
+            "the number 10",
+            "012",
+            id="octal",
+        ),
+        pytest.param('origin: "our payments team"', "origin: ~", "origin", "null", "~", id="tilde"),
+        pytest.param(
+            'origin: "our payments team"',
+            "origin: null",
+            "origin",
+            "null",
+            "null",
+            id="null",
+        ),
+        pytest.param(
+            "{source: unknown, dest: sending,",
+            "{source: unknown, dest: null,",
+            "forbidden[0].dest",
+            "null",
+            "null",
+            id="forbidden-dest-null",
+        ),
+    ],
+)
+def test_a_value_yaml_misreads_gets_a_hint(
+    tmp_path: Path, old: str, new: str, at: str, reads: str, token: str
+) -> None:
+    """Where a string is wanted, a plain ``on``, ``no``, ``~`` or ``1.10`` is read as a
+    boolean, null or a number: the message names the file, the line, the key path and the
+    value as written, says how YAML read it, and says to quote it."""
+    path = tmp_path / "refund.yaml"
+    shutil.copy(REFUND, path)
+    text = edit(path, old, new)
+    err = load_error(path)
+    assert str(err).startswith(f"{path}: ")
+    line = line_of(text, re.escape(new.splitlines()[0]))
+    (problem,) = [p for p in err.problems if p.startswith(f"line {line}, at {at}: ")]
+    assert problem.startswith(f"line {line}, at {at}: {token} is read as {reads}, not a string")
+    assert problem.endswith(f"quote it: '{token}' (see machine.schema.json)") or (
+        reads == "null" and f"quote it: '{token}', or write the value" in problem
+    )
+    if reads.startswith("the boolean"):
+        assert BOOLEAN_HINT in problem
+
+
+def test_an_empty_value_is_null_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "refund.yaml"
+    shutil.copy(REFUND, path)
+    text = edit(path, "title: Customer refund\n", "title:\n")
+    problem = only_problem(load_error(path))
+    assert problem == (
+        f"line {line_of(text, r'^title:$')}, at title: an empty value is read as null, "
+        "not a string: write the value (see machine.schema.json)"
+    )
+
+
+def test_no_quoting_advice_where_quoting_would_not_help(tmp_path: Path) -> None:
+    """``'~'`` is no state name and ``'on'`` no rule kind: the hint to quote is given only
+    where the quoted value would be accepted; elsewhere the plain schema message stands
+    (and null says to write the value)."""
+    path = tmp_path / "refund.yaml"
+    shutil.copy(REFUND, path)
+    edit(path, "initial: requested\n", "initial: ~\n")
+    edit(path, "rule: only_actors_exit, state: unknown", "rule: on, state: unknown")
+    err = load_error(path)
+    assert any(
+        p.endswith(
+            "at initial: ~ is read as null, not a string: write the value (see machine.schema.json)"
+        )
+        for p in err.problems
+    ), err.problems
+    (rule,) = [p for p in err.problems if "invariants[3].rule" in p]
+    assert "True is not one of" in rule and "quote it" not in rule
+
+
+def test_two_values_read_as_one_boolean_say_why(tmp_path: Path) -> None:
+    """``[yes, on]`` is ``[True, True]``: the list's "non-unique" says YAML misread it,
+    and each value gets its own hint."""
+    path = tmp_path / "refund.yaml"
+    shutil.copy(REFUND, path)
+    text = edit(path, "values: [small, large]", "values: [yes, on]")
+    line = line_of(text, r"values: \[yes, on\]")
+    err = load_error(path)
+    assert err.problems[0] == (
+        f"line {line}, at context.size.values: [True, True] has non-unique elements: YAML "
+        "read some unquoted values as booleans, null or numbers (see below); quote them "
+        "(see machine.schema.json)"
+    )
+    assert [p.split(" is read as")[0] for p in err.problems[1:3]] == [
+        f"line {line}, at context.size.values[0]: yes",
+        f"line {line}, at context.size.values[1]: on",
+    ]
+
+
+def test_json_booleans_are_booleans(tmp_path: Path) -> None:
+    """A JSON definition is read as YAML, but JSON's ``true`` is a boolean in JSON too: no
+    YAML hint, the schema's message, at the line."""
+    path = tmp_path / "refund.json"
+    doc = yaml.safe_load(REFUND.read_text(encoding="utf-8"))
+    doc["initial"] = True
+    text = json.dumps(doc, indent=2)
+    path.write_text(text, encoding="utf-8")
+    problem = only_problem(load_error(path))
+    line = line_of(text, '"initial": true')
+    assert problem == (
+        f"line {line}, at initial: True is not of type 'string' (see machine.schema.json)"
+    )
 
 
 # -- schema: shape and unknown keys --------------------------------------------------------
@@ -651,7 +830,8 @@ def test_load_unknown_name_lists_bundled_machines() -> None:
     err = info.value
     assert err.path is None
     assert only_problem(err) == (
-        "'nonexistent-name' is neither a bundled machine nor a YAML file; "
+        "'nonexistent-name' is neither a bundled machine nor a definition file "
+        "(.yaml, .yml, .json); "
         f"bundled machines: {', '.join(BUNDLED_NAMES)}"
     )
 

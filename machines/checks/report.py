@@ -4,7 +4,9 @@ Reads every definition without refusing broken ones (so each problem can be show
 the structural rules, and runs the exhaustive derivation check for every machine that has
 a derivation. A rule set's violation is a *finding* when its ``known_violations`` names
 the finding that records it, and a *violation* otherwise; the default rule set may have
-none at all.
+none at all. Every violation names its file and line: the loader's problem at the line
+it names, a structural rule where ``check_structure`` says, a rule set's violation at the
+rule set's entry (a ``known_violations`` problem at its own entry).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from machines.errors import SpecError, SpecUnreadable
 from machines.spec import Finding, MachineSpec
 from machines.spec.files import as_path
 from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
-from machines.spec.structure import Violation, check_structure
+from machines.spec.structure import Violation, check_structure, file_of, line_of
+from machines.spec.yamlsource import split_line
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,7 @@ def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
             report.unreadable.append(str(exc))
             continue
         except SpecError as exc:
-            report.violations.extend(
-                Violation(path.stem, "definition", "definition", problem)
-                for problem in exc.problems
-            )
+            report.violations.extend(_definition_problem(path, p) for p in exc.problems)
             continue
         specs[spec.name] = spec
         report.machines.append(
@@ -115,6 +115,12 @@ def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
     return report
 
 
+def _definition_problem(path: Path, problem: str) -> Violation:
+    """A problem the loader found in ``path``, at the line it names."""
+    line, text = split_line(problem)
+    return Violation(path.stem, "definition", "definition", text, file=str(path), line=line)
+
+
 def _judge_derivation(
     report: Report, request: MachineSpec, nodes: MachineSpec, max_nodes: int
 ) -> None:
@@ -122,8 +128,11 @@ def _judge_derivation(
     derivation = request.derivation
     result = check_derivation(request, nodes, max_nodes)
     report.derivations[request.name] = result
+    file = file_of(request)
     for outcome in result.results:
         rule_set = derivation.rule_sets[outcome.name]
+        at = ("derivation", "rule_sets", outcome.name)
+        set_line = line_of(request, at)
         is_default = outcome.name == derivation.default
         broken = {c.invariant: c for c in outcome.counterexamples}
         for invariant in rule_set.known_violations:
@@ -135,6 +144,8 @@ def _judge_derivation(
                         "derivation",
                         f"known_violations names '{invariant}', which is not a derivation "
                         f"invariant; known: {', '.join(DERIVATION_INVARIANTS)}",
+                        file=file,
+                        line=line_of(request, (*at, "known_violations", invariant)),
                     )
                 )
             elif invariant not in broken:
@@ -145,6 +156,8 @@ def _judge_derivation(
                         "derivation",
                         f"known_violations says '{invariant}' is broken, but no plan breaks it; "
                         "remove the entry (and update its finding)",
+                        file=file,
+                        line=line_of(request, (*at, "known_violations", invariant)),
                     )
                 )
         for invariant, example in broken.items():
@@ -161,5 +174,7 @@ def _judge_derivation(
                     f"rule set '{outcome.name}' breaks {invariant}{why}: "
                     f"{DERIVATION_INVARIANTS[invariant]}; counterexample: {example.describe()}"
                     + (f"; {example.plans:,} of {result.plans:,} plans" if example.plans else ""),
+                    file=file,
+                    line=set_line,
                 )
             )

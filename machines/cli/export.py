@@ -1,5 +1,5 @@
-"""``machines export``: one machine printed for other tools (``machines.render.export`` holds the
-formats)."""
+"""``machines export``: one machine printed for other tools, or as a definition that loads
+back (``machines.render.export`` holds the formats)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,17 @@ from machines.spec.loader import load
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
-    command.add_argument("machine", help="a bundled machine name or a path to a YAML file")
-    command.add_argument("--format", choices=FORMATS, default="json")
+    command.add_argument(
+        "machine", help="a bundled machine name or a path to a definition (.yaml or .json)"
+    )
+    command.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="json",
+        help="yaml, json: the definition itself (machines.load reads it back, saved as "
+        "NAME.yaml or NAME.json); sql, postgresql: the store schema; mermaid, dot: the "
+        "diagram (default: json)",
+    )
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
@@ -32,8 +41,9 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
 
 COMMAND = Command(
     "export",
-    help="print one machine for other tools: json (any language), sql or postgresql (the "
-    "store schema for SQLite or PostgreSQL), mermaid or dot (its diagram)",
+    help="print one machine: yaml or json (the definition, for any language, and loadable "
+    "again), sql or postgresql (the store schema for SQLite or PostgreSQL), mermaid or dot "
+    "(its diagram)",
     description=None,
     arguments=_arguments,
     run=_run,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,6 +36,10 @@ from machines.spec.files import (
     real_path,
 )
 from machines.spec.loader import load
+
+_MUTANT_LINE = re.compile(r"^line \d+: ")
+"""The loader's "line N: " before a problem: a line of the mutant as written out, not of
+the user's file (the mutant's id names that line)."""
 
 DEFAULT_TIMEOUT = 300
 """Seconds one run of the command may take (the baseline's too) before it counts as hung."""
@@ -178,7 +183,8 @@ def kill(mutant: Mutant, spec_dir: Path, command: Sequence[str], timeout: float)
             for path in definition_paths(copy):
                 load(path)
         except SpecError as error:
-            evidence = (error.problems[0] if error.problems else str(error)).splitlines()[0]
+            problem = (error.problems[0] if error.problems else str(error)).splitlines()[0]
+            evidence = _MUTANT_LINE.sub("", problem)
             return Outcome(mutant, True, RULES, _clip(evidence), time.perf_counter() - started)
         code, _, said = _run_command(command, copy, mutant, timeout, Path(tmp) / "output")
     seconds = time.perf_counter() - started

@@ -25,11 +25,13 @@ from machines.spec.records import (
     Finding,
     Forbidden,
     Guard,
+    KeyPath,
     MachineSpec,
     NodeSet,
     Quantifier,
     Rule,
     RuleSet,
+    SourceLines,
     State,
     Transition,
 )
@@ -42,7 +44,7 @@ from machines.spec.vocabulary import (
     USER_TAG_PREFIX,
     is_declared_tag,
 )
-from machines.spec.yamlsource import KeyPath, YamlSource, bounded, clip, quote
+from machines.spec.yamlsource import YamlSource, bounded, clip, quote
 
 
 class Builder:
@@ -90,6 +92,7 @@ class Builder:
             findings=self.build_findings(),
             derivation=self.build_derivation(),
             path=self.src.path,
+            source=SourceLines(self.src.lines, tuple(self.transition_index)),
         )
         if self.problems:
             raise SpecError(self.src.path, bounded(self.problems))

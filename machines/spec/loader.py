@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, cast
 
 import jsonschema
@@ -26,12 +27,10 @@ from machines.errors import SpecError, SpecUnreadable, SpecViolation
 from machines.spec.builder import Builder
 from machines.spec.files import as_path, os_reason, real_path, stat_definition
 from machines.spec.files import definition_paths as definition_paths
-from machines.spec.records import (
-    MachineSpec,
-)
+from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
-from machines.spec.yamlsource import KeyPath, YamlSource, bounded, clip, quote, read_yaml
+from machines.spec.yamlsource import YamlSource, bounded, clip, misread, quote, read_yaml
 
 SCHEMA_FILE = "machine.schema.json"
 
@@ -45,20 +44,32 @@ def bundled_spec_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "spec"
 
 
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+"""What a path to one definition may end in: a definition is YAML, and JSON is YAML (what
+``machines export --format json`` writes loads back). A directory of definitions
+(``--spec-dir``) holds ``*.yaml`` files only, so that one machine is never two files."""
+
+
+@functools.cache
+def schema() -> Mapping[str, Any]:
+    """The JSON Schema of a definition (``spec/machine.schema.json``), parsed once."""
+    path = bundled_spec_dir() / SCHEMA_FILE
+    return MappingProxyType(json.loads(path.read_text(encoding="utf-8")))
+
+
 @functools.cache
 def _schema_validator() -> jsonschema.protocols.Validator:
-    path = bundled_spec_dir() / SCHEMA_FILE
-    schema = json.loads(path.read_text(encoding="utf-8"))
-    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(schema))
+    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(dict(schema())))
 
 
 def resolve(name_or_path: str | Path) -> Path:
-    """A bundled machine name (``"effect"``) or a path to a YAML file. The file is not
-    judged here: reading it says what is wrong with it."""
+    """A bundled machine name (``"effect"``) or a path to a definition file (``.yaml``,
+    ``.yml`` or ``.json``, or any file that exists). The file is not judged here: reading
+    it says what is wrong with it."""
     candidate = as_path(name_or_path)
     name = str(name_or_path)
     try:
-        is_path = candidate.suffix in (".yaml", ".yml") or candidate.exists()
+        is_path = candidate.suffix in DEFINITION_SUFFIXES or candidate.exists()
     except OSError as exc:  # a name too long for the file system, say
         raise SpecUnreadable(None, [f"cannot use {quote(name)}: {os_reason(exc)}"]) from exc
     if is_path:
@@ -69,7 +80,8 @@ def resolve(name_or_path: str | Path) -> Path:
             None,
             [
                 f"{quote(name)} is neither a bundled machine{suggest(name, names)} "
-                f"nor a YAML file; bundled machines: {', '.join(names)}"
+                f"nor a definition file ({', '.join(DEFINITION_SUFFIXES)}); "
+                f"bundled machines: {', '.join(names)}"
             ],
         )
     return bundled_spec_dir() / f"{name}.yaml"
@@ -84,7 +96,8 @@ def load(name_or_path: str | Path) -> MachineSpec:
     """Load one definition, fully validated: schema, references and structural rules.
 
     A definition that breaks one of its own rules raises ``SpecViolation`` listing each
-    violation with a shortest path; run ``machines check`` for the full report.
+    violation with its line and a shortest path; run ``machines check`` for the full
+    report.
     """
     path = resolve(name_or_path)
     info = stat_definition(path)
@@ -96,7 +109,15 @@ def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
     spec = read_definition(path)
     violations = check_structure(spec)
     if violations:
-        raise SpecViolation(path, [v.describe() for v in violations])
+        raise SpecViolation(
+            path,
+            [
+                f"line {v.line}: {v.describe(location=False)}"
+                if v.line is not None
+                else v.describe(location=False)
+                for v in violations
+            ],
+        )
     return spec
 
 
@@ -113,7 +134,10 @@ def read_definition(path: str | Path, _reading: frozenset[Path] = frozenset()) -
 
 
 def _read_sibling(path: Path, reading: frozenset[Path], name: str) -> MachineSpec:
-    sibling = real_path(path.parent / f"{name}.yaml")
+    """The node machine ``name`` of the derivation in ``path``: the file beside it, in
+    JSON when ``path`` is JSON (an exported pair), else in YAML."""
+    suffix = ".json" if path.suffix == ".json" else ".yaml"
+    sibling = real_path(path.parent / f"{name}{suffix}")
     if sibling in reading:
         raise SpecError(
             path, [f"derivation.nodes {quote(name)} refers back to a definition being read"]
@@ -135,6 +159,9 @@ def _validate_schema(source: YamlSource) -> None:
 
 
 def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> str:
+    pitfall = _misread_text(source, error)
+    if pitfall is not None:
+        return pitfall
     if error.context:
         error = jsonschema.exceptions.best_match(error.context)
     key_path = cast(KeyPath, tuple(error.absolute_path))
@@ -149,7 +176,62 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
         )
     if error.validator == "required":
         return f"{where}: {error.message}; add it (see {SCHEMA_FILE})"
+    if (
+        error.validator == "uniqueItems"
+        and isinstance(error.instance, list)
+        and any(misread(item, None) for item in error.instance)
+    ):
+        return (
+            f"{where}: {_quoting_instance(error)}: YAML read some unquoted values as "
+            f"booleans, null or numbers (see below); quote them (see {SCHEMA_FILE})"
+        )
     return f"{where}: {_quoting_instance(error)} (see {SCHEMA_FILE})"
+
+
+def _misread_text(source: YamlSource, error: jsonschema.ValidationError) -> str | None:
+    """The message for a YAML 1.1 pitfall: where text is wanted (by ``error`` or by any
+    alternative it tried, at any depth), YAML read a plain value as a boolean, null or
+    a number (``values: [on, off]``, ``dest: no``, ``title: 1.10``). Not in a JSON file:
+    there, ``true`` is a boolean by the JSON its writer knows."""
+    if source.path.suffix == ".json":
+        return None
+    pending, null = [error], None
+    while pending:
+        e = pending.pop(0)
+        pending.extend(e.context or ())
+        if not _wants_text(e):
+            continue
+        key_path = cast(KeyPath, tuple(e.absolute_path))
+        token = source.tokens.get(key_path)
+        fits = _fits(e, token)
+        why = misread(e.instance, token, fits)
+        if why is None:
+            continue
+        message = f"{source.where(key_path)}: {why} (see {SCHEMA_FILE})"
+        if fits:
+            return message
+        if e.instance is None and null is None:
+            null = message  # unless another alternative takes the quoted token
+    return null
+
+
+def _fits(error: jsonschema.ValidationError, token: str | None) -> bool:
+    """Whether ``token``, quoted, is what the schema wants where ``error`` stands: the
+    advice to quote it is given only where quoting fixes it (``'on'`` is a name, ``'12'``
+    is not)."""
+    if token is None:
+        return False
+    return bool(_schema_validator().evolve(schema=error.schema).is_valid(token))
+
+
+def _wants_text(error: jsonschema.ValidationError) -> bool:
+    """Whether ``error`` says a string was expected (a type, an enum of names, a ``*``)."""
+    expected = error.validator_value
+    if error.validator == "type":
+        return expected == "string" or (isinstance(expected, list) and "string" in expected)
+    if error.validator == "enum":
+        return isinstance(expected, list) and all(isinstance(v, str) for v in expected)
+    return error.validator == "const" and isinstance(expected, str)
 
 
 def _quoting_instance(error: jsonschema.ValidationError) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -218,6 +218,46 @@ class Derivation:
     rule_sets: Mapping[str, RuleSet]
 
 
+KeyPath = tuple[str | int, ...]
+"""Where a value sits in a definition document: ``("transitions", 3, "actor")``."""
+
+
+def nearest_line(lines: Mapping[KeyPath, int], key_path: KeyPath) -> int | None:
+    """The line of ``key_path`` in ``lines``, or of its nearest ancestor that has one."""
+    for end in range(len(key_path), -1, -1):
+        line = lines.get(tuple(key_path[:end]))
+        if line is not None:
+            return line
+    return None
+
+
+@dataclass(frozen=True)
+class SourceLines:
+    """Where the entries of a loaded definition are in its file (``MachineSpec.path``),
+    for messages that name a line (``machines check``, ``SpecViolation``).
+
+    Kept beside the records, not in them: a transition or rule is a value, and the same
+    definition written out again (``machines export``) and loaded back sits on other lines
+    yet is the same definition.
+    """
+
+    lines: Mapping[KeyPath, int]
+    """The 1-based line of every key path of the document."""
+    transition_entries: tuple[int, ...] = ()
+    """The index under ``transitions:`` of each expanded transition (one entry with a list
+    of sources is several transitions)."""
+
+    def line_of(self, key_path: KeyPath) -> int | None:
+        """The line of ``key_path``, or of its nearest ancestor that has one."""
+        return nearest_line(self.lines, key_path)
+
+    def transition(self, index: int) -> int | None:
+        """The line of the entry that defines ``spec.transitions[index]``."""
+        if not 0 <= index < len(self.transition_entries):
+            return None
+        return self.line_of(("transitions", self.transition_entries[index]))
+
+
 EntityClass = Callable[..., Any]
 
 _ENTITY_CLASSES: dict[str, EntityClass] = {}
@@ -235,7 +275,9 @@ def provide_entity_classes(sync: EntityClass, asynchronous: EntityClass) -> None
 class MachineSpec:
     """One validated machine definition. Build it with ``machines.load``.
 
-    Compared and hashed by identity: a spec is a loaded definition, not a value.
+    Compared and hashed by identity: a spec is a loaded definition, not a value (its parts
+    hold mappings, which cannot be hashed, and caches are keyed by it). Whether two specs
+    say the same thing is ``same_definition``: every field but where it was read from.
     """
 
     name: str
@@ -251,7 +293,9 @@ class MachineSpec:
     invariants: tuple[Rule, ...]
     findings: tuple[Finding, ...]
     derivation: Derivation | None = None
-    path: Path | None = None
+    path: Path | None = field(default=None, compare=False)
+    source: SourceLines | None = field(default=None, compare=False, repr=False)
+    """Where each entry is in ``path``, for messages; not part of the definition."""
     _router: Router = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -260,6 +304,11 @@ class MachineSpec:
         # The hottest path: calling spec.step calls the router's compiled step directly
         # (one Python call instead of two). The method below documents it.
         object.__setattr__(self, "step", router.step)
+
+    def same_definition(self, other: MachineSpec) -> bool:
+        """Whether ``other`` says exactly what this spec says (``definition_differences``
+        is empty): what a definition exported and loaded back must satisfy."""
+        return not definition_differences(self, other)
 
     # -- questions about the graph -------------------------------------------------------
 
@@ -390,3 +439,20 @@ class MachineSpec:
             f"{what} not a state of machine '{self.name}'{suggest(text, self.states)}; "
             f"states: {', '.join(self.states)}"
         )
+
+
+def definition_differences(a: MachineSpec, b: MachineSpec) -> tuple[str, ...]:
+    """The fields in which ``a`` and ``b`` say different things, in field order: every
+    field that compares (all but ``path``, ``source`` and the compiled table), and the
+    order of the named sections too (the order of states is the order of the enums and
+    the diagrams)."""
+    out = []
+    for f in fields(MachineSpec):
+        if not f.compare:
+            continue
+        left, right = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(left, Mapping) and isinstance(right, Mapping):
+            left, right = tuple(left.items()), tuple(right.items())
+        if left != right:
+            out.append(f.name)
+    return tuple(out)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
-from machines.spec.records import Guard, MachineSpec, Rule, Transition
+from machines.spec.records import Guard, KeyPath, MachineSpec, Rule, Transition
 from machines.spec.vocabulary import describe_guard
 
 Context = Mapping[str, str]
@@ -45,9 +45,12 @@ class Violation:
             return None
         return self.file if self.line is None else f"{self.file}:{self.line}"
 
-    def describe(self) -> str:
+    def describe(self, *, location: bool = True) -> str:
+        """The violation as ``machines check`` prints it: ``file:line: machine: [rule]
+        message`` and the path. ``location=False`` leaves out ``file:line`` (for a message
+        that names the file already)."""
         text = f"{self.machine}: [{self.rule}] {self.message}"
-        if self.location is not None:
+        if location and self.location is not None:
             text = f"{self.location}: {text}"
         if self.path is not None:
             text += "\n    path: " + format_path(self.path, self.context)
@@ -131,7 +134,16 @@ class Graph:
 
 def check_structure(spec: MachineSpec) -> list[Violation]:
     """Every violation of the spec's declared rules, its forbidden list and the rule kinds
-    every machine must declare. An empty list means the spec is structurally sound."""
+    every machine must declare. An empty list means the spec is structurally sound.
+
+    Each violation names the spec's file and the line a user fixes it at (when the spec
+    was read from a file): the transition's entry for a rule judged edge by edge and for a
+    forbidden move (the message gives the forbidden entry's line); the state's entry for
+    a state no path reaches (``all_reachable``) or an entity is stuck in
+    (``can_terminate``); the rule's own entry under ``invariants:`` for a rule about paths
+    (``only_via``, ``only_reachable_when``); the ``invariants:`` key for a missing
+    required kind.
+    """
     graph = Graph(spec)
     out: list[Violation] = []
     declared = {r.kind for r in spec.invariants}
@@ -144,12 +156,32 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
                     kind,
                     f"no invariant of kind '{kind}' is declared; every machine "
                     "must declare terminal_final, all_reachable and can_terminate",
+                    line=line_of(spec, ("invariants",)),
                 )
             )
     out.extend(_forbidden_moves(spec, graph))
-    for rule in spec.invariants:
-        out.extend(RULE_KINDS[rule.kind](spec, rule, graph))
-    return out
+    for i, rule in enumerate(spec.invariants):
+        at = line_of(spec, ("invariants", i))
+        out.extend(
+            v if v.line is not None else replace(v, line=at)
+            for v in RULE_KINDS[rule.kind](spec, rule, graph)
+        )
+    file = file_of(spec)
+    return [replace(v, file=file) for v in out]
+
+
+def file_of(spec: MachineSpec) -> str | None:
+    """The file ``spec`` was read from, as a message names it."""
+    return str(spec.path) if spec.path is not None else None
+
+
+def line_of(spec: MachineSpec, key_path: KeyPath) -> int | None:
+    """The line of ``key_path`` (or its nearest ancestor) in ``spec``'s file."""
+    return spec.source.line_of(key_path) if spec.source is not None else None
+
+
+def _transition_line(spec: MachineSpec, index: int) -> int | None:
+    return spec.source.transition(index) if spec.source is not None else None
 
 
 RuleCheck = Callable[[MachineSpec, Rule, Graph], Iterable[Violation]]
@@ -165,7 +197,7 @@ def _edge_rule(check: EdgeCheck, outside_when: bool = False) -> RuleCheck:
     """
 
     def run(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterator[Violation]:
-        for t in spec.transitions:
+        for index, t in enumerate(spec.transitions):
             message = check(spec, rule, t)
             if message is None:
                 continue
@@ -174,7 +206,8 @@ def _edge_rule(check: EdgeCheck, outside_when: bool = False) -> RuleCheck:
             )
             if path is None:
                 message += f" (unreachable: no path from '{spec.initial}' reaches '{t.source}')"
-            yield Violation(spec.name, rule.id, rule.kind, message, path, context)
+            line = _transition_line(spec, index)
+            yield Violation(spec.name, rule.id, rule.kind, message, path, context, line=line)
 
     return run
 
@@ -192,17 +225,20 @@ def _within(context: Context, when: Guard) -> bool:
 
 
 def _forbidden_moves(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
-    for t in spec.transitions:
-        for entry in spec.forbidden:
+    for index, t in enumerate(spec.transitions):
+        for i, entry in enumerate(spec.forbidden):
             if entry.matches(t.source, t.dest):
                 path, context = graph.edge_witness(t)
+                entry_line = line_of(spec, ("forbidden", i))
+                by = f" (forbidden at line {entry_line})" if entry_line is not None else ""
                 yield Violation(
                     spec.name,
                     "forbidden",
                     "forbidden",
-                    f"{_edge_text(t)} is a forbidden move: {entry.reason}",
+                    f"{_edge_text(t)} is a forbidden move{by}: {entry.reason}",
                     path,
                     context,
+                    line=_transition_line(spec, index),
                 )
 
 
@@ -276,6 +312,7 @@ def _all_reachable(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Viol
                 rule.id,
                 rule.kind,
                 f"no path from '{spec.initial}' reaches '{state}' under any context",
+                line=line_of(spec, ("states", state)),
             )
 
 
@@ -301,6 +338,7 @@ def _can_terminate(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Viol
                     "reached: entities that get there are stuck forever",
                     graph.path_to(state, i),
                     context,
+                    line=line_of(spec, ("states", state)),
                 )
 
 

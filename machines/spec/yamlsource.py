@@ -15,8 +15,9 @@ shows it through ``quote`` (a value) or ``clip`` (a text that embeds input), cut
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,8 +26,7 @@ import yaml
 from machines.errors import SpecUnreadable
 from machines.spec.files import MAX_DEFINITION_BYTES, read_text
 from machines.spec.jsonvalue import describe
-
-KeyPath = tuple[str | int, ...]
+from machines.spec.records import KeyPath, nearest_line
 
 MAX_VALUES = 200_000
 """The most values (scalars, lists and mappings, keys included) a document may hold once
@@ -78,6 +78,19 @@ def bounded(problems: Sequence[str]) -> list[str]:
     return shown
 
 
+_LINE_PREFIX = re.compile(r"line ([0-9]+)(?:, |: )")
+
+
+def split_line(problem: str) -> tuple[int | None, str]:
+    """A problem line as ``where`` and the loader write it (``line 12, at a.b: text``, or
+    ``line 12: text``) split into its line and the rest (``at a.b: text``); ``None`` and
+    the whole text when it names no line."""
+    match = _LINE_PREFIX.match(problem)
+    if match is None:
+        return None, problem
+    return int(match.group(1)), problem[match.end() :]
+
+
 def format_key_path(key_path: KeyPath) -> str:
     out = ""
     for part in key_path:
@@ -92,21 +105,50 @@ def format_key_path(key_path: KeyPath) -> str:
 # -- the parsed document ---------------------------------------------------------------------
 
 
+def misread(value: object, token: str | None, quoting_fixes: bool = True) -> str | None:
+    """Why a plain value that YAML read as a boolean, null or a number is not the text it
+    looks like, and the fix (quote it); ``None`` for any other value. ``token`` is the value
+    as the file spells it, when known (``on`` for ``True``); ``quoting_fixes=False``: the
+    quoted token would be refused too (``'~'`` is no name), so null says write the value."""
+    if isinstance(value, bool):
+        spelled = token or str(value).lower()
+        return (
+            f"{spelled} is read as the boolean {str(value).lower()}, not a string: YAML "
+            "reads on/off, yes/no and true/false unquoted as booleans (and y/n in YAML "
+            f"1.1); quote it: {quote(spelled)}"
+        )
+    if value is None:
+        if not token or not quoting_fixes:
+            spelled = f"{token} is" if token else "an empty value is"
+            return f"{spelled} read as null, not a string: write the value"
+        return (
+            f"{token} is read as null, not a string: YAML reads ~ and null unquoted as "
+            f"null; quote it: {quote(token)}, or write the value"
+        )
+    if isinstance(value, int | float):
+        spelled = token or repr(value)
+        read = "a number" if spelled == repr(value) else f"the number {value!r}"
+        return (
+            f"{spelled} is read as {read}, not a string: YAML reads an unquoted number "
+            f"as a number (1.10 as 1.1, 012 as 10); quote it: {quote(spelled)}"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class YamlSource:
-    """A parsed document plus the line (1-based) of every key path in it."""
+    """A parsed document plus the line (1-based) of every key path in it, and how the file
+    spells each value that YAML read as something other than a string (``on``, ``~``,
+    ``1.10``), for messages about values misread."""
 
     path: Path
     data: Any
     lines: Mapping[KeyPath, int]
+    tokens: Mapping[KeyPath, str] = field(default_factory=dict)
 
     def line_of(self, key_path: KeyPath) -> int | None:
         """The line of ``key_path``, or of its nearest ancestor that has one."""
-        for end in range(len(key_path), -1, -1):
-            line = self.lines.get(tuple(key_path[:end]))
-            if line is not None:
-                return line
-        return None
+        return nearest_line(self.lines, key_path)
 
     def where(self, key_path: KeyPath) -> str:
         """``line N, at a.b[2].c`` for messages."""
@@ -125,7 +167,11 @@ def read_yaml(path: Path) -> YamlSource:
 
 
 def parse_yaml(text: str, path: Path) -> YamlSource:
-    """Parse ``text`` (already bounded by ``read_text``) read from ``path``."""
+    """Parse ``text`` (already bounded by ``read_text``) read from ``path``. A ``.json``
+    file is read as YAML (JSON is YAML), but for the raw characters YAML reads as a line
+    break inside a string where JSON does not: those are refused, not misread."""
+    if path.suffix == ".json":
+        _refuse_yaml_breaks(text, path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError as exc:
@@ -152,10 +198,28 @@ def parse_yaml(text: str, path: Path) -> YamlSource:
         raise SpecUnreadable(path, bounded(builder.problems))
     if data is None:
         raise SpecUnreadable(path, [_EMPTY])
-    return YamlSource(path=path, data=data, lines=builder.lines)
+    return YamlSource(path=path, data=data, lines=builder.lines, tokens=builder.tokens)
 
 
 _EMPTY = "the file is empty; a definition is a YAML mapping"
+
+_YAML_ONLY_BREAKS = "\x85\u2028\u2029"
+"""NEL, the line separator and the paragraph separator: text in JSON, line breaks in YAML."""
+
+
+def _refuse_yaml_breaks(text: str, path: Path) -> None:
+    for char in _YAML_ONLY_BREAKS:
+        at = text.find(char)
+        if at != -1:
+            code = f"{ord(char):04x}"
+            raise SpecUnreadable(
+                path,
+                [
+                    f"line {text.count(chr(10), 0, at) + 1}: a raw U+{code.upper()} "
+                    "character, which a YAML reader (this one) reads as a line break; write "
+                    f"it as the escape \\u{code}"
+                ],
+            )
 
 
 def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
@@ -298,6 +362,7 @@ class _Builder:
 
     def __init__(self, constructor: yaml.SafeLoader) -> None:
         self.lines: dict[KeyPath, int] = {}
+        self.tokens: dict[KeyPath, str] = {}
         self.problems: list[str] = []
         self._constructor = constructor
 
@@ -307,6 +372,8 @@ class _Builder:
             return self._mapping(node, key_path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*key_path, i)) for i, item in enumerate(node.value)]
+        if node.tag != STR:
+            self.tokens[key_path] = node.value
         return self._constructor.construct_object(node, deep=True)
 
     def _mapping(self, node: yaml.MappingNode, key_path: KeyPath) -> dict[str, Any]:
@@ -325,14 +392,14 @@ class _Builder:
                 else None
             )
             if not isinstance(key, str):
-                shown = (
-                    quote(key_node.value)
-                    if isinstance(key_node, yaml.ScalarNode)
-                    else "a collection"
-                )
+                token = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                why = misread(key, token) if token is not None else None
                 self.problems.append(
-                    f"line {line}: key {shown} at {here} is read as {type(key).__name__}, "
-                    "not a string (YAML reads yes/no/on/off and numbers that way); quote it"
+                    f"line {line}, at {here}: the key {why}"
+                    if why is not None
+                    else f"line {line}, at {here}: a key that is "
+                    f"{'a collection' if token is None else type(key).__name__}, not a "
+                    "string; a key is a name: write one"
                 )
                 continue
             if key in out:

@@ -1,0 +1,56 @@
+"""The README's promises about itself: its example definition is complete and valid as
+copied, and its Quick start tells a user how to install the package."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+import machines
+from machines.checks.report import check
+from machines.errors import DISTRIBUTION
+from machines.spec.structure import check_structure
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def section(title: str) -> str:
+    """The text of the README's ``## title`` section, up to the next ``## ``."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_definition_format_example_loads_as_copied(tmp_path: Path) -> None:
+    """The fenced ``yaml`` block of "The definition format", written to a file named after
+    its machine, loads with ``machines.load`` and checks clean."""
+    blocks = re.findall(r"```yaml\n(.*?)```", section("The definition format"), re.S)
+    assert len(blocks) == 1, "one example definition in the section"
+    name = yaml.safe_load(blocks[0])["machine"]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(blocks[0], encoding="utf-8")
+    spec = machines.load(path)
+    assert spec.name == name and check_structure(spec) == []
+    report = check(tmp_path)
+    assert report.exit_code == 0 and [m.name for m in report.machines] == [name]
+    assert spec.findings and spec.forbidden and spec.context, "the example shows every section"
+
+
+def test_quick_start_installs_into_a_virtual_environment() -> None:
+    """A user is told to create and activate a virtual environment and install the
+    distribution (which is not called ``machines`` on the index), before the clone's
+    commands that CI runs."""
+    text = section("Quick start")
+    user = f"python -m venv .venv && . .venv/bin/activate && pip install {DISTRIBUTION}"
+    assert user in text
+    ci_commands = (
+        "pip install . && machines check",
+        "pip install -e '.[dev]' && python -m pytest",
+        "machines diagrams && machines docs && mkdocs build --strict",
+    )
+    for command in ci_commands:
+        assert f"```sh\n{command}\n```" in text
+        assert text.index(user) < text.index(command)
