@@ -101,7 +101,8 @@ def print_report(
     ``findings`` (``--findings``), else their count and the command that prints them
     (``given``: the options of this run, repeated in it)."""
     w = out.write
-    w(f"machines check: {report.spec_dir} ({len(report.machines)} definitions)\n\n")
+    count = len(report.machines)
+    w(f"machines check: {report.spec_dir} ({count} definition{'' if count == 1 else 's'})\n\n")
     if report.machines:
         w(
             f"  {'machine':<10}{'states':>7}{'transitions':>13}{'rules':>7}{'forbidden':>11}"
