@@ -25,6 +25,10 @@ def machine_page(spec: MachineSpec, diagrams: str) -> str:
     def diagram(suffix: str) -> str:
         return f"{diagrams}/{spec.name}.{suffix}"
 
+    amended = any(t.amendment for t in spec.transitions)
+    dagger = (
+        " A dagger (\u2020) marks an amendment of the seed (see the findings)." if amended else ""
+    )
     out = [
         f"# {spec.name}: {spec.title}",
         "",
@@ -35,9 +39,8 @@ def machine_page(spec: MachineSpec, diagrams: str) -> str:
         f"[![The {spec.name} state machine]({diagram('svg')})]({diagram('svg')})",
         "",
         "Double borders mark terminal states, red ones the fail-closed states and their "
-        "only ways out; dashed blue arrows are moves a person makes; a dagger (\u2020) marks "
-        "an amendment of the seed (see the findings). Click the diagram for full size. "
-        "Sources: "
+        f"only ways out; dashed blue arrows are moves a person makes.{dagger} "
+        "Click the diagram for full size. Sources: "
         f"[Graphviz]({diagram('dot')}), [Mermaid]({diagram('mmd')}).",
         "",
         "## States",
