@@ -285,7 +285,8 @@ def test_a_failure_says_what_the_suite_saw_and_what_the_rule_promises() -> None:
     lines = str(failure.value).splitlines()
     assert lines[0].startswith(f"{TERMINAL}: entity ")
     assert lines[1:3] == [f"  ({RULES[TERMINAL]})", "  what the suite saw last:"]
-    assert any(line.startswith("    entity ") and " created with size=" in line for line in lines)
+    assert all(line.startswith("    entity ") for line in lines[3:]), lines
+    assert any("--> declined" in line for line in lines[3:]), lines
     assert lines[-1].endswith(
         "found_refunded by approver in 'declined': accepted, now in 'refunded'"
     )
@@ -499,4 +500,5 @@ def test_the_runtime_conforms_to_every_bundled_definition(name: str) -> None:
         def make_adapter(self) -> ConformanceAdapter[Any]:
             return RuntimeAdapter(definition)
 
-    RuntimeConformance.run(scaled(100, 50))  # and every transition taken
+    # derandomized: the same runs every time, which take every transition
+    RuntimeConformance.run(settings(scaled(150, 50), derandomize=True, database=None))

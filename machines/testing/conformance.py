@@ -64,7 +64,6 @@ from machines.testing.profiles import SUPPRESSED, run_suite
 
 __all__ = [
     "MAX_ENTITIES",
-    "MAX_LIVE",
     "RULES",
     "STRANGER",
     "UNKNOWN_TRIGGER",
@@ -76,12 +75,10 @@ __all__ = [
     "ResumableAdapter",
 ]
 
-MAX_LIVE = 3
-"""Entities not yet in a terminal state at a time: more than one, so that a move on one
-that changes another is seen."""
-MAX_ENTITIES = 12
-"""Entities per run: a new one is created when others have finished, so that a run does not
-spend its steps on finished entities."""
+MAX_ENTITIES = 3
+"""Entities per run: more than one, so that a move on one that changes another is seen, and
+few, so that Hypothesis shrinks a failure to a short run (creating a fresh entity whenever
+others finish takes more transitions per run, but makes failures shrink poorly)."""
 UNKNOWN_TRIGGER = "teleport"
 """A trigger no definition should have: the implementation must refuse it."""
 STRANGER = "stranger"
@@ -191,13 +188,12 @@ class ConformanceSuite(RuleBasedStateMachine):
     also_try: ClassVar[MachineSpec | None] = None
     coverage: ClassVar[Coverage]
     _actions: ClassVar[dict[object, st.SearchStrategy[Action]]] = {}
-    _moves: ClassVar[dict[object, st.SearchStrategy[Fire]]] = {}
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "coverage" not in vars(cls):
             cls.coverage = Coverage()
-        cls._actions, cls._moves = {}, {}
+        cls._actions = {}
         if abstract:
             return  # a partial base the user declares abstract
         spec, also = getattr(cls, "spec", None), cls.also_try
@@ -254,64 +250,56 @@ class ConformanceSuite(RuleBasedStateMachine):
     # -- what a step can do ---------------------------------------------------------------
 
     def actions(self) -> st.SearchStrategy[Action]:
-        """What the next step may do: create one more entity (while fewer than
-        ``MAX_LIVE`` are not in a terminal state, up to ``MAX_ENTITIES``), or fire at one,
-        more often at one that is not finished (see ``moves_of``). Strategies are built
-        once per suite class and shape of the run, then reused: building and validating
-        one costs more than the step it draws."""
+        """What the next step may do: create one more entity (up to ``MAX_ENTITIES``), or
+        fire at one that is not finished (a move the definition allows, three times in five; a
+        trigger either definition declares from its state, by any actor: a wrong actor,
+        a guard its context fails), or fire anything at any entity. One strategy per
+        arrangement of the entities' states, built once per suite class: building and
+        validating one costs more than the step it draws, and one flat strategy per step
+        is what Hypothesis shrinks best."""
         entities = self.oracle.entities
-        live = tuple(e.number for e in entities if not self.spec.is_terminal(e.state))
-        grows = len(live) < MAX_LIVE and len(entities) < MAX_ENTITIES
-        key = (len(entities), live, grows)
+        key = tuple((e.state, tuple(e.context.items())) for e in entities)
         cache = type(self)._actions
         if key not in cache:
-            create = st.builds(
-                Create,
-                context=st.sampled_from(self._contexts),
-                state=st.sampled_from(self._starts),
-            )
-            choices: list[st.SearchStrategy[Action]] = [create] if grows else []
-            if live:
-                choices += [_fire_at(st.sampled_from(live))] * 3
-            if entities:
-                choices.append(_fire_at(st.integers(1, len(entities))))
-            cache[key] = st.one_of(choices)
+            cache[key] = self._build_actions(entities)
         return cache[key]
 
-    def moves_of(self, number: int) -> st.SearchStrategy[Fire]:
-        """What to fire at entity ``number``, from where it stands: a move the definition
-        allows (three times in five), a trigger either definition declares from its state
-        by any actor (a wrong actor, a guard its context fails), or anything at all."""
-        tracked = self.oracle.entities[number - 1]
-        key = (number, tracked.state, tuple(tracked.context.items()))
-        cache = type(self)._moves
-        if key not in cache:
-            legal = [
-                Fire(number, t.trigger, a, detail)
-                for t in self.spec.transitions
-                if t.source == tracked.state and t.admits(tracked.context)
-                for a in t.actors
-                for detail in (None, DETAIL)
-            ]
-            near = [
-                Fire(number, trigger, actor, detail)
-                for trigger in self._declared.get(tracked.state, [])
-                for actor in self._actors
-                for detail in (None, DETAIL)
-            ]
-            choices: list[st.SearchStrategy[Fire]] = [st.sampled_from(legal)] * 3 if legal else []
-            choices += [st.sampled_from(near)] if near else []
+    def _build_actions(self, entities: list[Tracked]) -> st.SearchStrategy[Action]:
+        live = [e for e in entities if not self.spec.is_terminal(e.state)]
+        create = st.builds(
+            Create, context=st.sampled_from(self._contexts), state=st.sampled_from(self._starts)
+        )
+        choices: list[st.SearchStrategy[Action]] = []
+        legal = [
+            Fire(e.number, t.trigger, a, detail)
+            for e in live
+            for t in self.spec.transitions
+            if t.source == e.state and t.admits(e.context)
+            for a in t.actors
+            for detail in (None, DETAIL)
+        ]
+        near = [
+            Fire(e.number, trigger, actor, detail)
+            for e in live
+            for trigger in self._declared.get(e.state, [])
+            for actor in self._actors
+            for detail in (None, DETAIL)
+        ]
+        choices += [st.sampled_from(legal)] * 3 if legal else []
+        choices += [st.sampled_from(near)] if near else []
+        if entities:
             choices.append(
                 st.builds(
                     Fire,
-                    entity=st.just(number),
+                    entity=st.integers(1, len(entities)),
                     trigger=st.sampled_from(self._triggers),
                     actor=st.sampled_from(self._actors),
                     detail=st.sampled_from([None, DETAIL]),
                 )
             )
-            cache[key] = st.one_of(choices)
-        return cache[key]
+        if len(entities) < MAX_ENTITIES:
+            choices.append(create)
+        return st.one_of(choices)
 
     @rule(action=st.runner().flatmap(lambda suite: suite.actions()))
     def step(self, action: Action) -> None:
@@ -392,8 +380,3 @@ class ConformanceSuite(RuleBasedStateMachine):
                 "return the entity's recorded moves"
             ) from error
         return state, events_of(history, where)
-
-
-def _fire_at(numbers: st.SearchStrategy[int]) -> st.SearchStrategy[Fire]:
-    """A move fired at one of ``numbers``, drawn from where that entity stands now."""
-    return st.tuples(st.runner(), numbers).flatmap(lambda drawn: drawn[0].moves_of(drawn[1]))
