@@ -157,3 +157,8 @@ def transition(doc: Document, source: str, dest: str) -> Document:
 
 
 load_profile()  # dev, ci or thorough, from HYPOTHESIS_PROFILE (machines.testing.profiles)
+
+collect_ignore = ["user_project"]
+"""tests/user_project is a user's own project, with its own conftest.py and its own test
+(test_refunds.py): tests/test_conformance.py and tests/test_guide.py run it the way its
+user does, from a copy of its directory, so this repository's pytest does not collect it."""

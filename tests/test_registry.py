@@ -26,7 +26,7 @@ JUDGES: dict[Layer, tuple[str, ...]] = {
     "exactly-once suite": ("testing/exactly_once*.py",),
     "effect-log suite": ("testing/effectlog*.py",),
     "transfer suite": ("testing/transfer*.py",),
-    "walker": ("testing/walker.py",),
+    "conformance suite": ("testing/conformance*.py",),
 }
 """Where each judge's code lives (globs under ``machines/``)."""
 

@@ -32,11 +32,13 @@ Layer = Literal[
     "exactly-once suite",
     "effect-log suite",
     "transfer suite",
-    "walker",
+    "conformance suite",
 ]
 """Who judges an invariant: ``machines check``'s structural checks of a definition, its
 derivation proof, the predicates over a store's snapshot, the audit of a recorded history,
-the explorer's models, or one of the property suites."""
+the explorer's models, or one of the property suites (the conformance suite judges any
+implementation of any definition; the spec walker is that suite on this package's
+runtime)."""
 
 LAYERS: tuple[Layer, ...] = get_args(Layer)
 
@@ -198,7 +200,7 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 """An operation that is refused changes nothing: no state, no history, no call
                 upstream, no callback.""",
                 "transfer suite",
-                "walker",
+                "conformance suite",
             ),
             # -- the exactly-once suite ---------------------------------------------------------
             _invariant(
@@ -427,23 +429,39 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "A request the engine accepted stays known to it.",
                 "transfer suite",
             ),
-            # -- the spec walker ----------------------------------------------------------------
+            # -- the conformance suite (and the spec walker, which is it on our runtime) -------
             _invariant(
-                "runtime-agrees-with-the-definition",
-                """The runtime moves where the judging definition moves, and refuses what it
-                refuses with the same type of error.""",
-                "walker",
+                "entity-created-as-defined",
+                """An entity can be created under every valuation of the definition's context,
+                and starts where it was created (the initial state, unless the suite resumed
+                one mid-life) with an empty history.""",
+                "conformance suite",
+            ),
+            _invariant(
+                "legal-move-accepted",
+                """Every move the definition allows from the entity's state, by that actor,
+                under the entity's context, is accepted and leaves the entity in the state the
+                definition moves it to.""",
+                "conformance suite",
+            ),
+            _invariant(
+                "illegal-move-refused",
+                """Every move the definition does not allow (an unknown trigger or actor, a
+                trigger not defined from the state, an actor not allowed to fire it, a guard
+                the context fails) is refused.""",
+                "conformance suite",
             ),
             _invariant(
                 "terminal-stays-final",
                 "Nothing ever leaves a terminal state.",
-                "walker",
+                "conformance suite",
             ),
             _invariant(
                 "history-is-a-legal-chain",
-                """The exposed history is exactly the moves the walker saw, numbered 1, 2, 3,
-                ..., an unbroken chain each move of which the judging definition allows.""",
-                "walker",
+                """The exposed history of every entity is exactly the moves the suite saw it
+                make, numbered 1, 2, 3, ..., an unbroken chain from where it started each move
+                of which the definition allows, and it ends in the state the entity reads.""",
+                "conformance suite",
             ),
         )
     }

@@ -18,7 +18,10 @@ from machines.errors import MachinesError
 
 
 class AdapterContractError(MachinesError, TypeError):
-    """An adapter lacks a method its suite calls, or has one that is not callable."""
+    """An adapter lacks a method its suite calls, or has one that is not callable, or one
+    of its methods answers in a shape its contract does not allow (a history that is not a
+    sequence of events, a state that is not a ``str``); or a suite class lacks what its
+    suite needs (the conformance suite's ``spec``)."""
 
 
 def required(cls: type) -> dict[str, str]:

@@ -1,14 +1,27 @@
-"""Edge coverage: which spec transitions a property run really exercised."""
+"""Edge coverage: which spec transitions a property run really exercised.
+
+A suite records every move it saw an implementation make; ``table`` shows, per machine,
+how many of its definition's transitions were taken, and ``require`` fails
+(``CoverageGap``) when one never was: a green run that never took an edge says nothing
+about it.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
 
+from machines.errors import MachinesError
 from machines.spec import MachineSpec
 
 Edge = tuple[str, str, str]
 """(source, trigger, dest)."""
+
+
+class CoverageGap(MachinesError, AssertionError):
+    """A run never took some transition of a definition: what it passed says nothing about
+    those moves. Give it more runs or steps (a larger Hypothesis profile), or find what keeps
+    the run from getting there."""
 
 
 class Coverage:
@@ -41,3 +54,14 @@ class Coverage:
             lines.append(f"{spec.name:<10}{total - len(missing):>4}/{total} edges")
             lines.extend(f"    missing: {s} --{t}--> {d}" for s, t, d in missing)
         return "\n".join(lines)
+
+    def require(self, spec: MachineSpec) -> None:
+        """Raise ``CoverageGap`` naming every edge of ``spec`` never taken (with the
+        table), or return when every one was."""
+        missing = self.missing(spec)
+        if missing:
+            raise CoverageGap(
+                f"{len(missing)} transition(s) of '{spec.name}' were never taken, so the run "
+                "says nothing about them; run more examples or steps (HYPOTHESIS_PROFILE="
+                "thorough), or find what keeps the run from getting there:\n" + self.table([spec])
+            )
