@@ -181,6 +181,29 @@ def test_load_profile_chooses_name_then_environment_then_the_active_one(
 
 
 @pytest.mark.usefixtures("restore_profile")
+def test_under_machines_mutate_the_profile_does_not_shrink(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``machines mutate`` asks only whether the tests fail on a mutant: with
+    ``$MACHINES_MUTANT`` set, the chosen profile loads without the shrink phase and without
+    the example database, and nothing else of it changes."""
+    from hypothesis import Phase
+
+    from machines.spec.files import MUTANT_VARIABLE
+
+    monkeypatch.delenv(profiles.ENV, raising=False)
+    monkeypatch.setenv(MUTANT_VARIABLE, "refund.yaml:48:drop-transition:approve")
+    assert load_profile("ci") == "ci+mutant"
+    active = settings.get_profile("ci+mutant")
+    assert Phase.shrink not in active.phases and Phase.generate in active.phases
+    assert active.database is None
+    ci = settings.get_profile("ci")
+    assert (active.derandomize, active.max_examples) == (ci.derandomize, ci.max_examples)
+    assert load_profile() == "ci+mutant"  # the active one, not mutated twice
+    monkeypatch.delenv(MUTANT_VARIABLE)
+    assert load_profile("ci") == "ci"
+    assert Phase.shrink in settings.get_profile("ci").phases
+
+
+@pytest.mark.usefixtures("restore_profile")
 def test_an_unknown_profile_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     """issue 14 item 5: a typo must not silently run another budget."""
     monkeypatch.setenv(profiles.ENV, "thorogh")

@@ -13,6 +13,9 @@ profile's budget:
 - ``thorough``: nightly-sized, ``THOROUGH_FACTOR`` times the runs and
   ``THOROUGH_STEP_FACTOR`` times the steps.
 
+Under ``machines mutate`` (``$MACHINES_MUTANT`` set), ``load_profile`` loads the chosen
+profile without shrinking: a mutant needs only to be caught.
+
 All three report one bug per run (``report_multiple_bugs=False``): a suite checks one
 promise from several places (a rule and an invariant), so one defect trips several
 assertions, which Hypothesis would report as several bugs with a traceback each. With
@@ -29,11 +32,12 @@ import os
 from collections.abc import Callable
 from typing import cast
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import InvalidArgument as HypothesisInvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from machines.errors import InvalidArgument, UnknownName
+from machines.spec.files import MUTANT_VARIABLE
 
 ENV = "HYPOTHESIS_PROFILE"
 PROFILES = ("dev", "ci", "thorough")
@@ -86,8 +90,29 @@ def load_profile(name: str | None = None) -> str:
             f"{', '.join(PROFILES)}, or register yours with settings.register_profile "
             "before loading it"
         ) from None
+    if os.environ.get(MUTANT_VARIABLE):
+        chosen = _under_mutation(chosen)
     settings.load_profile(chosen)
     return chosen
+
+
+UNDER_MUTATION = "+mutant"
+"""The suffix of a profile loaded while ``machines mutate`` runs the tests."""
+
+
+def _under_mutation(name: str) -> str:
+    """``name`` without shrinking and without the example database, registered as
+    ``name + UNDER_MUTATION``: ``machines mutate`` sets ``$MACHINES_MUTANT`` and asks only
+    whether the tests fail on a mutant, so the minutes a property suite spends shrinking
+    the failure are wasted there, and an example saved for one mutant must not be replayed
+    against the next."""
+    if name.endswith(UNDER_MUTATION):
+        return name
+    mutant = f"{name}{UNDER_MUTATION}"
+    settings.register_profile(
+        mutant, settings.get_profile(name), phases=(Phase.explicit, Phase.generate), database=None
+    )
+    return mutant
 
 
 def _active() -> settings:
