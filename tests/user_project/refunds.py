@@ -33,6 +33,16 @@ MOVES: dict[tuple[str, str], Move] = {
 }
 
 
+NEEDS_A_PERSON = frozenset({"awaiting_approval", "unknown"})
+"""The states the payments team's queue lists: someone has to act on these."""
+
+MONEY_MAY_HAVE_MOVED = frozenset({"sending", "unknown"})
+"""The states in which the refund may have reached the card network: never send it again."""
+
+NOBODY_CAN_TELL = frozenset({"unknown"})
+"""The states in which the service must not guess the outcome: only a person decides."""
+
+
 class Refunds:
     """Refunds and their events in one SQLite database; every move is one transaction."""
 
@@ -78,6 +88,15 @@ class Refunds:
             )
             self.db.execute("UPDATE refunds SET state = ? WHERE id = ?", (move.dest, refund_id))
         return move.dest
+
+    def waiting_for_a_person(self) -> list[int]:
+        """The refunds on the payments team's queue, oldest first."""
+        marks = ", ".join("?" for _ in NEEDS_A_PERSON)
+        rows = self.db.execute(
+            f"SELECT id FROM refunds WHERE state IN ({marks}) ORDER BY id",
+            sorted(NEEDS_A_PERSON),
+        ).fetchall()
+        return [refund_id for (refund_id,) in rows]
 
     def state(self, refund_id: int) -> str:
         (state,) = self.db.execute(

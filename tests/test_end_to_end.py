@@ -1,0 +1,269 @@
+"""What a user does, from the built wheel, in a project of their own outside this checkout.
+
+The package is built as a release is (``python -m build``: the sdist, then the wheel from
+the sdist), and the wheel is installed into a fresh virtual environment with what a user
+adds themselves (pytest). The user's project is ``tests/user_project``, copied to a
+temporary folder: a refund lifecycle of their own (``specs/refund.yaml``, with a person's
+approval and an unknown-outcome state), their own service for it on a SQLite table
+(``refunds.py``), its conformance test (``test_refunds.py``) and an mkdocs site
+(``mkdocs.yml`` with the ``machines`` plugin). From that folder the test runs what the user
+runs: ``machines check`` (and ``--format json``), ``mkdocs build --strict``, pytest on the
+conformance test (passing, then failing on the same service with one bug, naming the
+rule), and ``machines mutate --spec-dir specs -- python -m pytest ...`` with its kill
+table. Nothing of this checkout is on the path: the user's Python must import ``machines``
+from the virtual environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parent / "user_project"
+TIMEOUT = 900
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Run:
+    """One command's exit code and output."""
+
+    code: int
+    out: str
+    err: str
+
+    def __str__(self) -> str:
+        return f"exit {self.code}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Run:
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=TIMEOUT
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def _users_environment() -> dict[str, str]:
+    """The environment of a user's shell: nothing that points at this checkout or at a
+    mutant, and the suites' derandomized ``ci`` profile, so a failure replays."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "MACHINES_SPEC_DIR", "MACHINES_MUTANT", "VIRTUAL_ENV")
+    }
+    env["HYPOTHESIS_PROFILE"] = "ci"
+    return env
+
+
+@dataclass(frozen=True)
+class User:
+    """A user's project and the virtual environment it runs in."""
+
+    project: Path
+    bin: Path
+    env: dict[str, str]
+
+    def run(self, program: str, *args: str) -> Run:
+        return _run([str(self.bin / program), *args], self.project, self.env)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    built = _run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], out)
+    assert built.code == 0, built
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(dist: Path) -> Path:
+    (found,) = dist.glob("effect_machines-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> User:
+    home = tmp_path_factory.mktemp("user")
+    env_dir = home / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    env = _users_environment()
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    installed = _run(
+        [str(bin_dir / "pip"), "install", "-q", f"{wheel}[testing,site]", "pytest"], home, env
+    )
+    assert installed.code == 0, installed
+    project = home / "refund-service"
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__", "site"))
+    found = _run(
+        [str(bin_dir / "python"), "-c", "import machines; print(machines.__file__)"],
+        project,
+        env,
+    )
+    assert found.code == 0, found
+    assert Path(found.out.strip()).is_relative_to(env_dir), found.out
+    return User(project, bin_dir, env)
+
+
+def test_the_sdist_and_the_wheel_hold_what_a_user_needs(dist: Path, wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    for machine in ("effect", "outcome", "node", "request"):
+        assert f"machines/_spec/{machine}.yaml" in names
+    assert "machines/_spec/machine.schema.json" in names
+    assert "machines/py.typed" in names
+    for report in ("check", "audit", "explore"):
+        assert f"machines/cli/schemas/{report}.schema.json" in names
+    assert not any(n.startswith(("mutants/", "tests/")) for n in names)
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[mkdocs.plugins]" in text and "machines.render.mkdocs_plugin" in text
+    assert "[console_scripts]" in text
+    (sdist,) = dist.glob("effect_machines-*.tar.gz")
+    assert sdist.stat().st_size > 0
+
+
+def test_the_bundled_definitions_check_from_the_wheel(user: User) -> None:
+    checked = user.run("machines", "check")
+    assert checked.code == 0, checked
+    assert "OK: no violations" in checked.out
+    assert "_spec" in checked.out  # the wheel's own copy, not this checkout's spec/
+    as_module = user.run("python", "-m", "machines", "check", "--max-nodes", "2")
+    assert as_module.code == 0, as_module
+    version = user.run("machines", "--version")
+    assert version.code == 0 and version.out.strip() == "machines 0.1.0", version
+
+
+def test_the_users_definition_checks(user: User) -> None:
+    checked = user.run("machines", "check", "--spec-dir", "specs")
+    assert checked.code == 0, checked
+    assert "refund" in checked.out and "OK: no violations" in checked.out
+    as_json = user.run("machines", "check", "--spec-dir", "specs", "--format", "json")
+    assert as_json.code == 0, as_json
+    report = json.loads(as_json.out)
+    assert [m["name"] for m in report["machines"]] == ["refund"]
+    assert report["violations"] == [] and report["exit_code"] == 0
+
+
+def test_a_broken_definition_fails_check_naming_file_and_line(user: User, tmp_path: Path) -> None:
+    broken = tmp_path / "specs"
+    shutil.copytree(user.project / "specs", broken)
+    path = broken / "refund.yaml"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    (number,) = [n for n, line in enumerate(lines, 1) if "trigger: found_refunded" in line]
+    lines[number - 1] = lines[number - 1].replace("actor: approver", "actor: service")
+    path.write_text("".join(lines), encoding="utf-8")
+    checked = user.run("machines", "check", "--spec-dir", str(broken))
+    assert checked.code == 1, checked
+    assert f"refund.yaml:{number}: refund: [people-settle-unknown]" in checked.out, checked
+    as_json = user.run("machines", "check", "--spec-dir", str(broken), "--format", "json")
+    assert as_json.code == 1, as_json
+    (violation,) = json.loads(as_json.out)["violations"]
+    assert (violation["rule"], violation["line"]) == ("people-settle-unknown", number)
+    assert violation["file"].endswith("refund.yaml")
+
+
+def test_the_users_site_builds_with_the_plugin(user: User) -> None:
+    built = user.run("mkdocs", "build", "--strict", "--site-dir", "site")
+    assert built.code == 0, built
+    site = user.project / "site"
+    page = next(site.glob("machines/refund*/index.html"), None) or next(
+        site.glob("machines/refund*.html")
+    )
+    html = page.read_text(encoding="utf-8")
+    assert "Customer refund" in html and "awaiting_approval" in html
+    assert list(site.glob("**/refund.svg")), "the diagram is drawn"
+    rules = next(site.glob("machines/rules*/index.html"), None) or next(
+        site.glob("machines/rules*.html")
+    )
+    assert "people-settle-unknown" in rules.read_text(encoding="utf-8")
+    assert not (user.project / "docs" / "machines").exists(), "nothing is written into docs/"
+
+
+def test_the_conformance_suite_passes_and_fails_naming_the_rule(user: User) -> None:
+    tests = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_refunds.py"]
+    passed = user.run("python", *tests)
+    assert passed.code == 0, passed
+    buggy = user.project.parent / "buggy-service"
+    shutil.copytree(user.project, buggy, ignore=shutil.ignore_patterns("__pycache__", "site"))
+    service = buggy / "refunds.py"
+    text = service.read_text(encoding="utf-8")
+    correct = '("awaiting_approval", "approve"): Move("sending", frozenset({"approver"})),'
+    assert correct in text
+    lenient = correct.replace('{"approver"}', '{"approver", "service"}')
+    service.write_text(text.replace(correct, lenient), encoding="utf-8")
+    failed = _run([str(user.bin / "python"), *tests], buggy, user.env)
+    assert failed.code == 1, failed
+    assert "illegal-move-refused" in failed.out, failed
+
+
+SAMPLE = (
+    "*:drop-transition:approve",
+    "*:add-actor:approve:*",
+    "*:drop-guard:*",
+    "*:drop-tag:*",
+    "*:make-terminal:*",
+    "*:make-non-terminal:*",
+    "*:change-dest:confirm:*",
+    "*:add-transition:requested:*",
+)
+"""A mutant of every operator (the whole table, 86 mutants, is the guide's; it takes
+minutes, which the CI run does not spend)."""
+
+
+def test_spec_mutation_of_the_users_tests_prints_a_kill_table(user: User) -> None:
+    listed = user.run("machines", "mutate", "--spec-dir", "specs", "--list")
+    assert listed.code == 0, listed
+    assert len(listed.out.splitlines()) > 50, listed
+    only = [flag for glob in SAMPLE for flag in ("--only", glob)]
+    tests = ["python", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
+    mutated = user.run("machines", "mutate", "--spec-dir", "specs", *only, "--", *tests)
+    assert mutated.code == 0, mutated
+    assert "baseline: the tests pass on the unmutated definitions" in mutated.out
+    rows = [line for line in mutated.out.splitlines() if line.startswith("refund.yaml:")]
+    assert len(rows) >= len(SAMPLE) and all(" killed " in row for row in rows), mutated
+    assert "SURVIVED" not in mutated.out
+    assert any("the definition's rules" in row for row in rows)  # caught before any test ran
+    assert any("exit 1" in row for row in rows)  # caught by the user's tests
+    assert (user.project / "specs" / "refund.yaml").read_text(encoding="utf-8") == (
+        PROJECT / "specs" / "refund.yaml"
+    ).read_text(encoding="utf-8"), "the user's definitions are never touched"
+
+
+def test_a_hole_in_the_users_tests_survives(user: User, tmp_path: Path) -> None:
+    """Without the test of its queues, nothing notices a definition that drops a tag the
+    service reads: the mutant survives and the command exits 1."""
+    weaker = tmp_path / "weaker"
+    shutil.copytree(user.project, weaker, ignore=shutil.ignore_patterns("__pycache__", "site"))
+    (weaker / "test_queues.py").unlink()
+    mutated = _run(
+        [
+            str(user.bin / "machines"),
+            "mutate",
+            "--spec-dir",
+            "specs",
+            "--only",
+            "*:drop-tag:*",
+            "--",
+            "python",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        weaker,
+        user.env,
+    )
+    assert mutated.code == 1, mutated
+    assert "SURVIVED" in mutated.out and "drop-tag" in mutated.out
