@@ -37,6 +37,7 @@ from machines.spec.records import (
 )
 from machines.spec.routing import suggest
 from machines.spec.vocabulary import (
+    RESERVED_ACTORS,
     RESERVED_CONTEXT,
     RESERVED_TRIGGER_PREFIXES,
     RESERVED_TRIGGERS,
@@ -72,6 +73,13 @@ class Builder:
                 ("machine",), f"machine {quote(self.name)} must equal the file name {quote(stem)}"
             )
         self.state_ref(("initial",), self.doc["initial"])
+        for actor in self.actors:
+            if actor in RESERVED_ACTORS:
+                self.problem(
+                    ("actors", actor),
+                    f"actor name {quote(actor)} is reserved for the history event a "
+                    "migration writes (machines migrate); choose another name",
+                )
         context = self.build_context()
         transitions = self.build_transitions()
         self.check_ambiguity(transitions)

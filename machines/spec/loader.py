@@ -30,7 +30,15 @@ from machines.spec.files import definition_paths as definition_paths
 from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
-from machines.spec.yamlsource import YamlSource, bounded, clip, misread, quote, read_yaml
+from machines.spec.yamlsource import (
+    YamlSource,
+    bounded,
+    clip,
+    misread,
+    parse_yaml,
+    quote,
+    read_yaml,
+)
 
 SCHEMA_FILE = "machine.schema.json"
 
@@ -130,6 +138,27 @@ def read_definition(path: str | Path, _reading: frozenset[Path] = frozenset()) -
     node_reader: Callable[[str], MachineSpec] = functools.partial(
         _read_sibling, path, _reading | {real_path(path)}
     )
+    return Builder(source, node_reader).build()
+
+
+def read_definition_text(
+    text: str, machine: str, where: str, nodes: Mapping[str, MachineSpec] | None = None
+) -> MachineSpec:
+    """A definition from its text (YAML, or the JSON ``machines.spec.document.as_json``
+    writes; a store keeps that of every version it served), with the schema and
+    cross-reference checks of ``read_definition``: it must define ``machine``. ``where``
+    names the text in messages, as if it were the file ``<where>/<machine>.json``; a
+    derivation's node machine is looked up in ``nodes``."""
+    path = Path(where) / f"{machine}.json"
+    source = parse_yaml(text, path)
+    _validate_schema(source)
+
+    def node_reader(name: str) -> MachineSpec:
+        found = (nodes or {}).get(name)
+        if found is None:
+            raise SpecError(path, [f"derivation.nodes names {quote(name)}, which is not given"])
+        return found
+
     return Builder(source, node_reader).build()
 
 

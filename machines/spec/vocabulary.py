@@ -154,6 +154,17 @@ RESERVED_CONTEXT = frozenset(
 variable named like one would collide with it."""
 
 
+MIGRATION_ACTOR = "migration"
+MIGRATION_TRIGGER = "migrate"
+"""The actor and trigger of the one history event ``machines migrate`` writes for an
+entity it maps out of a state the new version of its definition removes. No definition
+may declare the actor (``RESERVED_ACTORS``), so no move of a definition can pass for a
+migration's."""
+
+RESERVED_ACTORS = frozenset({MIGRATION_ACTOR})
+"""Actor names a definition may not declare."""
+
+
 GuardForm = Literal["text", "markdown", "label"]
 
 
