@@ -85,7 +85,7 @@ def test_a_forged_context_is_reported_by_the_audit(
     forged_event = raw.attempt(
         [
             f"INSERT INTO {H} VALUES ('irr', 1, 'pending', 'executing', 'execute', 'proxy', "
-            f"NULL, '{COMPENSABLE}', 0)",
+            f"NULL, '{COMPENSABLE}', 0, 1)",
             f"UPDATE {E} SET state = 'executing', moves = 1 WHERE key = 'irr'",
         ]
     )
@@ -94,7 +94,7 @@ def test_a_forged_context_is_reported_by_the_audit(
         commit(
             raw,
             f"INSERT INTO {H} VALUES ('irr', 1, 'pending', 'executing', 'execute', "
-            f"'proxy', NULL, '{COMPENSABLE}', 0)",
+            f"'proxy', NULL, '{COMPENSABLE}', 0, 1)",
         )
         commit(raw, f"UPDATE {E} SET state = 'executing', moves = 1 WHERE key = 'irr'")
         commit(raw, "COMMIT")

@@ -114,7 +114,7 @@ ATTACKS = [
     attack(
         "a forged context as an event, then the state (issue 13 item 5)",
         f"INSERT INTO {H} VALUES ('irr', 1, 'pending', 'executing', 'execute', 'proxy', NULL, "
-        f"'{COMPENSABLE}', 0)",
+        f"'{COMPENSABLE}', 0, 1)",
         f"UPDATE {E} SET state = 'executing', moves = 1 WHERE key = 'irr'",
     ),
     attack(
@@ -341,22 +341,22 @@ ATTACKS = [
     attack(
         "a history row without the entity moving (issue 13 item 6)",
         f"INSERT INTO {H} VALUES ('comp', 2, 'executing', 'committed', 'commit', 'proxy', "
-        f"NULL, '{COMPENSABLE}', 0)",
+        f"NULL, '{COMPENSABLE}', 0, 1)",
     ),
     attack(
         "a history row for an unknown entity",
         f"INSERT INTO {H} VALUES ('ghost', 1, 'pending', 'executing', 'execute', 'proxy', "
-        f"NULL, '{COMPENSABLE}', 0)",
+        f"NULL, '{COMPENSABLE}', 0, 1)",
     ),
     attack(
         "a history row at seq 0",
         f"INSERT INTO {H} VALUES ('comp', 0, 'pending', 'pending', 'fail', 'proxy', "
-        f"NULL, '{COMPENSABLE}', 0)",
+        f"NULL, '{COMPENSABLE}', 0, 1)",
     ),
     attack(
         "a history row with a gap",
         f"INSERT INTO {H} VALUES ('comp', 5, 'executing', 'committed', 'commit', 'proxy', "
-        f"NULL, '{COMPENSABLE}', 0)",
+        f"NULL, '{COMPENSABLE}', 0, 1)",
     ),
     attack(
         "a history row repeating the last event",
@@ -390,7 +390,7 @@ ATTACKS = [
         "a move out of failed added, then taken as event and state (issue 13 item 3)",
         f"INSERT INTO {OM} VALUES ('failed', 'in_flight', 'retry', 'worker')",
         f"INSERT INTO {OH} VALUES ('refused', 2, 'failed', 'in_flight', 'retry', 'worker', "
-        "NULL, '{}', 0)",
+        "NULL, '{}', 0, 1)",
         f"UPDATE {OE} SET state = 'in_flight', moves = 2 WHERE key = 'refused'",
     ),
     attack(
@@ -413,7 +413,7 @@ ATTACKS = [
         f"CREATE TEMP TABLE {M} AS SELECT * FROM {M}",
         f"INSERT INTO pg_temp.{M} VALUES ('pending', 'executing', 'execute', 'proxy', NULL)",
         f"INSERT INTO {H} VALUES ('irr', 1, 'pending', 'executing', 'execute', 'proxy', NULL, "
-        f"'{IRREVERSIBLE}', 0)",
+        f"'{IRREVERSIBLE}', 0, 1)",
         f"UPDATE {E} SET state = 'executing', moves = 1 WHERE key = 'irr'",
         on=POSTGRES,
     ),
@@ -423,29 +423,42 @@ ATTACKS = [
         f"UPDATE pg_temp.{E} SET moves = moves + 1, state = 'committed', "
         "last_trigger = 'commit', last_actor = 'proxy' WHERE key = 'comp'",
         f"INSERT INTO {H} SELECT key, moves, 'executing', state, last_trigger, last_actor, "
-        f"last_detail, last_context, updated_at FROM pg_temp.{E} WHERE key = 'comp'",
+        f"last_detail, last_context, updated_at, 1 FROM pg_temp.{E} WHERE key = 'comp'",
         on=POSTGRES,
     ),
-    # -- the schema registry -----------------------------------------------------------
+    # -- the registry of definition versions --------------------------------------------
     attack(
-        "a fingerprint forged",
-        "UPDATE machines_schema SET fingerprint = 'forged' WHERE machine = 'outcome'",
-    ),
-    attack("a fingerprint deleted", "DELETE FROM machines_schema WHERE machine = 'outcome'"),
-    attack(
-        "a fingerprint inserted again", "INSERT INTO machines_schema VALUES ('outcome', 'forged')"
+        "a version's digest forged",
+        "UPDATE machines_definitions SET digest = 'forged' WHERE machine = 'outcome'",
     ),
     attack(
-        "INSERT OR REPLACE of a fingerprint",
-        "INSERT OR REPLACE INTO machines_schema VALUES ('outcome', 'forged')",
+        "a version's definition rewritten",
+        "UPDATE machines_definitions SET definition = '{}' WHERE machine = 'outcome'",
+    ),
+    attack("a version deleted", "DELETE FROM machines_definitions WHERE machine = 'outcome'"),
+    attack(
+        "a version inserted again",
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) VALUES ('outcome', 1, 'forged', 'forged', '{}', 0)",
+    ),
+    attack(
+        "a version number skipped",
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) VALUES ('outcome', 3, 'forged', 'forged', '{}', 0)",
+    ),
+    attack(
+        "INSERT OR REPLACE of a version",
+        "INSERT OR REPLACE INTO machines_definitions (machine, version, digest, fingerprint, "
+        "definition, installed_at) VALUES ('outcome', 1, 'forged', 'forged', '{}', 0)",
         on=SQLITE,
     ),
     attack(
-        "UPSERT of a fingerprint",
-        "INSERT INTO machines_schema VALUES ('outcome', 'forged') "
-        "ON CONFLICT (machine) DO UPDATE SET fingerprint = excluded.fingerprint",
+        "UPSERT of a version",
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) VALUES ('outcome', 1, 'forged', 'forged', '{}', 0) "
+        "ON CONFLICT (machine, version) DO UPDATE SET digest = excluded.digest",
     ),
-    attack("the registry truncated", "TRUNCATE machines_schema", on=POSTGRES),
+    attack("the registry truncated", "TRUNCATE machines_definitions", on=POSTGRES),
 ]
 
 
@@ -537,7 +550,7 @@ def tables_of(raw: Raw) -> dict[str, dict[str, str]]:
     test needs no naming rule): machine -> entities / history / moves -> table."""
     out: dict[str, dict[str, str]] = {}
     for table in raw.tables():
-        if table == "machines_schema":
+        if table == "machines_definitions":
             continue
         if raw.kind == "sqlite":
             columns = {r[1] for r in raw.query(f'PRAGMA table_info("{table}")')}

@@ -39,12 +39,18 @@ from machines.spec import MachineSpec
 from machines.store.names import name
 from machines.store.records import derived_variables
 
-REGISTRY = "machines_schema"
-"""The table naming each machine whose tables a database holds, and the fingerprint of
-the schema they were made with. A machine's row is written once, with its tables."""
+REGISTRY = "machines_definitions"
+"""The table of every version of every machine's definition a database has served: its
+number (1, 2, 3, ... per machine), its semantic digest (``machines.spec.canonical``), the
+fingerprint of the schema generated for it, its loadable text
+(``machines.spec.document.as_json``) and when it was installed. Rows are only ever added,
+each the next version of its machine; a machine's current version is its highest."""
+
+LEGACY_REGISTRY = "machines_schema"
+"""What a database made by a release before versioned definitions names its registry."""
 
 ENTITY_COLUMNS = """  key TEXT PRIMARY KEY{key_check},
-  state TEXT NOT NULL CHECK (state IN ({states})),
+  state TEXT NOT NULL,
   context {json} NOT NULL DEFAULT '{{}}' CHECK ({context_object}),
   data {json} NOT NULL DEFAULT '{{}}' CHECK ({data_object}),
   scope TEXT{scope_check},{ordinal}
@@ -66,13 +72,19 @@ HISTORY_COLUMNS = """  entity TEXT NOT NULL,
   detail {json},
   context {json} NOT NULL,
   at {real} NOT NULL,
+  definition_version INTEGER NOT NULL,
   PRIMARY KEY (entity, seq)"""
 
-MOVE_COLUMNS = "entity, seq, source, dest, trigger, actor, detail, context, at"
-MOVE_VALUES = (
-    "NEW.key, NEW.moves, OLD.state, NEW.state, NEW.last_trigger, NEW.last_actor, "
-    "NEW.last_detail, NEW.last_context, NEW.updated_at"
-)
+MOVE_COLUMNS = "entity, seq, source, dest, trigger, actor, detail, context, at, definition_version"
+
+
+def move_values(version: int) -> str:
+    """The history event of the move just made, under definition version ``version``
+    (the schema of each version writes its own number)."""
+    return (
+        "NEW.key, NEW.moves, OLD.state, NEW.state, NEW.last_trigger, NEW.last_actor, "
+        f"NEW.last_detail, NEW.last_context, NEW.updated_at, {int(version)}"
+    )
 
 
 def literal(value: str) -> str:
@@ -98,14 +110,16 @@ def legal_moves(spec: MachineSpec) -> list[tuple[str, str, str, str, tuple[str |
 class Plan:
     """What both dialects say about one machine, and how they word their refusals."""
 
-    def __init__(self, spec: MachineSpec) -> None:
+    def __init__(self, spec: MachineSpec, version: int = 1) -> None:
+        if type(version) is not int or version < 1:
+            raise ValueError(f"a definition version is a whole number from 1, not {version!r}")
         self.spec = spec
+        self.version = version
         self.m = spec.name
         derived = derived_variables(spec)
         self.fixed = {v: c.values for v, c in spec.context.items() if v not in derived}
         self.derived = {v: c.values for v, c in spec.context.items() if v in derived}
         self.terminal = {s: st.annotations for s, st in spec.states.items() if st.terminal}
-        self.states = in_list(spec.states)
 
     def n(self, role: str) -> str:
         return name(self.m, role)
@@ -245,32 +259,43 @@ def _sqlite_final_data(plan: Plan) -> str:
     return f"CASE OLD.state{''.join(cases)}\n  ELSE FALSE END" if cases else "FALSE"
 
 
+REGISTRY_COLUMNS = """  machine TEXT NOT NULL,
+  version INTEGER NOT NULL CHECK (version >= 1),
+  digest TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  definition TEXT NOT NULL,
+  installed_at {real} NOT NULL,{ordinal}
+  PRIMARY KEY (machine, version)"""
+
+REGISTRY_NEXT = "machines_definitions: a machine's versions are 1, 2, 3, ... with no gap"
+REGISTRY_FROZEN = "machines_definitions: a version, once installed, never changes"
+
+
 def sqlite_registry() -> str:
-    """The registry of machines (``REGISTRY``): a machine's row is inserted once, with its
-    tables, and never changed (no UPDATE, DELETE or REPLACE)."""
-    refuse = "SELECT RAISE(ABORT, 'machines_schema: a machine''s fingerprint is written once"
+    """The registry of definitions (``REGISTRY``): a row is added only as the next version
+    of its machine, and never changed or deleted."""
     return f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
-  machine TEXT PRIMARY KEY,
-  fingerprint TEXT NOT NULL
+{REGISTRY_COLUMNS.format(real="REAL", ordinal="")}
 );
-CREATE TRIGGER IF NOT EXISTS {REGISTRY}_once BEFORE INSERT ON {REGISTRY}
-WHEN EXISTS (SELECT 1 FROM {REGISTRY} WHERE machine = NEW.machine)
-BEGIN {refuse}, with its tables'); END;
+CREATE TRIGGER IF NOT EXISTS {REGISTRY}_next BEFORE INSERT ON {REGISTRY}
+WHEN NEW.version IS NOT coalesce(
+  (SELECT max(version) FROM {REGISTRY} WHERE machine = NEW.machine), 0) + 1
+BEGIN SELECT RAISE(ABORT, {literal(REGISTRY_NEXT)}); END;
 CREATE TRIGGER IF NOT EXISTS {REGISTRY}_frozen_update BEFORE UPDATE ON {REGISTRY}
-BEGIN {refuse} and never changes'); END;
+BEGIN SELECT RAISE(ABORT, {literal(REGISTRY_FROZEN)}); END;
 CREATE TRIGGER IF NOT EXISTS {REGISTRY}_frozen_delete BEFORE DELETE ON {REGISTRY}
-BEGIN {refuse} and never deleted'); END;
+BEGIN SELECT RAISE(ABORT, {literal(REGISTRY_FROZEN)}); END;
 """
 
 
-def sqlite_schema(spec: MachineSpec) -> str:
-    """The DDL (idempotent: IF NOT EXISTS everywhere) for one machine on SQLite."""
-    p = Plan(spec)
+def sqlite_schema(spec: MachineSpec, version: int = 1) -> str:
+    """The DDL (idempotent: IF NOT EXISTS everywhere) for one machine on SQLite, as
+    version ``version`` of its definition."""
+    p = Plan(spec, version)
     n, say = p.n, p.say
     entities, history, moves = n("entities"), n("history"), n("moves")
     columns = ENTITY_COLUMNS.format(
         key_check=" CHECK (typeof(key) = 'text')",
-        states=p.states,
         json="TEXT",
         context_object=_sqlite_object("context"),
         data_object=_sqlite_object("data"),
@@ -288,7 +313,7 @@ def sqlite_schema(spec: MachineSpec) -> str:
     def refuse(text: str) -> str:
         return f"BEGIN SELECT RAISE(ABORT, {text}); END;"
 
-    return f"""-- machine '{p.m}': generated from the spec by machines; do not edit by hand
+    return f"""-- machine '{p.m}', definition version {version}: generated by machines; do not edit
 {p.moves_table()}
 CREATE TRIGGER IF NOT EXISTS {n("moves_frozen_insert")} BEFORE INSERT ON {moves}
 {refuse(say(p.MOVES_FROZEN))}
@@ -336,7 +361,7 @@ WHEN {_sqlite_final_data(p)}
 {refuse(p.final_data_message)}
 CREATE TRIGGER IF NOT EXISTS {n("entities_record")} AFTER UPDATE OF moves ON {entities}
 WHEN NEW.moves IS NOT OLD.moves
-BEGIN INSERT INTO {history} ({MOVE_COLUMNS}) VALUES ({MOVE_VALUES}); END;
+BEGIN INSERT INTO {history} ({MOVE_COLUMNS}) VALUES ({move_values(version)}); END;
 
 CREATE TABLE IF NOT EXISTS {history} (
 {HISTORY_COLUMNS.format(json="TEXT", real="REAL")}
@@ -346,7 +371,7 @@ CREATE TRIGGER IF NOT EXISTS {n("history_no_update")} BEFORE UPDATE ON {history}
 CREATE TRIGGER IF NOT EXISTS {n("history_no_delete")} BEFORE DELETE ON {history}
 {refuse(say(p.APPEND_ONLY + " (DELETE refused)"))}
 CREATE TRIGGER IF NOT EXISTS {n("history_guard")} BEFORE INSERT ON {history}
-WHEN NEW.seq < 1 OR NOT EXISTS (
+WHEN NEW.seq < 1 OR NEW.definition_version IS NOT {version} OR NOT EXISTS (
     SELECT 1 FROM {entities} e
     WHERE e.key = NEW.entity AND e.moves = NEW.seq AND e.state = NEW.dest
       AND e.last_trigger = NEW.trigger AND e.last_actor = NEW.actor

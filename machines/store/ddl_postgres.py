@@ -14,11 +14,14 @@ from machines.store.ddl import (
     ENTITY_COLUMNS,
     HISTORY_COLUMNS,
     MOVE_COLUMNS,
-    MOVE_VALUES,
     REGISTRY,
+    REGISTRY_COLUMNS,
+    REGISTRY_FROZEN,
+    REGISTRY_NEXT,
     Plan,
     in_list,
     literal,
+    move_values,
 )
 
 _FUNCTIONS = ("refuse", "entities_guard", "entities_record", "history_guard")
@@ -66,38 +69,50 @@ def _final_data(plan: Plan) -> str:
 
 
 def postgres_registry() -> str:
-    """The registry of machines (``REGISTRY``) on PostgreSQL: a machine's row is inserted
-    once (its key is unique), with its tables, and never changed or emptied."""
-    refuse = f"{REGISTRY}_refuse"
-    message = literal(
-        "machines_schema: a machine's fingerprint is written once, with its tables, and "
-        "never changed"
+    """The registry of definitions (``REGISTRY``) on PostgreSQL: a row is added only as the
+    next version of its machine, and never changed, deleted or emptied."""
+    guard, refuse = f"{REGISTRY}_guard", f"{REGISTRY}_refuse"
+    columns = REGISTRY_COLUMNS.format(
+        real="DOUBLE PRECISION", ordinal="\n  ordinal BIGSERIAL NOT NULL,"
     )
     return f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
-  machine TEXT PRIMARY KEY,
-  fingerprint TEXT NOT NULL
+{columns}
 );
+CREATE OR REPLACE FUNCTION {guard}() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+  IF NEW.version IS DISTINCT FROM coalesce(
+      (SELECT max(version) FROM {REGISTRY} WHERE machine = NEW.machine), 0) + 1 THEN
+    RAISE EXCEPTION USING MESSAGE = {literal(REGISTRY_NEXT)};
+  END IF;
+  RETURN NEW;
+END $body$;
 CREATE OR REPLACE FUNCTION {refuse}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
-  RAISE EXCEPTION USING MESSAGE = {message};
+  RAISE EXCEPTION USING MESSAGE = {literal(REGISTRY_FROZEN)};
 END $body$;
+CREATE OR REPLACE TRIGGER {REGISTRY}_next BEFORE INSERT ON {REGISTRY}
+FOR EACH ROW EXECUTE FUNCTION {guard}();
 CREATE OR REPLACE TRIGGER {REGISTRY}_frozen BEFORE UPDATE OR DELETE ON {REGISTRY}
 FOR EACH ROW EXECUTE FUNCTION {refuse}();
 CREATE OR REPLACE TRIGGER {REGISTRY}_no_truncate BEFORE TRUNCATE ON {REGISTRY}
 FOR EACH STATEMENT EXECUTE FUNCTION {refuse}();
+DO $pin$
+BEGIN
+  EXECUTE format('ALTER FUNCTION {guard}() SET search_path = %I, pg_temp', current_schema());
+END $pin$;
 """
 
 
-def postgres_schema(spec: MachineSpec) -> str:
+def postgres_schema(spec: MachineSpec, version: int = 1) -> str:
     """The same plan for PostgreSQL: ``json`` columns (the text as written, so values
     come back exactly), PL/pgSQL trigger functions pinned to the tables' schema.
-    Idempotent (IF NOT EXISTS, CREATE OR REPLACE); function bodies are dollar-quoted."""
-    p = Plan(spec)
+    Idempotent (IF NOT EXISTS, CREATE OR REPLACE); function bodies are dollar-quoted. Its
+    moves write their events as version ``version`` of the definition."""
+    p = Plan(spec, version)
     n, say = p.n, p.say
     entities, history, moves, refuse = n("entities"), n("history"), n("moves"), n("refuse")
     columns = ENTITY_COLUMNS.format(
         key_check="",
-        states=p.states,
         json="JSON",
         context_object="json_typeof(context) = 'object'",
         data_object="json_typeof(data) = 'object'",
@@ -119,7 +134,7 @@ def postgres_schema(spec: MachineSpec) -> str:
     def refused(text: str) -> str:
         return f"EXECUTE FUNCTION {refuse}({literal(text)})"
 
-    return f"""-- machine '{p.m}' (PostgreSQL): generated from the spec; do not edit by hand
+    return f"""-- machine '{p.m}' (PostgreSQL), definition version {version}: generated; do not edit
 {p.moves_table()}
 CREATE OR REPLACE FUNCTION {refuse}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
@@ -191,7 +206,7 @@ FOR EACH ROW EXECUTE FUNCTION {n("entities_guard")}();
 CREATE OR REPLACE FUNCTION {n("entities_record")}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
   INSERT INTO {history} ({MOVE_COLUMNS})
-  VALUES ({MOVE_VALUES});
+  VALUES ({move_values(version)});
   RETURN NULL;
 END $body$;
 CREATE OR REPLACE TRIGGER {n("entities_record")} AFTER UPDATE ON {entities}
@@ -207,7 +222,7 @@ CREATE OR REPLACE TRIGGER {n("history_no_truncate")} BEFORE TRUNCATE ON {history
 FOR EACH STATEMENT {refused(p.NO_TRUNCATE)};
 CREATE OR REPLACE FUNCTION {n("history_guard")}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
-  IF NEW.seq < 1 OR NOT EXISTS (
+  IF NEW.seq < 1 OR NEW.definition_version IS DISTINCT FROM {version} OR NOT EXISTS (
       SELECT 1 FROM {entities} e
       WHERE e.key = NEW.entity AND e.moves = NEW.seq AND e.state = NEW.dest
         AND e.last_trigger = NEW.trigger AND e.last_actor = NEW.actor

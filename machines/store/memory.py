@@ -18,6 +18,8 @@ from typing import Any
 
 from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.canonical import semantic_digest
+from machines.spec.document import as_json
 from machines.store.arguments import (
     check_due,
     check_insert,
@@ -39,6 +41,7 @@ from machines.store.records import (
     ended,
     same_entity,
 )
+from machines.store.versions import DefinitionVersion
 
 _Stored = tuple[Row, str]  # a row and the JSON text of its data, which every read decodes
 _Event = tuple[TransitionEvent, str | None]  # the event and the JSON text of its detail
@@ -54,6 +57,7 @@ class MemoryStore(OneWriteTransactions):
         self._rows: dict[tuple[str, str], _Stored] = {}
         self._history: dict[tuple[str, str], list[_Event]] = {}
         self._ordinal = 0
+        self._versions: dict[str, DefinitionVersion] = {}
 
     def specs(self) -> Mapping[str, MachineSpec]:
         return self._specs
@@ -233,6 +237,19 @@ class _MemoryTransaction:
             event if detail is None else event._replace(detail=decode(detail))
             for event, detail in events
         ]
+
+    def definition_versions(self, machine: str) -> list[DefinitionVersion]:
+        """A memory store starts empty, so it serves one version of each definition."""
+        spec = spec_for(self._store._specs, machine)
+        versions = self._store._versions
+        if spec.name not in versions:  # made on first ask: only then is the clock read
+            versions[spec.name] = DefinitionVersion(
+                spec.name, 1, semantic_digest(spec), "", as_json(spec), self._store._clock()
+            )
+        return [versions[spec.name]]
+
+    def event_versions(self, machine: str, key: str) -> list[int]:
+        return [1] * len(self.history(machine, key))
 
     def scope(self, machine: str, scope: str) -> list[Row]:
         spec = spec_for(self._store._specs, machine)

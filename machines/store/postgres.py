@@ -42,12 +42,20 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import REGISTRY
+from machines.store.ddl import LEGACY_REGISTRY, REGISTRY
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.records import Row, StaleWrite, StoreError, frozen, shown_url
-from machines.store.sql import Dialect, SQLTransaction, existing_tables, needs_tables, refused
+from machines.store.sql import (
+    Dialect,
+    SQLTransaction,
+    current_versions,
+    record_version,
+    refused,
+)
+from machines.store.versions import legacy, no_registry, no_tables
 
-_SCHEMA_LOCK = 0x6D616368  # "mach": serialises schema creation across processes
+SCHEMA_LOCK = 0x6D616368
+"""An advisory lock (\"mach\") held while a schema is created or migrated, across processes."""
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _LOST = psycopg.pq.TransactionStatus.UNKNOWN  # the connection broke
 
@@ -67,8 +75,15 @@ def temporary_schema(server: str, prefix: str = "t") -> Iterator[str]:
             admin.execute(f"DROP SCHEMA {name} CASCADE")
 
 
-def fingerprint(spec: MachineSpec) -> str:
-    return hashlib.sha256(postgres_schema(spec).encode()).hexdigest()[:16]
+def fingerprint(spec: MachineSpec, version: int) -> str:
+    """The digest of the schema generated for ``spec`` as definition version ``version``."""
+    return hashlib.sha256(postgres_schema(spec, version).encode()).hexdigest()[:16]
+
+
+def _has_table(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` is on the session's search path."""
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    return bool(found and found[0])
 
 
 _READ_ONLY = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
@@ -118,28 +133,33 @@ class PostgresStore:
             self._require_schema()
             return
         with self._errors(), _connect(url) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            if conn.execute("SELECT to_regclass(%s)", (REGISTRY,)).fetchone() == (None,):
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
+                raise legacy(self.where)
+            if not _has_table(conn, REGISTRY):
                 conn.execute(postgres_registry().encode())
-            for name, spec in self._specs.items():
-                found = conn.execute(
-                    f"SELECT fingerprint FROM {REGISTRY} WHERE machine = %s", (name,)
-                ).fetchone()
-                expected = fingerprint(spec)
-                if needs_tables(self.where, name, found and found[0], expected):
-                    conn.execute(postgres_schema(spec).encode())
-                    conn.execute(f"INSERT INTO {REGISTRY} VALUES (%s, %s)", (name, expected))
+
+            current = current_versions(conn, "%s", self.where, self._specs, fingerprint)
+            for machine, version in current.items():
+                if version is None:
+                    spec = self._specs[machine]
+                    conn.execute(postgres_schema(spec, 1).encode())
+                    record_version(conn, "%s", spec, 1, fingerprint(spec, 1), clock())
 
     def _require_schema(self) -> None:
-        """A read-only store runs no DDL: the tables of every machine must be there."""
+        """A read-only store runs no DDL: every machine's tables must be there, made for
+        the definition given."""
         with self._errors(), _connect(self.url, read_only=True) as conn:
-            exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (REGISTRY,)).fetchone()
-            found = (
-                dict(conn.execute(f"SELECT machine, fingerprint FROM {REGISTRY}").fetchall())
-                if exists and exists[0]
-                else None
-            )
-        existing_tables(self.where, found, {n: fingerprint(s) for n, s in self._specs.items()})
+            if not _has_table(conn, REGISTRY):
+                raise (
+                    legacy(self.where)
+                    if _has_table(conn, LEGACY_REGISTRY)
+                    else no_registry(self.where)
+                )
+            current = current_versions(conn, "%s", self.where, self._specs, fingerprint)
+        for machine, version in current.items():
+            if version is None:
+                raise no_tables(self.where, machine)
 
     def _connection(self) -> psycopg.Connection[Any]:
         """This thread's connection (autocommit: a transaction is an explicit BEGIN), with

@@ -62,6 +62,22 @@ class RecordExists(StoreError):
 
 
 @dataclass(frozen=True)
+class DefinitionVersion:
+    """One version of one machine's definition, as a database records it."""
+
+    machine: str
+    version: int
+    digest: str
+    """The semantic digest of the definition (``machines.spec.canonical.semantic_digest``)."""
+    fingerprint: str
+    """The digest of the schema generated for it (both the definition and the version
+    number are in that schema)."""
+    definition: str
+    """The definition's loadable text (``machines.spec.document.as_json``)."""
+    installed_at: float
+
+
+@dataclass(frozen=True)
 class Row:
     """One entity as stored. ``version`` grows on every write and fences writers."""
 
@@ -146,6 +162,14 @@ class Transaction(Protocol):
 
     def history(self, machine: str, key: str) -> list[TransitionEvent]:
         """Every move of ``key``, oldest first (one event per move, numbered from 1)."""
+
+    def definition_versions(self, machine: str) -> list[DefinitionVersion]:
+        """Every version of ``machine``'s definition the store has served, oldest first;
+        the last is the one it enforces now (``machines.store.versions``)."""
+
+    def event_versions(self, machine: str, key: str) -> list[int]:
+        """The definition version each event of ``history(machine, key)`` was made
+        under, one number per event in ``seq`` order."""
 
     def scope(self, machine: str, scope: str) -> list[Row]:
         """Rows of one scope (a session, a request), oldest first. ``scope`` follows the

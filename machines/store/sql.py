@@ -7,12 +7,14 @@ its ``last_*`` columns; the database checks it and writes its history event itse
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
 from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.canonical import semantic_digest
+from machines.spec.document import as_json
 from machines.store.arguments import (
     check_due,
     check_insert,
@@ -22,6 +24,7 @@ from machines.store.arguments import (
     decide_move,
     spec_for,
 )
+from machines.store.ddl import REGISTRY
 from machines.store.names import name
 from machines.store.records import (
     Row,
@@ -33,36 +36,50 @@ from machines.store.records import (
     ended,
     same_entity,
 )
+from machines.store.versions import VERSION_COLUMNS, DefinitionVersion, fits
 
 
-def needs_tables(where: str, machine: str, found: str | None, expected: str) -> bool:
-    """Whether ``machine``'s tables must still be created (``found``: the fingerprint the
-    database records, if any); tables made for another version of its spec are refused."""
-    if found is not None and found != expected:
-        raise StoreError(
-            f"{where}: the tables of machine '{machine}' were made for another version of "
-            "its spec; migrate the database or use a new one"
-        )
-    return found is None
+def read_versions(conn: Connection, param: str, machine: str) -> list[DefinitionVersion]:
+    """Every version of ``machine``'s definition the database records, oldest first."""
+    rows: list[tuple[Any, ...]] = conn.execute(
+        f"SELECT {VERSION_COLUMNS} FROM {REGISTRY} WHERE machine = {param} ORDER BY version",
+        (machine,),
+    ).fetchall()
+    return [DefinitionVersion(*row) for row in rows]
 
 
-def existing_tables(
-    where: str, found: Mapping[str, str] | None, expected: Mapping[str, str]
-) -> None:
-    """For a store opened read-only, which never creates anything: ``found`` (machine ->
-    fingerprint, None without a ``machines_schema`` table) must hold the tables of every
-    machine ``expected``, made for the same version of its spec."""
-    if found is None:
-        raise StoreError(
-            f"{where}: no machines tables (a new or foreign database?); a read-only store "
-            "creates nothing, so there is nothing to read"
-        )
-    for machine, fingerprint in expected.items():
-        if needs_tables(where, machine, found.get(machine), fingerprint):
-            raise StoreError(
-                f"{where}: no tables for machine '{machine}'; a read-only store creates "
-                "nothing, so there is nothing to read"
-            )
+def record_version(
+    conn: Connection, param: str, spec: MachineSpec, version: int, fingerprint: str, now: float
+) -> DefinitionVersion:
+    """Add ``spec`` to the registry as ``version`` of its machine (the database refuses any
+    number but the next)."""
+    row = DefinitionVersion(
+        spec.name, version, semantic_digest(spec), fingerprint, as_json(spec), now
+    )
+    conn.execute(
+        f"INSERT INTO {REGISTRY} ({VERSION_COLUMNS}) VALUES ({', '.join([param] * 6)})",
+        (row.machine, row.version, row.digest, row.fingerprint, row.definition, now),
+    )
+    return row
+
+
+def current_versions(
+    conn: Connection,
+    param: str,
+    where: str,
+    specs: Mapping[str, MachineSpec],
+    fingerprint: Callable[[MachineSpec, int], str],
+) -> dict[str, int | None]:
+    """Each machine's current version in the database (None: it has no tables here yet),
+    checked to be the definition given under the schema this release generates
+    (``versions.fits``: ``DefinitionChanged`` or ``SchemaOutdated`` otherwise)."""
+    out: dict[str, int | None] = {}
+    for machine, spec in specs.items():
+        versions = read_versions(conn, param, machine)
+        current = versions[-1] if versions else None
+        fits(where, spec, current, fingerprint, specs)
+        out[machine] = None if current is None else current.version
+    return out
 
 
 class Dialect:
@@ -289,6 +306,25 @@ class SQLTransaction:
                 f"FROM {name(m, 'history')} WHERE entity = {self.dialect.param} "
                 "ORDER BY seq",
                 (key,),
+            )
+        ]
+
+    def definition_versions(self, machine: str) -> list[DefinitionVersion]:
+        """Every version of ``machine``'s definition this database has served, oldest
+        first; the last is the one its tables enforce now."""
+        m = spec_for(self._specs, machine).name
+        return read_versions(self._conn, self.dialect.param, m)
+
+    def event_versions(self, machine: str, key: str) -> list[int]:
+        """The definition version each event of ``key``'s history was made under, in
+        ``seq`` order (what ``history`` returns, one number per event)."""
+        m = spec_for(self._specs, machine).name
+        return [
+            version
+            for (version,) in self._fetchall(
+                f"SELECT definition_version FROM {name(m, 'history')} "
+                f"WHERE entity = {self.dialect.param} ORDER BY seq",
+                (check_key(key, m),),
             )
         ]
 

@@ -26,14 +26,15 @@ from typing import Any
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import REGISTRY, sqlite_registry, sqlite_schema
+from machines.store.ddl import LEGACY_REGISTRY, REGISTRY, sqlite_registry, sqlite_schema
 from machines.store.records import OneWriteTransactions, StoreError, decode
-from machines.store.sql import Dialect, SQLTransaction, existing_tables, needs_tables
+from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
+from machines.store.versions import legacy, no_registry, no_tables
 
 
-def fingerprint(spec: MachineSpec) -> str:
-    """The generated schema's digest; a database made for another one is refused."""
-    return hashlib.sha256(sqlite_schema(spec).encode()).hexdigest()[:16]
+def fingerprint(spec: MachineSpec, version: int) -> str:
+    """The digest of the schema generated for ``spec`` as definition version ``version``."""
+    return hashlib.sha256(sqlite_schema(spec, version).encode()).hexdigest()[:16]
 
 
 class SQLiteStore(OneWriteTransactions):
@@ -108,18 +109,15 @@ class SQLiteStore(OneWriteTransactions):
         return conn
 
     def _require_schema(self, conn: sqlite3.Connection) -> None:
-        """A read-only store creates nothing: the tables of every machine must be there."""
-        tables = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (REGISTRY,)
-        ).fetchone()
-        found = (
-            dict(conn.execute(f"SELECT machine, fingerprint FROM {REGISTRY}").fetchall())
-            if tables
-            else None
-        )
-        existing_tables(
-            _shown(self.path), found, {name: fingerprint(s) for name, s in self._specs.items()}
-        )
+        """A read-only store creates nothing: every machine's tables must be there, made
+        for the definition given."""
+        if not _has_table(conn, REGISTRY):
+            raise legacy(self.url) if _has_table(conn, LEGACY_REGISTRY) else no_registry(self.url)
+        for machine, version in current_versions(
+            conn, "?", self.url, self._specs, fingerprint
+        ).items():
+            if version is None:
+                raise no_tables(self.url, machine)
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         """Roll back what SQLite has not rolled back already (it does so itself on some
@@ -150,20 +148,25 @@ class SQLiteStore(OneWriteTransactions):
         )
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        """The registry, and the tables of every machine the database does not have yet
+        (as version 1 of its definition); the others must be made for the definition given
+        (``machines.store.versions``), and their schema is run again."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _statements(sqlite_registry()):
+            if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
+                raise legacy(self.url)
+            for statement in statements(sqlite_registry()):
                 conn.execute(statement)
-            for name, spec in self._specs.items():
-                found = conn.execute(
-                    f"SELECT fingerprint FROM {REGISTRY} WHERE machine = ?", (name,)
-                ).fetchone()
-                expected = fingerprint(spec)
-                fresh = needs_tables(self.path, name, found and found[0], expected)
-                for statement in _statements(sqlite_schema(spec)):
+
+            current = current_versions(conn, "?", self.url, self._specs, fingerprint)
+            for machine, version in current.items():
+                spec = self._specs[machine]
+                # IF NOT EXISTS throughout: on a database that has the tables this puts
+                # back any guard someone dropped since
+                for statement in statements(sqlite_schema(spec, version or 1)):
                     conn.execute(statement)
-                if fresh:
-                    conn.execute(f"INSERT INTO {REGISTRY} VALUES (?, ?)", (name, expected))
+                if version is None:
+                    record_version(conn, "?", spec, 1, fingerprint(spec, 1), self._clock())
             conn.execute("COMMIT")
         except BaseException:
             self._rollback(conn)
@@ -230,7 +233,14 @@ def _shown(path: str, limit: int = 200) -> str:
     return path if len(path) <= limit else f"{path[: limit - 3]}..."
 
 
-def _statements(script: str) -> Iterator[str]:
+def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    return found is not None
+
+
+def statements(script: str) -> Iterator[str]:
     """Split a generated script on statement ends (triggers end with ``END;``)."""
     buffer: list[str] = []
     for line in script.splitlines():

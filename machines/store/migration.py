@@ -1,0 +1,470 @@
+"""``machines migrate``: a database moved to new versions of its definitions, in one
+transaction, losing nothing.
+
+For each machine of the definitions given, the database's current version
+(``machines.store.versions``) is compared with the definition:
+
+- the same definition under the same schema: nothing to do;
+- a machine the database does not have: its tables are made, as version 1;
+- another semantic digest, or the same one under a schema this release generates
+  differently: the next version is installed. Its entities and their context, data and
+  whole history stay as they are; the generated objects that hold the definition (the
+  legal-moves table, the triggers and their functions) are replaced by the new version's.
+
+A migration is refused, and changes nothing, when live entities could not live under the
+new version: entities in a state it removes that no ``--map MACHINE:OLD=NEW`` covers;
+a map into a state it does not have, out of a state it keeps, or out of a terminal state
+into a non-terminal one; entities whose stored context the new version would refuse (a
+context variable added or removed, a value removed). Each mapped entity gets one history
+event by the ``migration`` actor (``machines.spec.vocabulary``), naming both versions.
+
+Everything runs in one transaction, the database locked against every other writer first
+(SQLite: ``BEGIN EXCLUSIVE``; PostgreSQL: the schema's advisory lock and ``ACCESS
+EXCLUSIVE`` on the machine's tables and the registry), so a worker waits, and then meets
+the new schema whole; a crash at any statement leaves the old version intact, and a rerun
+completes the migration. ``boundary`` (for the crash-point tests) is called before every
+write and after the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from machines.errors import InvalidArgument
+from machines.spec import MachineSpec
+from machines.spec.canonical import semantic_digest
+from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
+from machines.store.ddl import REGISTRY, sqlite_schema
+from machines.store.names import name, quote
+from machines.store.records import StoreError, derived_variables, shown_url
+from machines.store.sql import read_versions, record_version
+from machines.store.versions import DefinitionVersion, changed_sections, load_versions
+
+Boundary = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StateMap:
+    """``--map MACHINE:OLD=NEW``: entities of ``machine`` in ``old`` (a state the new
+    version removes) move to ``new``."""
+
+    machine: str
+    old: str
+    new: str
+
+    @classmethod
+    def parse(cls, text: str) -> StateMap:
+        machine, colon, states = text.partition(":")
+        old, equals, new = states.partition("=")
+        if not (colon and equals and machine and old and new):
+            raise InvalidArgument(
+                f"--map {text!r}: write MACHINE:OLD_STATE=NEW_STATE, e.g. effect:held=pending"
+            )
+        return cls(machine, old, new)
+
+
+@dataclass(frozen=True)
+class MachinePlan:
+    """What a migration does to one machine."""
+
+    machine: str
+    action: str  # "none", "install", "migrate" or "reinstall"
+    from_version: int | None
+    to_version: int | None
+    changes: tuple[str, ...] = ()
+    mapped: tuple[tuple[str, str, int], ...] = ()  # (old state, new state, entities)
+    refusals: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    where: str
+    machines: tuple[MachinePlan, ...]
+    applied: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def refused(self) -> bool:
+        return any(m.refusals for m in self.machines)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return all(m.action == "none" for m in self.machines)
+
+    def lines(self) -> list[str]:
+        """The plan as a person reads it, one line per fact."""
+        out = []
+        for m in self.machines:
+            versions = f"version {m.from_version} -> {m.to_version}"
+            if m.action == "none":
+                out.append(f"{m.machine}: version {m.from_version}, nothing to do")
+            elif m.action == "install":
+                out.append(f"{m.machine}: new here: tables made as version 1")
+            elif m.action == "reinstall":
+                out.append(f"{m.machine}: {versions}: the same definition, schema regenerated")
+            else:
+                out.append(f"{m.machine}: {versions}: {', '.join(m.changes) or 'changed'}")
+            out += [f"{m.machine}:   map {o} -> {n}: {k} entities" for o, n, k in m.mapped]
+            out += [f"{m.machine}: REFUSED: {why}" for why in m.refusals]
+        return out + list(self.notes)
+
+
+class _Database(Protocol):
+    """What a migration needs of one database: one connection, one transaction."""
+
+    where: str
+    param: str
+    json_param: str
+
+    def begin(self, tables: Sequence[str]) -> None: ...
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]: ...
+    def has_table(self, table: str) -> bool: ...
+    def triggers(self, tables: Sequence[str]) -> list[tuple[str, str]]: ...
+    def schema(self, spec: MachineSpec, version: int) -> list[str]: ...
+    def fingerprint(self, spec: MachineSpec, version: int) -> str: ...
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def migrate(
+    url: str,
+    specs: Mapping[str, MachineSpec],
+    maps: Iterable[StateMap] = (),
+    *,
+    dry_run: bool = False,
+    boundary: Boundary | None = None,
+    clock: Callable[[], float] = time.time,
+) -> MigrationPlan:
+    """Plan the migration of the store at ``url`` to ``specs`` and, unless it is refused
+    or ``dry_run``, carry it out in one transaction. Returns the plan (``applied`` says
+    whether it was carried out); a database that cannot be read is a ``StoreError``."""
+    maps = tuple(maps)
+    db = _open(url)
+    try:
+        tables = [name(m, role) for m in specs for role in ("entities", "history", "moves")]
+        db.begin([t for t in tables if db.has_table(t.strip('"'))])
+        plan, work = _plan(db, specs, maps)
+        if plan.refused or plan.nothing_to_do or dry_run:
+            return plan
+        tick = boundary or (lambda _: None)
+        now = clock()
+        for step in work:
+            step.run(db, tick, now)
+        db.commit()
+        tick("after commit")
+        return MigrationPlan(plan.where, plan.machines, applied=True, notes=plan.notes)
+    finally:
+        db.close()
+
+
+# -- planning ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Step:
+    spec: MachineSpec
+    version: int
+    old: MachineSpec | None
+    mapped: tuple[tuple[str, str, int], ...]
+
+    def run(self, db: _Database, tick: Boundary, now: float) -> None:
+        m = self.spec.name
+
+        def write(sql: str, params: tuple[Any, ...] = ()) -> None:
+            tick(f"{m}: {sql.split(chr(10))[0][:60]}")
+            db.execute(sql, params)
+
+        if self.version > 1:
+            tables = [name(m, role) for role in ("moves", "entities", "history")]
+            for table, trigger in db.triggers(tables):
+                write(f"DROP TRIGGER IF EXISTS {quote(trigger)}" + db_on(db, table))
+            write(f"DROP TABLE IF EXISTS {name(m, 'moves')}")
+        for old_state, new_state, _ in self.mapped:
+            self._map(write, db, old_state, new_state, now)
+        for statement in db.schema(self.spec, self.version):
+            write(statement)
+        tick(f"{m}: record version {self.version}")
+        record_version(
+            _Conn(db),
+            db.param,
+            self.spec,
+            self.version,
+            db.fingerprint(self.spec, self.version),
+            now,
+        )
+
+    def _map(
+        self, write: Callable[..., None], db: _Database, old: str, new: str, now: float
+    ) -> None:
+        """The entities in ``old`` move to ``new``: their history event first (the rows
+        still name the old state), then the rows; the guards are gone until the new
+        version's schema is installed, in this same transaction."""
+        p = db.param
+        m = self.spec.name
+        detail = json.dumps(
+            {
+                "from_version": self.version - 1,
+                "to_version": self.version,
+                "reason": f"state '{old}' is not in version {self.version}; "
+                f"mapped by machines migrate --map {m}:{old}={new}",
+            }
+        )
+        write(
+            f"INSERT INTO {name(m, 'history')} (entity, seq, source, dest, trigger, actor, "
+            "detail, context, at, definition_version) "
+            f"SELECT key, moves + 1, state, {p}, {p}, {p}, {db.json_param}, context, {p}, {p} "
+            f"FROM {name(m, 'entities')} WHERE state = {p}",
+            (new, MIGRATION_TRIGGER, MIGRATION_ACTOR, detail, now, self.version, old),
+        )
+        write(
+            f"UPDATE {name(m, 'entities')} SET state = {p}, moves = moves + 1, "
+            f"version = version + 1, updated_at = {p}, last_trigger = {p}, last_actor = {p}, "
+            f"last_detail = {db.json_param}, last_context = context WHERE state = {p}",
+            (new, now, MIGRATION_TRIGGER, MIGRATION_ACTOR, detail, old),
+        )
+
+
+def db_on(db: _Database, table: str) -> str:
+    """PostgreSQL names the table a trigger is on; SQLite does not."""
+    return f" ON {quote(table)}" if db.param == "%s" else ""
+
+
+class _Conn:
+    """A ``_Database`` as the connection ``record_version`` writes through."""
+
+    def __init__(self, db: _Database) -> None:
+        self._db = db
+
+    def execute(self, sql: str, params: tuple[Any, ...], /) -> Any:
+        return _Rows(self._db.execute(sql, params))
+
+
+class _Rows:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+
+def _plan(
+    db: _Database, specs: Mapping[str, MachineSpec], maps: Sequence[StateMap]
+) -> tuple[MigrationPlan, list[_Step]]:
+    where = db.where
+    if not db.has_table(REGISTRY):
+        raise StoreError(
+            f"{where}: no machines tables (a new or foreign database?); a migration moves a "
+            "store open_store made, and creates none"
+        )
+    stored = {m: read_versions(_Conn(db), db.param, m) for m in specs}
+    old_specs = load_versions(where, {m: v[-1:] for m, v in stored.items() if v})
+    plans: list[MachinePlan] = []
+    work: list[_Step] = []
+    notes: list[str] = []
+    by_machine: dict[str, list[StateMap]] = {}
+    for entry in maps:
+        if entry.machine not in specs:
+            notes.append(f"REFUSED: --map names machine '{entry.machine}', not one given")
+        by_machine.setdefault(entry.machine, []).append(entry)
+    for machine, spec in specs.items():
+        versions = stored[machine]
+        current: DefinitionVersion | None = versions[-1] if versions else None
+        if current is None:
+            refusals = tuple(
+                f"--map {e.machine}:{e.old}={e.new}: the machine is new here"
+                for e in by_machine.get(machine, ())
+            )
+            plans.append(MachinePlan(machine, "install", None, 1, refusals=refusals))
+            work.append(_Step(spec, 1, None, ()))
+            continue
+        old = old_specs[(machine, current.version)]
+        same = current.digest == semantic_digest(spec)
+        if same and current.fingerprint == db.fingerprint(spec, current.version):
+            refusals = tuple(
+                f"--map {e.machine}:{e.old}={e.new}: version {current.version} is the "
+                "definition given; nothing is removed"
+                for e in by_machine.get(machine, ())
+            )
+            plans.append(
+                MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
+            )
+            continue
+        counts = dict(
+            db.execute(f"SELECT state, count(*) FROM {name(machine, 'entities')} GROUP BY state")
+        )
+        mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
+        problems += _context_refusals(db, spec)
+        changes = ("schema regenerated",) if same else tuple(changed_sections(old, spec))
+        to = current.version + 1
+        plans.append(
+            MachinePlan(
+                machine,
+                "reinstall" if same else "migrate",
+                current.version,
+                to,
+                changes,
+                tuple(mapped),
+                tuple(problems),
+            )
+        )
+        work.append(_Step(spec, to, old, tuple(mapped)))
+    if notes:  # a map of an unknown machine refuses the whole migration
+        plans.append(MachinePlan("--map", "none", None, None, refusals=tuple(notes)))
+    return MigrationPlan(where, tuple(plans)), work
+
+
+def _mappings(
+    old: MachineSpec,
+    new: MachineSpec,
+    counts: Mapping[str, int],
+    maps: Sequence[StateMap],
+) -> tuple[list[tuple[str, str, int]], list[str]]:
+    m = new.name
+    refusals: list[str] = []
+    mapped: list[tuple[str, str, int]] = []
+    given: dict[str, StateMap] = {}
+    for entry in maps:
+        flag = f"--map {m}:{entry.old}={entry.new}"
+        if entry.old in given:
+            refusals.append(f"{flag}: state '{entry.old}' is mapped twice")
+        elif entry.old not in old.states:
+            refusals.append(f"{flag}: '{entry.old}' is not a state of the stored version")
+        elif entry.old in new.states:
+            refusals.append(
+                f"{flag}: the new version keeps state '{entry.old}'; only a removed state is mapped"
+            )
+        elif entry.new not in new.states:
+            refusals.append(
+                f"{flag}: the new version has no state '{entry.new}'; states: "
+                f"{', '.join(new.states)}"
+            )
+        elif old.states[entry.old].terminal and not new.states[entry.new].terminal:
+            refusals.append(
+                f"{flag}: '{entry.old}' is terminal and '{entry.new}' is not; a "
+                "finished entity stays finished"
+            )
+        given[entry.old] = entry
+    for state, count in sorted(counts.items()):
+        if state in new.states or not count:
+            continue
+        found = given.get(state)
+        if found is None:
+            refusals.append(
+                f"{count} entities are in state '{state}', which the new version removes; "
+                f"map them: --map {m}:{state}=STATE"
+            )
+        else:
+            mapped.append((state, found.new, count))
+    return mapped, refusals
+
+
+def _context_refusals(db: _Database, spec: MachineSpec) -> list[str]:
+    """Entities whose stored context the new version refuses: they could never move."""
+    derived = derived_variables(spec)
+    fixed = {v: c for v, c in spec.context.items() if v not in derived}
+    out = []
+    rows = db.execute(
+        f"SELECT CAST(context AS TEXT), count(*) FROM {name(spec.name, 'entities')} GROUP BY 1"
+    )
+    for text, count in rows:
+        context = json.loads(text)
+        wrong = sorted(set(context) ^ set(fixed)) or sorted(
+            v for v, value in context.items() if value not in fixed[v].values
+        )
+        if wrong:
+            out.append(
+                f"{count} entities have a context the new version refuses ({json.dumps(context)}: "
+                f"{', '.join(wrong)}); a context variable or value they hold is removed, or "
+                "one they lack is added"
+            )
+    return out
+
+
+# -- the databases ----------------------------------------------------------------------
+
+
+def _open(url: str) -> _Database:
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return _SQLite(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from machines.store.migration_postgres import PostgresDatabase
+
+        return PostgresDatabase(url)
+    raise InvalidArgument(
+        f"machines migrate needs a sqlite:///path or postgresql://... URL, not {shown_url(url)!r}"
+    )
+
+
+class _SQLite:
+    param = "?"
+    json_param = "?"
+
+    def __init__(self, url: str) -> None:
+        import os
+        import sqlite3
+
+        from machines.store.sqlite import fingerprint, statements
+
+        self.where = url
+        path = url[len("sqlite:///") :]
+        if not os.path.exists(path):
+            raise StoreError(f"{url}: no database file is there; a migration creates none")
+        self._sqlite3 = sqlite3
+        self._split = statements
+        self._fingerprint = fingerprint
+        try:
+            self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            self._conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{url}: cannot open it: {exc}") from exc
+
+    def _guarded(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
+        except self._sqlite3.Error as exc:
+            raise StoreError(f"{self.where}: the migration failed, nothing changed: {exc}") from exc
+        return rows
+
+    def begin(self, tables: Sequence[str]) -> None:
+        self._guarded("BEGIN EXCLUSIVE")
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self._guarded(sql, params)
+
+    def has_table(self, table: str) -> bool:
+        return bool(
+            self._guarded("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        )
+
+    def triggers(self, tables: Sequence[str]) -> list[tuple[str, str]]:
+        names = [t.strip('"') for t in tables]
+        marks = ", ".join("?" * len(names))
+        return [
+            (table, trigger)
+            for table, trigger in self._guarded(
+                "SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger' "
+                f"AND tbl_name IN ({marks}) ORDER BY name",
+                tuple(names),
+            )
+        ]
+
+    def schema(self, spec: MachineSpec, version: int) -> list[str]:
+        return list(self._split(sqlite_schema(spec, version)))
+
+    def fingerprint(self, spec: MachineSpec, version: int) -> str:
+        return self._fingerprint(spec, version)
+
+    def commit(self) -> None:
+        self._guarded("COMMIT")
+
+    def close(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+        self._conn.close()

@@ -1,0 +1,81 @@
+"""The PostgreSQL database of a migration (``machines.store.migration``): one connection,
+one transaction that first takes the advisory lock every store takes to make its schema,
+then ``ACCESS EXCLUSIVE`` on the tables of every machine it migrates and on the registry.
+A worker's statement on those tables waits for the commit (or rollback), and then runs
+under the new schema whole; a store opening meanwhile waits on the advisory lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from machines.spec import MachineSpec
+from machines.store.ddl import REGISTRY
+from machines.store.ddl_postgres import postgres_schema
+from machines.store.postgres import SCHEMA_LOCK, fingerprint
+from machines.store.records import StoreError, shown_url
+
+
+class PostgresDatabase:
+    param = "%s"
+    json_param = "%s::json"
+
+    def __init__(self, url: str) -> None:
+        self.where = shown_url(url)
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.where}: {exc}") from exc
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            cursor = self._conn.execute(sql.encode() if not params else sql, params or None)
+            return list(cursor.fetchall()) if cursor.description else []
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: the migration failed, nothing changed: {exc}") from exc
+
+    def begin(self, tables: Sequence[str]) -> None:
+        self.execute("BEGIN")
+        self.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        if self.has_table(REGISTRY):
+            locked = ", ".join([*tables, REGISTRY])
+            self.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")
+
+    def has_table(self, table: str) -> bool:
+        found = self.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table}"',))
+        return bool(found and found[0][0])
+
+    def triggers(self, tables: Sequence[str]) -> list[tuple[str, str]]:
+        out = []
+        for table in tables:
+            if not self.has_table(table.strip('"')):
+                continue
+            out += [
+                (str(relname), str(tgname))
+                for relname, tgname in self.execute(
+                    "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c "
+                    "ON c.oid = t.tgrelid WHERE t.tgrelid = to_regclass(%s) "
+                    "AND NOT t.tgisinternal ORDER BY t.tgname",
+                    (table,),
+                )
+            ]
+        return out
+
+    def schema(self, spec: MachineSpec, version: int) -> list[str]:
+        return [postgres_schema(spec, version)]
+
+    def fingerprint(self, spec: MachineSpec, version: int) -> str:
+        return fingerprint(spec, version)
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+    def close(self) -> None:
+        try:
+            if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass  # the connection is closed next: the server rolls back what is open
+        self._conn.close()
