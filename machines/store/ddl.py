@@ -21,7 +21,12 @@ Per machine (object names from ``machines.store.names``):
   declares as ``annotations``.
 - ``history``: append-only (no UPDATE, DELETE or TRUNCATE), and written by the moves
   alone: an INSERT is accepted only as the event of the entity's latest move, not yet
-  recorded, which only that move's own trigger can write.
+  recorded, which only that move's own trigger can write. Each event names the version of
+  the definition it was made under (``definition_version``): the schema of version N
+  writes N (``machines.store.versions``; a migration installs the next version's).
+- The state column has no CHECK of its own: the triggers admit only the initial state at
+  creation and a legal move's destination after, so a migration replaces the triggers and
+  the legal moves and never rebuilds the entities or their history.
 
 ``sqlite_schema`` is what the SQLite store runs and what ``machines export --format sql``
 prints; ``postgres_schema`` is the same plan in PL/pgSQL (JSON kept as written, in ``json``
