@@ -25,7 +25,7 @@ from machines.cli.output import FORMATS as FORMATS_OF_REPORTS
 from machines.cli.output import REPORTERS, schema
 from machines.mutation import CATALOG
 from machines.render.export import FORMATS
-from machines.spec.loader import load
+from machines.spec.loader import bundled_spec_dir, load
 from machines.store import open_store
 from tests.garbage import garbage
 
@@ -150,6 +150,15 @@ def command_lines(draw: st.DrawFn, sandbox: Sandbox) -> list[Any]:
         if draw(sometimes):
             argv += ["--spec-dir", draw(path)]
         argv += ["--no-symmetry"] * draw(st.booleans())
+        argv += ["--format", draw(st.sampled_from(FORMATS_OF_REPORTS))] * draw(st.booleans())
+    elif command == "diff":
+        bundled = bundled_spec_dir()
+        real = st.sampled_from([str(bundled), str(bundled / "effect.yaml"), "outcome"])
+        if draw(st.booleans()):
+            argv += ["--base", draw(st.one_of(st.just("HEAD"), TEXT))]
+            argv += [draw(st.one_of(real, path))] * draw(st.booleans())
+        else:
+            argv += [draw(st.one_of(real, path)) for _ in range(2)]
         argv += ["--format", draw(st.sampled_from(FORMATS_OF_REPORTS))] * draw(st.booleans())
     elif command == "audit":
         if draw(st.booleans()):

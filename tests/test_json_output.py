@@ -1,6 +1,7 @@
-"""``--format json`` of ``check``, ``audit`` and ``explore`` (issue 16): every run prints one
-document on stdout that its shipped JSON Schema accepts, clean, failing (exit 1) and
-unreadable (exit 2) alike, with the exit code the process ends with; and ``--version``."""
+"""``--format json`` of ``check``, ``audit`` and ``explore`` (issue 16; ``diff``'s is in
+``test_diff.py``): every run prints one document on stdout that its shipped JSON Schema
+accepts, clean, failing (exit 1) and unreadable (exit 2) alike, with the exit code the
+process ends with; and ``--version``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from machines.cli import check as check_command
 from machines.cli import command, main
 from machines.cli.output import REPORTERS, schema
 from machines.errors import DISTRIBUTION, InvalidArgument
+from machines.spec.canonical import semantic_digest
 from machines.spec.loader import load
 from tests.conftest import Document, SpecCopy
 
@@ -81,6 +83,7 @@ class TestCheck:
             assert summary["states"] == len(spec.states)
             assert summary["transitions"] == len(spec.transitions)
             assert summary["findings_count"] == len(spec.findings)
+            assert summary["semantic_digest"] == semantic_digest(spec)
             assert [f["id"] for f in summary["findings"]] == [f.id for f in spec.findings]
             assert summary["file"].endswith(f"{name}.yaml")
         assert doc["findings_count"] == sum(len(load(n).findings) for n in by_name)

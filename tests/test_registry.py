@@ -30,9 +30,9 @@ JUDGES: dict[Layer, tuple[str, ...]] = {
 }
 """Where each judge's code lives (globs under ``machines/``)."""
 
-NOT_IDS = {"engine-a", "engine-b", "suite-human", DISTRIBUTION}
-"""Kebab-case strings in the package that are not invariant ids (names of test actors, and
-the name the package is published under)."""
+NOT_IDS = {"engine-a", "engine-b", "suite-human", DISTRIBUTION, "rev-parse", "ls-tree"}
+"""Kebab-case strings in the package that are not invariant ids (names of test actors, the
+name the package is published under, the git commands ``machines diff --base`` runs)."""
 
 
 def _literals(paths: list[Path]) -> set[str]:
@@ -72,10 +72,12 @@ def test_a_judge_judges_exactly_the_invariants_registered_for_it(layer: Layer) -
 
 def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() -> None:
     """Outside the judges, an id-shaped string is a tag, a registered id, a mutation's name
-    (of the catalog, or a generic operator's), or a rule (or derivation rule set) of a
-    bundled definition, which the mutation catalog names."""
+    (of the catalog, or a generic operator's), a rule (or derivation rule set) of a
+    bundled definition, which the mutation catalog names, or the id of a kind of change
+    ``machines diff`` lists (``machines.spec.diff.CHANGE_KINDS``)."""
     from machines.mutation import CATALOG
     from machines.mutation_user import OPERATORS
+    from machines.spec.diff import CHANGE_KINDS
     from machines.spec.vocabulary import TAGS
 
     bundled = [machines.load(name) for name in ("effect", "outcome", "node", "request")]
@@ -88,6 +90,7 @@ def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() 
     mutations = {m.id for m in CATALOG} | set(OPERATORS)
     spelled = _literals(sorted(PACKAGE.rglob("*.py")))
     unknown = spelled - set(INVARIANTS) - set(TAGS) - rules - mutations - NOT_IDS
+    unknown -= set(CHANGE_KINDS)
     assert unknown == set()
     for mutation in CATALOG:
         assert set(mutation.breaks) <= set(INVARIANTS) | rules, mutation.id

@@ -23,6 +23,7 @@ from machines.derive.proof import (
 )
 from machines.errors import SpecError, SpecUnreadable
 from machines.spec import Finding, MachineSpec
+from machines.spec.canonical import semantic_digest
 from machines.spec.files import as_path
 from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec.structure import Violation, check_structure, file_of, line_of
@@ -38,6 +39,8 @@ class MachineSummary:
     rules: int
     forbidden: int
     findings: int
+    semantic_digest: str
+    """What a store compares to tell versions apart (``machines.spec.canonical``)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
                 len(spec.invariants),
                 len(spec.forbidden),
                 len(spec.findings),
+                semantic_digest(spec),
             )
         )
         report.findings.extend(spec.findings)

@@ -1,6 +1,6 @@
-"""The ``machines`` command line: one module per command (``check``, ``export``,
-``mutate``, ``explore``, ``audit``, ``migrate``, ``diagrams``, ``docs``), each a
-``Command`` that adds its arguments and runs; here the parser made of them and ``main``,
+"""The ``machines`` command line: one module per command (``check``, ``diff``,
+``export``, ``mutate``, ``explore``, ``audit``, ``migrate``, ``diagrams``, ``docs``), each
+a ``Command`` that adds its arguments and runs; here the parser made of them and ``main``,
 which turns every failure into a one-line message and an exit code. Nothing in the
 package imports it."""
 
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from machines.cli import audit, check, diagrams, docs, explore, export, migrate, mutate
+from machines.cli import audit, check, diagrams, diff, docs, explore, export, migrate, mutate
 from machines.cli.command import Parsers, package_version, problem, shown
 from machines.cli.output import failed
 from machines.errors import MachinesError
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 COMMANDS = (
     check.COMMAND,
+    diff.COMMAND,
     export.COMMAND,
     mutate.COMMAND,
     explore.COMMAND,

@@ -106,12 +106,12 @@ def print_report(
     if report.machines:
         w(
             f"  {'machine':<10}{'states':>7}{'transitions':>13}{'rules':>7}{'forbidden':>11}"
-            f"{'findings':>10}\n"
+            f"{'findings':>10}  semantic digest\n"
         )
         for m in report.machines:
             w(
                 f"  {m.name:<10}{m.states:>7}{m.transitions:>13}{m.rules:>7}{m.forbidden:>11}"
-                f"{m.findings:>10}\n"
+                f"{m.findings:>10}  {m.semantic_digest}\n"
             )
         w("\n")
     for machine, d in report.derivations.items():
@@ -187,6 +187,7 @@ def report_document(report: Report) -> Document:
                 "rules": m.rules,
                 "forbidden": m.forbidden,
                 "findings_count": m.findings,
+                "semantic_digest": m.semantic_digest,
                 "findings": [
                     {"id": f.id, "seed": f.seed, "text": f.text, "resolution": f.resolution}
                     for f in report.findings

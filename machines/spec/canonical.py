@@ -3,10 +3,11 @@
 The **semantic** form is everything that changes what a machine does or allows: its
 states (terminal flags, tags, annotations, database values), the initial state, the
 actors and whether each is automatic, the context variables with their values (and the
-values refused by name), every transition with its actors and guard, the forbidden moves,
-the declared rules and the derivation with its rule sets. The **presentation** form is
-everything a person reads and nothing acts on: titles, the origin, descriptions, reasons,
-evidence and amendments, and the findings.
+values refused by name), every transition with its actors and guard, the forbidden moves
+(each move, however the entries group them), the declared rules and the derivation with
+its rule sets. The **presentation** form is everything a person reads and nothing acts
+on: titles, the origin, descriptions, the forbidden entries with their reasons, evidence
+and amendments, and the findings.
 
 Both are plain JSON data in one order whatever order the file was written in (states,
 actors, transitions and guard values sorted), so two files that say the same thing give
@@ -58,7 +59,7 @@ def semantic_form(spec: MachineSpec) -> Form:
             for name, v in sorted(spec.context.items())
         },
         "transitions": sorted((transition_form(t) for t in spec.transitions), key=_canonical_text),
-        "forbidden": sorted((_forbidden(f) for f in spec.forbidden), key=_canonical_text),
+        "forbidden": [list(move) for move in forbidden_moves(spec)],
         "rules": sorted((_rule(r) for r in spec.invariants), key=lambda r: str(r["id"])),
         "derivation": None if spec.derivation is None else _derivation(spec.derivation),
     }
@@ -78,17 +79,7 @@ def presentation_form(spec: MachineSpec) -> Form:
             for name, v in sorted(spec.context.items())
         },
         "transitions": sorted(
-            (
-                {
-                    "move": transition_key(t),
-                    "description": t.description,
-                    "evidence": t.evidence,
-                    "amendment": t.amendment,
-                    "unreachable_in_systems": t.unreachable_in_systems,
-                }
-                for t in spec.transitions
-            ),
-            key=_canonical_text,
+            (transition_presentation(t) for t in spec.transitions), key=_canonical_text
         ),
         "forbidden": sorted(
             ({**_forbidden(f), "reason": f.reason} for f in spec.forbidden), key=_canonical_text
@@ -144,10 +135,37 @@ def transition_form(t: Transition) -> Form:
     }
 
 
+def transition_presentation(t: Transition) -> Form:
+    """What a person reads on one edge: its description, evidence and the findings it
+    points at (``move`` names the edge, ``transition_key``)."""
+    return {
+        "move": transition_key(t),
+        "description": t.description,
+        "evidence": t.evidence,
+        "amendment": t.amendment,
+        "unreachable_in_systems": t.unreachable_in_systems,
+    }
+
+
 def guard_form(guard: Guard) -> dict[str, list[str]]:
     """A guard as data: each guarded variable's admitted values, sorted (a variable left
     out admits every value)."""
     return {var: sorted(values) for var, values in sorted(guard.items())}
+
+
+def forbidden_moves(
+    spec: MachineSpec, states: Iterable[str] | None = None
+) -> list[tuple[str, str]]:
+    """Every move (source, dest) between ``states`` (default: all of them) that a forbidden
+    entry of ``spec`` names, sorted: what the entries say, however they group the moves
+    (``*`` is every state of ``spec``)."""
+    names = sorted(spec.states if states is None else states)
+    return [
+        (source, dest)
+        for source in names
+        for dest in names
+        if any(f.matches(source, dest) for f in spec.forbidden)
+    ]
 
 
 def _forbidden(f: Forbidden) -> Form:
