@@ -144,7 +144,7 @@ class PostgresStore:
                 if version is None:
                     spec = self._specs[machine]
                     conn.execute(postgres_schema(spec, 1).encode())
-                    record_version(conn, "%s", spec, 1, fingerprint(spec, 1), clock())
+                    record_version(conn, "%s", spec, 1, fingerprint(spec, 1), time.time())
 
     def _require_schema(self) -> None:
         """A read-only store runs no DDL: every machine's tables must be there, made for

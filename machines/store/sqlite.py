@@ -166,7 +166,7 @@ class SQLiteStore(OneWriteTransactions):
                 for statement in statements(sqlite_schema(spec, version or 1)):
                     conn.execute(statement)
                 if version is None:
-                    record_version(conn, "?", spec, 1, fingerprint(spec, 1), self._clock())
+                    record_version(conn, "?", spec, 1, fingerprint(spec, 1), time.time())
             conn.execute("COMMIT")
         except BaseException:
             self._rollback(conn)
