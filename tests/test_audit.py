@@ -134,7 +134,9 @@ def test_a_store_is_audited_with_its_data(
         eo.decide("charge-2", landed=True, by="ops", reason="the bank confirmed it")
         store.close()
         assert main(["audit", "--from-store", url]) == 0
-        assert f"the store {url}: OK" in capsys.readouterr().out
+        assert f"the store {url}, judged by effect v1, node v1, outcome v1, request v1: OK" in (
+            capsys.readouterr().out
+        )
 
 
 def _raise(error: Exception) -> None:

@@ -20,6 +20,7 @@ from machines.cli.output import REPORTERS, schema
 from machines.errors import DISTRIBUTION, InvalidArgument
 from machines.spec.canonical import semantic_digest
 from machines.spec.loader import load
+from machines.store import open_store
 from tests.conftest import Document, SpecCopy
 
 
@@ -192,6 +193,7 @@ class TestAudit:
         code, doc, _ = run(["audit", str(log), "--format", "json"], capsys)
         assert code == 0 and doc["breaches"] == []
         assert (doc["file"], doc["store"], doc["events"], doc["entities"]) == (str(log), None, 2, 1)
+        assert doc["versions"] is None  # a log names no definition versions
 
     def test_a_breach_with_its_events(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -217,6 +219,19 @@ class TestAudit:
         code, doc, err = run(["audit", str(log), "--format", "json"], capsys)
         assert code == 2 and "history.jsonl" in doc["error"]
         assert err == f"machines audit: {doc['error']}\n"
+
+    def test_a_store_names_the_definition_versions_it_was_judged_by(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        url = f"sqlite:///{tmp_path}/store.db"
+        store = open_store(url)
+        with store.transaction() as tx:
+            row, _ = tx.insert("outcome", "k1")
+            tx.move(row, "park", actor="worker")
+        store.close()
+        code, doc, _ = run(["audit", "--from-store", url, "--format", "json"], capsys)
+        assert code == 0 and doc["breaches"] == [] and doc["store"] == url
+        assert doc["versions"] == {"effect": [1], "node": [1], "outcome": [1], "request": [1]}
 
     def test_a_missing_store_prints_an_error_document(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

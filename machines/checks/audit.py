@@ -19,6 +19,14 @@ naming the line. A well-formed event that names a machine, state, trigger, actor
 context variable its definition does not define is a breach (``known-machine``,
 ``known-names``; exit 1): the log says something happened that the definition does not
 allow. An audit never writes: a store is opened read-only, and a missing one is an error.
+
+A store judged with ``--from-store`` records the definition version each event was made
+under and every version's definition: each event is judged by its own version
+(``machines.checks.versions``), and an event naming a version the store does not record is
+a ``known-names`` breach. The auditor does not take the store's word for its current
+definitions: the store's current version of each machine must have the semantic digest
+of the definition given (``DefinitionChanged``, exit 2, otherwise), and every stored
+version's text must load to the digest recorded with it (``StoreError``, exit 2).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
@@ -38,11 +47,15 @@ from machines.checks.invariants import (
     check_invariants,
     snapshot,
 )
+from machines.checks.versions import Versions
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import UnstorableValue, describe, dumps
 from machines.store import open_store
+from machines.store.records import shown_url
+from machines.store.versions import DefinitionChanged
 
 FIELDS = ("machine", "entity", "seq", "source", "dest", "trigger", "actor", "context", "at")
 NAMES = ("machine", "entity", "source", "dest", "trigger", "actor")
@@ -192,19 +205,32 @@ def _what(value: object) -> str:
     return kind
 
 
-def unknown_names(spec: MachineSpec, entity: Entity) -> list[str]:
-    """What ``entity`` names that ``spec`` does not define: its state, and each event's
-    states, trigger, actor and context variables. Such an entity breaks its definition;
-    the invariants, which look these names up, cannot judge it."""
+def unknown_names(spec: MachineSpec, entity: Entity, snap: Snapshot | None = None) -> list[str]:
+    """What ``entity`` names that its definition does not define: its state (by ``spec``,
+    the current definition), and each event's states, trigger, actor and context
+    variables, by the definition of the event's version when ``snap`` records versions
+    (a version the store does not record is named too; a migration event's own names are
+    the reserved ones, and its source is its rule's to judge). Such an entity breaks its
+    definition; the invariants, which look these names up, cannot judge it."""
+    versions = Versions(spec, snap.definitions if snap is not None else {})
+    recorded = None if snap is None else snap.event_versions.get((entity.machine, entity.key))
     found = [] if entity.state in spec.states else [f"its state '{entity.state}'"]
-    for ev in entity.history:
-        names = [
-            *(f"state '{s}'" for s in (ev.source, ev.dest) if s not in spec.states),
-            *([f"trigger '{ev.trigger}'"] if ev.trigger not in spec.triggers else []),
-            *([f"actor '{ev.actor}'"] if ev.actor not in spec.actors else []),
-            *(f"context variable '{v}'" for v in ev.context if v not in spec.context),
-        ]
-        found += [f"event #{ev.seq} names {name}" for name in names]
+    for j in versions.judged(entity.history, recorded):
+        ev, of = j.event, j.spec
+        if of is None:
+            found.append(
+                f"event #{ev.seq} names definition version {j.version}, which the store "
+                f"does not record (it has {versions.numbers})"
+            )
+            continue
+        states = (ev.dest,) if j.migration else (ev.source, ev.dest)
+        names = [f"state '{s}'" for s in states if s not in of.states]
+        if not j.migration:  # a migration's trigger and actor are the reserved ones
+            names += [f"trigger '{ev.trigger}'"] if ev.trigger not in of.triggers else []
+            names += [f"actor '{ev.actor}'"] if ev.actor not in of.actors else []
+        names += [f"context variable '{v}'" for v in ev.context if v not in of.context]
+        at = "" if j.version is None else f" (version {j.version})"
+        found += [f"event #{ev.seq}{at} names {name}" for name in names]
     return found
 
 
@@ -213,7 +239,7 @@ def _judgeable(specs: Mapping[str, MachineSpec], snap: Snapshot) -> tuple[Snapsh
     ``known-names`` breach for each of those."""
     kept, out = {}, []
     for key, entity in snap.entities.items():
-        unknown = unknown_names(specs[entity.machine], entity)
+        unknown = unknown_names(specs[entity.machine], entity, snap)
         if unknown:
             out.append(
                 Breach(
@@ -226,7 +252,7 @@ def _judgeable(specs: Mapping[str, MachineSpec], snap: Snapshot) -> tuple[Snapsh
             )
         else:
             kept[key] = entity
-    return Snapshot(MappingProxyType(kept), snap.runs), out
+    return replace(snap, entities=MappingProxyType(kept)), out
 
 
 def audit_events(
@@ -261,11 +287,65 @@ def audit_events(
     return out
 
 
+@dataclass(frozen=True)
+class StoreAudit:
+    """What ``judge_store`` found: the breaches, and by which definition versions."""
+
+    breaches: list[Breach]
+    versions: Mapping[str, tuple[int, ...]]
+    """Machine -> every definition version the store records (oldest first): the versions
+    its events were judged by."""
+
+    def judged_by(self) -> str:
+        """The versions as a person reads them: ``outcome v1-v2, effect v1``."""
+        return ", ".join(f"{m} {_span(v)}" for m, v in self.versions.items() if v) or "no version"
+
+
+def _span(versions: tuple[int, ...]) -> str:
+    low, high = versions[0], versions[-1]
+    return f"v{low}" if low == high else f"v{low}-v{high}"
+
+
 def audit_store(url: str, specs: Mapping[str, MachineSpec]) -> list[Breach]:
-    """Every breach of every invariant in the store at ``url`` (rows, data and history)."""
-    store = open_store(url, specs, read_only=True)
+    """Every breach of every invariant in the store at ``url`` (rows, data and history),
+    each event judged by the definition of its version (``judge_store``)."""
+    return judge_store(url, specs).breaches
+
+
+def judge_store(url: str, specs: Mapping[str, MachineSpec]) -> StoreAudit:
+    """Every breach in the store at ``url``, and the versions its events were judged by.
+
+    The store is opened read-only with ``specs``: one whose current version of a machine
+    has another semantic digest raises ``DefinitionChanged``; every stored version is
+    loaded from its text, which must have its recorded digest (``StoreError``)."""
+    where = shown_url(url)
     try:
-        snap, unknown = _judgeable(specs, snapshot(store))
-        return unknown + check_invariants(specs, snap)
+        store = open_store(url, specs, read_only=True)
+    except DefinitionChanged as changed:
+        raise DefinitionChanged(
+            f"{changed}; an audit judges a store by the definitions it serves: to audit it "
+            "without migrating it, give those with --spec-dir"
+        ) from changed
+    try:
+        snap = snapshot(store, from_texts=True)
     finally:
         store.close()
+    versions: dict[str, list[int]] = {m: [] for m in specs}
+    for machine, version in sorted(snap.definitions):
+        versions.setdefault(machine, []).append(version)
+    for machine, numbers in versions.items():
+        current = snap.definitions[(machine, numbers[-1])] if numbers else None
+        if current is not None and semantic_digest(current) != semantic_digest(specs[machine]):
+            raise DefinitionChanged(
+                f"{where}: machine '{machine}' is now at definition version {numbers[-1]}, "
+                "whose digest is not that of the definition given (it was migrated while "
+                "the audit opened it); audit it again with the definitions it now serves"
+            )
+    return StoreAudit(judge_snapshot(specs, snap), {m: tuple(v) for m, v in versions.items()})
+
+
+def judge_snapshot(specs: Mapping[str, MachineSpec], snap: Snapshot) -> list[Breach]:
+    """Every breach in ``snap``: ``known-names`` for each entity that names what its
+    definition (of each event's version) lacks, and every invariant over the others."""
+    judged, unknown = _judgeable(specs, snap)
+    return unknown + check_invariants(specs, judged)

@@ -7,6 +7,10 @@ each effect really ran upstream. Each invariant returns the ``Breach``es it find
 when it holds), naming the entity and the events involved, so the explorer, ``machines
 audit`` and the reference adapters' own ``check()`` judge stored state by the same code.
 (The property suites judge an implementation by what they observe, not by this.)
+
+A snapshot of a store also carries the definition version of every event and the
+definition of every version the store records; each event is judged by the definition of
+its own version (``machines.checks.versions``), a history without them by the current one.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from machines.checks.versions import Judged, Versions, versions_by_machine
 from machines.derive import Deriver
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
-from machines.store.records import Store, derived_variables
+from machines.store.records import DefinitionVersion, Store, derived_variables, shown_url
+from machines.store.versions import load_versions
 
 
 @dataclass(frozen=True)
@@ -38,10 +44,21 @@ class Entity:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything stored, plus ``runs``: (machine, key) -> times the effect ran upstream."""
+    """Everything stored, plus ``runs``: (machine, key) -> times the effect ran upstream.
+
+    From a store also ``event_versions``: (machine, key) -> the definition version each
+    event of its history was made under, and ``definitions``: (machine, version) -> the
+    definition of every version the store records. Without them (a log, a test's own
+    snapshot) every event is judged by the current definition."""
 
     entities: Mapping[tuple[str, str], Entity]
     runs: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
+    event_versions: Mapping[tuple[str, str], tuple[int, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    definitions: Mapping[tuple[str, int], MachineSpec] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def of(self, machine: str) -> Iterator[Entity]:
         return (e for (m, _), e in self.entities.items() if m == machine)
@@ -62,11 +79,19 @@ class Breach:
         return f"[{self.invariant}] {self.machine} '{self.key}': {self.message}{trail}"
 
 
-def snapshot(store: Store, runs: Mapping[tuple[str, str], int] | None = None) -> Snapshot:
-    """Every row and history of ``store``, read in one transaction."""
+def snapshot(
+    store: Store, runs: Mapping[tuple[str, str], int] | None = None, *, from_texts: bool = False
+) -> Snapshot:
+    """Every row and history of ``store``, with the version of every event and the
+    definition of every version, read in one transaction. ``from_texts`` (an audit): every
+    version loaded from its stored text, checked against its recorded digest, the current
+    ones too; otherwise, while each machine has one version, the store's own definition."""
     entities = {}
+    versions: dict[tuple[str, str], tuple[int, ...]] = {}
+    stored: dict[str, list[DefinitionVersion]] = {}
     with store.transaction() as tx:
         for machine in store.specs():
+            stored[machine] = tx.definition_versions(machine)
             for row in tx.rows(machine):
                 entities[(machine, row.key)] = Entity(
                     machine,
@@ -77,103 +102,145 @@ def snapshot(store: Store, runs: Mapping[tuple[str, str], int] | None = None) ->
                     row.scope,
                     tuple(tx.history(machine, row.key)),
                 )
-    return Snapshot(MappingProxyType(entities), MappingProxyType(dict(runs or {})))
+                versions[(machine, row.key)] = tuple(tx.event_versions(machine, row.key))
+    return Snapshot(
+        MappingProxyType(entities),
+        MappingProxyType(dict(runs or {})),
+        MappingProxyType(versions),
+        MappingProxyType(
+            load_versions(shown_url(store.url), stored)
+            if from_texts or any(len(found) > 1 for found in stored.values())
+            else {(m, v.version): store.specs()[m] for m, found in stored.items() for v in found}
+        ),
+    )
 
 
 Specs = Mapping[str, MachineSpec]
 Predicate = Callable[[Specs, Snapshot, Snapshot | None], list[Breach]]
 
 
-def _machines(specs: Specs, snap: Snapshot) -> Iterator[tuple[MachineSpec, Entity]]:
+def _histories(specs: Specs, snap: Snapshot) -> Iterator[tuple[Versions, Entity, list[Judged]]]:
+    """Each entity of a machine ``specs`` defines, with each event of its history and the
+    definition that judges it (that of its version)."""
+    by_machine = versions_by_machine(specs, snap.definitions)
     for entity in snap.entities.values():
-        spec = specs.get(entity.machine)
-        if spec is not None:
-            yield spec, entity
+        versions = by_machine.get(entity.machine)
+        if versions is not None:
+            recorded = snap.event_versions.get((entity.machine, entity.key))
+            yield versions, entity, versions.judged(entity.history, recorded)
+
+
+def _judged(spec: MachineSpec, snap: Snapshot, entity: Entity) -> list[Judged]:
+    """Each event of ``entity`` (of ``spec``'s machine) with the definition that judges it."""
+    recorded = snap.event_versions.get((entity.machine, entity.key))
+    return Versions(spec, snap.definitions).judged(entity.history, recorded)
 
 
 def terminal_final(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
     """The breaches of ``terminal-final`` (``machines.spec.registry`` states it)."""
     return [
-        Breach("terminal-final", e.machine, e.key, f"left terminal state '{ev.source}'", (ev,))
-        for spec, e in _machines(specs, snap)
-        for ev in e.history
-        if spec.states[ev.source].terminal
+        Breach(
+            "terminal-final",
+            e.machine,
+            e.key,
+            f"left terminal state '{j.event.source}'"
+            + (f" by a migration into non-terminal '{j.event.dest}'" if j.migration else ""),
+            (j.event,),
+        )
+        for versions, e, judged in _histories(specs, snap)
+        for j in judged
+        if versions.left_terminal(j)
     ]
 
 
 def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
     """The breaches of ``append-only-history`` (``machines.spec.registry`` states it)."""
     out = []
-    for spec, e in _machines(specs, snap):
-        state = spec.initial
-        derived = derived_variables(spec)
-        fixed = {k: v for k, v in e.context.items() if k not in derived}
-        for i, ev in enumerate(e.history, start=1):
+    for versions, e, judged in _histories(specs, snap):
+
+        def breach(message: str, events: tuple[TransitionEvent, ...], e: Entity = e) -> None:
+            out.append(Breach("append-only-history", e.machine, e.key, message, events))
+
+        starts = versions.starts(judged[0] if judged else None)
+        state: str | None = None
+        last: int | None = None  # the version of the event before
+        for i, j in enumerate(judged, start=1):
+            ev, spec = j.event, j.spec or versions.current
+            derived = derived_variables(spec)
+            fixed = {k: v for k, v in e.context.items() if k not in derived}
             forged = sorted(k for k, v in fixed.items() if ev.context.get(k) != v)
             if forged:
-                out.append(
-                    Breach(
-                        "append-only-history",
-                        e.machine,
-                        e.key,
-                        "an event judged under another context than the entity's: "
-                        + ", ".join(f"{k}={ev.context.get(k)!r}, not {fixed[k]!r}" for k in forged),
-                        (ev,),
-                    )
+                breach(
+                    "an event judged under another context than the entity's: "
+                    + ", ".join(f"{k}={ev.context.get(k)!r}, not {fixed[k]!r}" for k in forged),
+                    (ev,),
                 )
-            if ev.seq != i or ev.source != state:
-                out.append(
-                    Breach(
-                        "append-only-history",
-                        e.machine,
-                        e.key,
-                        f"event {i} does not continue from '{state}'",
-                        (ev,),
-                    )
-                )
+            expected = starts if state is None else [state]
+            if ev.seq != i or ev.source not in expected:
+                breach(f"event {i} does not continue from {_either(expected)}", (ev,))
                 break
-            try:
-                dest = spec.step(ev.source, ev.trigger, actor=ev.actor, **{**ev.context, **fixed})
-                why = "" if dest == ev.dest else f": the move leads to '{dest}', not '{ev.dest}'"
-            except MachinesError as refused:
-                why = f": {refused}"
-            if why:
-                out.append(
-                    Breach(
-                        "append-only-history",
-                        e.machine,
-                        e.key,
-                        f"an event the spec does not allow{why}",
+            state = ev.dest
+            if j.spec is None:
+                breach(
+                    f"made under definition version {j.version}, which the store does not "
+                    f"record (it has {versions.numbers})",
+                    (ev,),
+                )
+                continue
+            if j.migration:
+                for problem in versions.migration_problems(j, last):
+                    breach(f"a migration event the versions do not allow: {problem}", (ev,))
+            else:
+                if last is not None and j.version is not None and j.version < last:
+                    breach(
+                        f"made under definition version {j.version} after an event of "
+                        f"version {last}: versions never go back along a history",
                         (ev,),
                     )
-                )
-            state = ev.dest
+                why = _refused(spec, ev, fixed)
+                if why:
+                    breach(f"an event the spec does not allow{_of(j)}{why}", (ev,))
+            last = j.version
         else:
-            if state != e.state:
-                out.append(
-                    Breach(
-                        "append-only-history",
-                        e.machine,
-                        e.key,
-                        f"history ends in '{state}' but the entity is '{e.state}'",
-                        e.history[-1:],
-                    )
+            if (state is None and e.state not in starts) or state not in (None, e.state):
+                breach(
+                    f"history ends in {_either(starts if state is None else [state])} but the "
+                    f"entity is '{e.state}'",
+                    e.history[-1:],
                 )
         if previous is not None:
-            before = previous.entities.get((e.machine, e.key))
+            key = (e.machine, e.key)
+            before = previous.entities.get(key)
             if before is not None and e.history[: len(before.history)] != before.history:
-                out.append(
-                    Breach(
-                        "append-only-history",
-                        e.machine,
-                        e.key,
-                        "history was rewritten since the previous snapshot",
+                breach("history was rewritten since the previous snapshot", before.history)
+            elif before is not None and key in previous.event_versions:
+                then, now = previous.event_versions[key], snap.event_versions.get(key, ())
+                if now[: len(then)] != then:
+                    breach(
+                        "the definition versions of its history were rewritten since the "
+                        "previous snapshot",
                         before.history,
                     )
-                )
     for key in previous.entities.keys() - snap.entities.keys() if previous else ():
         out.append(Breach("append-only-history", key[0], key[1], "the entity disappeared"))
     return out
+
+
+def _refused(spec: MachineSpec, ev: TransitionEvent, fixed: Mapping[str, str]) -> str:
+    """Why ``spec`` does not allow the move ``ev`` records (empty: it does)."""
+    try:
+        dest = spec.step(ev.source, ev.trigger, actor=ev.actor, **{**ev.context, **fixed})
+    except MachinesError as refused:
+        return f": {refused}"
+    return "" if dest == ev.dest else f": the move leads to '{dest}', not '{ev.dest}'"
+
+
+def _of(judged: Judged) -> str:
+    return "" if judged.version is None else f" (version {judged.version})"
+
+
+def _either(states: list[str]) -> str:
+    return " or ".join(f"'{s}'" for s in states)
 
 
 def fail_closed_indeterminate(
@@ -187,10 +254,11 @@ def fail_closed_indeterminate(
         return []
     out = []
     for e in snap.of("outcome"):
-        for ev in e.history:
-            if ev.source != "indeterminate":
-                continue
-            if spec.actors[ev.actor].automatic:
+        for j in _judged(spec, snap, e):
+            ev = j.event
+            if ev.source != "indeterminate" or j.migration or j.spec is None:
+                continue  # a migration's own rule judges it (append-only-history)
+            if j.spec.actors[ev.actor].automatic:
                 out.append(
                     Breach(
                         "fail-closed-indeterminate",
@@ -254,13 +322,11 @@ def tier_discipline(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> 
     effect_spec = specs.get("effect")
     if effect_spec is None:
         return []
-    compensation = effect_spec.states_tagged(COMPENSATION)
-    approval = effect_spec.states_tagged(APPROVAL)
     out = []
     for e in snap.of("effect"):
         tier = e.context.get("tier")
-        visited = {e.state, *(ev.dest for ev in e.history)}
-        wrong = {COMPENSATION: visited & compensation, APPROVAL: visited & approval}
+        judged = _judged(effect_spec, snap, e)
+        wrong = {tag: _reached(effect_spec, e, judged, tag) for tag in (COMPENSATION, APPROVAL)}
         if tier not in ("compensable", "irreversible"):
             out.append(Breach("tier-discipline", e.machine, e.key, f"logged with tier {tier!r}"))
         if tier != "compensable" and wrong[COMPENSATION]:
@@ -286,6 +352,20 @@ def tier_discipline(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> 
     return out
 
 
+def _reached(spec: MachineSpec, entity: Entity, judged: list[Judged], tag: str) -> set[str]:
+    """The states tagged ``tag`` that ``entity`` is in (by ``spec``, the current definition)
+    or that an event led to (by the definition of the event's version)."""
+    tagged: dict[int, frozenset[str]] = {}
+    found = {entity.state} & spec.states_tagged(tag)
+    for j in judged:
+        if j.spec is not None:
+            if id(j.spec) not in tagged:
+                tagged[id(j.spec)] = j.spec.states_tagged(tag)
+            if j.event.dest in tagged[id(j.spec)]:
+                found.add(j.event.dest)
+    return found
+
+
 def no_auto_terminal_money_in_flight(
     specs: Specs,
     snap: Snapshot,
@@ -300,8 +380,9 @@ def no_auto_terminal_money_in_flight(
     out = []
     moved: dict[str, list[Entity]] = {}
     for n in snap.of("node"):
-        for ev in n.history:
-            if ev.source == "unknown" and ev.actor != "reconciler":
+        for j in _judged(node_spec, snap, n):
+            ev = j.event
+            if ev.source == "unknown" and ev.actor != "reconciler" and not j.migration:
                 out.append(
                     Breach(
                         "no-auto-terminal-money-in-flight",
@@ -314,13 +395,9 @@ def no_auto_terminal_money_in_flight(
         if n.data.get("has_side_effect") and n.state in started:
             moved.setdefault(n.scope or "", []).append(n)
     for r in snap.of("request"):
-        last = r.history[-1] if r.history else None
-        if (
-            last is not None
-            and r.state in releases
-            and request_spec.actors[last.actor].automatic
-            and moved.get(r.key)
-        ):
+        judged = _judged(request_spec, snap, r)[-1:]
+        last = judged[0].event if judged else None
+        if last is not None and r.state in releases and _automatic(judged[0]) and moved.get(r.key):
             names = ", ".join(n.key for n in moved[r.key])
             out.append(
                 Breach(
@@ -333,6 +410,13 @@ def no_auto_terminal_money_in_flight(
                 )
             )
     return out
+
+
+def _automatic(judged: Judged) -> bool:
+    """Whether an automatic actor made the event, by its version's definition (a migration
+    is the command a person ran)."""
+    spec = judged.spec
+    return not judged.migration and spec is not None and spec.actors[judged.event.actor].automatic
 
 
 def derivation_consistency(

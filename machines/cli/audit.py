@@ -33,7 +33,7 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
-    from machines.checks.audit import audit_events, audit_store, read_log
+    from machines.checks.audit import audit_events, judge_store, read_log
     from machines.store.records import shown_url
 
     file: Path | None = args.file
@@ -42,6 +42,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         parsers[0].error("audit needs a FILE or --from-store URL (one of them)")
     events: int | None = None
     entities: int | None = None
+    versions: dict[str, list[int]] | None = None
     try:
         paths = definition_paths(args.spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
@@ -52,8 +53,10 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             what = f"{events} events of {entities} entities"
         else:
             assert url is not None
-            breaches = audit_store(url, specs)
-            what = f"the store {shown_url(url)}"
+            found = judge_store(url, specs)
+            breaches = found.breaches
+            versions = {m: list(v) for m, v in found.versions.items()}
+            what = f"the store {shown_url(url)}, judged by {found.judged_by()}"
     except (OSError, MachinesError) as exc:
         return failed(args, problem(exc), 2)
     code = 1 if breaches else 0
@@ -66,6 +69,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 store=None if url is None else shown_url(url),
                 events=events,
                 entities=entities,
+                versions=versions,
                 breaches=[_breach(b) for b in breaches],
             )
         )
@@ -94,7 +98,9 @@ COMMAND = Command(
     description="Exit 0 when every event is legal and every invariant holds, 1 on any "
     "breach (each printed with the events involved; an event naming a state, trigger, "
     "actor or context variable the definition lacks is one), 2 on unreadable input (a "
-    "line that is not a well-formed event, named by its number; a missing store).",
+    "line that is not a well-formed event, named by its number; a missing store; a store "
+    "whose current definitions are not those given). A store's events are each judged by "
+    "the definition version they were made under, which the report names.",
     arguments=_arguments,
     run=_run,
 )

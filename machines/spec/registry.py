@@ -78,12 +78,16 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             _invariant(
                 "known-names",
                 """Every recorded event names only states, triggers, actors and context
-                variables its machine's definition defines.""",
+                variables its machine's definition defines (in a store, the definition of
+                the version the event was made under, which the store records).""",
                 "audit",
             ),
             _invariant(
                 "terminal-final",
-                "A terminal state has no way out: no recorded event of any entity leaves one.",
+                """A terminal state has no way out: no recorded event of any entity leaves
+                one (a state terminal in the definition version the event was made under).
+                A migration event may map an entity out of a terminal state its new version
+                removes only into a terminal one.""",
                 "stored state",
                 "audit",
                 "explorer",
@@ -93,7 +97,12 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 """Every state change has exactly one event: the events form one unbroken
                 chain from the initial state to the current one, each a move the spec allows
                 under the entity's own context (a fixed variable an event gives another value
-                is a breach), and no earlier snapshot's history was rewritten.""",
+                is a breach), and no earlier snapshot's history was rewritten. In a store each
+                event is judged by the definition version it was made under, and versions
+                never decrease along a history; a migration event (actor migration, trigger
+                migrate) installs a later version b, names from_version b-1 and to_version b,
+                and maps the entity out of a state of version b-1 that version b removes into
+                a state of version b.""",
                 "stored state",
                 "audit",
             ),
