@@ -287,11 +287,7 @@ def _plan(
         old = old_specs[(machine, current.version)]
         same = current.digest == semantic_digest(spec)
         if same and current.fingerprint == db.fingerprint(spec, current.version):
-            refusals = tuple(
-                f"--map {e.machine}:{e.old}={e.new}: version {current.version} is the "
-                "definition given; nothing is removed"
-                for e in by_machine.get(machine, ())
-            )
+            refusals = _applied_maps(spec, current.version, by_machine.get(machine, ()))
             plans.append(
                 MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
             )
@@ -318,6 +314,26 @@ def _plan(
     if notes:  # a map of an unknown machine refuses the whole migration
         plans.append(MachinePlan("--map", "none", None, None, refusals=tuple(notes)))
     return MigrationPlan(where, tuple(plans)), work
+
+
+def _applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
+    """The refusals of maps given for a machine already at the definition given. A map
+    out of a state it does not have into one it has is the rerun of the migration that
+    applied it (after a crash, say): nothing to do. Any other map could never apply."""
+    out = []
+    for e in maps:
+        flag = f"--map {e.machine}:{e.old}={e.new}"
+        if e.old in spec.states:
+            out.append(
+                f"{flag}: version {version} is the definition given and keeps state "
+                f"'{e.old}'; nothing is removed"
+            )
+        elif e.new not in spec.states:
+            out.append(
+                f"{flag}: version {version} is the definition given and has no state "
+                f"'{e.new}'; states: {', '.join(spec.states)}"
+            )
+    return tuple(out)
 
 
 def _mappings(
