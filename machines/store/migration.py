@@ -100,7 +100,9 @@ class MigrationPlan:
         out = []
         for m in self.machines:
             versions = f"version {m.from_version} -> {m.to_version}"
-            if m.action == "none":
+            if m.action == "none" and m.from_version is None:
+                pass  # a --map of a machine not given: its refusal says so
+            elif m.action == "none":
                 out.append(f"{m.machine}: version {m.from_version}, nothing to do")
             elif m.action == "install":
                 out.append(f"{m.machine}: new here: tables made as version 1")
@@ -267,11 +269,15 @@ def _plan(
     old_specs = load_versions(where, {m: v[-1:] for m, v in stored.items() if v})
     plans: list[MachinePlan] = []
     work: list[_Step] = []
-    notes: list[str] = []
+    unknown: list[MachinePlan] = []
     by_machine: dict[str, list[StateMap]] = {}
     for entry in maps:
-        if entry.machine not in specs:
-            notes.append(f"REFUSED: --map names machine '{entry.machine}', not one given")
+        if entry.machine not in specs:  # refuses the whole migration
+            why = (
+                f"--map {entry.machine}:{entry.old}={entry.new}: no definition of machine "
+                f"'{entry.machine}' is given; machines: {', '.join(specs)}"
+            )
+            unknown.append(MachinePlan(entry.machine, "none", None, None, refusals=(why,)))
         by_machine.setdefault(entry.machine, []).append(entry)
     for machine, spec in specs.items():
         versions = stored[machine]
@@ -311,9 +317,7 @@ def _plan(
             )
         )
         work.append(_Step(spec, to, old, tuple(mapped)))
-    if notes:  # a map of an unknown machine refuses the whole migration
-        plans.append(MachinePlan("--map", "none", None, None, refusals=tuple(notes)))
-    return MigrationPlan(where, tuple(plans)), work
+    return MigrationPlan(where, tuple(plans + unknown)), work
 
 
 def _applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
