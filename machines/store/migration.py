@@ -266,7 +266,14 @@ def _plan(
             "store open_store made, and creates none"
         )
     stored = {m: read_versions(_Conn(db), db.param, m) for m in specs}
-    old_specs = load_versions(where, {m: v[-1:] for m, v in stored.items() if v})
+    current_of = {m: v[-1] for m, v in stored.items() if v}
+    changed = [  # only their stored definitions are needed: loading one parses its text
+        m
+        for m, v in current_of.items()
+        if v.digest != semantic_digest(specs[m])
+        or v.fingerprint != db.fingerprint(specs[m], v.version)
+    ]
+    old_specs = load_versions(where, {m: [v] for m, v in current_of.items()}, changed)
     plans: list[MachinePlan] = []
     work: list[_Step] = []
     unknown: list[MachinePlan] = []
@@ -290,14 +297,14 @@ def _plan(
             plans.append(MachinePlan(machine, "install", None, 1, refusals=refusals))
             work.append(_Step(spec, 1, None, ()))
             continue
-        old = old_specs[(machine, current.version)]
-        same = current.digest == semantic_digest(spec)
-        if same and current.fingerprint == db.fingerprint(spec, current.version):
+        if machine not in changed:
             refusals = _applied_maps(spec, current.version, by_machine.get(machine, ()))
             plans.append(
                 MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
             )
             continue
+        old = old_specs[(machine, current.version)]
+        same = current.digest == semantic_digest(spec)
         counts = dict(
             db.execute(f"SELECT state, count(*) FROM {name(machine, 'entities')} GROUP BY state")
         )
