@@ -179,7 +179,9 @@ def test_tables_made_for_another_spec_are_refused(url: str, tmp_path: Path) -> N
     source = (machines.load("outcome").path or Path()).read_text()
     changed = tmp_path / "outcome.yaml"
     changed.write_text(source.replace("    actor: caller\n", "    actor: [caller, operator]\n"))
-    with pytest.raises(StoreError, match="machine 'outcome' is stored at definition version 1.*machines migrate"):
+    with pytest.raises(
+        StoreError, match=r"machine 'outcome' is stored at definition version 1.*machines migrate"
+    ):
         open_store(url, [machines.load(changed)])
 
 
