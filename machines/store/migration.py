@@ -100,7 +100,9 @@ class MigrationPlan:
         out = []
         for m in self.machines:
             versions = f"version {m.from_version} -> {m.to_version}"
-            if m.action == "none":
+            if m.action == "none" and m.from_version is None:
+                pass  # a --map of a machine not given: its refusal says so
+            elif m.action == "none":
                 out.append(f"{m.machine}: version {m.from_version}, nothing to do")
             elif m.action == "install":
                 out.append(f"{m.machine}: new here: tables made as version 1")
@@ -264,14 +266,25 @@ def _plan(
             "store open_store made, and creates none"
         )
     stored = {m: read_versions(_Conn(db), db.param, m) for m in specs}
-    old_specs = load_versions(where, {m: v[-1:] for m, v in stored.items() if v})
+    current_of = {m: v[-1] for m, v in stored.items() if v}
+    changed = [  # only their stored definitions are needed: loading one parses its text
+        m
+        for m, v in current_of.items()
+        if v.digest != semantic_digest(specs[m])
+        or v.fingerprint != db.fingerprint(specs[m], v.version)
+    ]
+    old_specs = load_versions(where, {m: [v] for m, v in current_of.items()}, changed)
     plans: list[MachinePlan] = []
     work: list[_Step] = []
-    notes: list[str] = []
+    unknown: list[MachinePlan] = []
     by_machine: dict[str, list[StateMap]] = {}
     for entry in maps:
-        if entry.machine not in specs:
-            notes.append(f"REFUSED: --map names machine '{entry.machine}', not one given")
+        if entry.machine not in specs:  # refuses the whole migration
+            why = (
+                f"--map {entry.machine}:{entry.old}={entry.new}: no definition of machine "
+                f"'{entry.machine}' is given; machines: {', '.join(specs)}"
+            )
+            unknown.append(MachinePlan(entry.machine, "none", None, None, refusals=(why,)))
         by_machine.setdefault(entry.machine, []).append(entry)
     for machine, spec in specs.items():
         versions = stored[machine]
@@ -284,18 +297,14 @@ def _plan(
             plans.append(MachinePlan(machine, "install", None, 1, refusals=refusals))
             work.append(_Step(spec, 1, None, ()))
             continue
-        old = old_specs[(machine, current.version)]
-        same = current.digest == semantic_digest(spec)
-        if same and current.fingerprint == db.fingerprint(spec, current.version):
-            refusals = tuple(
-                f"--map {e.machine}:{e.old}={e.new}: version {current.version} is the "
-                "definition given; nothing is removed"
-                for e in by_machine.get(machine, ())
-            )
+        if machine not in changed:
+            refusals = _applied_maps(spec, current.version, by_machine.get(machine, ()))
             plans.append(
                 MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
             )
             continue
+        old = old_specs[(machine, current.version)]
+        same = current.digest == semantic_digest(spec)
         counts = dict(
             db.execute(f"SELECT state, count(*) FROM {name(machine, 'entities')} GROUP BY state")
         )
@@ -315,9 +324,27 @@ def _plan(
             )
         )
         work.append(_Step(spec, to, old, tuple(mapped)))
-    if notes:  # a map of an unknown machine refuses the whole migration
-        plans.append(MachinePlan("--map", "none", None, None, refusals=tuple(notes)))
-    return MigrationPlan(where, tuple(plans)), work
+    return MigrationPlan(where, tuple(plans + unknown)), work
+
+
+def _applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
+    """The refusals of maps given for a machine already at the definition given. A map
+    out of a state it does not have into one it has is the rerun of the migration that
+    applied it (after a crash, say): nothing to do. Any other map could never apply."""
+    out = []
+    for e in maps:
+        flag = f"--map {e.machine}:{e.old}={e.new}"
+        if e.old in spec.states:
+            out.append(
+                f"{flag}: version {version} is the definition given and keeps state "
+                f"'{e.old}'; nothing is removed"
+            )
+        elif e.new not in spec.states:
+            out.append(
+                f"{flag}: version {version} is the definition given and has no state "
+                f"'{e.new}'; states: {', '.join(spec.states)}"
+            )
+    return tuple(out)
 
 
 def _mappings(

@@ -20,7 +20,7 @@ version:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
@@ -134,11 +134,23 @@ def no_tables(where: str, machine: str) -> StoreError:
 
 
 def load_versions(
-    where: str, versions: Mapping[str, Sequence[DefinitionVersion]]
+    where: str,
+    versions: Mapping[str, Sequence[DefinitionVersion]],
+    wanted: Collection[str] | None = None,
 ) -> dict[tuple[str, int], MachineSpec]:
     """Each stored version loaded (``stored_spec``), by (machine, version). A derivation's
     node machine is the version of it that was in force when the version naming it was
-    installed (a migration installs them together), else the oldest one there is."""
+    installed (a migration installs them together), else the oldest one there is. Given
+    ``wanted``, only the versions of those machines are loaded (each costs a parse of its
+    text), and of the node machines their derivations name."""
+    if wanted is not None:
+        keep = set(wanted) | {
+            node
+            for machine in wanted
+            for version in versions.get(machine, ())
+            if (node := _node_machine(version)) is not None
+        }
+        versions = {m: v for m, v in versions.items() if m in keep}
     out: dict[tuple[str, int], MachineSpec] = {}
     later: list[DefinitionVersion] = []
     for machine_versions in versions.values():
