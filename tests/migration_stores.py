@@ -280,6 +280,15 @@ def raw_snapshot(url: str) -> dict[str, list[str]]:
     raw = Raw(*target(url))
     try:
         out = raw.snapshot()
+        # A version's install time is the wall clock of the open that made the store, so
+        # two fresh PostgreSQL schemas differ there and nowhere else: compared without it.
+        out["machines_definitions"] = sorted(
+            repr(r)
+            for r in raw.query(
+                "SELECT machine, version, digest, fingerprint, definition "
+                "FROM machines_definitions"
+            )
+        )
         if raw.kind == "postgres":
             schema = raw.query("SELECT current_schema()")[0][0]
             out["pg_proc"] = sorted(

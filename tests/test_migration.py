@@ -33,12 +33,6 @@ from tests.migration_stores import (
     store_snapshot,
 )
 
-NEEDS_VERSIONED_AUDIT = pytest.mark.xfail(
-    reason="needs the versioned audit (i17-audit)", strict=False
-)
-"""Until ``audit_store`` judges each event by its own definition version, an event under
-a removed state and a migration event are breaches of the new definition."""
-
 
 @pytest.fixture(scope="session")
 def changed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -199,7 +193,6 @@ def test_a_breaking_change_with_maps_moves_each_entity_once(
     assert raw_snapshot(url) == moved_raw
 
 
-@NEEDS_VERSIONED_AUDIT
 def test_the_audit_passes_after_a_breaking_migration(
     url: str, changed: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

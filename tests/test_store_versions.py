@@ -173,8 +173,9 @@ def test_a_rewritten_stored_definition_is_caught(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StoreError, match="does not have the digest recorded with it"):
         load_versions(url, {"outcome": versions})
+    changed = SpecCopy(tmp_path)
     with pytest.raises(StoreError, match="does not have the digest recorded with it"):
-        migrate(url, {"outcome": machines.load("outcome")})
+        migrate(url, {"outcome": widened(changed)})
 
 
 def test_the_registry_refuses_a_gap_in_version_numbers(tmp_path: Path) -> None:
