@@ -285,8 +285,7 @@ def raw_snapshot(url: str) -> dict[str, list[str]]:
         out["machines_definitions"] = sorted(
             repr(r)
             for r in raw.query(
-                "SELECT machine, version, digest, fingerprint, definition "
-                "FROM machines_definitions"
+                "SELECT machine, version, digest, fingerprint, definition FROM machines_definitions"
             )
         )
         if raw.kind == "postgres":

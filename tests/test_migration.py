@@ -69,7 +69,9 @@ def test_a_widening_change_keeps_every_entity_and_event(
 
     code, out = migrate(capsys, url, spec_dir)
     assert code == 0, out
-    assert "outcome: version 1 -> 2: transitions" in out and "migrated" in out
+    assert (
+        "outcome: version 1 -> 2: 0 breaking, 1 widening (transition" in out and "migrated" in out
+    )
 
     after, raw_after = store_snapshot(url, new), raw_snapshot(url)
     entities = {k: v for k, v in before.items() if "/" in k}
@@ -263,7 +265,7 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing(
     raw_before = raw_snapshot(url)
     code, out = migrate(capsys, url, spec_dir, "--dry-run", *maps(*MAPS))
     assert code == 0, out
-    assert "effect: version 1 -> 2: states, transitions" in out
+    assert "effect: version 1 -> 2: 8 breaking, 1 widening (" in out
     assert "effect:   map approved -> pending" in out and "dry run: nothing changed" in out
     assert raw_snapshot(url) == raw_before
     assert opens(url, bundled_specs()) is None

@@ -212,7 +212,10 @@ def test_database_made_for_another_spec_version_is_refused(tmp_path: Path) -> No
     (changed / "outcome.yaml").write_text(
         source.replace("    actor: caller\n", "    actor: [caller, operator]\n")
     )
-    with pytest.raises(DefinitionChanged, match=r"what changed: transitions.*machines migrate"):
+    with pytest.raises(
+        DefinitionChanged,
+        match=r"what changed: 0 breaking, 1 widening \(transition .*machines migrate",
+    ):
         open_store(f"sqlite:///{tmp_path}/v.db", [machines.load(changed / "outcome.yaml")])
 
 

@@ -89,7 +89,10 @@ def test_a_changed_definition_is_refused_until_migrated(
                 open_store(url, [new], read_only=read_only)
             message = str(refused.value)
             assert "machine 'outcome' is stored at definition version 1" in message
-            assert "what changed: transitions" in message and "machines migrate" in message
+            assert (
+                "what changed: 0 breaking, 1 widening (transition" in message
+                and "machines migrate" in message
+            )
         assert migrate(url, {"outcome": new}).applied
         open_store(url, [new]).close()
         with pytest.raises(DefinitionChanged, match="stored at definition version 2"):

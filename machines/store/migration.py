@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from machines.errors import InvalidArgument
+from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
@@ -42,7 +43,7 @@ from machines.store.ddl import REGISTRY, sqlite_schema
 from machines.store.names import name, quote
 from machines.store.records import StoreError, derived_variables, shown_url
 from machines.store.sql import read_versions, record_version
-from machines.store.versions import DefinitionVersion, changed_sections, load_versions
+from machines.store.versions import DefinitionVersion, load_versions, summary
 
 Boundary = Callable[[str], None]
 
@@ -153,7 +154,7 @@ def migrate(
         if plan.refused or plan.nothing_to_do or dry_run:
             return plan
         tick = boundary or (lambda _: None)
-        now = clock()
+        now = checked_clock(clock, "the migration", StoreError, "nothing was migrated")()
         for step in work:
             step.run(db, tick, now)
         db.commit()
@@ -310,7 +311,9 @@ def _plan(
         )
         mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
         problems += _context_refusals(db, spec)
-        changes = ("schema regenerated",) if same else tuple(changed_sections(old, spec))
+        changes = (
+            ("the same definition, its schema regenerated",) if same else (summary(old, spec),)
+        )
         to = current.version + 1
         plans.append(
             MachinePlan(

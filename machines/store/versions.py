@@ -24,7 +24,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
-from machines.spec.canonical import semantic_digest, semantic_form
+from machines.spec.canonical import semantic_digest
+from machines.spec.diff import KINDS, WORDING, diff_specs
 from machines.spec.loader import read_definition_text
 from machines.store.ddl import LEGACY_REGISTRY, REGISTRY
 from machines.store.records import DefinitionVersion, StoreError
@@ -50,10 +51,14 @@ def migrate_command(where: str) -> str:
     return f"machines migrate '{where}' --spec-dir DIR (machines diff shows the changes)"
 
 
-def changed_sections(old: MachineSpec, new: MachineSpec) -> list[str]:
-    """The sections of the semantic form in which ``old`` and ``new`` differ."""
-    before, after = semantic_form(old), semantic_form(new)
-    return [key for key in after if before.get(key) != after[key]]
+def summary(old: MachineSpec, new: MachineSpec, shown: int = 3) -> str:
+    """What changed from ``old`` to ``new``, in a line: the count of each kind of change
+    (``machines.spec.diff``) and the first few breaking or widening ones."""
+    changes = [c for c in diff_specs(old, new) if c.kind != WORDING]
+    counts = ", ".join(f"{sum(c.kind == kind for c in changes)} {kind}" for kind in KINDS[:2])
+    first = "; ".join(c.message for c in changes[:shown])
+    more = f"; and {len(changes) - shown} more" if len(changes) > shown else ""
+    return f"{counts} ({first}{more})" if changes else counts
 
 
 def fits(
@@ -71,8 +76,7 @@ def fits(
     digest = semantic_digest(spec)
     if current.digest != digest:
         try:
-            sections = changed_sections(stored_spec(where, current, nodes), spec)
-            what = f"; what changed: {', '.join(sections)}" if sections else ""
+            what = f"; what changed: {summary(stored_spec(where, current, nodes), spec)}"
         except MachinesError:
             what = ""  # a node-dependent definition: the digests still tell them apart
         raise DefinitionChanged(
