@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -32,6 +33,7 @@ from machines.store.migration import StateMap, migrate
 from machines.store.names import name
 from machines.store.versions import DefinitionChanged
 from tests.conftest import Document, SpecCopy, postgres_schema, transition
+from tests.hand_built import entity, event
 
 Specs = dict[str, MachineSpec]
 WHY = {"by": "ops-1", "reason": "a test"}
@@ -130,7 +132,8 @@ def moves(url: str, specs: Specs, *steps: tuple[str, str | None, str, dict[str, 
 
 
 NEW = None
-RESULT, ERROR = {"result": 1}, {"error": "proven not sent"}
+RESULT: dict[str, Any] = {"result": 1}
+ERROR: dict[str, Any] = {"error": "proven not sent"}
 
 
 def migrated(url: str, versions: Versions, *, audited: bool = True) -> None:
@@ -341,32 +344,36 @@ def test_a_stored_definition_changed_behind_the_stores_back_is_unreadable(
 # -- each rule, broken in a snapshot built by hand ------------------------------------------
 
 
-def ev(
-    key: str,
-    seq: int,
-    source: str,
-    dest: str,
-    trigger: str,
-    actor: str,
-    detail: dict[str, Any] | None = None,
-) -> TransitionEvent:
-    return TransitionEvent(
-        "outcome",
-        key,
-        seq,
-        source,
-        dest,
-        trigger,
-        actor,
-        None if detail is None else MappingProxyType(detail),
-        MappingProxyType({}),
-        0.0,
+ev = partial(event, "outcome")
+"""An event of outcome: ``ev(key, seq, source, dest, trigger, actor, detail=...)``."""
+
+
+def outcome_k(state: str, *events: TransitionEvent, data: dict[str, Any] | None = None) -> Entity:
+    """Outcome entity ``k`` in ``state`` with ``events``."""
+    return entity("outcome", "k", state, list(events), data=data)
+
+
+def versioned(
+    k: Entity, numbers: tuple[int, ...], definitions: dict[tuple[str, int], MachineSpec]
+) -> Snapshot:
+    """A snapshot of ``k`` alone, its events made under versions ``numbers``."""
+    return Snapshot(
+        MappingProxyType({("outcome", "k"): k}),
+        event_versions=MappingProxyType({("outcome", "k"): numbers}),
+        definitions=MappingProxyType(definitions),
     )
+
+
+PARKED = ev("k", 1, "in_flight", "indeterminate", "park", "worker")
+
+
+def reclaimed_by(actor: str) -> list[TransitionEvent]:
+    return [PARKED, ev("k", 2, "indeterminate", "in_flight", "reclaim", actor, detail=WHY)]
 
 
 def migration(key: str, seq: int, source: str, dest: str, a: int, b: int) -> TransitionEvent:
     detail = {"from_version": a, "to_version": b, "reason": f"state '{source}' removed"}
-    return ev(key, seq, source, dest, MIGRATION_TRIGGER, MIGRATION_ACTOR, detail)
+    return ev(key, seq, source, dest, MIGRATION_TRIGGER, MIGRATION_ACTOR, detail=detail)
 
 
 def judged(
@@ -380,16 +387,11 @@ def judged(
     ``events`` made under versions ``numbers`` (None: a snapshot without versions), the
     store recording versions 1 to ``upto``; judged by the audit (known-names first)."""
     data = {"failed": ERROR, "succeeded": RESULT}.get(state, {})
-    entity = Entity(
-        "outcome", "k", state, MappingProxyType({}), MappingProxyType(data), None, tuple(events)
-    )
-    snap = Snapshot(
-        MappingProxyType({("outcome", "k"): entity}),
-        event_versions=MappingProxyType(
-            {} if numbers is None else {("outcome", "k"): tuple(numbers)}
-        ),
-        definitions=MappingProxyType({} if numbers is None else versions.definitions(upto)),
-    )
+    k = outcome_k(state, *events, data=data)
+    if numbers is None:
+        snap = Snapshot(MappingProxyType({("outcome", "k"): k}))
+    else:
+        snap = versioned(k, tuple(numbers), versions.definitions(upto))
     specs = versions.specs[upto - 1]
     return {(b.invariant, b.message) for b in judge_snapshot(specs, snap)}
 
@@ -437,10 +439,7 @@ def only(found: set[tuple[str, str]], invariant: str, *says: str) -> None:
             id="no-detail",
         ),
         pytest.param(
-            [
-                ev("k", 1, "in_flight", "indeterminate", "park", "worker"),
-                migration("k", 2, "indeterminate", "failed", 3, 4),
-            ],
+            [PARKED, migration("k", 2, "indeterminate", "failed", 3, 4)],
             [3, 4],
             "failed",
             "version 4 keeps state 'indeterminate'",
@@ -454,30 +453,21 @@ def only(found: set[tuple[str, str]], invariant: str, *says: str) -> None:
             id="no-version-before",
         ),
         pytest.param(
-            [
-                ev("k", 1, "in_flight", "indeterminate", "park", "worker"),
-                migration("k", 2, "on_hold", "indeterminate", 3, 4),
-            ],
+            [PARKED, migration("k", 2, "on_hold", "indeterminate", 3, 4)],
             [3, 4],
             "indeterminate",
             "event 2 does not continue from 'indeterminate'",
             id="chain-broken",
         ),
         pytest.param(
-            [
-                ev("k", 1, "in_flight", "indeterminate", "park", "worker"),
-                ev("k", 2, "indeterminate", "in_flight", "reclaim", "operator", WHY),
-            ],
+            reclaimed_by("operator"),
             [1, 1],
             "in_flight",
             "an event the spec does not allow (version 1)",
             id="a-move-only-a-later-version-allows",
         ),
         pytest.param(
-            [
-                ev("k", 1, "in_flight", "indeterminate", "park", "worker"),
-                ev("k", 2, "indeterminate", "in_flight", "reclaim", "caller", WHY),
-            ],
+            reclaimed_by("caller"),
             [2, 1],
             "in_flight",
             "made under definition version 1 after an event of version 2",
@@ -530,21 +520,7 @@ def test_an_event_of_an_unrecorded_version_breaks_append_only_history_for_the_pr
     versions: Versions,
 ) -> None:
     """Outside the audit (the suites' own checks) the predicates report it themselves."""
-    events = [ev("k", 1, "in_flight", "indeterminate", "park", "worker")]
-    entity = Entity(
-        "outcome",
-        "k",
-        "indeterminate",
-        MappingProxyType({}),
-        MappingProxyType({}),
-        None,
-        tuple(events),
-    )
-    snap = Snapshot(
-        MappingProxyType({("outcome", "k"): entity}),
-        event_versions=MappingProxyType({("outcome", "k"): (7,)}),
-        definitions=MappingProxyType(versions.definitions(2)),
-    )
+    snap = versioned(outcome_k("indeterminate", PARKED), (7,), versions.definitions(2))
     found = check_invariants(versions.specs[1], snap)
     assert [(b.invariant, b.message) for b in found] == [
         (
@@ -557,22 +533,9 @@ def test_an_event_of_an_unrecorded_version_breaks_append_only_history_for_the_pr
 def test_the_judges_definition_stands_for_the_current_version(versions: Versions) -> None:
     """The newest stored version is judged by the definition the auditor gives, not by
     the store's text of it: a system run on a broken definition is still caught."""
-    events = [ev("k", 1, "in_flight", "failed", "fail", "worker")]
-    entity = Entity(
-        "outcome",
-        "k",
-        "failed",
-        MappingProxyType({}),
-        MappingProxyType(ERROR),
-        None,
-        tuple(events),
-    )
+    failed = outcome_k("failed", ev("k", 1, "in_flight", "failed", "fail", "worker"), data=ERROR)
     lenient = {("outcome", 1): versions.outcome(1)}  # the store's own (it allows fail)
-    snap = Snapshot(
-        MappingProxyType({("outcome", "k"): entity}),
-        event_versions=MappingProxyType({("outcome", "k"): (1,)}),
-        definitions=MappingProxyType(lenient),
-    )
+    snap = versioned(failed, (1,), lenient)
     found: list[Breach] = check_invariants({"outcome": versions.outcome(5)}, snap)
     assert [b.invariant for b in found] == ["append-only-history"]
 
@@ -598,20 +561,8 @@ def test_an_entity_may_start_from_the_initial_state_of_an_older_version(
 
     copy = SpecCopy(tmp_path).edit("outcome", queue)
     queued = read_definition(copy.file("outcome"))
-    entity = Entity(
-        "outcome",
-        "k",
-        "indeterminate",
-        MappingProxyType({}),
-        MappingProxyType({}),
-        None,
-        (ev("k", 1, "in_flight", "indeterminate", "park", "worker"),),
-    )
-    snap = Snapshot(
-        MappingProxyType({("outcome", "k"): entity}),
-        event_versions=MappingProxyType({("outcome", "k"): (2,)}),
-        definitions=MappingProxyType({("outcome", 1): versions.outcome(1), ("outcome", 2): queued}),
-    )
+    both = {("outcome", 1): versions.outcome(1), ("outcome", 2): queued}
+    snap = versioned(outcome_k("indeterminate", PARKED), (2,), both)
     assert check_invariants({"outcome": queued}, snap) == []
     without = replace(snap, event_versions=MappingProxyType({}), definitions=MappingProxyType({}))
     assert [b.invariant for b in check_invariants({"outcome": queued}, without)] == [
@@ -620,21 +571,7 @@ def test_an_entity_may_start_from_the_initial_state_of_an_older_version(
 
 
 def test_versions_rewritten_since_the_previous_snapshot_are_caught(versions: Versions) -> None:
-    events = [ev("k", 1, "in_flight", "indeterminate", "park", "worker")]
-    entity = Entity(
-        "outcome",
-        "k",
-        "indeterminate",
-        MappingProxyType({}),
-        MappingProxyType({}),
-        None,
-        tuple(events),
-    )
-    before = Snapshot(
-        MappingProxyType({("outcome", "k"): entity}),
-        event_versions=MappingProxyType({("outcome", "k"): (1,)}),
-        definitions=MappingProxyType(versions.definitions(2)),
-    )
+    before = versioned(outcome_k("indeterminate", PARKED), (1,), versions.definitions(2))
     after = replace(before, event_versions=MappingProxyType({("outcome", "k"): (2,)}))
     assert check_invariants(versions.specs[1], after) == []
     found = check_invariants(versions.specs[1], after, before)

@@ -11,60 +11,14 @@ import pytest
 
 import machines
 from machines.checks.invariants import PREDICATES, Entity, Snapshot, check_invariants, snapshot
-from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.store import Store
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
+from tests.hand_built import entity, event
 
 SPECS: dict[str, MachineSpec] = {
     n: machines.load(n) for n in ("effect", "outcome", "node", "request")
 }
-
-
-def event(
-    machine: str,
-    key: str,
-    seq: int,
-    source: str,
-    dest: str,
-    trigger: str,
-    actor: str,
-    context: dict[str, str] | None = None,
-    detail: dict[str, Any] | None = None,
-) -> TransitionEvent:
-    return TransitionEvent(
-        machine,
-        key,
-        seq,
-        source,
-        dest,
-        trigger,
-        actor,
-        None if detail is None else MappingProxyType(detail),
-        MappingProxyType(context or {}),
-        0.0,
-    )
-
-
-def entity(
-    machine: str,
-    key: str,
-    state: str,
-    events: list[TransitionEvent],
-    *,
-    context: dict[str, str] | None = None,
-    data: dict[str, Any] | None = None,
-    scope: str | None = None,
-) -> Entity:
-    return Entity(
-        machine,
-        key,
-        state,
-        MappingProxyType(context or {}),
-        MappingProxyType(data or {}),
-        scope,
-        tuple(events),
-    )
 
 
 def snap(*entities: Entity, runs: dict[tuple[str, str], int] | None = None) -> Snapshot:

@@ -55,6 +55,18 @@ def migrate(
     return code, capsys.readouterr().out
 
 
+def migrate_changing_nothing(
+    capsys: pytest.CaptureFixture[str], url: str, spec_dir: Path, *options: str
+) -> tuple[int, str]:
+    """``migrate``, asserting the store's tables are byte for byte what they were and that
+    it still opens with the bundled definitions."""
+    raw_before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, *options)
+    assert raw_snapshot(url) == raw_before, out
+    assert opens(url, bundled_specs()) is None
+    return code, out
+
+
 def maps(*entries: str) -> list[str]:
     return [arg for entry in entries for arg in ("--map", entry)]
 
@@ -208,8 +220,7 @@ def test_a_breaking_change_without_a_map_is_refused_and_changes_nothing(
     url: str, changed: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec_dir = changed["breaking"]
-    raw_before, versions = raw_snapshot(url), registry(url, bundled_specs())
-    code, out = migrate(capsys, url, spec_dir)
+    code, out = migrate_changing_nothing(capsys, url, spec_dir)
     assert code == 1, out
     assert (
         f"effect: REFUSED: {COPIES['effect', 'approved']} entities are in state 'approved', "
@@ -217,8 +228,6 @@ def test_a_breaking_change_without_a_map_is_refused_and_changes_nothing(
     ) in out
     assert "effect: REFUSED: 1 entities are in state 'replayed'" in out
     assert "REFUSED; nothing changed" in out
-    assert raw_snapshot(url) == raw_before and registry(url, bundled_specs()) == versions
-    assert opens(url, bundled_specs()) is None
     assert isinstance(opens(url, load_dir(spec_dir)), DefinitionChanged)
 
 
@@ -248,27 +257,21 @@ def test_a_map_that_cannot_hold_is_refused_and_changes_nothing(
     case: str, url: str, changed: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     entries, message = REFUSED_MAPS[case]
-    spec_dir = changed["breaking"]
-    raw_before = raw_snapshot(url)
-    code, out = migrate(capsys, url, spec_dir, *maps(*entries))
+    code, out = migrate_changing_nothing(capsys, url, changed["breaking"], *maps(*entries))
     assert code == 1, out
     assert message in out and "REFUSED; nothing changed" in out
     assert "None" not in out and "REFUSED: REFUSED" not in out
-    assert raw_snapshot(url) == raw_before
-    assert opens(url, bundled_specs()) is None
 
 
 def test_a_dry_run_prints_the_plan_and_changes_nothing(
     url: str, changed: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec_dir = changed["breaking"]
-    raw_before = raw_snapshot(url)
-    code, out = migrate(capsys, url, spec_dir, "--dry-run", *maps(*MAPS))
+    code, out = migrate_changing_nothing(
+        capsys, url, changed["breaking"], "--dry-run", *maps(*MAPS)
+    )
     assert code == 0, out
     assert "effect: version 1 -> 2: 8 breaking, 1 widening (" in out
     assert "effect:   map approved -> pending" in out and "dry run: nothing changed" in out
-    assert raw_snapshot(url) == raw_before
-    assert opens(url, bundled_specs()) is None
 
 
 def test_a_wording_change_needs_no_migration(

@@ -11,6 +11,7 @@ memory, SQLite and the real PostgreSQL server (skipped loudly without one, faile
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import machines
-from machines.errors import MachinesError
+from machines.errors import InvalidArgument, MachinesError
 from machines.store import Row, Store, Transaction, open_store
+from machines.store.migration import StateMap, migrate
 from tests.conftest import postgres_schema
 from tests.garbage import garbage
+from tests.migration_stores import raw_snapshot
 from tests.test_store_values import contents
 
 EXAMPLES = 100
@@ -262,17 +265,16 @@ def time_now() -> float:
     return 1_000.0
 
 
-OPEN_GARBAGE = garbage(
-    extra=(
-        "memory://",
-        "sqlite:///",
-        "redis://x",
-        SPECS,
-        list(SPECS),
-        {"outcome": SPECS[0]},
-        time_now,
-    )
+OPEN_GARBAGE_EXTRA = (
+    "memory://",
+    "sqlite:///",
+    "redis://x",
+    SPECS,
+    list(SPECS),
+    {"outcome": SPECS[0]},
+    time_now,
 )
+OPEN_GARBAGE = garbage(extra=OPEN_GARBAGE_EXTRA)
 
 
 @FUZZ
@@ -319,3 +321,90 @@ def test_the_check_sees_a_change_left_behind_by_a_refusal() -> None:
 
     with pytest.raises(AssertionError):
         attempt(store, lambda: None, half_write)
+
+
+MIGRATE_GARBAGE = garbage(
+    extra=(
+        *OPEN_GARBAGE_EXTRA,
+        (),
+        [StateMap("outcome", "in_flight", "failed")],
+        [StateMap("outcome", "gone", "nowhere")],
+        [StateMap("outcome", "in_flight", 7)],  # type: ignore[arg-type]
+        [StateMap("outcome\x00", "in_flight", "failed")],
+        [("outcome", "in_flight", "failed")],
+        ["outcome:in_flight=failed"],
+        "outcome:in_flight=failed",
+        lambda name: None,
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def migrated_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('migrate')}/store.db"
+    store = open_store(url, SPECS)
+    store.insert("outcome", "k")
+    store.close()
+    return url
+
+
+@FUZZ
+@given(draw=st.data())
+def test_migrate_takes_garbage_in_every_argument(migrated_url: str, draw: st.DataObject) -> None:
+    """Every argument of ``migrate``: a ``MachinesError`` or a plan, and the store's every
+    row and schema object as they were (the definitions given are the store's own, so no
+    migration has anything to do)."""
+    args: dict[str, Any] = {
+        "url": migrated_url,
+        "specs": SPECS,
+        "maps": (),
+        "dry_run": True,
+        "boundary": None,
+        "clock": time_now,
+    }
+    name = draw.draw(st.sampled_from(sorted(args)), label="argument")
+    args[name] = draw.draw(MIGRATE_GARBAGE, label=name)
+    before = raw_snapshot(migrated_url)
+    try:
+        plan = migrate(
+            args["url"],
+            args["specs"],
+            args["maps"],
+            dry_run=args["dry_run"],
+            boundary=args["boundary"],
+            clock=args["clock"],
+        )
+    except MachinesError:
+        pass
+    else:
+        assert not plan.applied, plan.lines()
+    assert raw_snapshot(migrated_url) == before
+
+
+def test_migrate_refuses_each_wrong_type_by_name(migrated_url: str) -> None:
+    """The fuzz's refusals name the argument: each wrong type is one clear message."""
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"url": 7}, "a store URL must be a str, not a int"),
+        ({"url": "sqlite:///a\x00b"}, "holds a NUL character"),
+        ({"specs": "outcome"}, "specs must be loaded MachineSpecs"),
+        ({"specs": [object()]}, "specs must be loaded MachineSpecs, not a object"),
+        ({"maps": "outcome:a=b"}, "maps must be an iterable of StateMap, not a str"),
+        ({"maps": [("outcome", "a", "b")]}, "maps must hold StateMap values"),
+        ({"maps": [StateMap("outcome", "a", 7)]}, "must be a str, not a int"),  # type: ignore[arg-type]
+        ({"dry_run": "yes"}, "dry_run must be True or False, not 'yes'"),
+        ({"boundary": 3}, "boundary must be a function or None, not a int"),
+        ({"clock": 3}, "clock must be a function"),
+    ]
+    for change, says in cases:
+        args: dict[str, Any] = {"url": migrated_url, "specs": SPECS, "dry_run": True, **change}
+        with pytest.raises(InvalidArgument, match=re.escape(says)):
+            migrate(
+                args["url"],
+                args["specs"],
+                args.get("maps", ()),
+                dry_run=args["dry_run"],
+                boundary=args.get("boundary"),
+                clock=args.get("clock", time_now),
+            )
+    with pytest.raises(InvalidArgument, match="--map must be text, not a int"):
+        StateMap.parse(7)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from machines.runtime.history import Clock, checked_clock
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.loader import load
-from machines.store.arguments import check_key, text
+from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.memory import MemoryStore
 from machines.store.records import (
     RecordExists,
@@ -72,7 +72,7 @@ def open_store(
     check_key(url, "open_store", "URL")
     if not isinstance(read_only, bool):
         raise InvalidArgument(f"read_only must be True or False, not {describe(read_only)}")
-    by_name = _by_name(specs)
+    by_name = {n: load(n) for n in BUNDLED} if specs is None else specs_by_name(specs)
     now = (
         time.time
         if clock is None
@@ -98,30 +98,3 @@ def open_store(
         f"unsupported store URL {describe(url)}; use memory://, sqlite:///path/to/file.db or "
         "postgresql://user@host/db"
     )
-
-
-def _by_name(specs: object) -> dict[str, MachineSpec]:
-    """The specs a store is opened for, by name: each a loaded ``MachineSpec``, each
-    name once (the tables are named after it)."""
-    if specs is None:
-        return {name: load(name) for name in BUNDLED}
-    if isinstance(specs, str | bytes) or not isinstance(specs, Mapping | Iterable):
-        raise InvalidArgument(
-            f"specs must be loaded MachineSpecs (a list, or a mapping by name), not a "
-            f"{type(specs).__name__}"
-        )
-    try:
-        pairs = list(specs.items()) if isinstance(specs, Mapping) else [(None, s) for s in specs]
-    except Exception as exc:
-        raise InvalidArgument(f"reading specs raised {type(exc).__name__}") from None
-    by_name: dict[str, MachineSpec] = {}
-    for name, spec in pairs:
-        if not isinstance(spec, MachineSpec):
-            raise InvalidArgument(f"specs must be loaded MachineSpecs, not a {type(spec).__name__}")
-        if name is not None and (type(name) is not str or name != spec.name):
-            raise InvalidArgument(
-                f"specs maps {describe(name)} to machine '{spec.name}'; map each spec's own name"
-            )
-        if by_name.setdefault(spec.name, spec) is not spec:
-            raise InvalidArgument(f"specs hold two different machines named '{spec.name}'")
-    return by_name

@@ -10,7 +10,7 @@ when it does (``Transaction`` lists the errors).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from machines.errors import ContextError, InvalidArgument
@@ -237,3 +237,29 @@ def decide_move(
             )
     full = MappingProxyType({**row.context, **context})
     return spec.step(row.state, trigger, actor=actor, **full), full
+
+
+def specs_by_name(specs: object) -> dict[str, MachineSpec]:
+    """The specs a store is opened (or migrated) for, by name: an iterable of loaded
+    ``MachineSpec``s or a mapping of each one's own name to it, each name once (the tables
+    are named after it); anything else is ``InvalidArgument``."""
+    if isinstance(specs, str | bytes) or not isinstance(specs, Mapping | Iterable):
+        raise InvalidArgument(
+            f"specs must be loaded MachineSpecs (a list, or a mapping by name), not a "
+            f"{type(specs).__name__}"
+        )
+    try:
+        pairs = list(specs.items()) if isinstance(specs, Mapping) else [(None, s) for s in specs]
+    except Exception as exc:
+        raise InvalidArgument(f"reading specs raised {type(exc).__name__}") from None
+    by_name: dict[str, MachineSpec] = {}
+    for name, spec in pairs:
+        if not isinstance(spec, MachineSpec):
+            raise InvalidArgument(f"specs must be loaded MachineSpecs, not a {type(spec).__name__}")
+        if name is not None and (type(name) is not str or name != spec.name):
+            raise InvalidArgument(
+                f"specs maps {describe(name)} to machine '{spec.name}'; map each spec's own name"
+            )
+        if by_name.setdefault(spec.name, spec) is not spec:
+            raise InvalidArgument(f"specs hold two different machines named '{spec.name}'")
+    return by_name

@@ -38,8 +38,11 @@ from machines.errors import InvalidArgument
 from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
+from machines.spec.jsonvalue import describe
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
-from machines.store.ddl import REGISTRY, sqlite_schema
+from machines.store.arguments import check_key, specs_by_name, text
+from machines.store.ddl import REGISTRY
+from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, derived_variables, shown_url
 from machines.store.sql import read_versions, record_version
@@ -59,6 +62,8 @@ class StateMap:
 
     @classmethod
     def parse(cls, text: str) -> StateMap:
+        if not isinstance(text, str):
+            raise InvalidArgument(f"--map must be text, not a {type(text).__name__}")
         machine, colon, states = text.partition(":")
         old, equals, new = states.partition("=")
         if not (colon and equals and machine and old and new):
@@ -144,8 +149,18 @@ def migrate(
 ) -> MigrationPlan:
     """Plan the migration of the store at ``url`` to ``specs`` and, unless it is refused
     or ``dry_run``, carry it out in one transaction. Returns the plan (``applied`` says
-    whether it was carried out); a database that cannot be read is a ``StoreError``."""
-    maps = tuple(maps)
+    whether it was carried out); a database that cannot be read is a ``StoreError``, and an
+    argument of the wrong type or value an ``InvalidArgument``, before anything is read."""
+    url = check_key(text(url, "a store URL"), "migrate", "URL")
+    specs = specs_by_name(specs)
+    maps = _checked_maps(maps)
+    if not isinstance(dry_run, bool):
+        raise InvalidArgument(f"dry_run must be True or False, not {describe(dry_run)}")
+    if boundary is not None and not callable(boundary):
+        raise InvalidArgument(
+            f"boundary must be a function or None, not a {type(boundary).__name__}"
+        )
+    checked_clock(clock, "the migration")  # not a function at all: refused before any read
     db = _open(url)
     try:
         tables = [name(m, role) for m in specs for role in ("entities", "history", "moves")]
@@ -162,6 +177,24 @@ def migrate(
         return MigrationPlan(plan.where, plan.machines, applied=True, notes=plan.notes)
     finally:
         db.close()
+
+
+def _checked_maps(maps: object) -> tuple[StateMap, ...]:
+    if isinstance(maps, str | bytes | Mapping) or not isinstance(maps, Iterable):
+        raise InvalidArgument(f"maps must be an iterable of StateMap, not a {type(maps).__name__}")
+    try:
+        entries = tuple(maps)
+    except Exception as exc:
+        raise InvalidArgument(f"reading maps raised {type(exc).__name__}") from None
+    for entry in entries:
+        if not isinstance(entry, StateMap):
+            raise InvalidArgument(
+                f"maps must hold StateMap values (StateMap.parse('MACHINE:OLD=NEW')), "
+                f"not a {type(entry).__name__}"
+            )
+        for part in (entry.machine, entry.old, entry.new):
+            check_key(text(part, "a --map's machine or state"), "migrate", "--map name")
+    return entries
 
 
 # -- planning ---------------------------------------------------------------------------
@@ -403,8 +436,8 @@ def _context_refusals(db: _Database, spec: MachineSpec) -> list[str]:
     rows = db.execute(
         f"SELECT CAST(context AS TEXT), count(*) FROM {name(spec.name, 'entities')} GROUP BY 1"
     )
-    for text, count in rows:
-        context = json.loads(text)
+    for stored, count in rows:
+        context = json.loads(stored)
         wrong = sorted(set(context) ^ set(fixed)) or sorted(
             v for v, value in context.items() if value not in fixed[v].values
         )
@@ -422,7 +455,7 @@ def _context_refusals(db: _Database, spec: MachineSpec) -> list[str]:
 
 def _open(url: str) -> _Database:
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return _SQLite(url)
+        return SQLiteDatabase(url)
     if url.startswith(("postgresql://", "postgres://")):
         from machines.store.migration_postgres import PostgresDatabase
 
@@ -430,71 +463,3 @@ def _open(url: str) -> _Database:
     raise InvalidArgument(
         f"machines migrate needs a sqlite:///path or postgresql://... URL, not {shown_url(url)!r}"
     )
-
-
-class _SQLite:
-    param = "?"
-    json_param = "?"
-
-    def __init__(self, url: str) -> None:
-        import os
-        import sqlite3
-
-        from machines.store.sqlite import fingerprint, statements
-
-        self.where = url
-        path = url[len("sqlite:///") :]
-        if not os.path.exists(path):
-            raise StoreError(f"{url}: no database file is there; a migration creates none")
-        self._sqlite3 = sqlite3
-        self._split = statements
-        self._fingerprint = fingerprint
-        try:
-            self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self._conn.execute("PRAGMA synchronous=FULL")
-        except sqlite3.Error as exc:
-            raise StoreError(f"{url}: cannot open it: {exc}") from exc
-
-    def _guarded(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        try:
-            rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
-        except self._sqlite3.Error as exc:
-            raise StoreError(f"{self.where}: the migration failed, nothing changed: {exc}") from exc
-        return rows
-
-    def begin(self, tables: Sequence[str]) -> None:
-        self._guarded("BEGIN EXCLUSIVE")
-
-    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return self._guarded(sql, params)
-
-    def has_table(self, table: str) -> bool:
-        return bool(
-            self._guarded("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-        )
-
-    def triggers(self, tables: Sequence[str]) -> list[tuple[str, str]]:
-        names = [t.strip('"') for t in tables]
-        marks = ", ".join("?" * len(names))
-        return [
-            (table, trigger)
-            for table, trigger in self._guarded(
-                "SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger' "
-                f"AND tbl_name IN ({marks}) ORDER BY name",
-                tuple(names),
-            )
-        ]
-
-    def schema(self, spec: MachineSpec, version: int) -> list[str]:
-        return list(self._split(sqlite_schema(spec, version)))
-
-    def fingerprint(self, spec: MachineSpec, version: int) -> str:
-        return self._fingerprint(spec, version)
-
-    def commit(self) -> None:
-        self._guarded("COMMIT")
-
-    def close(self) -> None:
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-        self._conn.close()

@@ -17,9 +17,11 @@ import json
 import multiprocessing
 import os
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from machines.checks.invariants import check_invariants, snapshot
 from machines.errors import MachinesError
@@ -30,6 +32,8 @@ from machines.testing.verdict import bundled
 
 CRASHED = 86
 """The exit status of a child killed at its boundary."""
+
+Point = TypeVar("Point")
 
 
 class _Boundaries:
@@ -95,15 +99,21 @@ class CrashPoint:
     breaches: list[str] = field(default_factory=list)
 
 
-def _child(url: str, scenario: Scenario, crash_at: int, folder: str) -> None:
-    trail = Path(folder) / "boundaries"
+def boundary_trail(work: Path) -> Callable[[list[str]], None]:
+    """Records the boundaries passed so far in ``work``, before each may be the last."""
+    trail = work / "boundaries"
 
     def record(names: list[str]) -> None:
         trail.write_text(json.dumps(names))
 
-    store = CrashingStore(open_store(url), crash_at, record)
-    ack = scenario.run(store, _upstream_effect(Path(folder) / "upstream"))
-    (Path(folder) / "ack").write_text(json.dumps(ack))
+    return record
+
+
+def _child(url: str, crash_at: int, folder: str, scenario: Scenario) -> None:
+    work = Path(folder)
+    store = CrashingStore(open_store(url), crash_at, boundary_trail(work))
+    ack = scenario.run(store, _upstream_effect(work / "upstream"))
+    (work / "ack").write_text(json.dumps(ack))
     os._exit(0)
 
 
@@ -123,8 +133,38 @@ def _last_boundary(work: Path) -> str:
     return json.loads(trail.read_text())[-1] if trail.exists() else "before any write"
 
 
+def crash_each_boundary(
+    fresh_url: Callable[[], AbstractContextManager[str]],
+    child: Callable[[str, int, str], None],
+    judge: Callable[[str, int, Path, bool], Point],
+    folder: Path,
+    *,
+    what: str,
+    limit: int,
+) -> list[Point]:
+    """The enumeration itself: for ``crash_at`` = 1, 2, ... a forked ``child(url, crash_at,
+    work)`` runs on a fresh store (from the context manager ``fresh_url()``) and either dies
+    at boundary ``crash_at`` or finishes (exit 0); ``judge(url, crash_at, work, finished)``
+    then says what it left. Stops after the first run that finished."""
+    context = multiprocessing.get_context("fork")
+    points: list[Point] = []
+    for crash_at in range(1, limit + 1):
+        work = folder / f"point-{crash_at}"
+        work.mkdir(parents=True)
+        with fresh_url() as url:
+            process = context.Process(target=child, args=(url, crash_at, str(work)))
+            process.start()
+            process.join(60)
+            if process.exitcode not in (0, CRASHED):
+                raise MachinesError(f"{what}: the child ended with {process.exitcode}")
+            points.append(judge(url, crash_at, work, process.exitcode == 0))
+            if process.exitcode == 0:
+                return points
+    raise MachinesError(f"{what}: more than {limit} boundaries; raise the limit")
+
+
 def enumerate_crash_points(
-    fresh_url: Callable[[], Any],
+    fresh_url: Callable[[], AbstractContextManager[str]],
     scenario: Scenario,
     folder: Path,
     *,
@@ -135,21 +175,14 @@ def enumerate_crash_points(
     each, and the finished run too (its process ends right after answering). Returns one
     ``CrashPoint`` per boundary crashed, plus that last one."""
     judge = {name: bundled(name) for name in BUNDLED}
-    context = multiprocessing.get_context("fork")
-    points: list[CrashPoint] = []
-    for crash_at in range(1, limit + 1):
-        work = folder / f"point-{crash_at}"
-        work.mkdir(parents=True)
-        with fresh_url() as url:
-            child = context.Process(target=_child, args=(url, scenario, crash_at, str(work)))
-            child.start()
-            child.join(60)
-            if child.exitcode not in (0, CRASHED):
-                raise MachinesError(f"{scenario.name}: the child ended with {child.exitcode}")
-            points.append(_judge(url, scenario, crash_at, work, judge))
-            if child.exitcode == 0:  # the run finished: its caller was answered, then it ended
-                return points
-    raise MachinesError(f"{scenario.name}: more than {limit} boundaries; raise the limit")
+    return crash_each_boundary(
+        fresh_url,
+        partial(_child, scenario=scenario),
+        lambda url, crash_at, work, _finished: _judge(url, scenario, crash_at, work, judge),
+        folder,
+        what=scenario.name,
+        limit=limit,
+    )
 
 
 def _judge(

@@ -9,16 +9,19 @@ enumeration stops at the first ``n`` the migration finishes without reaching.
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from machines.errors import MachinesError
-from machines.testing._harness.crashpoints import CRASHED, _Boundaries, _last_boundary
+from machines.testing._harness.crashpoints import (
+    _Boundaries,
+    _last_boundary,
+    boundary_trail,
+    crash_each_boundary,
+)
 
 Migration = Callable[[str, Callable[[str], None]], object]
 """``migration(url, boundary)``: runs the migration of the store at ``url``, calling
@@ -39,13 +42,8 @@ class MigrationCrash:
         return self.boundary != "finished"
 
 
-def _child(url: str, migration: Migration, crash_at: int, folder: str) -> None:
-    trail = Path(folder) / "boundaries"
-
-    def record(names: list[str]) -> None:
-        trail.write_text(json.dumps(names))
-
-    migration(url, _Boundaries(crash_at, record).tick)
+def _child(url: str, crash_at: int, folder: str, migration: Migration) -> None:
+    migration(url, _Boundaries(crash_at, boundary_trail(Path(folder))).tick)
     os._exit(0)
 
 
@@ -62,19 +60,16 @@ def enumerate_migration_crashes(
     ``judge(url)`` says what is wrong with the store each left (it may recover it, by
     running the migration again). One ``MigrationCrash`` per boundary, plus the run that
     finished."""
-    context = multiprocessing.get_context("fork")
-    points: list[MigrationCrash] = []
-    for crash_at in range(1, limit + 1):
-        work = folder / f"point-{crash_at}"
-        work.mkdir(parents=True)
-        with fresh_url() as url:
-            child = context.Process(target=_child, args=(url, migration, crash_at, str(work)))
-            child.start()
-            child.join(60)
-            if child.exitcode not in (0, CRASHED):
-                raise MachinesError(f"the migration's child ended with {child.exitcode}")
-            boundary = "finished" if child.exitcode == 0 else _last_boundary(work)
-            points.append(MigrationCrash(crash_at, boundary, judge(url)))
-            if child.exitcode == 0:
-                return points
-    raise MachinesError(f"a migration of more than {limit} boundaries; raise the limit")
+
+    def point(url: str, crash_at: int, work: Path, finished: bool) -> MigrationCrash:
+        boundary = "finished" if finished else _last_boundary(work)
+        return MigrationCrash(crash_at, boundary, judge(url))
+
+    return crash_each_boundary(
+        fresh_url,
+        partial(_child, migration=migration),
+        point,
+        folder,
+        what="the migration",
+        limit=limit,
+    )

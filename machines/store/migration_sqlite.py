@@ -1,0 +1,76 @@
+"""The SQLite database of a migration (``machines.store.migration``): one connection in
+autocommit mode, so the migration's own ``BEGIN EXCLUSIVE`` takes the database's write
+lock before it reads anything; every other connection's write waits for the commit (or
+the rollback a crash leaves), and then sees the new schema whole."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from machines.spec import MachineSpec
+from machines.store.ddl import sqlite_schema
+from machines.store.records import StoreError
+from machines.store.sqlite import fingerprint, statements
+
+
+class SQLiteDatabase:
+    param = "?"
+    json_param = "?"
+
+    def __init__(self, url: str) -> None:
+        self.where = url
+        path = url[len("sqlite:///") :]
+        if not os.path.exists(path):
+            raise StoreError(f"{url}: no database file is there; a migration creates none")
+        try:
+            self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            self._conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{url}: cannot open it: {exc}") from exc
+
+    def _guarded(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.where}: the migration failed, nothing changed: {exc}") from exc
+        return rows
+
+    def begin(self, tables: Sequence[str]) -> None:
+        self._guarded("BEGIN EXCLUSIVE")
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self._guarded(sql, params)
+
+    def has_table(self, table: str) -> bool:
+        return bool(
+            self._guarded("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        )
+
+    def triggers(self, tables: Sequence[str]) -> list[tuple[str, str]]:
+        names = [t.strip('"') for t in tables]
+        marks = ", ".join("?" * len(names))
+        return [
+            (table, trigger)
+            for table, trigger in self._guarded(
+                "SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger' "
+                f"AND tbl_name IN ({marks}) ORDER BY name",
+                tuple(names),
+            )
+        ]
+
+    def schema(self, spec: MachineSpec, version: int) -> list[str]:
+        return list(statements(sqlite_schema(spec, version)))
+
+    def fingerprint(self, spec: MachineSpec, version: int) -> str:
+        return fingerprint(spec, version)
+
+    def commit(self) -> None:
+        self._guarded("COMMIT")
+
+    def close(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+        self._conn.close()
