@@ -195,7 +195,10 @@ CATALOG = [
             ),
         ),
         w("state-added", "transition-added"),
-        ("state 'abandoned' added", "'pending' --abandon--> 'abandoned' added: any context"),
+        (
+            "state 'abandoned' added",
+            "'pending' --abandon--> 'abandoned' added: actor human in any context",
+        ),
     ),
     Case(
         "effect-initial-changed",
@@ -209,28 +212,28 @@ CATALOG = [
         "effect",
         on_edge("replay", "pending", when={"tier": ["compensable"]}),
         b("guard-narrowed"),
-        ("'pending' --replay--> 'replayed' no longer admits tier=irreversible (actor engine)",),
+        ("'pending' --replay--> 'replayed' no longer admits actor engine when tier=irreversible",),
     ),
     Case(
         "effect-guard-widened",
         "effect",
         on_edge("execute", "pending", when={"tier": ["compensable", "irreversible"]}),
         w("guard-widened"),
-        ("now admits tier=irreversible (actor proxy)",),
+        ("now admits actor proxy when tier=irreversible",),
     ),
     Case(
         "effect-guard-removed",
         "effect",
         on_edge("approve", "pending", when=None),
         w("guard-widened"),
-        ("'pending' --approve--> 'approved' now admits tier=compensable (actor human)",),
+        ("'pending' --approve--> 'approved' now admits actor human when tier=compensable",),
     ),
     Case(
         "effect-actor-swapped-on-an-edge",
         "effect",
         on_edge("fail", "executing", actor="saga"),
         b("actors-narrowed") + w("actors-widened"),
-        ("no longer admits any context (actor proxy)", "now admits any context (actor saga)"),
+        ("no longer admits actor proxy in any context", "now admits actor saga in any context"),
     ),
     Case(
         "effect-actor-made-non-automatic",
@@ -415,7 +418,7 @@ CATALOG = [
         "outcome",
         add_transition(trigger="abort", source="in_flight", dest="failed", actor="operator"),
         w("transition-added"),
-        ("'in_flight' --abort--> 'failed' added: any context (actor operator)",),
+        ("'in_flight' --abort--> 'failed' added: actor operator in any context",),
     ),
     Case(
         "outcome-actor-removed",
@@ -426,7 +429,7 @@ CATALOG = [
             lambda d: rule(d, "fail-closed-indeterminate").update(actors=["operator"]),
         ),
         b("actor-removed", "actors-narrowed", "rule-changed") + w("actors-widened"),
-        ("actor 'caller' removed", "no longer admits any context (actor caller)"),
+        ("actor 'caller' removed", "no longer admits actor caller in any context"),
     ),
     Case(
         "outcome-actor-added",
@@ -457,7 +460,7 @@ CATALOG = [
             on_edge("park", "in_flight", when={"region": ["eu"]}),
         ),
         b("context-variable-added", "guard-narrowed"),
-        ("'in_flight' --park--> 'indeterminate' no longer admits region=us (actor worker)",),
+        ("'in_flight' --park--> 'indeterminate' no longer admits actor worker when region=us",),
     ),
     Case(
         "outcome-context-variable-removed",
@@ -541,7 +544,10 @@ CATALOG = [
         "node",
         on_edge("sign", "awaiting_signature", when={"kind": ["observe"]}),
         b("guard-narrowed") + w("guard-widened"),
-        ("no longer admits kind=action (actor signer)", "now admits kind=observe (actor signer)"),
+        (
+            "no longer admits actor signer when kind=action",
+            "now admits actor signer when kind=observe",
+        ),
     ),
     Case(
         "node-guard-added-for-one-edge-of-a-list",
@@ -554,21 +560,27 @@ CATALOG = [
             or edge(d, "retry", "preparing").update(source="preparing")
         ),
         b("guard-narrowed"),
-        ("'awaiting_signature' --retry--> 'ready' no longer admits kind=observe",),
+        (
+            "'awaiting_signature' --retry--> 'ready' "
+            "no longer admits actor executor when kind=observe",
+        ),
     ),
     Case(
         "node-actors-narrowed",
         "node",
         on_edge("fail", "awaiting_signature", actor="signer"),
         b("actors-narrowed"),
-        ("'awaiting_signature' --fail--> 'failed' no longer admits kind=action (actor executor)",),
+        (
+            "'awaiting_signature' --fail--> 'failed' "
+            "no longer admits actor executor when kind=action",
+        ),
     ),
     Case(
         "node-actors-widened",
         "node",
         on_edge("wake", "blocked", actor=["planner", "operator"]),
         w("actors-widened"),
-        ("'blocked' --wake--> 'ready' now admits any context (actor operator)",),
+        ("'blocked' --wake--> 'ready' now admits actor operator in any context",),
     ),
     Case(
         "node-transition-removed-from-a-list",
@@ -680,14 +692,17 @@ CATALOG = [
         "request",
         on_edge("fail_validation", "received", when=None),
         w("guard-widened"),
-        ("now admits side_effects=started (actor system)",),
+        ("now admits actor system when side_effects=started",),
     ),
     Case(
         "request-cancel-widened-and-narrowed",
         "request",
         on_edge("cancel", "executing", actor="system"),
         b("actors-narrowed", "actors-narrowed") + w("actors-widened", "actors-widened"),
-        ("'executing' --cancel--> 'cancelled' no longer admits side_effects=none",),
+        (
+            "'executing' --cancel--> 'cancelled' "
+            "no longer admits actor operator when side_effects=none",
+        ),
     ),
     Case(
         "request-wording",
@@ -1009,9 +1024,10 @@ def test_guards_on_two_variables_are_compared_value_by_value(tmp_path: Path) -> 
     changes = {c.what: c.message for c in diff_specs(old, new)}
     assert set(changes) == {"guard-narrowed", "guard-widened"}
     assert (
-        "no longer admits mode=live, size=large (actors bot, person)" in changes["guard-narrowed"]
+        "no longer admits actors bot, person when mode=live, size=large"
+        in changes["guard-narrowed"]
     )
-    assert "now admits mode=paper, size=small (actors bot, person)" in changes["guard-widened"]
+    assert "now admits actors bot, person when mode=paper, size=small" in changes["guard-widened"]
     same = _multi(tmp_path, "same", "{mode: [live, paper], size: [large, small]}")
     unguarded = _multi(tmp_path, "open", "{mode: [live, paper]}")
     assert diff_specs(unguarded, same) == ()  # every value of a variable is no guard on it

@@ -45,8 +45,8 @@ class Space:
         ]
 
     def text(self, cubes: Sequence[Cube]) -> str:
-        """``cubes`` for a person: each guard (the variables it restricts) and its actors,
-        ``tier=irreversible (actor proxy)``."""
+        """``cubes`` for a person: its actors and each guard (the variables it restricts),
+        ``actor proxy when tier=irreversible`` or ``actors a, b in any context``."""
         merged: dict[tuple[frozenset[str], ...], frozenset[str]] = {}
         for actors, values in cubes:
             merged[values] = merged.get(values, frozenset()) | actors
@@ -57,8 +57,8 @@ class Space:
                 for var, allowed in zip(self.variables, values, strict=True)
                 if allowed != self.universe[var]
             }
-            where = describe_guard(guard, "label") if guard else "any context"
-            parts.append(f"{where} ({actors_text(sorted(actors))})")
+            where = f"when {describe_guard(guard, 'label')}" if guard else "in any context"
+            parts.append(f"{actors_text(sorted(actors))} {where}")
         return "; ".join(sorted(parts))
 
 
