@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from machines.store import migration, migration_postgres
+from machines.store import migration_postgres, migration_sqlite
 from machines.store.migration import MigrationPlan, StateMap, migrate
 from machines.testing._harness.migration_crashes import enumerate_migration_crashes
 from tests.migration_stores import (
@@ -123,7 +123,11 @@ def test_the_judge_catches_a_migration_that_is_not_one_transaction(
     first one leaves a store that opens with the old definitions, a trigger short."""
     fresh = fresh_stores(kind, tmp_path)
     judge = Judge(fresh, tmp_path / "changed")
-    database = migration_postgres.PostgresDatabase if kind == "postgres" else migration._SQLite
+    database = (
+        migration_postgres.PostgresDatabase
+        if kind == "postgres"
+        else migration_sqlite.SQLiteDatabase
+    )
     monkeypatch.setattr(database, "begin", lambda self, tables: None)
     monkeypatch.setattr(database, "commit", lambda self: None)
 
