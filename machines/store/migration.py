@@ -160,7 +160,7 @@ def migrate(
         raise InvalidArgument(
             f"boundary must be a function or None, not a {type(boundary).__name__}"
         )
-    checked_clock(clock, "the migration")  # not a function at all: refused before any read
+    read_clock = checked_clock(clock, "the migration", StoreError, "nothing was migrated")
     db = _open(url)
     try:
         tables = [name(m, role) for m in specs for role in ("entities", "history", "moves")]
@@ -169,7 +169,7 @@ def migrate(
         if plan.refused or plan.nothing_to_do or dry_run:
             return plan
         tick = boundary or (lambda _: None)
-        now = checked_clock(clock, "the migration", StoreError, "nothing was migrated")()
+        now = read_clock()
         for step in work:
             step.run(db, tick, now)
         db.commit()
