@@ -1,4 +1,6 @@
-"""``python -m benchmarks [--json PATH] [--only NAME]``: run every ratio benchmark."""
+"""``python -m benchmarks [--json PATH] [--only NAME] [--quick]``: run every ratio
+benchmark (``--quick``: one round each, to check that each runs; its ratios are not
+measurements)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from benchmarks import (
     explore_bench,
+    harness,
     postgres_bench,
     runtime_bench,
     step_bench,
@@ -33,13 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--json", type=Path, default=Path("build/benchmarks.json"))
     parser.add_argument("--only", choices=sorted(SUITES), action="append")
+    parser.add_argument(
+        "--quick", action="store_true", help="one round each: a check, not a measurement"
+    )
     args = parser.parse_args(argv)
+    harness.quick(args.quick)
     results: list[Ratio] = []
     for name, run in SUITES.items():
         if args.only and name not in args.only:
             continue
         print(f"running {name} ...", file=sys.stderr, flush=True)
         results.extend(run())
+    if args.quick:
+        print("quick run: one round each, so these ratios are not measurements")
     print(format_table(results))
     if not args.only or "runtime" in args.only:
         memory = runtime_bench.memory_per_entity()
@@ -53,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "quick": args.quick,
         "results": [asdict(r) | {"meets_goal": r.meets_goal} for r in results],
         "memory_per_entity_bytes": memory,
     }

@@ -1,7 +1,9 @@
 """Measure a candidate against a baseline as a ratio, robust to a noisy shared machine.
 
 Both are timed in alternating rounds (the order flips every round) with the same number
-of calls, and the reported ratio is the median of the per-round ratios.
+of calls, and the reported ratio is the median of the per-round ratios. ``quick()`` makes
+every comparison one round: a check that each benchmark runs, whose ratios are not
+measurements.
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ class Ratio:
         if self.goal is None:
             return None
         return self.ratio >= self.goal if self.higher_is_better else self.ratio <= self.goal
+
+
+_QUICK = {"on": False}
+
+
+def quick(on: bool = True) -> None:
+    """One round per comparison from now on (``python -m benchmarks --quick``)."""
+    _QUICK["on"] = on
+
+
+def is_quick() -> bool:
+    return _QUICK["on"]
 
 
 def _time(fn: Callable[[], object]) -> float:
@@ -96,6 +110,7 @@ def _compare(
     throughput: bool,
 ) -> Ratio:
     (cand_name, cand), (base_name, base) = candidate, baseline
+    rounds = 1 if is_quick() else rounds
     ratios, cand_times, base_times = [], [], []
     for i in range(rounds):
         if i % 2:

@@ -1,6 +1,7 @@
 """The detectors a code mutant meets, by name: this repository's property suites on the
-reference systems, sized as ``tests/test_suites.py`` sizes them in the ``ci`` profile
-(derandomized), or a pytest selection (``pytest:ARGS``) for what no suite can reach.
+reference systems, sized as ``tests/test_suites.py`` sizes them (``machines.testing._harness.
+sizes``, in the ``ci`` profile, derandomized), or a pytest selection (``pytest:ARGS``) for
+what no suite can reach.
 
 A detector returns when it sees nothing wrong and raises what it saw otherwise. The suites
 run their generate phase only: a catch is reported at the first failing run, unshrunk
@@ -20,12 +21,21 @@ import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
-from hypothesis import Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
+from machines.testing._harness.sizes import (
+    EFFECT_LOG,
+    EFFECT_LOG_ON_DISK,
+    EXACTLY_ONCE,
+    EXACTLY_ONCE_ON_DISK,
+    TRANSFER,
+    TRANSFER_ON_DISK,
+    TRANSFER_START,
+    Size,
+)
 from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
 from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
-from machines.testing.profiles import run_suite, scaled
+from machines.testing.profiles import run_suite
 from machines.testing.transfer import ReferenceTransfer, TransferAdapter, TransferSuite, Venue
 from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
 
@@ -39,9 +49,9 @@ class Unavailable(Exception):
     """The detector cannot run here (no PostgreSQL server): reported, not a catch."""
 
 
-def hunt(suite: type[RuleBasedStateMachine], run: settings) -> None:
-    """One suite run, stopping at the first failing example."""
-    run_suite(suite, settings(run, phases=[Phase.generate], database=None, derandomize=True))
+def hunt(suite: type[RuleBasedStateMachine], size: Size) -> None:
+    """One suite run of ``size``, stopping at the first failing example."""
+    run_suite(suite, size.hunting())
 
 
 class Stores:
@@ -64,7 +74,7 @@ class Stores:
         return cleanup.enter_context(temporary_schema(self.server, prefix="mutant"))
 
 
-def exactly_once(kind: str, examples: int) -> Detector:
+def exactly_once(kind: str, size: Size) -> Detector:
     def detect() -> None:
         stores = Stores(kind)
 
@@ -78,12 +88,12 @@ def exactly_once(kind: str, examples: int) -> Detector:
             def teardown(self) -> None:
                 self.cleanup.close()
 
-        hunt(OnStore, scaled(examples))
+        hunt(OnStore, size)
 
     return detect
 
 
-def effect_log(kind: str, examples: int) -> Detector:
+def effect_log(kind: str, size: Size) -> Detector:
     def detect() -> None:
         stores = Stores(kind)
 
@@ -97,12 +107,12 @@ def effect_log(kind: str, examples: int) -> Detector:
             def teardown(self) -> None:
                 self.cleanup.close()
 
-        hunt(OnStore, scaled(examples, 30))
+        hunt(OnStore, size)
 
     return detect
 
 
-def transfer(kind: str, examples: int, steps: int) -> Detector:
+def transfer(kind: str, size: Size) -> Detector:
     def detect() -> None:
         stores = Stores(kind)
 
@@ -116,7 +126,7 @@ def transfer(kind: str, examples: int, steps: int) -> Detector:
             def teardown(self) -> None:
                 self.cleanup.close()
 
-        hunt(OnStore, scaled(examples, steps))
+        hunt(OnStore, size)
 
     return detect
 
@@ -143,11 +153,12 @@ def transfer_starts() -> None:
         return FromThisStart
 
     for start in STARTS:
-        hunt(pinned(start), scaled(3, 30))
+        hunt(pinned(start), TRANSFER_START)
 
 
 def pytest_selection(args: str) -> Detector:
-    """``python -m pytest -x ARGS`` in the copy: a failure is a catch."""
+    """``python -m pytest -x -n 0 ARGS`` in the copy: a failure is a catch (in one process,
+    so that ``-x`` stops at the first)."""
 
     def detect() -> None:
         done = subprocess.run(
@@ -156,6 +167,8 @@ def pytest_selection(args: str) -> Detector:
                 "-m",
                 "pytest",
                 "-x",
+                "-n",
+                "0",
                 "-q",
                 "-rf",
                 "-p",
@@ -175,15 +188,15 @@ def pytest_selection(args: str) -> Detector:
 
 
 DETECTORS: Mapping[str, Detector] = {
-    "exactly-once/memory": exactly_once("memory", 200),
-    "exactly-once/sqlite": exactly_once("sqlite", 25),
-    "exactly-once/postgres": exactly_once("postgres", 25),
-    "effect-log/memory": effect_log("memory", 200),
-    "effect-log/sqlite": effect_log("sqlite", 25),
+    "exactly-once/memory": exactly_once("memory", EXACTLY_ONCE),
+    "exactly-once/sqlite": exactly_once("sqlite", EXACTLY_ONCE_ON_DISK),
+    "exactly-once/postgres": exactly_once("postgres", EXACTLY_ONCE_ON_DISK),
+    "effect-log/memory": effect_log("memory", EFFECT_LOG),
+    "effect-log/sqlite": effect_log("sqlite", EFFECT_LOG_ON_DISK),
     "transfer/scenarios": transfer_scenarios,
     "transfer/starts": transfer_starts,
-    "transfer/memory": transfer("memory", 250, 60),
-    "transfer/sqlite": transfer("sqlite", 30, 40),
+    "transfer/memory": transfer("memory", TRANSFER),
+    "transfer/sqlite": transfer("sqlite", TRANSFER_ON_DISK),
 }
 """Every suite detector; ``pytest:ARGS`` names a pytest selection instead."""
 

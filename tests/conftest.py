@@ -14,7 +14,7 @@ import yaml
 
 from machines.spec.loader import bundled_spec_dir
 from machines.store import Store, open_store
-from machines.testing.profiles import load_profile
+from machines.testing.profiles import ENV, load_profile
 
 Document = dict[str, Any]
 
@@ -157,6 +157,57 @@ def transition(doc: Document, source: str, dest: str) -> Document:
 
 
 load_profile()  # dev, ci or thorough, from HYPOTHESIS_PROFILE (machines.testing.profiles)
+
+THOROUGH = "thorough"
+"""The marker of the tests only ``python -m pytest --thorough`` runs, and the profile it
+runs every property test under."""
+THOROUGH_COMMAND = "python -m pytest --thorough"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        f"--{THOROUGH}",
+        action="store_true",
+        default=False,
+        help=(
+            f"the nightly run: every property test at the '{THOROUGH}' Hypothesis profile's "
+            f"size, and the tests marked '{THOROUGH}' (the full mutation catalogs, the "
+            "benchmarks, the explorer's largest scopes), which are not run otherwise"
+        ),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``--thorough`` loads the thorough profile before any test module is imported (their
+    module-level ``scaled`` sizes read it); another profile named with it is a usage error,
+    not a silent choice of one of the two."""
+    if not config.getoption(THOROUGH):
+        return
+    named = config.getoption("--hypothesis-profile") or os.environ.get(ENV)
+    if named not in (None, "", THOROUGH):
+        raise pytest.UsageError(
+            f"--{THOROUGH} runs the '{THOROUGH}' profile, but '{named}' is chosen too "
+            f"(--hypothesis-profile or {ENV}); drop one of them"
+        )
+    load_profile(THOROUGH)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.getoption(THOROUGH):
+        return f"{THOROUGH}: every test, at the '{THOROUGH}' profile's size"
+    return f"{THOROUGH}: the tests marked {THOROUGH} are not run ({THOROUGH_COMMAND} runs them)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--thorough``, the tests marked thorough are deselected (and counted in the
+    summary): CI and a developer's default run keep the fast test of each promise."""
+    if config.getoption(THOROUGH):
+        return
+    thorough = [item for item in items if item.get_closest_marker(THOROUGH)]
+    if thorough:
+        config.hook.pytest_deselected(items=thorough)
+        items[:] = [item for item in items if not item.get_closest_marker(THOROUGH)]
+
 
 collect_ignore = ["user_project"]
 """tests/user_project is a user's own project, with its own conftest.py and its own test

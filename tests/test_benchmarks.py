@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks import harness
 from benchmarks.__main__ import main
 from benchmarks.harness import measure_ratio
 from benchmarks.workloads import every_transition
 from tests.conftest import require_postgres
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_benchmark_move_is_legal() -> None:
@@ -36,12 +42,42 @@ def test_harness_reports_the_median_ratio() -> None:
     assert 0 < ratio.ratio < 10 and ratio.candidate_ns > 0
 
 
-def test_step_suite_writes_json(tmp_path: Path, capsys: object) -> None:
+def test_step_suite_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command, quick (one round each: a check that it runs, not a measurement)."""
     out = tmp_path / "bench.json"
-    assert main(["--only", "step", "--json", str(out)]) == 0
+    try:
+        assert main(["--only", "step", "--quick", "--json", str(out)]) == 0
+    finally:
+        harness.quick(False)
     written = json.loads(out.read_text())
     names = [r["name"] for r in written["results"]]
     assert "step, context bound once" in names and all(r["ratio"] > 0 for r in written["results"])
+    assert written["quick"] is True and all(r["rounds"] == 1 for r in written["results"])
+    assert "not measurements" in capsys.readouterr().out
+
+
+@pytest.mark.thorough
+def test_every_benchmark_runs_in_full(tmp_path: Path) -> None:
+    """``python -m benchmarks`` as its docs run it: every suite of ratios, at full rounds,
+    written to JSON (the goals are reported in the table, never asserted: a ratio on a
+    shared machine is a measurement, not a test)."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--json", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    print(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    written = json.loads(out.read_text())
+    assert written["quick"] is False and all(r["rounds"] > 1 for r in written["results"][:5])
+    names = " ".join(r["name"] for r in written["results"])
+    for suite in ("step", "entity creation", "SQLite claims", "steps/s", "mutation", "explore"):
+        assert suite in names, suite
 
 
 def test_store_benchmark_sides_do_the_same_work(tmp_path: Path) -> None:

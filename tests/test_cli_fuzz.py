@@ -27,10 +27,9 @@ from machines.mutation import CATALOG
 from machines.render.export import FORMATS
 from machines.spec.loader import bundled_spec_dir, load
 from machines.store import open_store
+from machines.testing.profiles import scaled
 from tests.garbage import garbage
 
-CLI_EXAMPLES = 80
-AUDIT_EXAMPLES = 60
 EXIT_CODES = (0, 1, 2)
 
 
@@ -215,8 +214,7 @@ def run(argv: list[Any], cwd: Path) -> tuple[int, str, str]:
 
 
 @settings(
-    max_examples=CLI_EXAMPLES,
-    deadline=None,  # a command may take a second (a spec load, a check)
+    scaled(80),  # a command may take a second (a spec load, a check): no deadline
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(data=st.data())
@@ -294,8 +292,7 @@ or bytes (invalid UTF-8 and lone surrogates included)."""
 
 
 @settings(
-    max_examples=AUDIT_EXAMPLES,
-    deadline=None,  # a command may take a second (a spec load, a check)
+    scaled(60),  # a command may take a second (a spec load, a check): no deadline
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(

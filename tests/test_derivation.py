@@ -19,6 +19,7 @@ from machines.derive.proof import DerivationReport, check_derivation
 from machines.errors import InvalidNodeState, MachinesError
 from machines.spec import Clause, RuleSet
 from machines.spec.states import NodeState, RequestState
+from machines.testing.profiles import scaled
 
 REQUEST = machines.load("request")
 NODE = machines.load("node")
@@ -139,7 +140,7 @@ class TestInputValidation:
         assert derive_request_state([]) is RequestState.COMPLETED
 
 
-@settings(max_examples=400, deadline=None)
+@settings(scaled(400))
 @given(nodes=nodes_strategy, rules=st.sampled_from(["money-safe", "qtg-v3"]))
 def test_compiled_derivation_agrees_with_a_literal_reading_of_the_rules(
     nodes: list[Node], rules: str
@@ -150,7 +151,7 @@ def test_compiled_derivation_agrees_with_a_literal_reading_of_the_rules(
     assert (None if got is None else str(got)) == expected
 
 
-@settings(max_examples=400, deadline=None)
+@settings(scaled(400))
 @given(nodes=nodes_strategy)
 def test_default_rules_keep_the_money_promises(nodes: list[Node]) -> None:
     result = derive_request_state(nodes)

@@ -1,17 +1,19 @@
 """What a user does, from the built wheel, in a project of their own outside this checkout.
 
 The package is built as a release is (``python -m build``: the sdist, then the wheel from
-the sdist), and the wheel is installed into a fresh virtual environment with what a user
-adds themselves (pytest). The user's project is ``tests/user_project``, copied to a
-temporary folder: a refund lifecycle of their own (``specs/refund.yaml``, with a person's
-approval and an unknown-outcome state), their own service for it on a SQLite table
-(``refunds.py``), its conformance test (``test_refunds.py``) and an mkdocs site
-(``mkdocs.yml`` with the ``machines`` plugin). From that folder the test runs what the user
-runs: ``machines check`` (and ``--format json``), ``mkdocs build --strict``, pytest on the
-conformance test (passing, then failing on the same service with one bug, naming the
-rule), and ``machines mutate --spec-dir specs -- python -m pytest ...`` with its kill
-table. Nothing of this checkout is on the path: the user's Python must import ``machines``
-from the virtual environment.
+the sdist), once per run: ``.ci/run`` builds it for its first Quick start and hands it here
+in ``$MACHINES_TEST_DIST``; without it, this module builds its own. The wheel is installed
+into a fresh virtual environment with what a user adds themselves (pytest). The user's
+project is ``tests/user_project``, copied to a temporary folder: a refund lifecycle of their
+own (``specs/refund.yaml``, with a person's approval and an unknown-outcome state), their
+own service for it on a SQLite table (``refunds.py``), its conformance test
+(``test_refunds.py``) and an mkdocs site (``mkdocs.yml`` with the ``machines`` plugin).
+From that folder the test runs what the user runs: ``machines check`` (and ``--format
+json``), ``mkdocs build --strict``, pytest on the conformance test (passing, then the
+conformance guide's ``test_lenient.py`` failing with the report the guide shows), and
+``machines mutate --spec-dir specs -- python -m pytest ...`` with its kill table. Nothing of
+this checkout is on the path: the user's Python must import ``machines`` from the virtual
+environment.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.guide_output import CONFORMANCE_GUIDE, assert_shows, guide_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = Path(__file__).resolve().parent / "user_project"
@@ -78,12 +82,36 @@ class User:
         return _run([str(self.bin / program), *args], self.project, self.env)
 
 
+DIST_VARIABLE = "MACHINES_TEST_DIST"
+"""A folder holding the sdist and the wheel ``.ci/run`` built from this checkout."""
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    given = os.environ.get(DIST_VARIABLE)
+    if given:
+        return built_from_this_checkout(Path(given))
     out = tmp_path_factory.mktemp("dist")
     built = _run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], out)
     assert built.code == 0, built
     return out
+
+
+def built_from_this_checkout(folder: Path) -> Path:
+    """``folder``, once its wheel is known to hold this checkout's package: every module
+    and definition byte for byte (a stale wheel would test another version)."""
+    wheels = sorted(folder.glob("effect_machines-*.whl"))
+    assert len(wheels) == 1, f"${DIST_VARIABLE}={folder} must hold one wheel, not {wheels}"
+    with zipfile.ZipFile(wheels[0]) as archive:
+        packed = {name: archive.read(name) for name in archive.namelist()}
+    sources = [*(ROOT / "machines").rglob("*.py"), *(ROOT / "spec").glob("*")]
+    for source in sources:
+        relative = source.relative_to(ROOT).as_posix()
+        name = "machines/_spec/" + source.name if relative.startswith("spec/") else relative
+        assert packed.get(name) == source.read_bytes(), (
+            f"${DIST_VARIABLE}: {name} in {wheels[0].name} is not this checkout's; rebuild it"
+        )
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -190,80 +218,69 @@ def test_the_users_site_builds_with_the_plugin(user: User) -> None:
     assert not (user.project / "docs" / "machines").exists(), "nothing is written into docs/"
 
 
-def test_the_conformance_suite_passes_and_fails_naming_the_rule(user: User) -> None:
-    tests = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_refunds.py"]
-    passed = user.run("python", *tests)
+def test_the_conformance_suite_passes_and_fails_as_the_guide_shows(user: User) -> None:
+    """The user's conformance test passes; the conformance guide's ``test_lenient.py`` (the
+    same service with one bug) fails with the report the guide shows, shrunk: this is the
+    one shrunk failing conformance run of a test run (``tests/guide_output.py``)."""
+    passed = user.run("python", *PYTEST, "test_refunds.py")
     assert passed.code == 0, passed
-    buggy = user.project.parent / "buggy-service"
-    shutil.copytree(user.project, buggy, ignore=shutil.ignore_patterns("__pycache__", "site"))
-    service = buggy / "refunds.py"
-    text = service.read_text(encoding="utf-8")
-    correct = '("awaiting_approval", "approve"): Move("sending", frozenset({"approver"})),'
-    assert correct in text
-    lenient = correct.replace('{"approver"}', '{"approver", "service"}')
-    service.write_text(text.replace(correct, lenient), encoding="utf-8")
-    failed = _run([str(user.bin / "python"), *tests], buggy, user.env)
+    blocks = guide_blocks(CONFORMANCE_GUIDE)
+    (user.project / "test_lenient.py").write_text(blocks["test_lenient.py"], encoding="utf-8")
+    failed = user.run("python", *PYTEST, "test_lenient.py")
     assert failed.code == 1, failed
-    assert "illegal-move-refused" in failed.out, failed
+    assert_shows(blocks["output"], failed.out, rule="illegal-move-refused")
 
 
 SAMPLE = (
     "*:drop-transition:approve",
-    "*:add-actor:approve:*",
-    "*:drop-guard:*",
-    "*:drop-tag:*",
-    "*:make-terminal:*",
-    "*:make-non-terminal:*",
-    "*:change-dest:confirm:*",
-    "*:add-transition:requested:*",
+    "*:add-actor:approve:service",
+    "*:drop-guard:hold",
+    "*:drop-tag:awaiting_approval:needs-human",
+    "*:make-terminal:sending",
+    "*:make-non-terminal:refunded",
+    "*:change-dest:confirm:declined",
+    "*:add-transition:requested:refunded",
 )
-"""A mutant of every operator (the whole table, 86 mutants, is the guide's; it takes
-minutes, which the CI run does not spend)."""
+"""One mutant of every operator (the whole table, 86 mutants, is
+``test_every_mutant_of_the_users_definition_is_killed``, under ``--thorough``)."""
+
+PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 
 
-def test_spec_mutation_of_the_users_tests_prints_a_kill_table(user: User) -> None:
+def test_spec_mutation_prints_a_kill_table_and_finds_the_hole(user: User) -> None:
+    """One ``machines mutate`` run over a mutant of every operator, with the user's
+    conformance test but not the test of their queues: every mutant is killed (by the
+    definition's own rules before any test, or by the test) except those that drop a tag
+    the service reads, which nothing but the queue test notices: they survive, listed as
+    holes, and the command exits 1."""
     listed = user.run("machines", "mutate", "--spec-dir", "specs", "--list")
     assert listed.code == 0, listed
     assert len(listed.out.splitlines()) > 50, listed
     only = [flag for glob in SAMPLE for flag in ("--only", glob)]
-    tests = ["python", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"]
+    tests = ["python", *PYTEST, "-x", "test_refunds.py"]
     mutated = user.run("machines", "mutate", "--spec-dir", "specs", *only, "--", *tests)
-    assert mutated.code == 0, mutated
+    assert mutated.code == 1, mutated
     assert "baseline: the tests pass on the unmutated definitions" in mutated.out
     rows = [line for line in mutated.out.splitlines() if line.startswith("refund.yaml:")]
-    assert len(rows) >= len(SAMPLE) and all(" killed " in row for row in rows), mutated
-    assert "SURVIVED" not in mutated.out
+    assert len(rows) == len(SAMPLE), mutated
+    holes = [row for row in rows if " SURVIVED " in row]
+    assert len(holes) == 1 and ":drop-tag:" in holes[0], mutated
+    assert all(" killed " in row for row in rows if ":drop-tag:" not in row), mutated
     assert any("the definition's rules" in row for row in rows)  # caught before any test ran
     assert any("exit 1" in row for row in rows)  # caught by the user's tests
+    assert "SURVIVED" in mutated.out.split("killed ")[-1], mutated  # the summary lists them
     assert (user.project / "specs" / "refund.yaml").read_text(encoding="utf-8") == (
         PROJECT / "specs" / "refund.yaml"
     ).read_text(encoding="utf-8"), "the user's definitions are never touched"
 
 
-def test_a_hole_in_the_users_tests_survives(user: User, tmp_path: Path) -> None:
-    """Without the test of its queues, nothing notices a definition that drops a tag the
-    service reads: the mutant survives and the command exits 1."""
-    weaker = tmp_path / "weaker"
-    shutil.copytree(user.project, weaker, ignore=shutil.ignore_patterns("__pycache__", "site"))
-    (weaker / "test_queues.py").unlink()
-    mutated = _run(
-        [
-            str(user.bin / "machines"),
-            "mutate",
-            "--spec-dir",
-            "specs",
-            "--only",
-            "*:drop-tag:*",
-            "--",
-            "python",
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
-        weaker,
-        user.env,
-    )
-    assert mutated.code == 1, mutated
-    assert "SURVIVED" in mutated.out and "drop-tag" in mutated.out
+@pytest.mark.thorough
+def test_every_mutant_of_the_users_definition_is_killed(user: User) -> None:
+    """The guide's whole table: with the conformance test and the queue test, every one
+    of ``refund.yaml``'s mutants is killed, and the command exits 0."""
+    tests = ["python", *PYTEST, "-x", "test_refunds.py", "test_queues.py"]
+    mutated = user.run("machines", "mutate", "--spec-dir", "specs", "--", *tests)
+    print(mutated.out)
+    assert mutated.code == 0, mutated
+    rows = [line for line in mutated.out.splitlines() if line.startswith("refund.yaml:")]
+    assert len(rows) >= 80 and all(" killed " in row for row in rows), mutated

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import machines
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
+from machines.testing.profiles import scaled
 from tests.garbage import garbage
 
 SPECS = {name: machines.load(name) for name in ("effect", "outcome", "node", "request")}
@@ -48,7 +49,7 @@ def moves(draw: st.DrawFn) -> tuple[MachineSpec, str, str, str, dict[str, str]]:
     return spec, state, trigger, actor, context
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(scaled(1500))
 @given(move=moves())
 def test_step_stepper_and_object_agree(
     move: tuple[MachineSpec, str, str, str, dict[str, str]],
@@ -115,7 +116,7 @@ def _garbage_moves(spec: MachineSpec) -> st.SearchStrategy[tuple[Any, ...]]:
 GARBAGE_MOVES = st.one_of(*(_garbage_moves(SPECS[name]) for name in sorted(SPECS)))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(scaled(1500))
 @given(move=GARBAGE_MOVES)
 def test_step_tables_agree_with_the_reference_on_garbage(move: tuple[Any, ...]) -> None:
     _agree(*move)

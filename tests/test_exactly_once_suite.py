@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from machines.spec.loader import definition_paths, load, read_definition
@@ -35,14 +35,10 @@ from machines.testing.faults import Fault
 from machines.testing.profiles import run_suite, scaled
 from tests.conftest import Document, SpecCopy, transition
 from tests.garbage import garbage
+from tests.test_zoo_exactly_once import ZOO
 from tests.zoo.exactly_once import BUGS, CancelIsFailure, Ledger, LedgerAdapter, TimeoutIsFailure
 
-HUNT = settings(
-    scaled(200),
-    database=None,
-    report_multiple_bugs=False,
-    phases=[Phase.explicit, Phase.generate, Phase.shrink],
-)
+HUNT = ZOO
 """The zoo's settings (``tests/test_zoo_exactly_once.py``) for the hunts below."""
 
 
@@ -238,7 +234,7 @@ def test_a_retry_loop_that_never_ends_is_stopped_and_reported() -> None:
 # -- the oracle on hostile answers (item 1) -----------------------------------------------
 
 
-@settings(max_examples=300, suppress_health_check=list(HealthCheck))
+@settings(scaled(300), suppress_health_check=list(HealthCheck))
 @given(
     kind=st.sampled_from(["result", "failed", "untyped", "interrupted"]),
     value=garbage(),
@@ -333,7 +329,7 @@ GARBAGE_STEPS: tuple[Action, ...] = (
         "check",
     ],
 )
-@settings(max_examples=40, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(scaled(40), suppress_health_check=list(HealthCheck))
 @given(value=garbage(extra=({"value": 1.0}, {"value": True}, [("value", 1)])))
 def test_garbage_from_an_adapter_is_a_named_rule_never_a_traceback(where: str, value: Any) -> None:
     """issue 14 items 1 and 6: whatever an adapter method returns or raises (hostile

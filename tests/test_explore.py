@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from hypothesis import Phase, settings
 from hypothesis.stateful import invariant
 
 from machines.cli import main
@@ -23,7 +22,7 @@ from machines.explore.transfer import TransferModel
 from machines.explore.transfer_plans import SCOPES, steps_of
 from machines.explore.worlds import World
 from machines.spec.loader import load
-from machines.testing.profiles import run_suite, scaled
+from machines.testing.profiles import hunting, run_suite, scaled
 from machines.testing.transfer import PLANS, ReferenceTransfer, TransferSuite
 from tests.conftest import Document, SpecCopy
 
@@ -234,7 +233,7 @@ def test_the_conformance_check_can_fail(monkeypatch: pytest.MonkeyPatch) -> None
         return model, frozenset(s for s in seen if "request executing" not in model.describe(s))
 
     monkeypatch.setitem(globals(), "explored", without_execution)
-    quick = settings(scaled(10, 10), phases=[Phase.generate], derandomize=True)
+    quick = hunting(10, 10)
     with pytest.raises(AssertionError, match=r"unexplored: request executing"):
         run_suite(TransferWithinTheModel, quick)
 
@@ -243,7 +242,7 @@ def test_the_conformance_check_can_fail(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_the_executor_protocol_keeps_its_promises_in_every_outcome_scope() -> None:
-    for scope in ("small", "default"):
+    for scope in OUTCOME_SCOPES:
         result = explore(OutcomeModel(load("outcome"), OUTCOME_SCOPES[scope]))
         assert result.complete and result.violations == [], scope
         assert result.states > 100

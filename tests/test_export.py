@@ -24,6 +24,7 @@ from machines.spec import MachineSpec
 from machines.spec.records import definition_differences
 from machines.store.ddl import sqlite_schema
 from machines.store.ddl_postgres import postgres_schema
+from machines.testing.profiles import scaled
 from tests.conftest import postgres_schema as postgres_schema_on_server
 from tests.conftest import rename_everywhere
 
@@ -258,7 +259,7 @@ _TEXTS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size
 
 
 @given(texts=st.lists(_TEXTS, min_size=4, max_size=4), fmt=st.sampled_from(DEFINITION_FORMATS))
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(scaled(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_text_round_trips(texts: list[str], fmt: str, tmp_path_factory: Any) -> None:
     """Whatever the texts hold (control characters, quotes, a BOM, line breaks, any
     script), the exported definition loads back to the same one."""

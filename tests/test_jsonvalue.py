@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from types import MappingProxyType
 from typing import Any
@@ -85,8 +86,13 @@ def test_backslashes_before_u0000_are_not_a_nul() -> None:
 
 
 def test_nesting_at_the_limit_is_stored() -> None:
-    dumps(_nested(MAX_DEPTH))
-    dumps('"[[[[' * 200)  # brackets inside a string are not nesting
+    """At the limit a value is stored and comes back equal; one level more is refused
+    (``test_values_that_would_not_come_back_are_refused``)."""
+    deepest = _nested(MAX_DEPTH)
+    assert json.loads(dumps(deepest)) == deepest
+    assert dumps(deepest).count("[") == MAX_DEPTH
+    brackets = '"[[[[' * 200  # brackets inside a string are not nesting
+    assert json.loads(dumps(brackets)) == brackets
 
 
 @given(garbage())

@@ -37,6 +37,7 @@ from machines import MachineSpec, SpecError, SpecUnreadable, SpecViolation
 from machines.checks.report import check
 from machines.cli import main
 from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.testing.profiles import scaled
 from tests.conftest import rename_everywhere
 from tests.garbage import garbage
 
@@ -65,11 +66,15 @@ def _strings(node: Any) -> Iterator[str]:
 # mutation that swaps one real name for another gets much further than random text.
 WORDS = sorted({s for doc in DOCS.values() for s in _strings(doc) if len(s) <= 40})
 
-FUZZ = settings(
-    max_examples=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+
+def fuzz(examples: int) -> settings:
+    """A fuzz run of ``examples`` at full size, scaled by the active profile."""
+    return settings(
+        scaled(examples), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    )
+
+
+FUZZ = fuzz(100)
 
 # -- outcomes -----------------------------------------------------------------------------
 
@@ -443,7 +448,7 @@ def write_mutant(spec_dir: Path, name: str, doc: Any) -> Path:
     return path
 
 
-@settings(FUZZ, max_examples=60)
+@fuzz(60)
 @given(case=ANY_MUTANT)
 def test_mutated_definitions_raise_only_spec_error(case: Case) -> None:
     name, doc, _ = case
@@ -461,7 +466,7 @@ def test_mutated_definitions_raise_only_spec_error(case: Case) -> None:
 # -- (d) the checker never raises ---------------------------------------------------------
 
 
-@settings(FUZZ, max_examples=30)
+@fuzz(30)
 @given(case=ANY_MUTANT)
 def test_checker_never_raises_on_mutated_definitions(case: Case) -> None:
     name, doc, _ = case
@@ -477,7 +482,7 @@ def test_checker_never_raises_on_mutated_definitions(case: Case) -> None:
             assert report.exit_code >= 1, report
 
 
-@settings(FUZZ, max_examples=40)
+@fuzz(40)
 @given(doc=VALUES, name=st.sampled_from(NAMES))
 def test_checker_never_raises_on_arbitrary_documents(doc: Any, name: str) -> None:
     with spec_copy() as spec_dir:
@@ -682,7 +687,7 @@ def must_be_unreadable(text: str) -> bool:
     return False
 
 
-@settings(FUZZ, max_examples=60)
+@fuzz(60)
 @given(case=hostile_yaml())
 def test_yaml_tags_aliases_and_bombs_raise_only_spec_error(case: tuple[str, str]) -> None:
     """issue 13 items 14 and 15: tags on every kind of node, typed scalars, aliases and
@@ -716,7 +721,7 @@ def run_check(spec_dir: Path) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-@settings(FUZZ, max_examples=20)
+@fuzz(20)
 @given(case=hostile_yaml(), odd=st.sets(st.sampled_from(sorted(ODD_ENTRIES))))
 def test_cli_check_on_hostile_files_exits_1_or_2_without_traceback(
     case: tuple[str, str], odd: set[str]
@@ -746,7 +751,7 @@ def odd_paths(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     return (*paths, *map(str, paths), *NAMES, "x" * 300)
 
 
-@settings(FUZZ, max_examples=150)
+@fuzz(150)
 @given(data=st.data())
 def test_loading_functions_given_garbage_raise_only_spec_error(
     odd_paths: tuple[Any, ...], data: st.DataObject

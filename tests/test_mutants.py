@@ -159,3 +159,24 @@ def test_the_list_piped_into_head_ends_quietly() -> None:
     )
     assert done.stdout.startswith(CATALOG[0].id)
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+@pytest.mark.thorough
+def test_every_code_mutant_is_killed_or_justified() -> None:
+    """The whole catalog through the command, as its docs run it (the baseline first),
+    every mutant's detectors at the ``ci`` profile's size: each is killed or justified as
+    equivalent. CI runs the fast subset above; ``python -m pytest --thorough`` runs this."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mutants"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=4 * 3600,
+        check=False,
+    )
+    print(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert f"killed {len(CATALOG) - sum(m.equivalent is not None for m in CATALOG)}/" in (
+        done.stdout
+    )

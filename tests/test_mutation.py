@@ -4,12 +4,14 @@ by a stateful suite, and the catalog is as wide as it claims."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
-from machines.mutation import CATALOG, kill, run_catalog, summary, write_mutant
+from machines.mutation import CATALOG, Mutation, kill, run_catalog, summary, write_mutant
+from machines.testing.profiles import scaled
 
 
 def test_the_catalog_is_wide() -> None:
@@ -27,6 +29,44 @@ def test_each_mutation_really_changes_its_definition(mutation, tmp_path: Path) -
     )
 
 
+def _covering(catalog: Sequence[Mutation]) -> list[Mutation]:
+    """The first mutation of each invariant the catalog breaks, and of each detector that
+    catches one (an explored machine and a suite's machine of each system): the fast set
+    that still breaks every promise the catalog does."""
+    chosen: dict[str, Mutation] = {}
+    for mutation in catalog:
+        for promise in mutation.breaks:
+            chosen.setdefault(promise, mutation)
+    chosen.setdefault("EffectLogSuite", _named(catalog, "effect-no-provable-failure"))
+    chosen.setdefault("TransferSuite", _named(catalog, "node-observer-cannot-lose-track"))
+    return list({m.id: m for m in chosen.values()}.values())
+
+
+def _named(catalog: Sequence[Mutation], mutation_id: str) -> Mutation:
+    (found,) = [m for m in catalog if m.id == mutation_id]
+    return found
+
+
+COVERING = _covering(CATALOG)
+
+
+def test_the_fast_set_breaks_every_promise_the_catalog_breaks() -> None:
+    broken = {promise for m in CATALOG for promise in m.breaks}
+    assert {promise for m in COVERING for promise in m.breaks} == broken
+    assert len(COVERING) < len(CATALOG)
+
+
+@pytest.mark.parametrize("mutation", COVERING, ids=[m.id for m in COVERING])
+def test_a_mutation_of_every_promise_is_caught(mutation: Mutation) -> None:
+    """One mutation per promise the catalog breaks, and one per suite detector: each is
+    caught (the whole catalog: ``test_every_mutation_is_caught``, under ``--thorough``)."""
+    kill_ = kill(mutation, examples=scaled(300, 60).max_examples)
+    assert kill_.caught_by is not None, kill_.evidence
+    if mutation.id in ("effect-no-provable-failure", "node-observer-cannot-lose-track"):
+        assert kill_.caught_by in ("EffectLogSuite", "TransferSuite"), kill_
+
+
+@pytest.mark.thorough
 def test_every_mutation_is_caught(capsys: pytest.CaptureFixture[str]) -> None:
     kills = run_catalog()
     with capsys.disabled():
@@ -38,13 +78,12 @@ def test_every_mutation_is_caught(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_harmless_change_survives_so_the_detectors_are_not_trivially_loud() -> None:
     """The control: a mutation that changes only a description must not be 'caught'."""
-    from machines.mutation import Mutation
 
     def reword(doc: dict) -> None:  # type: ignore[type-arg]
         doc["description"] = doc["description"] + " (reworded)"
 
     control = Mutation("control-reword", "outcome", "a reworded description", reword, ())
-    result = kill(control, examples=20)
+    result = kill(control, examples=scaled(20, 60).max_examples)
     assert result.caught_by is None, result.evidence
 
 

@@ -25,6 +25,7 @@ from machines.errors import MachinesError
 from machines.runtime import Hooks
 from machines.runtime.history import History
 from machines.spec import MachineSpec
+from machines.testing.profiles import scaled
 from tests.garbage import garbage
 
 SPECS = {name: machines.load(name) for name in ("effect", "outcome", "node", "request")}
@@ -54,7 +55,7 @@ TAKEN = frozenset(
 (Python itself refuses the call before it reaches the package)."""
 
 MESSAGE_LIMIT = 2000
-FUZZ = settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(scaled(1000), suppress_health_check=[HealthCheck.too_slow])
 
 machine_names = st.sampled_from(sorted(SPECS))
 names = garbage(extra=NAMES)
@@ -272,7 +273,7 @@ def test_trigger_and_can_refuse_garbage(move: Move, detail: Any) -> None:
     assert m.history.write_jsonl(out) == len(m.history)
 
 
-@settings(FUZZ, max_examples=300)
+@settings(scaled(300), suppress_health_check=[HealthCheck.too_slow])
 @given(move=moves(), detail=details)
 def test_async_trigger_and_can_refuse_garbage(move: Move, detail: Any) -> None:
     """issue 13 items 8, 9, 17 (async)."""

@@ -1,8 +1,9 @@
 """The documentation site: ``mkdocs build --strict`` from the committed pages and the
-machine pages the ``machines`` plugin makes from ``spec/`` as it builds, then the built site
-served on localhost and opened in a real headless Chromium: every machine page
-loads and draws its SVG diagram with a non-zero size, and no link or image is broken. A
-screenshot of the effect page is kept under ``build/`` (CI's artifact).
+machine pages the ``machines`` plugin makes from ``spec/`` as it builds (in CI, the build
+``.ci/run`` made, named by ``$MACHINES_TEST_SITE``), then the built site served on
+localhost and opened in a real headless Chromium: every machine page loads and draws its
+SVG diagram with a non-zero size, and no link or image is broken. A screenshot of the
+effect page is kept under ``build/`` (CI's artifact).
 
 Locally, a missing mkdocs, Chromium or chromedriver skips these tests (one line of the summary);
 in CI (``CI=true``) it fails them, because ``.ci/run`` installs all three."""
@@ -42,8 +43,18 @@ def first_existing(paths: tuple[str, ...], what: str, fix: str) -> str:
     return found
 
 
+SITE_VARIABLE = "MACHINES_TEST_SITE"
+"""The site ``.ci/run`` built with ``mkdocs build --strict`` just before the tests: built
+once per run, not again here."""
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    given = os.environ.get(SITE_VARIABLE)
+    if given:
+        built = Path(given)
+        assert (built / "index.html").is_file(), f"${SITE_VARIABLE}={given} holds no site"
+        return built
     if importlib.util.find_spec("mkdocs") is None:
         unavailable("mkdocs", "pip install 'effect-machines[docs]'")
     if not entry_points(group="mkdocs.plugins", name="machines"):
@@ -113,6 +124,9 @@ def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
     for name in MACHINES:
         assert (site / "machines" / "diagrams" / f"{name}.svg").is_file()
     assert not (ROOT / "docs" / "machines").exists(), "machine pages are made, not committed"
+    for page in (ROOT / "docs").rglob("*.md"):
+        html = page.relative_to(ROOT / "docs").with_suffix(".html")
+        assert (site / html).is_file(), f"{html} is missing: the site is not this checkout's"
 
 
 def test_every_machine_page_draws_its_diagram(browser: Any, server: str) -> None:

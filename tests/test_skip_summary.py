@@ -12,14 +12,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+POSTGRES_TESTS = "tests/test_postgres.py"
 
 
-def _pytest(ci: bool) -> subprocess.CompletedProcess[str]:
+def _pytest(ci: bool, *options: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MACHINES_TEST_POSTGRES", "CI")}
     if ci:
         env["CI"] = "true"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_postgres.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, POSTGRES_TESTS],
         cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -30,6 +31,8 @@ def _pytest(ci: bool) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_tests_a_missing_server_keeps_from_running_are_one_line() -> None:
+    """As a developer runs the tests: in parallel, the default (the workers' skips fold
+    into one line too)."""
     done = _pytest(ci=False)
     assert done.returncode == 0, done.stdout + done.stderr
     skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
@@ -42,7 +45,7 @@ def test_the_tests_a_missing_server_keeps_from_running_are_one_line() -> None:
 
 
 def test_in_ci_they_fail_rather_than_skip() -> None:
-    done = _pytest(ci=True)
+    done = _pytest(True, "-n", "0")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "a PostgreSQL server is missing in CI" in done.stdout
     assert "skipped" not in done.stdout.splitlines()[-1]

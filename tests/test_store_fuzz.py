@@ -24,20 +24,18 @@ import machines
 from machines.errors import InvalidArgument, MachinesError
 from machines.store import Row, Store, Transaction, open_store
 from machines.store.migration import StateMap, migrate
+from machines.testing.profiles import scaled
 from tests.conftest import postgres_schema
 from tests.garbage import garbage
 from tests.migration_stores import raw_snapshot
 from tests.test_store_values import contents
 
-EXAMPLES = 100
-"""Examples per method and store, in every profile: 31 runs of 100 take about 15
-seconds in all (the garbage is cheap, the stores are local)."""
-
 FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
+    scaled(100),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+"""Examples per method and store: 100 at full size (the garbage is cheap, the stores are
+local)."""
 
 READ = object()
 """The default ``row`` of a move or update: the fixture's row, read fresh in the call."""
@@ -201,6 +199,9 @@ def with_garbage(draw: st.DataObject, defaults: dict[str, Any]) -> dict[str, Any
     return args
 
 
+CHANGED_BY_A_REFUSAL = "a call that raised a MachinesError changed the store"
+
+
 def attempt(
     store: Store, call: Callable[[], object], in_tx: Callable[[Transaction], object] | None
 ) -> None:
@@ -220,7 +221,8 @@ def attempt(
     except MachinesError:
         raised = True
     if raised:
-        assert contents(store) == before
+        after = contents(store)
+        assert after == before, f"{CHANGED_BY_A_REFUSAL}: before {before!r}, after {after!r}"
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -319,7 +321,7 @@ def test_the_check_sees_a_change_left_behind_by_a_refusal() -> None:
         tx.insert("outcome", "half")
         raise MachinesError("refused after writing")
 
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=CHANGED_BY_A_REFUSAL):
         attempt(store, lambda: None, half_write)
 
 

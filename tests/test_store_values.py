@@ -26,6 +26,7 @@ from machines.errors import InvalidArgument, MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.store import Row, Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce
+from machines.testing.profiles import scaled
 from tests.conftest import opened_store, store_url
 
 Contents = list[tuple[Row, list[TransitionEvent]]]
@@ -516,7 +517,7 @@ def every_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stor
         yield opened
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(scaled(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=JSON)
 @example(value=1e300)
 @example(value=-0.0)

@@ -1,8 +1,8 @@
 """The stateful system suites against the reference systems (memory and SQLite), the
 edge-coverage gate over every machine, and proof that each suite catches a broken system.
 
-Sized by ``machines.testing.profiles.scaled``: ``HYPOTHESIS_PROFILE=thorough`` runs the
-same tests with twenty times the examples."""
+Sized by ``machines.testing._harness.sizes`` through the active profile: ``python -m pytest
+--thorough`` runs the same tests with twenty times the examples."""
 
 from __future__ import annotations
 
@@ -12,17 +12,26 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 import machines
 from machines.spec.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
 from machines.systems.transfer import executor
 from machines.testing import Coverage
+from machines.testing._harness.sizes import (
+    EFFECT_LOG,
+    EFFECT_LOG_ON_DISK,
+    EXACTLY_ONCE,
+    EXACTLY_ONCE_ON_DISK,
+    TRANSFER,
+    TRANSFER_ON_DISK,
+    TRANSFER_START,
+)
 from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
 from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
-from machines.testing.profiles import scaled
+from machines.testing.profiles import hunting
 from machines.testing.transfer import (
     SCENARIOS,
     STARTS,
@@ -32,6 +41,7 @@ from machines.testing.transfer import (
     TransferSuite,
     Venue,
 )
+from machines.testing.verdict import RuleBroken
 from tests.conftest import Document, SpecCopy
 
 COVERAGE = Coverage()
@@ -51,7 +61,7 @@ class ExactlyOnceOnMemory(ExactlyOnceSuite):
 
 
 def test_exactly_once_on_memory() -> None:
-    run_state_machine_as_test(ExactlyOnceOnMemory, settings=scaled(200))
+    run_state_machine_as_test(ExactlyOnceOnMemory, settings=EXACTLY_ONCE.scaled())
 
 
 def test_exactly_once_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -59,7 +69,7 @@ def test_exactly_once_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Non
         def make_adapter(self) -> ExactlyOnceAdapter:
             return ReferenceAdapter(sqlite_url(tmp_path_factory.mktemp("eo")), coverage=COVERAGE)
 
-    run_state_machine_as_test(OnSQLite, settings=scaled(25))
+    run_state_machine_as_test(OnSQLite, settings=EXACTLY_ONCE_ON_DISK.scaled())
 
 
 # -- effect log -----------------------------------------------------------------------------
@@ -71,7 +81,7 @@ class EffectLogOnMemory(EffectLogSuite):
 
 
 def test_effect_log_on_memory() -> None:
-    run_state_machine_as_test(EffectLogOnMemory, settings=scaled(200, 30))
+    run_state_machine_as_test(EffectLogOnMemory, settings=EFFECT_LOG.scaled())
 
 
 def test_effect_log_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -80,7 +90,7 @@ def test_effect_log_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
             url = sqlite_url(tmp_path_factory.mktemp("log"))
             return ReferenceEffectLog(url, coverage=COVERAGE)
 
-    run_state_machine_as_test(OnSQLite, settings=scaled(25, 30))
+    run_state_machine_as_test(OnSQLite, settings=EFFECT_LOG_ON_DISK.scaled())
 
 
 # -- transfer engine ------------------------------------------------------------------------
@@ -92,7 +102,7 @@ class TransferOnMemory(TransferSuite):
 
 
 def test_transfer_engine_on_memory() -> None:
-    run_state_machine_as_test(TransferOnMemory, settings=scaled(250, 60))
+    run_state_machine_as_test(TransferOnMemory, settings=TRANSFER.scaled())
 
 
 @pytest.mark.parametrize("start", STARTS, ids=[f"{s} then {t[0] if t else '-'}" for s, t in STARTS])
@@ -103,7 +113,9 @@ def test_transfer_engine_from_each_start(start: Start) -> None:
     class FromThisStart(TransferOnMemory):
         starts = (start,)
 
-    run_state_machine_as_test(FromThisStart, settings=settings(scaled(3, 30), derandomize=True))
+    run_state_machine_as_test(
+        FromThisStart, settings=settings(TRANSFER_START.scaled(), derandomize=True)
+    )
 
 
 def test_transfer_engine_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -112,7 +124,7 @@ def test_transfer_engine_on_sqlite(tmp_path_factory: pytest.TempPathFactory) -> 
             url = sqlite_url(tmp_path_factory.mktemp("transfer"))
             return ReferenceTransfer(venue, url, coverage=COVERAGE)
 
-    run_state_machine_as_test(OnSQLite, settings=scaled(30, 40))
+    run_state_machine_as_test(OnSQLite, settings=TRANSFER_ON_DISK.scaled())
 
 
 # -- the gate: every edge of every machine ----------------------------------------------------
@@ -133,16 +145,18 @@ def test_every_edge_is_exercised(capsys: pytest.CaptureFixture[str]) -> None:
 
 # -- each suite catches a broken system -----------------------------------------------------
 
-HUNT = settings(
-    max_examples=300,
-    stateful_step_count=30,
-    deadline=None,
-    phases=[Phase.generate],
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
-"""Hunting a known bug: deterministic and the same size under every profile, so a catch
-never depends on luck (a bigger thorough run draws other examples, not more of these)."""
+HUNT = hunting(300, 30)
+"""Hunting a known bug: derandomized, so a catch never depends on luck; sized by the
+profile like every run."""
+
+
+def rule_broken(suite: type[RuleBasedStateMachine], run: settings = HUNT) -> str:
+    """The rule a suite run names when it fails: it must fail with a ``RuleBroken`` whose
+    message starts with that rule (any other assertion error is not a catch)."""
+    with pytest.raises(RuleBroken) as failure:
+        run_state_machine_as_test(suite, settings=run)
+    assert str(failure.value).startswith(f"{failure.value.rule}: "), str(failure.value)
+    return failure.value.rule
 
 
 def test_the_exactly_once_suite_catches_an_executor_that_retries_parked_keys(
@@ -158,8 +172,7 @@ def test_the_exactly_once_suite_catches_an_executor_that_retries_parked_keys(
         return original(self, key)
 
     monkeypatch.setattr(ExactlyOnce, "_claim", optimistic)
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(ExactlyOnceOnMemory, settings=HUNT)
+    assert rule_broken(ExactlyOnceOnMemory) in {"indeterminate-stays", "interrupted-parks"}
 
 
 def test_the_effect_log_suite_catches_a_log_that_reruns_unknown_calls(
@@ -174,8 +187,8 @@ def test_the_effect_log_suite_catches_a_log_that_reruns_unknown_calls(
         return original(self, tx, row)
 
     monkeypatch.setattr(EffectLog, "_claim_or_refuse", rerun_unknown)
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(EffectLogOnMemory, settings=HUNT)
+    unknown_reran = {"unknown-stays-unknown", "cancelled-stays-unknown"}
+    assert rule_broken(EffectLogOnMemory) in unknown_reran
 
 
 def test_the_effect_log_suite_catches_an_irreversible_call_run_without_approval(
@@ -189,8 +202,7 @@ def test_the_effect_log_suite_catches_an_irreversible_call_run_without_approval(
         return original(self, tx, row)
 
     monkeypatch.setattr(EffectLog, "_claim_or_refuse", no_human)
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(EffectLogOnMemory, settings=HUNT)
+    assert rule_broken(EffectLogOnMemory) in {"approval", "decisions"}
 
 
 def test_the_transfer_suite_catches_an_engine_that_resends_after_a_crash(
@@ -203,8 +215,7 @@ def test_the_transfer_suite_catches_an_engine_that_resends_after_a_crash(
         return self._report(request_id, row, "accept", "executor", reply)
 
     monkeypatch.setattr(TransferEngine, "_recover_send", resend)
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(TransferOnMemory, settings=settings(HUNT, max_examples=400))
+    assert rule_broken(TransferOnMemory, hunting(400, 30)) == "submit-once"
 
 
 def test_the_transfer_suite_catches_an_engine_that_fails_money_in_flight(
@@ -212,8 +223,7 @@ def test_the_transfer_suite_catches_an_engine_that_fails_money_in_flight(
 ) -> None:
     """An engine that treats a lost submit as failed releases money that may be moving."""
     monkeypatch.setitem(executor.ON_SUBMIT, "unknown", "fail")
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(TransferOnMemory, settings=settings(HUNT, max_examples=400))
+    assert rule_broken(TransferOnMemory, hunting(400, 30)) == "money-in-flight-held"
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -241,9 +251,7 @@ def test_the_transfer_suite_finds_the_seeds_own_hazard_under_qtg_v3(
             return ReferenceTransfer(venue, specs=specs)
 
     with pytest.raises(AssertionError, match=r"derivation-consistency|money may be moving"):
-        run_state_machine_as_test(
-            OnSeedRules, settings=settings(HUNT, derandomize=True, max_examples=600)
-        )
+        run_state_machine_as_test(OnSeedRules, settings=hunting(600, 30))
 
 
 # -- importing the suites ---------------------------------------------------------------------

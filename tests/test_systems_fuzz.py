@@ -31,10 +31,11 @@ from machines.spec.jsonvalue import UnstorableValue
 from machines.store import Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce, Verdict
 from machines.systems.transfer import ManualGate, TransferEngine
+from machines.testing.profiles import scaled
 from machines.testing.transfer import plan_node
 from tests.garbage import garbage
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(scaled(60), suppress_health_check=[HealthCheck.too_slow])
 KINDS = ("memory", "sqlite")
 
 Snapshot = dict[str, list[tuple[Any, ...]]]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import machines
@@ -19,6 +19,7 @@ from machines.spec import MachineSpec
 from machines.spec.loader import read_definition
 from machines.testing import Coverage, spec_walker
 from machines.testing.conformance_oracle import CHAIN, ILLEGAL, LEGAL, REFUSAL, RULES, TERMINAL
+from machines.testing.profiles import hunting, scaled
 from machines.testing.verdict import RuleBroken
 from machines.testing.walker import judge_of
 from tests.conftest import SpecCopy
@@ -30,9 +31,7 @@ COVERAGE = Coverage()  # the walkers record into it; issue 5 turns it into a CI 
 @pytest.mark.parametrize("name", MACHINES)
 def test_walker(name: str) -> None:
     walker = spec_walker(machines.load(name), COVERAGE)
-    run_state_machine_as_test(
-        walker, settings=settings(max_examples=60, stateful_step_count=30, deadline=None)
-    )
+    run_state_machine_as_test(walker, settings=scaled(60, 30))
 
 
 def test_coverage_reports_the_edges_a_run_took() -> None:
@@ -46,16 +45,8 @@ def test_coverage_reports_the_edges_a_run_took() -> None:
     assert "outcome      1/6 edges" in coverage.table([spec])
 
 
-HUNT = settings(
-    max_examples=300,
-    stateful_step_count=30,
-    deadline=None,
-    phases=[Phase.generate],  # the rule is what these tests check: no shrinking
-    derandomize=True,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
-"""Hunting a known break: the same size and draws under every profile."""
+HUNT = hunting(300, 30)
+"""Hunting a known break: derandomized, no shrinking (the rule is what these tests check)."""
 
 GRAPH_MUTANTS = {
     "outcome-auto-exit-indeterminate": ILLEGAL,
@@ -121,7 +112,7 @@ def test_a_runtime_on_a_faithful_copy_passes(name: str, spec_copy: SpecCopy) -> 
     for a runtime on an unchanged copy (its refusals say the same things)."""
     copy = read_definition(spec_copy.file(name))
     assert copy is not machines.load(name)
-    assert walk(spec_walker(copy), settings(HUNT, max_examples=40)) == ""
+    assert walk(spec_walker(copy), hunting(40, 30)) == ""
 
 
 def test_a_definition_of_your_own_is_judged_by_itself(spec_copy: SpecCopy) -> None:
@@ -133,7 +124,7 @@ def test_a_definition_of_your_own_is_judged_by_itself(spec_copy: SpecCopy) -> No
     path.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
     own = read_definition(path)
     assert judge_of(own) is own
-    assert walk(spec_walker(own), settings(HUNT, max_examples=20)) == ""
+    assert walk(spec_walker(own), hunting(20, 30)) == ""
 
 
 def break_runtime(monkeypatch: pytest.MonkeyPatch, wrong: Any) -> None:

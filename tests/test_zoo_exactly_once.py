@@ -2,38 +2,30 @@
 catches every executor of ``tests/zoo/exactly_once.py`` with the rule it breaks, shrunk to
 the steps that matter, and passes the careful one.
 
-The zoo runs under the loaded profile (``HYPOTHESIS_PROFILE=ci`` in CI: derandomized) with
-the suite's reference size, without the example database (a detection time must not come
-from an earlier run), with one report per run, and without Hypothesis's explain phase (it
-only annotates the report, and costs more than the search). A table of detection times is
-printed after the zoo."""
+The zoo hunts as CI does (``EXACTLY_ONCE.hunting()``: the reference suite's size under the
+active profile, derandomized, without the example database, so a detection time never comes
+from an earlier run), with one report per run, shrunk, and without Hypothesis's explain
+phase (it only annotates the report, and costs more than the search). Each bug is hunted
+once per run, whichever test asks first (``detection``), so the table of detection times
+never depends on the order the tests run in."""
 
 from __future__ import annotations
 
 import time
 import unittest
+from functools import cache
 
 import pytest
 from hypothesis import Phase, settings
 
+from machines.testing._harness.sizes import EXACTLY_ONCE
 from machines.testing.exactly_once import RULES, ExactlyOnceAdapter, ExactlyOnceSuite, RuleBroken
-from machines.testing.profiles import run_suite, scaled
+from machines.testing.profiles import run_suite
 from tests.zoo import detection_table
 from tests.zoo.exactly_once import BUGS, AttemptsAsMoves, Ledger, LedgerAdapter, Unfenced
 
-EXAMPLES = 200
-"""The reference suite's size (``tests/test_suites.py``)."""
-DETECTED: dict[str, tuple[str, float, int]] = {}
-"""bug -> (rule named, seconds to the shrunk report, steps in it), for the table."""
-
-
-def zoo_settings(examples: int = EXAMPLES) -> settings:
-    return settings(
-        scaled(examples),
-        database=None,
-        report_multiple_bugs=False,
-        phases=[Phase.explicit, Phase.generate, Phase.shrink],
-    )
+ZOO = settings(EXACTLY_ONCE.hunting(), phases=[Phase.generate, Phase.shrink])
+"""The reference suite's hunt, its report shrunk to the steps that matter."""
 
 
 def suite_for(kind: type[Ledger], history: bool) -> type[ExactlyOnceSuite]:
@@ -53,23 +45,28 @@ def steps_of(failure: BaseException) -> list[str]:
 def test_the_careful_executor_passes() -> None:
     """issue 14 item 2: the zoo's verdicts mean something: an executor written from scratch
     that keeps every promise passes, its history judged too."""
-    run_suite(suite_for(Ledger, history=True), zoo_settings())
+    run_suite(suite_for(Ledger, history=True), ZOO)
+
+
+@cache
+def detection(kind: type[Ledger]) -> tuple[RuleBroken, float, int]:
+    """``kind`` hunted once per run, by what the suite observed alone (no history exposed,
+    except for the bug in the history): what it raised, the seconds to the shrunk report,
+    and the steps in it."""
+    started = time.perf_counter()
+    with pytest.raises(RuleBroken) as caught:
+        run_suite(suite_for(kind, history=kind is AttemptsAsMoves), ZOO)
+    return caught.value, time.perf_counter() - started, len(steps_of(caught.value))
 
 
 @pytest.mark.parametrize("kind", list(BUGS), ids=lambda kind: kind.__name__)
 def test_each_zoo_bug_is_caught_naming_its_rule(kind: type[Ledger]) -> None:
-    """issue 14 items 2 and 3: caught in the ci profile by what the suite observed alone
-    (no history exposed, except for the bug in the history), with one report naming the
-    broken rule first, shrunk to the steps that matter."""
+    """issue 14 items 2 and 3: caught in the ci profile by what the suite observed alone,
+    with one report naming the broken rule first, shrunk to the steps that matter."""
     expected = BUGS[kind]
-    started = time.perf_counter()
-    with pytest.raises(RuleBroken) as caught:
-        run_suite(suite_for(kind, history=kind is AttemptsAsMoves), zoo_settings())
-    seconds = time.perf_counter() - started
-    steps = steps_of(caught.value)
-    DETECTED[kind.__name__] = (caught.value.rule, seconds, len(steps))
-    assert str(caught.value).startswith(f"{expected.rule}: "), str(caught.value)
-    assert len(steps) == expected.steps, steps
+    broken, _, steps = detection(kind)
+    assert str(broken).startswith(f"{expected.rule}: "), str(broken)
+    assert steps == expected.steps, getattr(broken, "__notes__", [])
 
 
 def test_the_zoo_breaks_every_rule() -> None:
@@ -80,10 +77,12 @@ def test_the_zoo_breaks_every_rule() -> None:
 
 
 def test_detection_table(capsys: pytest.CaptureFixture[str]) -> None:
-    """issue 14 item 2: the detection times (runs after the zoo: pytest keeps file order)."""
-    if len(DETECTED) < len(BUGS):
-        pytest.skip("the table needs the whole zoo run first")
-    caught = {name: (rule, seconds) for name, (rule, seconds, _) in DETECTED.items()}
+    """issue 14 item 2: every bug caught naming its rule, with the detection times (each
+    bug hunted here unless a test above already did)."""
+    found = {kind.__name__: detection(kind) for kind in BUGS}
+    wrong = [kind.__name__ for kind in BUGS if found[kind.__name__][0].rule != BUGS[kind].rule]
+    assert not wrong, wrong
+    caught = {name: (broken.rule, seconds) for name, (broken, seconds, _) in found.items()}
     with capsys.disabled():
         print(detection_table("exactly-once", caught))
 

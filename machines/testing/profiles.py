@@ -8,10 +8,17 @@ so every standard way of choosing one works: ``load_profile()`` in a ``conftest.
 ``TestCase`` collected as is (``TestMyExecutor = MyExecutorSuite.TestCase``) runs the
 profile's budget:
 
-- ``dev`` (the default): random, Hypothesis's own size (100 runs of up to 50 steps);
-- ``ci``: the same size, derandomized, so a failure in CI replays exactly on any machine;
-- ``thorough``: nightly-sized, ``THOROUGH_FACTOR`` times the runs and
-  ``THOROUGH_STEP_FACTOR`` times the steps.
+- ``dev`` (the default): random, ``QUICK_EXAMPLES`` runs of up to ``BASE_STEPS`` steps;
+- ``ci``: the same size, derandomized, so a failure in CI replays exactly on any machine,
+  and without Hypothesis's explain phase (which marks the values a failure does not depend
+  on, and took twice as long as the shrinking it follows on a conformance report); replay a
+  CI failure under ``dev`` to see those marks;
+- ``thorough``: nightly-sized, ``THOROUGH_FACTOR`` times the full size's runs
+  (``BASE_EXAMPLES``) and ``THOROUGH_STEP_FACTOR`` times its steps.
+
+``dev`` and ``ci`` are half the full size: the least that still catches, derandomized,
+every bug of this repository's zoo of implementations written from the outside and every
+code mutant of its own systems, with margin; ``thorough`` is where the size is spent.
 
 Under ``machines mutate`` (``$MACHINES_MUTANT`` set), ``load_profile`` loads the chosen
 profile without shrinking: a mutant needs only to be caught.
@@ -21,9 +28,11 @@ promise from several places (a rule and an invariant), so one defect trips sever
 assertions, which Hypothesis would report as several bugs with a traceback each. With
 one report, it shrinks the first failure it found to the steps that matter.
 
-Tests that size a run themselves use ``scaled(examples, steps)``: their base size times
-the active profile's factors, read from its settings (not its name), so a profile of your
-own scales them the same way.
+Every run that sizes itself goes through the active profile: ``scaled(examples, steps)``
+is a run's full size times the profile's factors, read from its settings (not its name),
+so a profile of your own scales it the same way; ``hunting(examples, steps)`` is the same
+size for a run that hunts a known bug (derandomized, no shrinking). Nothing else names a
+number of examples.
 """
 
 from __future__ import annotations
@@ -43,9 +52,13 @@ ENV = "HYPOTHESIS_PROFILE"
 PROFILES = ("dev", "ci", "thorough")
 DEFAULT = "dev"
 BASE_EXAMPLES = 100
-"""``max_examples`` of ``dev`` and ``ci``: the size ``scaled`` counts as factor one."""
+"""The full size of a run (Hypothesis's own ``max_examples``): the profile ``scaled``
+counts as factor one."""
 BASE_STEPS = 50
-"""``stateful_step_count`` of ``dev`` and ``ci``."""
+"""The full length of a run (Hypothesis's own ``stateful_step_count``), and that of ``dev``
+and ``ci``."""
+QUICK_EXAMPLES = 50
+"""``max_examples`` of ``dev`` and ``ci``: half the full size (``scaled`` factor 0.5)."""
 THOROUGH_FACTOR = 20
 THOROUGH_STEP_FACTOR = 2
 SUPPRESSED = (HealthCheck.too_slow, HealthCheck.filter_too_much)
@@ -59,8 +72,16 @@ _BASE = settings(
     deadline=None,
     report_multiple_bugs=False,
 )
-settings.register_profile("dev", _BASE)
-settings.register_profile("ci", _BASE, derandomize=True, database=None, print_blob=True)
+_QUICK = settings(_BASE, max_examples=QUICK_EXAMPLES)
+settings.register_profile("dev", _QUICK)
+settings.register_profile(
+    "ci",
+    _QUICK,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    phases=tuple(phase for phase in Phase if phase is not Phase.explain),
+)
 settings.register_profile(
     "thorough",
     _BASE,
@@ -121,15 +142,16 @@ def _active() -> settings:
 
 
 def factors() -> tuple[float, float]:
-    """How many times ``dev``'s runs and steps the active profile asks for."""
+    """How many times the full size's runs and steps the active profile asks for."""
     profile = _active()
     return profile.max_examples / BASE_EXAMPLES, profile.stateful_step_count / BASE_STEPS
 
 
 def scaled(examples: int, steps: int = 25) -> settings:
-    """Settings for one stateful suite run of ``examples`` runs of up to ``steps`` steps
-    at ``dev`` size, multiplied by the active profile's factors (``thorough``: twenty
-    times the runs, twice the steps). Everything else comes from the profile."""
+    """Settings for one run of ``examples`` runs of up to ``steps`` steps at full size,
+    multiplied by the active profile's factors (``dev`` and ``ci``: half the runs;
+    ``thorough``: twenty times the runs, twice the steps). Everything else comes from the
+    profile. For a ``@given`` test, ``steps`` does not matter."""
     for what, value in (("examples", examples), ("steps", steps)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidArgument(
@@ -145,6 +167,23 @@ def scaled(examples: int, steps: int = 25) -> settings:
         stateful_step_count=max(1, round(steps * step_factor)),
         deadline=None,
         suppress_health_check=SUPPRESSED,
+    )
+
+
+def hunting(examples: int, steps: int = 25) -> settings:
+    """``scaled(examples, steps)`` for a run that hunts a known bug (a broken
+    implementation, a mutant): derandomized, so a catch never depends on luck and is the
+    same on every machine; the generate phase only, since such a test asks whether the bug
+    is caught, not for its shortest report; no example database, so a catch never comes
+    from an earlier run; every health check off, since a hunt filters and is slow by
+    design."""
+    return settings(
+        scaled(examples, steps),
+        derandomize=True,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
     )
 
 

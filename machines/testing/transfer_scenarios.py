@@ -2,11 +2,11 @@
 systems do to a request or a node in each state, and scripted starts.
 
 Random runs rarely reach a signature awaited, a send lost or one that raised, money in
-flight or moved when another node fails, or a doomed plan still signing, and a corner
-reached once is left only one way. So a run starts with one ``Start``: a ``Scenario``
-played on its first request, then one of the ways out of that corner. The suite draws the
-start; tests/test_suites.py also pins each one, so the corners are covered whatever
-Hypothesis draws.
+flight or moved when another node fails, a doomed plan still signing, or a plan refused
+at validation, and a corner reached once is left only one way. So a run starts with one
+``Start``: a ``Scenario`` played on its first request, then one of the ways out of that
+corner. The suite draws the start; tests/test_suites.py also pins each one, so the
+corners are covered whatever Hypothesis draws.
 """
 
 from __future__ import annotations
@@ -124,6 +124,14 @@ class Scenario:
 _UNTOUCHED = {"withdraw": "blocked", "withdraw_observe": "blocked"}
 SCENARIOS: Mapping[str, Scenario | None] = {
     "a fresh start": None,
+    "a plan just received": Scenario(
+        "withdraw",
+        "received",
+        0,
+        {},
+        ("received", _UNTOUCHED),
+        then=[("validate", "", {"problems": ("bad iban",)}), ("validate", "", {"problems": ()})],
+    ),
     "awaiting approval": Scenario(
         "withdraw",
         "pending_approval",
