@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import machines
 from machines.derive import derive_request_state
 from machines.derive.proof import DerivationReport, check_derivation
+from machines.derive.rules import Alphabet
 from machines.errors import InvalidNodeState, MachinesError
 from machines.spec import Clause, RuleSet
 from machines.spec.states import NodeState, RequestState
@@ -197,3 +198,36 @@ class TestExhaustiveCheck:
         assert [k[0] for k in smallest["derivation-settles"].nodes] == ["cancelled"]
         money = smallest["no-auto-terminal-money-in-flight"]
         assert len(money.nodes) == 2 and money.decision.result == "failed"
+
+
+def test_an_enumeration_is_made_once_per_process_and_only_for_the_same_kinds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plans of one alphabet are enumerated once: a second check of the same
+    definitions gets the same report without enumerating, and a node definition with
+    other kinds or a larger bound is enumerated afresh."""
+    from machines.derive import proof
+
+    monkeypatch.setattr(proof, "_ENUMERATED", {})
+    made: list[int] = []
+    plans = proof._plans
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        made.append(args[3])
+        return plans(*args)
+
+    monkeypatch.setattr(proof, "_plans", counted)
+    first = check_derivation(REQUEST, NODE, max_nodes=3)
+    again = check_derivation(REQUEST, NODE, max_nodes=3)
+    assert made == [3]
+    assert (again.plans, again.signatures, again.results) == (
+        first.plans,
+        first.signatures,
+        first.results,
+    )
+    check_derivation(REQUEST, NODE, max_nodes=4)
+    assert made == [3, 4]
+    blind = Alphabet(NODE, [])  # no predicate: every kind looks alike
+    witness, count, total = proof._enumerate(blind, 3, None)
+    assert made == [3, 4, 3]
+    assert list(count.values()) == [total] and len(witness) == 1

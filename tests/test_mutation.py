@@ -68,7 +68,7 @@ def test_a_mutation_of_every_promise_is_caught(mutation: Mutation) -> None:
 
 @pytest.mark.thorough
 def test_every_mutation_is_caught(capsys: pytest.CaptureFixture[str]) -> None:
-    kills = run_catalog()
+    kills = run_catalog(examples=scaled(300, 60).max_examples)
     with capsys.disabled():
         print("\n" + summary(kills))
     survivors = [k.mutation.id for k in kills if k.caught_by is None]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ load_profile()  # the guide's line: HYPOTHESIS_PROFILE, or what --hypothesis-pro
 
 SUITE = """\
 import json
+import re
 import os
 
 from hypothesis import settings
@@ -245,3 +247,28 @@ def test_garbage_sizes_and_names_are_refused_with_typed_errors(value: Any) -> No
         with pytest.raises(InvalidArgument):
             load_profile(value)
     assert settings.get_current_profile_name() == active
+
+
+SIZED_ELSEWHERE = {
+    "machines/testing/profiles.py": "the profiles themselves",
+    "machines/mutation.py": "machines mutate --examples N: a count the user gives",
+    "benchmarks/suite_bench.py": "a benchmark's unit of work: steps per second of a fixed run",
+    "tests/test_conformance.py": "TOO_SHORT: a run too short to cover, what its test is about",
+    "tests/test_profiles.py": "profiles of a user's own, what these tests are about",
+}
+"""The only files that may name a number of runs or steps; each says why."""
+
+
+def test_no_run_names_its_own_number_of_examples() -> None:
+    """Every property run is sized by the active profile (``scaled``, ``hunting``, the
+    sizes of ``machines.testing._harness.sizes``): a hard-coded ``max_examples`` or
+    ``stateful_step_count`` is one no profile reaches, which is what made CI as large as
+    a nightly run."""
+    found = []
+    for folder in ("machines", "tests", "mutants", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            text = path.read_text(encoding="utf-8")
+            if re.search(r"\b(max_examples|stateful_step_count)\s*=", text):
+                found.append(relative)
+    assert sorted(found) == sorted(SIZED_ELSEWHERE), found

@@ -4,6 +4,7 @@ copied, and its Quick start tells a user how to install the package."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -54,3 +55,27 @@ def test_quick_start_installs_into_a_virtual_environment() -> None:
     for command in ci_commands:
         assert f"```sh\n{command}\n```" in text
         assert text.index(user) < text.index(command)
+
+
+CI_RUN = README.parent / ".ci" / "run"
+
+
+def test_ci_runs_the_quick_start_and_shows_where_its_time_goes() -> None:
+    """``.ci/run`` is valid bash, runs each Quick start command (the first on the wheel it
+    builds once, as ``pip install .`` would), hands the wheel and the site it built to the
+    tests, and prints pytest's 20 slowest tests and its own total time."""
+    syntax = subprocess.run(["bash", "-n", str(CI_RUN)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    script = CI_RUN.read_text(encoding="utf-8")
+    for line in (
+        "python -m build -q --outdir",
+        "&& machines check",
+        "pip install -q -e '.[dev]'",
+        "machines diagrams --check && machines docs --check && mkdocs build --strict",
+        "export MACHINES_TEST_DIST=",
+        "export MACHINES_TEST_SITE=",
+        "python -m pytest --durations=20",
+        'echo "== CI took $((SECONDS - started)) s in all',
+    ):
+        assert line in script, line
+    assert script.index("mkdocs build --strict") < script.index("python -m pytest")

@@ -194,20 +194,50 @@ def check_derivation(
     )
 
 
+Enumeration = tuple[Mapping[Signature, tuple[NodeKind, ...]], Mapping[Signature, int], int]
+"""Each signature's smallest plan, how many plans have it, and how many plans there are."""
+
+
 def _enumerate(
     alphabet: Alphabet, max_nodes: int, progress: Callable[[int], None] | None
-) -> tuple[dict[Signature, tuple[NodeKind, ...]], dict[Signature, int], int]:
+) -> Enumeration:
+    """``_plans`` of the alphabet's kinds and masks: a pure function of them, so a process
+    that checks definitions with the same node kinds and predicates again (``machines
+    mutate``'s catalog, a test run) enumerates them once. ``progress`` is told of a fresh
+    enumeration only."""
+    masks = tuple(alphabet.mask[k] for k in alphabet.kinds)
+    key = (alphabet.kinds, masks, alphabet.full, max_nodes)
+    known = _ENUMERATED.get(key)
+    if known is None:
+        known = _plans(alphabet.kinds, masks, alphabet.full, max_nodes, progress)
+        _ENUMERATED[key] = known
+        while len(_ENUMERATED) > _ENUMERATIONS_KEPT:
+            del _ENUMERATED[next(iter(_ENUMERATED))]
+    return known
+
+
+_ENUMERATIONS_KEPT = 4
+"""How many enumerations a process keeps (each a few thousand signatures)."""
+_ENUMERATED: dict[tuple[object, ...], Enumeration] = {}
+
+
+def _plans(
+    kinds: tuple[NodeKind, ...],
+    masks: tuple[int, ...],
+    full: int,
+    max_nodes: int,
+    progress: Callable[[int], None] | None,
+) -> Enumeration:
     """Every multiset of kinds of size 0..max_nodes (kinds in non-decreasing index order),
     depth first, carrying the two masks so each plan costs two bit operations.
 
     The witness of a signature is its smallest plan: fewest nodes, then the lowest kind
     indices (node states in definition order), so counterexamples are canonical.
     """
-    masks = [alphabet.mask[k] for k in alphabet.kinds]
     best: dict[Signature, tuple[int, ...]] = {}
     count: dict[Signature, int] = {}
     plans = 0
-    stack: list[tuple[int, int, int, tuple[int, ...]]] = [(0, 0, alphabet.full, ())]
+    stack: list[tuple[int, int, int, tuple[int, ...]]] = [(0, 0, full, ())]
     while stack:
         start, some, every, chosen = stack.pop()
         sig = (some, every)
@@ -226,9 +256,8 @@ def _enumerate(
             for i in range(len(masks) - 1, start - 1, -1):
                 m = masks[i]
                 stack.append((i, some | m, every & m, (*chosen, i)))
-    kinds = alphabet.kinds
     witness = {sig: tuple(kinds[i] for i in chosen) for sig, chosen in best.items()}
-    return witness, count, plans
+    return MappingProxyType(witness), MappingProxyType(count), plans
 
 
 def _closed(alphabet: Alphabet, signatures: object) -> bool:
