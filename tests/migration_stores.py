@@ -16,8 +16,9 @@ from typing import Any
 
 from machines.spec import MachineSpec
 from machines.spec.loader import definition_paths, load
+from machines.spec.records import derived_variables
 from machines.store import BUNDLED, Store, open_store
-from machines.store.records import DefinitionVersion, derived_variables
+from machines.store.records import DefinitionVersion
 from tests.conftest import Document, FakeClock, SpecCopy, postgres_schema
 from tests.raw_sql import Raw
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from dataclasses import dataclass, field
@@ -128,11 +129,58 @@ class TestContext:
             m.trigger("execute", actor="proxy")
         assert m.state == "pending" and len(m.history) == 0
 
-    def test_per_move_context_overrides_the_bound_one(self) -> None:
+    def test_per_move_context_gives_a_derived_variable(self) -> None:
         m = spec_of("request").machine(state="executing", side_effects="none")
         assert_refused_unchanged(m, "cancel", "operator", side_effects="started")
         assert m.trigger("cancel", actor="operator") == "cancelled"
         assert m.history[0].context == {"side_effects": "none"}
+
+    @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+    def test_a_move_cannot_change_a_fixed_variable(self, asynchronous: bool) -> None:
+        """issue 27 item 8: ``trigger(..., tier=other)`` passed the other tier's guard (the
+        bound context was merged under the move's); the stores refuse the same move."""
+        spec = spec_of("effect")
+        m = (spec.async_machine if asynchronous else spec.machine)(tier="irreversible")
+
+        def fire(trigger: str, actor: str, **context: str) -> Any:
+            move = m.trigger(trigger, actor=actor, **context)
+            return asyncio.run(move) if asynchronous else move
+
+        for call in (
+            lambda: fire("execute", "proxy", tier="compensable"),
+            lambda: m.can("execute", actor="proxy", tier="compensable"),
+        ):
+            with pytest.raises(ContextError, match="'tier' is fixed when the entity is made"):
+                call()
+        assert (m.state, len(m.history)) == ("pending", 0)
+        assert fire("approve", "human", tier="irreversible") == "approved"  # repeating is fine
+        assert [e.context for e in m.history] == [{"tier": "irreversible"}]
+
+    def test_a_fixed_variable_is_bound_when_the_entity_is_made(self) -> None:
+        m = spec_of("effect").machine()
+        with pytest.raises(ContextError, match=r"was not bound; bind it there: spec.machine\(tier"):
+            m.trigger("execute", actor="proxy", tier="compensable")
+        assert (m.state, len(m.history)) == ("pending", 0)
+
+    @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+    def test_a_move_without_an_actor_is_refused_by_name(self, asynchronous: bool) -> None:
+        """issue 27 item 8: a trigger without ``actor=`` raised Python's ``TypeError``."""
+        spec = spec_of("effect")
+        m = (spec.async_machine if asynchronous else spec.machine)(tier="compensable")
+        calls: list[Any] = [
+            lambda: m.trigger("execute"),
+            lambda: m.execute(),
+            lambda: m.can("execute"),
+        ]
+        for call in calls:
+            with pytest.raises(
+                InvalidStateTransition, match=r"no actor was given.*actor="
+            ) as raised:
+                result = call()
+                if asynchronous and not isinstance(result, bool):
+                    asyncio.run(result)
+            assert not isinstance(raised.value, TypeError)
+        assert (m.state, len(m.history)) == ("pending", 0)
 
 
 @dataclass

@@ -25,9 +25,10 @@ from machines.derive import Deriver
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.records import derived_variables
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
-from machines.store.records import DefinitionVersion, Store, derived_variables, shown_url
+from machines.store.records import DefinitionVersion, Store, shown_url
 from machines.store.versions import load_versions
 
 

@@ -33,7 +33,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from machines.errors import InvalidStateTransition, MachinesError, UnknownName
+from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
 from machines.runtime.history import (
     Clock,
     History,
@@ -45,10 +45,21 @@ from machines.runtime.history import (
 from machines.runtime.templates import Hooks as Hooks
 from machines.runtime.templates import check_hook_names, fire, template
 from machines.spec.jsonvalue import describe
+from machines.spec.records import derived_variables
 from machines.spec.routing import plain, shown, suggest
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
+
+
+class _NoActor(str):
+    """The default of ``actor=``: a call that names no actor is refused with a
+    ``MachinesError`` (never Python's own ``TypeError``)."""
+
+    __slots__ = ()
+
+
+NO_ACTOR: str = _NoActor("")
 
 
 class _Entity(abc.ABC):
@@ -169,7 +180,7 @@ class _Entity(abc.ABC):
         """Every state change of this entity, oldest first; read-only."""
         return self._recorder().view()
 
-    def can(self, trigger: str, *, actor: str, **context: str) -> bool:
+    def can(self, trigger: str, *, actor: str = NO_ACTOR, **context: str) -> bool:
         """Whether ``trigger`` by ``actor`` would be accepted now (nothing changes). A
         mistake is not a "no": a bad context still raises ``ContextError``, and a trigger,
         actor or current state that is not a string ``InvalidStateTransition``."""
@@ -177,7 +188,7 @@ class _Entity(abc.ABC):
             self._decide(trigger, actor, context)
         except InvalidStateTransition:
             names = (trigger, actor, getattr(self._model, self._attr, None))
-            if all(isinstance(name, str) for name in names):
+            if actor is not NO_ACTOR and all(isinstance(name, str) for name in names):
                 return False
             raise
         return True
@@ -198,7 +209,12 @@ class _Entity(abc.ABC):
 
     @abc.abstractmethod
     def trigger(
-        self, name: str, *, actor: str, detail: Mapping[str, Any] | None = None, **context: str
+        self,
+        name: str,
+        *,
+        actor: str = NO_ACTOR,
+        detail: Mapping[str, Any] | None = None,
+        **context: str,
     ) -> Any:
         """Fire ``name`` as ``actor`` (see the two subclasses)."""
 
@@ -208,6 +224,8 @@ class _Entity(abc.ABC):
         self, trigger: str, actor: str, context: Mapping[str, str]
     ) -> tuple[str, str, Mapping[str, str]]:
         source = getattr(self._model, self._attr)
+        if actor is NO_ACTOR:
+            raise self._no_actor(source, trigger)
         if self._changing:
             raise InvalidStateTransition(
                 self._spec.name,
@@ -218,9 +236,40 @@ class _Entity(abc.ABC):
                 "or before callback); fire it from an on_enter or after callback instead",
             )
         if context:
+            self._keep_fixed(context)
             merged = MappingProxyType({**self._context, **context})
             return source, self._spec.step(source, trigger, actor=actor, **merged), merged
         return source, self._stepper(source, trigger, actor), self._context
+
+    def _no_actor(self, source: object, trigger: object) -> InvalidStateTransition:
+        return InvalidStateTransition(
+            self._spec.name,
+            shown(source),
+            trigger=shown(trigger),
+            reason="no actor was given: every move names who makes it "
+            f"(trigger({shown(trigger)!r}, actor=...); actors: {', '.join(self._spec.actors)})",
+        )
+
+    def _keep_fixed(self, context: Mapping[str, object]) -> None:
+        """One context per entity, as in the stores: a move may give a derived variable
+        (a request's ``side_effects``); a fixed one only repeats the value bound when the
+        entity was made, or ``ContextError`` (a move judged under another context would
+        pass a guard the entity does not)."""
+        derived = derived_variables(self._spec)
+        for var, value in context.items():
+            if var in derived or var not in self._spec.context or plain(value) is None:
+                continue  # not fixed, or garbage that spec.step names precisely
+            bound = self._context.get(var)
+            if bound != value:
+                where = f"{self._spec.name} entity '{shown(self._entity_id)}'"
+                raise ContextError(
+                    f"{where}: context variable '{var}' is fixed when the entity is made "
+                    + (
+                        f"({var}={bound!r}); a move cannot give it another value ({value!r})"
+                        if bound is not None
+                        else f"and it was not bound; bind it there: spec.machine({var}=...)"
+                    )
+                )
 
     def _begin(
         self,
@@ -325,7 +374,12 @@ class EntityMachine(_Entity):
         self._lock = _thread.RLock()  # the C lock threading.RLock wraps, without the wrapper
 
     def trigger(
-        self, name: str, *, actor: str, detail: Mapping[str, Any] | None = None, **context: str
+        self,
+        name: str,
+        *,
+        actor: str = NO_ACTOR,
+        detail: Mapping[str, Any] | None = None,
+        **context: str,
     ) -> str:
         """Fire ``name`` as ``actor``; return the new state.
 
@@ -334,11 +388,13 @@ class EntityMachine(_Entity):
         ``UnstorableValue`` for a ``detail`` that is not a JSON object, ``MachinesError``
         for a clock that fails: all before anything changes. ``detail`` is stored, as a
         read-only copy, with the history event; callbacks receive it as passed. Extra
-        keywords override the bound context for this move only.
+        keywords give context for this move: a derived variable (a request's
+        ``side_effects``) may take any admitted value; a fixed one may only repeat the
+        value bound when the entity was made (``ContextError`` otherwise).
         """
         with self._lock:
             outer = self._pending  # set when fired from a callback of another move
-            if context or self._changing:
+            if context or self._changing or actor is NO_ACTOR:
                 source, dest, ctx = self._decide(name, actor, context)
             else:  # the common case, inlined: the bound context's precomputed table
                 source = getattr(self._model, self._attr)
@@ -383,7 +439,12 @@ class AsyncEntityMachine(_Entity):
         self._lock = asyncio.Lock()
 
     async def trigger(
-        self, name: str, *, actor: str, detail: Mapping[str, Any] | None = None, **context: str
+        self,
+        name: str,
+        *,
+        actor: str = NO_ACTOR,
+        detail: Mapping[str, Any] | None = None,
+        **context: str,
     ) -> str:
         """As ``EntityMachine.trigger``, awaited."""
         moving = _MOVING.get()

@@ -441,6 +441,14 @@ class MachineSpec:
         )
 
 
+def derived_variables(spec: MachineSpec) -> frozenset[str]:
+    """The context variables the spec's derivation computes per move (a request's
+    ``side_effects``, from its nodes); every other variable is fixed when the entity is
+    created, and no move may give it another value (the runtime and every store keep one
+    context per entity)."""
+    return frozenset(spec.derivation.context) if spec.derivation is not None else frozenset()
+
+
 def definition_differences(a: MachineSpec, b: MachineSpec) -> tuple[str, ...]:
     """The fields in which ``a`` and ``b`` say different things, in field order: every
     field that compares (all but ``path``, ``source`` and the compiled table), and the

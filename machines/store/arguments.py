@@ -17,13 +17,13 @@ from machines.errors import ContextError, InvalidArgument
 from machines.runtime.history import frozen_context
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
+from machines.spec.records import derived_variables
 from machines.store.records import (
     EMPTY,
     MAX_DUE,
     MAX_KEY_BYTES,
     Row,
     UnstorableData,
-    derived_variables,
 )
 
 

@@ -41,8 +41,8 @@ import itertools
 from collections.abc import Iterable
 
 from machines.spec import MachineSpec
+from machines.spec.records import derived_variables
 from machines.store.names import name
-from machines.store.records import derived_variables
 
 REGISTRY = "machines_definitions"
 """The table of every version of every machine's definition a database has served: its

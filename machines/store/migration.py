@@ -39,12 +39,13 @@ from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
+from machines.spec.records import derived_variables
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
 from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
-from machines.store.records import StoreError, derived_variables, shown_url
+from machines.store.records import StoreError, shown_url
 from machines.store.sql import read_versions, record_version
 from machines.store.versions import DefinitionVersion, load_versions, summary
 

@@ -271,13 +271,6 @@ def ended(where: str) -> StoreError:
     )
 
 
-def derived_variables(spec: MachineSpec) -> frozenset[str]:
-    """The context variables the spec's derivation computes per move (a request's
-    ``side_effects``, from its nodes); every other variable is fixed when the entity is
-    created."""
-    return frozenset(spec.derivation.context) if spec.derivation is not None else frozenset()
-
-
 def shown_url(url: str) -> str:
     """``url`` as it may appear in a message or a log: a password, in the authority or in
     the query (``password=``), is replaced by ``***``."""
