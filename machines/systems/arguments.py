@@ -15,6 +15,7 @@ from typing import Any, cast
 from machines.errors import InvalidArgument
 from machines.spec.jsonvalue import describe
 from machines.store.records import Store
+from machines.systems.reliance import require_reliable
 
 
 def text(value: object, what: str) -> str:
@@ -75,8 +76,9 @@ def functions(value: object, what: str) -> Mapping[str, Callable[..., Any]]:
     return value
 
 
-def store_with(store: object, machine: str) -> Store:
-    """``store`` when it is a store (``open_store(url)``) that has ``machine``."""
+def store_with(store: object, machine: str, system: str) -> Store:
+    """``store`` when it is a store (``open_store(url)``) that has ``machine``, under a
+    definition ``system`` can rely on (``machines.systems.reliance``)."""
     specs = getattr(store, "specs", None)
     try:
         names = specs() if callable(specs) else None
@@ -88,4 +90,5 @@ def store_with(store: object, machine: str) -> Store:
         raise InvalidArgument(
             f"the store has no '{machine}' machine; open it with the definition of '{machine}'"
         )
+    require_reliable(names, machine, system)
     return cast(Store, store)

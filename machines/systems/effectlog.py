@@ -146,7 +146,7 @@ class EffectLog:
         clock: Clock = time.time,
         worker: str | None = None,
     ) -> None:
-        self.store = arguments.store_with(store, MACHINE)
+        self.store = arguments.store_with(store, MACHINE, "EffectLog")
         self.classify = arguments.function(classify, "classify")
         self.clock = checked_clock(clock, "EffectLog", consequence="nothing was written")
         self.worker = arguments.optional_text(worker, "worker") or process_identity()

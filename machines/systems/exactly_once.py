@@ -125,7 +125,7 @@ class ExactlyOnce:
             raise InvalidArgument(
                 f"on_indeterminate must be 'fail' or 'gate', not {describe(on_indeterminate)}"
             )
-        self.store = store_with(store, MACHINE)
+        self.store = store_with(store, MACHINE, "ExactlyOnce")
         self.classify = arguments.function(classify, "classify")
         self.retries = arguments.count(retries, "retries")
         self.lease_seconds = arguments.seconds(lease_seconds, "lease_seconds")

@@ -48,6 +48,7 @@ from machines.spec.vocabulary import DONE
 from machines.store.records import Row, Store
 from machines.systems import arguments
 from machines.systems.exactly_once import process_identity
+from machines.systems.reliance import require_reliable
 from machines.systems.transfer.driver import Driver
 from machines.systems.transfer.errors import PlanError, TransferConfigError, TransferRefused
 from machines.systems.transfer.executor import Executor, PlanNode, check_executors
@@ -112,6 +113,8 @@ class TransferEngine(Driver):
         specs = store.specs()
         if REQUEST not in specs or NODE not in specs:
             raise TransferConfigError("the store needs both the 'request' and 'node' machines")
+        for machine in (REQUEST, NODE):
+            require_reliable(specs, machine, "TransferEngine")
         if submit_timeout <= 0:
             raise TransferConfigError("submit_timeout must be > 0 seconds")
         self.store = store

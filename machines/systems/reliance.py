@@ -1,0 +1,118 @@
+"""What a reference system relies on in the definition a store hands it.
+
+A system makes its moves by name (``ExactlyOnce`` parks a key by firing ``park`` from
+``in_flight``) and makes the promises of the bundled definition's rules (nothing automatic
+leaves ``indeterminate``). A store may hold another definition under the machine's name: a
+user's variant, or a weaker one by mistake. A system on a weaker one would keep its code's
+promises in that definition's words: a ``park`` that leads to ``failed`` tells the next
+caller that a charge which timed out after it was sent did not happen.
+
+So a system is built only on a definition that
+
+1. makes every move of the bundled one, by the same actor, to the same state, under every
+   context the bundled one admits for it; and
+2. keeps every rule the bundled one declares (its ``invariants`` and its ``forbidden``
+   moves), judged on the definition given.
+
+Anything more (states, moves, actors, wording of its own) is the owner's business. A
+definition that fails either is ``InvalidArgument``, naming each broken rule or move.
+
+One caller builds systems on weaker definitions on purpose: the definition mutation catalog
+(``machines.mutation``), where a reference system on a mutated definition stands for a
+user's implementation with that bug, for the suites to catch by what they observe. It does
+so inside ``standing_for_a_buggy_implementation()``; the store still judges every move by
+the definition it holds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
+
+from machines.errors import InvalidArgument, MachinesError
+from machines.spec import MachineSpec
+from machines.spec.loader import load
+from machines.spec.structure import check_structure
+
+_SHOWN = 4
+_UNCHECKED: ContextVar[bool] = ContextVar("machines_reliance_unchecked", default=False)
+_judged: dict[tuple[int, str], tuple[MachineSpec, tuple[str, ...]]] = {}
+_lock = threading.Lock()
+
+
+def require_reliable(specs: Mapping[str, MachineSpec], machine: str, system: str) -> MachineSpec:
+    """The definition of ``machine`` in ``specs`` when ``system`` can rely on it (see the
+    module), else ``InvalidArgument`` naming what it breaks. Judged once per definition."""
+    given = specs[machine]
+    if _UNCHECKED.get():
+        return given
+    with _lock:
+        known = _judged.get((id(given), machine))
+    if known is None or known[0] is not given:
+        known = (given, tuple(_broken(given, load(machine))))
+        with _lock:
+            if len(_judged) >= 64:
+                _judged.clear()
+            _judged[(id(given), machine)] = known
+    problems = known[1]
+    if problems:
+        more = f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+        raise InvalidArgument(
+            f"{system} cannot run on the store's definition of '{machine}': it breaks what "
+            f"{system} relies on: {'; '.join(problems[:_SHOWN])}{more}. Open the store with "
+            f"a definition that keeps the bundled one's moves and rules "
+            f"(machines.load('{machine}'), or yours with them restored)"
+        )
+    return given
+
+
+@contextmanager
+def standing_for_a_buggy_implementation() -> Iterator[None]:
+    """Within this block (this thread or task only), systems are built on any definition,
+    unchecked: for the mutation catalog alone (see the module)."""
+    token = _UNCHECKED.set(True)
+    try:
+        yield
+    finally:
+        _UNCHECKED.reset(token)
+
+
+def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    yield from _moves_changed(given, bundled)
+    yield from _rules_broken(given, bundled)
+
+
+def _moves_changed(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    for t in bundled.transitions:
+        for context in bundled.valuations():
+            if any(context[v] not in values for v, values in t.when.items()):
+                continue
+            for actor in t.actors:
+                move = f"move '{t.trigger}' from '{t.source}' by '{actor}'"
+                under = f" under {dict(context)}" if context else ""
+                try:
+                    dest = given.step(t.source, t.trigger, actor=actor, **context)
+                except MachinesError:
+                    yield f"the {move}{under} is refused (the bundled one leads to '{t.dest}')"
+                    break
+                if dest != t.dest:
+                    yield f"the {move}{under} leads to '{dest}', not '{t.dest}'"
+                    break
+
+
+def _rules_broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    """The bundled rules and forbidden moves, judged on the definition given (a rule that
+    names a state, actor or trigger the given one lacks cannot be kept either)."""
+    try:
+        judged = replace(
+            given, invariants=bundled.invariants, forbidden=bundled.forbidden, source=None
+        )
+        violations = check_structure(judged)
+    except (KeyError, MachinesError) as exc:
+        yield f"its rules cannot be judged on it ({type(exc).__name__}: {exc})"
+        return
+    for v in violations:
+        yield " ".join(v.describe(location=False).split())

@@ -1,0 +1,155 @@
+"""Issue 27 item 7: a weaker definition handed to a reference system.
+
+A store may hold any definition under a bundled machine's name. A system built on one that
+moves its own triggers elsewhere, or drops a rule the system's promises rest on, must refuse
+to start (``InvalidArgument`` naming the move or the rule), on every kind of store; one
+that only adds wording of its own is accepted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import machines
+from machines.errors import InvalidArgument
+from machines.spec import MachineSpec
+from machines.spec.structure import REQUIRED_KINDS
+from machines.store import Store, open_store
+from machines.systems import EffectLog, ExactlyOnce, TransferEngine
+from tests.conftest import postgres_schema, store_url
+
+KINDS = ["memory", "sqlite", "postgres"]
+
+
+def moved(spec: MachineSpec, trigger: str, dest: str) -> MachineSpec:
+    """``spec`` with every ``trigger`` leading to ``dest``, and only the rules every machine
+    must declare (as a careless or hostile owner would write it to make it load)."""
+    return replace(
+        spec,
+        transitions=tuple(
+            replace(t, dest=dest, evidence=t.evidence or "said so") if t.trigger == trigger else t
+            for t in spec.transitions
+        ),
+        invariants=tuple(r for r in spec.invariants if r.kind in REQUIRED_KINDS),
+        forbidden=(),
+    )
+
+
+def with_automatic_exit(spec: MachineSpec, state: str, dest: str, actor: str) -> MachineSpec:
+    """``spec`` with one more move, out of ``state`` by ``actor``, and the rules left as they
+    are: the move breaks the bundled rules the system relies on."""
+    template = next(t for t in spec.transitions if t.source == state)
+    extra = replace(template, trigger="auto_retry", dest=dest, actors=(actor,), evidence="a timer")
+    return replace(spec, transitions=(*spec.transitions, extra))
+
+
+def reworded(spec: MachineSpec) -> MachineSpec:
+    return replace(spec, title=f"{spec.title}, ours", description="Our own words.")
+
+
+@pytest.fixture(params=KINDS)
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Store]]:
+    """Opens a fresh store of one kind for the specs given; closes every one afterwards."""
+    opened: list[Store] = []
+    schemas: list[Any] = []
+
+    def open_for(*specs: MachineSpec) -> Store:
+        if request.param == "postgres":
+            schema = postgres_schema()
+            schemas.append(schema)
+            url = schema.__enter__()
+        else:
+            url = store_url(request.param, tmp_path, f"s{len(opened)}.db")
+        store = open_store(url, list(specs))
+        opened.append(store)
+        return store
+
+    yield open_for
+    for store in opened:
+        store.close()
+    for schema in schemas:
+        schema.__exit__(None, None, None)
+
+
+def build(system: str, store: Store) -> object:
+    if system == "ExactlyOnce":
+        return ExactlyOnce(store)
+    if system == "EffectLog":
+        return EffectLog(store)
+    return TransferEngine(store, {})
+
+
+def test_a_park_that_reads_failed_is_refused(opener: Callable[..., Store]) -> None:
+    """A charge that timed out after it was sent must never read "did not happen"."""
+    store = opener(moved(machines.load("outcome"), "park", "failed"))
+    with pytest.raises(InvalidArgument) as refused:
+        ExactlyOnce(store)
+    message = str(refused.value)
+    assert "ExactlyOnce cannot run on the store's definition of 'outcome'" in message
+    assert (
+        "the move 'park' from 'in_flight' by 'worker' leads to 'failed', not 'indeterminate'"
+        in (message)
+    )
+
+
+@pytest.mark.parametrize(
+    ("system", "machine", "state", "dest", "actor", "rule"),
+    [
+        ("ExactlyOnce", "outcome", "indeterminate", "in_flight", "worker", "fail-closed"),
+        ("EffectLog", "effect", "pending", "approved", "proxy", "approval-by-a-human"),
+        ("TransferEngine", "node", "unknown", "failed", "executor", "unknown-only-by-recon"),
+        ("TransferEngine", "request", "manual_intervention", "completed", "system", "manual-int"),
+    ],
+)
+def test_an_automatic_move_around_a_person_is_refused(
+    opener: Callable[..., Store],
+    system: str,
+    machine: str,
+    state: str,
+    dest: str,
+    actor: str,
+    rule: str,
+) -> None:
+    """Each system's states for people keep their bundled rules: no automatic way in or
+    out."""
+    specs = {name: machines.load(name) for name in ("outcome", "effect", "request", "node")}
+    specs[machine] = with_automatic_exit(specs[machine], state, dest, actor)
+    store = opener(*specs.values())
+    with pytest.raises(InvalidArgument, match=rf"{system} cannot run .* \[{rule}") as refused:
+        build(system, store)
+    assert f"'{machine}'" in str(refused.value)
+
+
+@pytest.mark.parametrize("system", ["ExactlyOnce", "EffectLog", "TransferEngine"])
+def test_the_bundled_definitions_and_a_rewording_are_accepted(
+    opener: Callable[..., Store], system: str
+) -> None:
+    specs = [reworded(machines.load(name)) for name in ("outcome", "effect", "request", "node")]
+    build(system, opener(*specs))
+
+
+def test_a_move_the_system_makes_must_be_there(opener: Callable[..., Store]) -> None:
+    outcome = machines.load("outcome")
+    without_fail = replace(
+        outcome, transitions=tuple(t for t in outcome.transitions if t.trigger != "fail")
+    )
+    with pytest.raises(InvalidArgument, match="the move 'fail' from 'in_flight' by 'worker' is"):
+        ExactlyOnce(opener(without_fail))
+
+
+def test_a_rule_that_names_what_the_definition_lacks_cannot_be_kept(
+    opener: Callable[..., Store],
+) -> None:
+    """A definition without the state a bundled rule is about cannot keep that rule."""
+    effect = machines.load("effect")
+    renamed = replace(
+        effect,
+        transitions=tuple(t for t in effect.transitions if "rejected" not in (t.source, t.dest)),
+        states={k: v for k, v in effect.states.items() if k != "rejected"},
+    )
+    with pytest.raises(InvalidArgument, match="EffectLog cannot run"):
+        EffectLog(opener(renamed))
