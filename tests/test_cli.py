@@ -294,3 +294,32 @@ def test_a_missing_postgres_driver_is_a_message_not_a_traceback(
     monkeypatch.delitem(sys.modules, "machines.store.postgres", raising=False)
     assert main(["audit", "--from-store", "postgresql://nobody@localhost/none"]) == 2
     assert "pip install 'effect-machines[postgres]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv", [["check"], ["export", "outcome"], ["diff", "outcome", "outcome"], ["--help"]]
+)
+def test_a_closed_standard_output_is_exit_2_with_a_message(argv: list[str]) -> None:
+    """issue 27 item 11: ``machines check >&-`` ended in an ``AttributeError`` traceback
+    (Python sets ``sys.stdout`` to None when file descriptor 1 is closed)."""
+    done = subprocess.run(
+        f"{shlex.join([sys.executable, '-m', 'machines', *argv])} >&-",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "standard output is closed" in done.stderr
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["audit", "open"])
+def test_a_directory_is_named_as_one(tmp_path: Path, read_only: bool) -> None:
+    """issue 27 item 11: ``audit --from-store sqlite:///DIR`` blamed a failing or full
+    disk."""
+    from machines.store import open_store
+    from machines.store.records import StoreError
+
+    with pytest.raises(StoreError, match="that path is a directory, not a database file"):
+        open_store(f"sqlite:///{tmp_path}", read_only=read_only)

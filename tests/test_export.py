@@ -4,6 +4,7 @@ definition, and the SQL the store runs."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
@@ -291,3 +292,18 @@ def test_a_json_file_with_a_raw_yaml_line_break_is_refused(tmp_path: Path) -> No
         f"line {line}: a raw U+2028 character, which a YAML reader (this one) reads as a "
         "line break; write it as the escape \\u2028",
     )
+
+
+def test_names_a_yaml_1_1_reader_takes_for_booleans_are_quoted(tmp_path: Path) -> None:
+    """issue 27 item 11: PyYAML reads ``y`` and ``n`` as text and so wrote them bare, but
+    YAML 1.1 (the export is for any language's reader) makes them booleans."""
+    doc = yaml.safe_load((USER_SPECS / "refund.yaml").read_text(encoding="utf-8"))
+    doc = rename_everywhere(doc, "small", "y")
+    doc = rename_everywhere(doc, "declined", "n")
+    source = tmp_path / "refund.yaml"
+    source.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    spec = machines.load(source)
+    text = export(spec, "yaml")
+    assert not re.search(r"[\s\[,:]([yn])(,|\]|:|$)", text, re.MULTILINE), text
+    assert "'y'" in text and "'n':" in text
+    assert_same(spec, machines.load(exported(spec, "yaml", tmp_path)))

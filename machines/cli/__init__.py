@@ -98,6 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parsers = build_parser()
     parser = parsers[0]
     arguments = _arguments(parser, argv)
+    if sys.stdout is None:  # started with its standard output closed (``>&-``)
+        if sys.stderr is not None:
+            print(
+                "machines: standard output is closed, so nothing can be printed; run it "
+                "with its output open (to a file, a pipe or /dev/null)",
+                file=sys.stderr,
+            )
+        return 2
     _tolerate_unencodable(sys.stdout)
     try:
         try:

@@ -37,10 +37,16 @@ def _text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
     separators): PyYAML writes those as they are elsewhere, and reads them back as a
     line break, so ``a\\x85b`` would come back as ``a b``."""
     style = '"' if _OTHER_BREAKS & set(text) else "|" if "\n" in text else None
+    if style is None and text in _RETYPED_BY_YAML_11:
+        style = "'"
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
 
 _OTHER_BREAKS = frozenset("\x85\u2028\u2029")
+_RETYPED_BY_YAML_11 = frozenset({"y", "Y", "n", "N", "="})
+"""Plain scalars a YAML 1.1 reader retypes that PyYAML's resolver leaves as text, so it
+would write them bare: the booleans ``y`` and ``n`` and the value key ``=``. The export is
+for any language's reader, so they are quoted."""
 
 
 def _list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.SequenceNode:

@@ -137,7 +137,9 @@ class SQLiteStore(OneWriteTransactions):
         code = getattr(exc, "sqlite_errorcode", None)
         name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
         primary = code & 0xFF if isinstance(code, int) else None
-        if primary == sqlite3.SQLITE_READONLY and self.read_only:
+        if _is_directory(self.path):
+            advice = "that path is a directory, not a database file: name the store's file"
+        elif primary == sqlite3.SQLITE_READONLY and self.read_only:
             advice = "this store was opened read-only (for an audit): it refuses every write"
         elif primary == sqlite3.SQLITE_CANTOPEN and self.read_only:
             advice = "no database file is there (a store opened read-only creates none)"
@@ -226,6 +228,13 @@ _ADVICE: Mapping[int | None, str] = {
     sqlite3.SQLITE_PERM: "the operating system denied access to the file",
 }
 """What to do about each kind of fault, by SQLite's primary result code."""
+
+
+def _is_directory(path: str) -> bool:
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _shown(path: str, limit: int = 200) -> str:
