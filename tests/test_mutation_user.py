@@ -411,3 +411,23 @@ def test_the_guide_lists_every_operator() -> None:
     guide = (ROOT / "docs" / "guide" / "mutate-your-tests.md").read_text(encoding="utf-8")
     rows = {line for line in guide.splitlines() if line.startswith("| `")}
     assert rows == {f"| `{name}` | {said} |" for name, said in OPERATORS.items()}
+
+
+@pytest.mark.parametrize("kind", ["a link to /dev/zero", "a link to a file", "a FIFO"])
+def test_a_special_file_in_the_directory_is_refused_before_copying(
+    spec_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """issue 27 item 10: a link to ``/dev/zero`` in the directory of definitions was copied
+    without end ("cannot copy the directory of definitions: Error")."""
+    odd = spec_dir / "notes" / "odd"
+    odd.parent.mkdir()
+    if kind == "a FIFO":
+        os.mkfifo(odd)
+    else:
+        os.symlink("/dev/zero" if "zero" in kind else spec_dir / "refund.yaml", odd)
+    command = script(tmp_path, "passes.py", "pass")
+    started = time.perf_counter()
+    code, out, err = mutate(["--spec-dir", "specs", *A_FEW, "--", *command], capsys)
+    assert code == 2 and "refund.yaml:" not in out
+    assert "specs/notes/odd is a " in err and ("symbolic link" in err or "special file" in err)
+    assert time.perf_counter() - started < 30

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -36,6 +37,7 @@ from machines.spec.files import (
     real_path,
 )
 from machines.spec.loader import load
+from machines.spec.routing import shown
 
 _MUTANT_LINE = re.compile(r"^line \d+: ")
 """The loader's "line N: " before a problem: a line of the mutant as written out, not of
@@ -58,7 +60,8 @@ RULES = "the definition's rules"
 
 EVIDENCE_LIMIT = 160
 
-_SKIPPED = shutil.ignore_patterns("__pycache__", ".git", ".pytest_cache", ".mypy_cache")
+_NOT_COPIED = ("__pycache__", ".git", ".pytest_cache", ".mypy_cache")
+_SKIPPED = shutil.ignore_patterns(*_NOT_COPIED)
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,7 @@ def kill(mutant: Mutant, spec_dir: Path, command: Sequence[str], timeout: float)
 
 
 def _copy(spec_dir: Path, into: Path) -> Path:
+    _refuse_special_files(spec_dir)
     target = into / (real_path(spec_dir).name or "specs")
     try:
         shutil.copytree(spec_dir, target, ignore=_SKIPPED)
@@ -202,6 +206,33 @@ def _copy(spec_dir: Path, into: Path) -> Path:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)[:200]
         raise SpecError(spec_dir, [f"cannot copy the directory of definitions: {reason}"]) from exc
     return target
+
+
+def _refuse_special_files(spec_dir: Path) -> None:
+    """Each mutant gets a copy of the directory: only folders and regular files are copied.
+    A symbolic link or a special file (a FIFO, a device such as ``/dev/zero``) is refused,
+    named, before anything is copied: a link to ``/dev/zero`` was read without end."""
+    try:
+        for folder, folders, files in os.walk(spec_dir):
+            folders[:] = [f for f in folders if f not in _NOT_COPIED]
+            for name in (*folders, *files):
+                path = Path(folder, name)
+                info = path.lstat()
+                if stat.S_ISLNK(info.st_mode) or not (
+                    stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)
+                ):
+                    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a special file"
+                    raise SpecError(
+                        spec_dir,
+                        [
+                            f"{shown(str(path))} is {kind}: each mutant gets a copy of the "
+                            "directory of definitions, which may hold only folders and "
+                            "regular files; move it out or replace it by a copy"
+                        ],
+                    )
+    except OSError as exc:
+        reason = os_reason(exc)
+        raise SpecError(spec_dir, [f"cannot read the directory of definitions: {reason}"]) from exc
 
 
 def _run_command(
