@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -431,3 +433,59 @@ def test_a_special_file_in_the_directory_is_refused_before_copying(
     assert code == 2 and "refund.yaml:" not in out
     assert "specs/notes/odd is a " in err and ("symbolic link" in err or "special file" in err)
     assert time.perf_counter() - started < 30
+
+
+LEAVES_A_SLEEPER = """
+import os, subprocess, sys
+marker = sys.argv[1]
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
+if os.environ.get("HANG"):
+    import time
+    time.sleep(300)
+"""
+
+
+def sleepers(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if pid.isdigit() and marker.encode() in cmdline and b"time.sleep" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("ending", ["the command ends", "SIGTERM to mutate"])
+def test_nothing_the_command_started_outlives_mutate(
+    spec_dir: Path, tmp_path: Path, ending: str
+) -> None:
+    """issue 27 item 9: processes the command left in the background outlived mutate, and
+    SIGTERM (a CI timeout) left the command running and the temporary copy behind."""
+    marker = f"machines-sleeper-{os.getpid()}-{len(ending)}"
+    command = [*script(tmp_path, "leaves.py", LEAVES_A_SLEEPER), marker]
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(ROOT)}
+    if ending == "SIGTERM to mutate":
+        env["HANG"] = "1"
+    argv = [sys.executable, "-m", "machines", "mutate", *SPECS, *A_FEW, "--", *command]
+    process = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    if ending == "SIGTERM to mutate":
+        deadline = time.monotonic() + 60
+        while not sleepers(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sleepers(marker), "the command never started"
+        process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    time.sleep(0.2)
+    left = sleepers(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{len(left)} background processes outlived mutate"
+    assert list(temporary.iterdir()) == [], "the temporary copy was left behind"
+    assert b"Traceback" not in err, err.decode()[-2000:]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, whole
@@ -137,6 +139,22 @@ def _run_catalog(args: argparse.Namespace) -> int:
 
 
 def _run_yours(args: argparse.Namespace) -> int:
+    """Under SIGTERM (what a CI timeout sends) as under Ctrl-C: the command's processes
+    are ended and the temporary copy removed before mutate exits."""
+    if threading.current_thread() is not threading.main_thread():
+        return _mutate_yours(args)  # only the main thread may set a signal handler
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _mutate_yours(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _mutate_yours(args: argparse.Namespace) -> int:
     from machines import mutation_user as mu
 
     if args.examples is not None:

@@ -266,14 +266,15 @@ def _run_command(
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
-        finally:
-            if process.poll() is None:  # the timeout, or Ctrl-C: end it and what it started
-                _end(process)
+        finally:  # done, timed out, Ctrl-C or SIGTERM: end it and all it left running
+            _end(process)
     seconds = time.perf_counter() - started
     return code, seconds, _last_lines(log)
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:
+    """End the command's process group (it runs in a session of its own): the command if
+    it still runs, and every process it started in the background and left behind."""
     try:
         if hasattr(os, "killpg"):
             os.killpg(process.pid, signal.SIGKILL)
