@@ -173,7 +173,7 @@ def _a_store(path: Path, rows: int = 1) -> None:
         (_garbage, "not a SQLite database"),
         (_bad_header, "not a SQLite database"),
         (_bad_pages, "damaged"),
-        (lambda path: path.mkdir(), "names a file (not a directory)"),
+        (lambda path: path.mkdir(), "that path is a directory, not a database file"),
     ],
     ids=["garbage", "bad-header", "bad-pages", "a-directory"],
 )
