@@ -7,10 +7,11 @@ that only adds wording of its own is accepted."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -53,26 +54,21 @@ def reworded(spec: MachineSpec) -> MachineSpec:
 
 @pytest.fixture(params=KINDS)
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Store]]:
-    """Opens a fresh store of one kind for the specs given; closes every one afterwards."""
-    opened: list[Store] = []
-    schemas: list[Any] = []
+    """Opens a fresh store of one kind for the specs given; closes every one (and drops
+    its PostgreSQL schema) afterwards."""
+    numbers = itertools.count()
+    with ExitStack() as stack:
 
-    def open_for(*specs: MachineSpec) -> Store:
-        if request.param == "postgres":
-            schema = postgres_schema()
-            schemas.append(schema)
-            url = schema.__enter__()
-        else:
-            url = store_url(request.param, tmp_path, f"s{len(opened)}.db")
-        store = open_store(url, list(specs))
-        opened.append(store)
-        return store
+        def open_for(*specs: MachineSpec) -> Store:
+            if request.param == "postgres":
+                url = stack.enter_context(postgres_schema())
+            else:
+                url = store_url(request.param, tmp_path, f"s{next(numbers)}.db")
+            store = open_store(url, list(specs))
+            stack.callback(store.close)
+            return store
 
-    yield open_for
-    for store in opened:
-        store.close()
-    for schema in schemas:
-        schema.__exit__(None, None, None)
+        yield open_for
 
 
 def build(system: str, store: Store) -> object:
