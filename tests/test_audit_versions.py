@@ -48,7 +48,8 @@ def widen(doc: Document) -> None:
 
 
 def add_hold(doc: Document) -> None:
-    """v3, widening: a person may hold an attempt, then resume or abandon it."""
+    """v3, widening: a person may hold an attempt, then resume or abandon it; a worker
+    may release a hold too (so a migration, automatic, may map a held attempt out)."""
     doc["states"]["on_hold"] = {"description": "Held by a person."}
     doc["states"]["abandoned"] = {"terminal": True, "description": "Given up by a person."}
     doc["transitions"] += [
@@ -59,13 +60,24 @@ def add_hold(doc: Document) -> None:
             ("abandon", "on_hold", "abandoned"),
         ]
     ]
+    doc["transitions"].append(
+        {
+            "trigger": "release",
+            "source": "on_hold",
+            "dest": "in_flight",
+            "actor": "worker",
+            "description": "release.",
+        }
+    )
 
 
 def remove_hold(doc: Document) -> None:
     """v4, breaking: on_hold and abandoned are gone (live entities are mapped out)."""
     del doc["states"]["on_hold"], doc["states"]["abandoned"]
     doc["transitions"] = [
-        t for t in doc["transitions"] if t["trigger"] not in ("hold", "resume", "abandon")
+        t
+        for t in doc["transitions"]
+        if t["trigger"] not in ("hold", "resume", "abandon", "release")
     ]
 
 

@@ -231,3 +231,24 @@ def test_an_enumeration_is_made_once_per_process_and_only_for_the_same_kinds(
     witness, count, total = proof._enumerate(blind, 3, None)
     assert made == [3, 4, 3]
     assert list(count.values()) == [total] and len(witness) == 1
+
+
+def test_the_plain_reading_of_the_context_agrees_with_the_compiled_one() -> None:
+    """``Derivation.implied_context`` (what a migration reads of a request's nodes) gives
+    the context the deriver's bit masks give, for every plan of up to two node kinds."""
+    import itertools
+
+    from machines.derive.rules import Deriver
+    from machines.spec.loader import load
+
+    request = load("request")
+    deriver = Deriver.build(request, load("node"))
+    assert request.derivation is not None
+    kinds = deriver.alphabet.kinds
+    plans = [(), *((k,) for k in kinds), *itertools.combinations(kinds, 2)]
+    seen = set()
+    for plan in plans:
+        expected = deriver.context(deriver.alphabet.signature(plan))
+        assert request.derivation.implied_context(plan) == expected, plan
+        seen.add(tuple(expected.values()))
+    assert len(seen) > 1  # both values of side_effects were met

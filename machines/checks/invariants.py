@@ -414,10 +414,12 @@ def no_auto_terminal_money_in_flight(
 
 
 def _automatic(judged: Judged) -> bool:
-    """Whether an automatic actor made the event, by its version's definition (a migration
-    is the command a person ran)."""
+    """Whether an automatic actor made the event, by its version's definition. A
+    migration's event is automatic too: the command decided nothing about the entity."""
     spec = judged.spec
-    return not judged.migration and spec is not None and spec.actors[judged.event.actor].automatic
+    if judged.migration:
+        return True
+    return spec is not None and spec.actors[judged.event.actor].automatic
 
 
 def derivation_consistency(

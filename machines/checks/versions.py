@@ -28,6 +28,7 @@ from typing import Any
 
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.migration_moves import migration_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 
 UNKNOWN = 0
@@ -126,8 +127,10 @@ class Versions:
         the version of the event before it (None: it is the first): b must be above
         ``previous``; its detail names from_version b-1, to_version b and a reason; it
         leaves a state of version b-1 that version b does not have, for one version b
-        has. (Its place in the chain and, in terminal-final, where it may lead from a
-        terminal state are judged with every other event.)"""
+        has; and the rules of both versions allow it to the automatic migration actor
+        (``machines.spec.migration_moves``). (Its place in the chain and, in
+        terminal-final, where it may lead from a terminal state are judged with every
+        other event.)"""
         ev, b = judged.event, judged.version
         assert b is not None and judged.spec is not None
         out = []
@@ -157,6 +160,8 @@ class Versions:
             )
         if ev.dest not in judged.spec.states:
             out.append(f"'{ev.dest}' is not a state of version {b}")
+        if before is not None and ev.source in before.states:
+            out += migration_breaks(before, judged.spec, ev.source, ev.dest)
         return out
 
 

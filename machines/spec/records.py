@@ -8,7 +8,7 @@ trust their own data and only check what callers hand them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -180,6 +180,17 @@ class Clause:
     quantifier: Quantifier
     nodes: NodeSet
 
+    def holds(self, nodes: Sequence[tuple[str, bool, bool]]) -> bool:
+        """Whether the clause holds of a plan's ``(state, side_effect, manual)`` nodes
+        (``all`` holds of an empty plan). ``machines.derive`` decides the same from bit
+        masks, for speed; this is the plain reading, for one plan."""
+        matches = [self.nodes.matches(*node) for node in nodes]
+        if self.quantifier == "any":
+            return any(matches)
+        if self.quantifier == "all":
+            return all(matches)
+        return not any(matches)
+
 
 @dataclass(frozen=True)
 class DerivationRule:
@@ -216,6 +227,14 @@ class Derivation:
     default: str
     context: Mapping[str, tuple[ContextCase, ...]]
     rule_sets: Mapping[str, RuleSet]
+
+    def implied_context(self, nodes: Sequence[tuple[str, bool, bool]]) -> dict[str, str]:
+        """The derived context a plan's ``(state, side_effect, manual)`` nodes imply: per
+        variable, the value of the first case whose clauses all hold."""
+        return {
+            var: next(c.value for c in cases if all(cl.holds(nodes) for cl in c.when))
+            for var, cases in self.context.items()
+        }
 
 
 KeyPath = tuple[str | int, ...]

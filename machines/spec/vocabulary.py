@@ -161,6 +161,12 @@ entity it maps out of a state the new version of its definition removes. No defi
 may declare the actor (``RESERVED_ACTORS``), so no move of a definition can pass for a
 migration's."""
 
+NODE_NAME = "name"
+NODE_SIDE_EFFECT = "has_side_effect"
+"""The fields of a plan node's stored data that a derivation reads: its name (a manual
+gate's starts with the derivation's ``manual_prefix``) and whether it has a side effect.
+The transfer engine writes them; a migration and the audit read them back."""
+
 RESERVED_ACTORS = frozenset({MIGRATION_ACTOR})
 """Actor names a definition may not declare."""
 

@@ -14,9 +14,12 @@ For each machine of the definitions given, the database's current version
 A migration is refused, and changes nothing, when live entities could not live under the
 new version: entities in a state it removes that no ``--map MACHINE:OLD=NEW`` covers;
 a map into a state it does not have, out of a state it keeps, or out of a terminal state
-into a non-terminal one; entities whose stored context the new version would refuse (a
-context variable added or removed, a value removed). Each mapped entity gets one history
-event by the ``migration`` actor (``machines.spec.vocabulary``), naming both versions.
+into a non-terminal one; a map the definitions' rules refuse to the automatic
+``migration`` actor (out of a state kept for people or named triggers, into a state that
+releases a reservation while money may be moving: ``machines.store.migration_maps``);
+entities whose stored context the new version would refuse (a context variable added or
+removed, a value removed). Each mapped entity gets one history event by the ``migration``
+actor (``machines.spec.vocabulary``), naming both versions.
 
 Everything runs in one transaction, the database locked against every other writer first
 (SQLite: ``BEGIN EXCLUSIVE``; PostgreSQL: the schema's advisory lock and ``ACCESS
@@ -43,6 +46,7 @@ from machines.spec.records import derived_variables
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
+from machines.store.migration_maps import map_refusals
 from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, shown_url
@@ -344,6 +348,7 @@ def _plan(
             db.execute(f"SELECT state, count(*) FROM {name(machine, 'entities')} GROUP BY state")
         )
         mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
+        problems += map_refusals(db, old, spec, mapped)
         problems += _context_refusals(db, spec)
         changes = (
             ("the same definition, its schema regenerated",) if same else (summary(old, spec),)

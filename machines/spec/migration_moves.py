@@ -1,0 +1,149 @@
+"""A migration's map judged as a move: what the definitions' rules say of it.
+
+``machines migrate --map MACHINE:OLD=NEW`` moves every entity in ``OLD`` (a state the new
+version removes) to ``NEW``, as one event by the ``migration`` actor with the ``migrate``
+trigger (``machines.spec.vocabulary``). That actor is automatic: nobody decided anything
+about each entity. So a map is judged like any automatic move, by the rules of the
+definition the entity lives under (the stored version) for the state it leaves, and by
+the rules of both versions for the state it enters:
+
+- it may not leave a state whose exits the definition reserves: a state tagged
+  ``fail-closed`` or ``needs-human``, one whose every way out is a person's, one that
+  ``only_actors_exit`` keeps for named actors or ``only_triggers_exit`` for named
+  triggers (an ``indeterminate`` outcome, a transfer waiting for an operator). A map
+  into a state the stored version does not have is a rename (the entity waits where it
+  waited, under the new name), and is allowed if the new state is no terminal one and
+  keeps the reserved tags of the old;
+- it may not make a move ``automatic_needs_evidence`` asks evidence for;
+- it may not enter a state ``only_actors_enter`` keeps for people, nor one that
+  ``automatic_enters_only_when`` or ``only_reachable_when`` admits only under a context
+  the entity does not have (a request released while a node with a side effect has
+  started: its derived context, from its nodes, says so).
+
+The store's migration refuses such a map before it writes anything, and the audit judges
+every recorded migration event the same way; both read ``migration_breaks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from machines.spec.records import MachineSpec, Rule
+from machines.spec.vocabulary import FAIL_CLOSED, MIGRATION_ACTOR, MIGRATION_TRIGGER, NEEDS_HUMAN
+
+RESERVED_TAGS = (FAIL_CLOSED, NEEDS_HUMAN)
+"""Tags that keep a state for people: no migration takes an entity out of one."""
+
+
+def migration_breaks(
+    old: MachineSpec,
+    new: MachineSpec | None,
+    source: str,
+    dest: str,
+    context: Mapping[str, str] | None = None,
+) -> list[str]:
+    """What an automatic migration move ``source`` -> ``dest`` would break: each a
+    sentence naming the rule (its id and kind) or the tag. ``old`` is the version the
+    entity lives under, ``new`` the one it moves to (``None``: judge by ``old`` alone).
+    ``context``: the entity's context, its derived variables included; without it, the
+    rules that depend on the context are not judged."""
+    renamed = new is not None and dest in new.states and dest not in old.states
+    if renamed and new is not None:
+        out = list(_renamed(old, new, source, dest))
+    else:
+        out = [*_leaving(old, source), *_evidence(old, source, dest)]
+    for spec in (old, new):
+        if spec is not None and dest in spec.states:
+            out += _entering(spec, dest, context)
+    return list(dict.fromkeys(out))
+
+
+def way_out(old: MachineSpec, source: str) -> str:
+    """How such entities can leave ``source`` instead: its moves by people, or nothing."""
+    people = [
+        f"{t.trigger} by {'/'.join(a for a in t.actors if not old.actors[a].automatic)}"
+        for t in old.transitions
+        if t.source == source and any(not old.actors[a].automatic for a in t.actors)
+    ]
+    first = (
+        f"settle them first through the definition ({', '.join(dict.fromkeys(people))}), "
+        "then migrate"
+        if people
+        else "settle them first through the definition, then migrate"
+    )
+    return first
+
+
+def _leaving(old: MachineSpec, source: str) -> Iterator[str]:
+    if source not in old.states:
+        return
+    for tag in RESERVED_TAGS:
+        if tag in old.states[source].tags:
+            yield f"'{source}' is tagged {tag}: only a person's decision leaves it"
+    exits = [t for t in old.transitions if t.source == source]
+    if exits and all(not old.actors[a].automatic for t in exits for a in t.actors):
+        yield f"every way out of '{source}' is a person's: nothing automatic leaves it"
+    for rule in _rules(old, "only_actors_exit", source):
+        if MIGRATION_ACTOR not in rule.actors:
+            yield f"{_named(rule)} lets only {', '.join(rule.actors)} leave '{source}'"
+    for rule in _rules(old, "only_triggers_exit", source):
+        if MIGRATION_TRIGGER not in rule.triggers:
+            yield f"{_named(rule)} lets only {', '.join(rule.triggers)} leave '{source}'"
+
+
+def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    reserved = list(_leaving(old, source))
+    if not reserved:
+        return
+    if new.states[dest].terminal:
+        yield (
+            f"'{dest}' is terminal, and {reserved[0]}: a state kept for people is not "
+            "renamed into a final one"
+        )
+    if source in old.states:
+        for tag in RESERVED_TAGS:
+            if tag in old.states[source].tags and tag not in new.states[dest].tags:
+                yield f"'{source}' is tagged {tag} and '{dest}' is not: the rename drops it"
+
+
+def _evidence(old: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    for rule in old.invariants:
+        if (
+            rule.kind == "automatic_needs_evidence"
+            and source in rule.sources
+            and dest in rule.dests
+        ):
+            yield (
+                f"{_named(rule)} moves '{source}' to '{dest}' only on evidence, and a "
+                "migration has none"
+            )
+
+
+def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -> Iterator[str]:
+    for rule in _rules(spec, "only_actors_enter", dest):
+        if MIGRATION_ACTOR not in rule.actors:
+            yield f"{_named(rule)} lets only {', '.join(rule.actors)} enter '{dest}'"
+    if context is None:
+        return
+    for kind in ("automatic_enters_only_when", "only_reachable_when"):
+        for rule in _rules(spec, kind, dest):
+            outside = {
+                var: context.get(var)
+                for var, allowed in rule.when.items()
+                if context.get(var) not in allowed
+            }
+            if outside:
+                now = ", ".join(f"{var}={value}" for var, value in outside.items())
+                yield f"{_named(rule)} admits '{dest}' only when {_guard(rule)}, not {now}"
+
+
+def _rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
+    return (r for r in spec.invariants if r.kind == kind and state in r.states)
+
+
+def _named(rule: Rule) -> str:
+    return f"rule '{rule.id}' ({rule.kind})"
+
+
+def _guard(rule: Rule) -> str:
+    return ", ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in rule.when.items())

@@ -1,0 +1,95 @@
+"""A migration's maps judged as moves (``machines.spec.migration_moves``), on the stored
+entities: a map is refused, before anything is written, when the rules of the stored
+version (or of the new one, for the state entered) would refuse the automatic
+``migration`` actor the move, naming the rule, the entities and the way out.
+
+The rules that depend on an entity's context are judged per entity, under its stored
+context and, for a machine with a derivation (a transfer request), the derived variables
+its nodes imply now (``Derivation.implied_context``): a request mapped into a state that
+releases its reservation while one of its nodes with a side effect has started is
+refused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from machines.spec import MachineSpec
+from machines.spec.migration_moves import migration_breaks, way_out
+from machines.spec.vocabulary import NODE_NAME, NODE_SIDE_EFFECT
+from machines.store.names import name
+
+SHOWN_KEYS = 3
+
+
+class Rows(Protocol):
+    param: str
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]: ...
+    def has_table(self, table: str) -> bool: ...
+
+
+def map_refusals(
+    db: Rows, old: MachineSpec, new: MachineSpec, mapped: Sequence[tuple[str, str, int]]
+) -> list[str]:
+    """The refusals of the maps in ``mapped`` ((old state, new state, entities)) that the
+    definitions' rules forbid."""
+    out = []
+    for source, dest, count in mapped:
+        flag = f"--map {new.name}:{source}={dest}"
+        static = migration_breaks(old, new, source, dest)
+        if static:
+            out.append(
+                f"{flag}: {count} entities would leave '{source}' by the automatic "
+                f"migration actor, which {'; and '.join(static)}; {way_out(old, source)}"
+            )
+            continue
+        breaking: dict[str, list[str]] = {}
+        for key, context in _contexts(db, old, source):
+            for why in migration_breaks(old, new, source, dest, context):
+                breaking.setdefault(why, []).append(key)
+        for why, keys in breaking.items():
+            shown = ", ".join(f"'{k}'" for k in keys[:SHOWN_KEYS])
+            more = f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else ""
+            out.append(
+                f"{flag}: {len(keys)} entities ({shown}{more}) cannot be moved into '{dest}' "
+                f"by the automatic migration actor: {why}; {way_out(old, source)}"
+            )
+    return out
+
+
+def _contexts(db: Rows, spec: MachineSpec, state: str) -> list[tuple[str, dict[str, str]]]:
+    """Each entity in ``state``: its key and its context, with the derived variables its
+    nodes imply now."""
+    p = db.param
+    rows = db.execute(
+        f"SELECT key, CAST(context AS TEXT) FROM {name(spec.name, 'entities')} "
+        f"WHERE state = {p} ORDER BY key",
+        (state,),
+    )
+    derivation = spec.derivation
+    nodes_table = None if derivation is None else name(derivation.node_machine, "entities")
+    out = []
+    for key, stored in rows:
+        context: dict[str, str] = dict(json.loads(stored))
+        if derivation is not None and nodes_table and db.has_table(nodes_table.strip('"')):
+            nodes = [
+                _node(state_, json.loads(data), derivation.manual_prefix)
+                for state_, data in db.execute(
+                    f"SELECT state, CAST(data AS TEXT) FROM {nodes_table} WHERE scope = {p}",
+                    (key,),
+                )
+            ]
+            context.update(derivation.implied_context(nodes))
+        out.append((key, context))
+    return out
+
+
+def _node(state: str, data: Mapping[str, Any], prefix: str) -> tuple[str, bool, bool]:
+    label = data.get(NODE_NAME)
+    return (
+        state,
+        data.get(NODE_SIDE_EFFECT) is True,
+        isinstance(label, str) and label.startswith(prefix),
+    )

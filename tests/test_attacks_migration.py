@@ -1,0 +1,278 @@
+"""A migration map is a move by the automatic ``migration`` actor (issue 27, items 1-2).
+
+The outsider's attacks: a v2 of ``outcome`` that renames ``indeterminate`` and a map that
+sends every "we do not know" to ``succeeded``; a v2 of ``request`` that renames
+``executing`` and a map that fails a request (its reservation released) while its
+withdrawal node is ``unknown``. Both were applied with exit 0 and the audit said nothing.
+Now each is refused before anything is written, naming the rule and the entities, on
+SQLite and PostgreSQL; the same forged events, recorded, are breaches of the audit."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from machines.checks.audit import audit_store, judge_snapshot
+from machines.checks.invariants import Snapshot
+from machines.cli import main
+from machines.runtime.history import TransitionEvent
+from machines.spec import MachineSpec
+from machines.spec.loader import load
+from machines.spec.records import derived_variables
+from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
+from machines.store import BUNDLED, open_store
+from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.hand_built import entity, event
+from tests.migration_stores import load_dir, raw_snapshot
+
+DATABASES = ("sqlite", "postgres")
+
+
+def renamed(root: Path, machine: str, old: str, new: str) -> Path:
+    """A copy of the bundled definitions with ``machine``'s state ``old`` renamed ``new``
+    everywhere (a breaking change: live entities in ``old`` need a map)."""
+    copy = SpecCopy(root)
+
+    def rename(doc: Document) -> None:
+        doc.clear()
+        doc.update(rename_everywhere(original, old, new))
+
+    original = copy.read(machine)
+    copy.edit(machine, rename)
+    return copy.path
+
+
+@pytest.fixture(params=DATABASES)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with ExitStack() as cleanup:
+        if request.param == "postgres":
+            yield cleanup.enter_context(postgres_schema())
+        else:
+            yield f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def shortest(spec: MachineSpec, state: str, valuation: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(trigger, actor) moves from the initial state to ``state`` under ``valuation``."""
+    seen: dict[str, list[tuple[str, str]]] = {spec.initial: []}
+    queue = collections.deque([spec.initial])
+    while queue:
+        here = queue.popleft()
+        for t in spec.transitions:
+            if t.source == here and t.admits(valuation) and t.dest not in seen:
+                seen[t.dest] = [*seen[here], (t.trigger, t.actors[0])]
+                queue.append(t.dest)
+    return seen[state]
+
+
+def put(
+    url: str,
+    machine: str,
+    key: str,
+    state: str,
+    valuation: Mapping[str, str],
+    *,
+    scope: str | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> None:
+    """``key`` moved to ``state`` by legal moves on the bundled definitions."""
+    specs = {m: load(m) for m in BUNDLED}
+    spec = specs[machine]
+    derived = derived_variables(spec)
+    fixed = {k: v for k, v in valuation.items() if k not in derived}
+    given = {k: v for k, v in valuation.items() if k in derived} or None
+    store = open_store(url, specs)
+    try:
+        with store.transaction() as tx:
+            row, _ = tx.insert(machine, key, context=fixed, data=dict(data or {}), scope=scope)
+            for trigger, actor in shortest(spec, state, valuation):
+                row = tx.move(row, trigger, actor=actor, context=given, detail={"by": "test"})
+    finally:
+        store.close()
+
+
+def migrate(
+    capsys: pytest.CaptureFixture[str], url: str, spec_dir: Path, *maps: str
+) -> tuple[int, str]:
+    code = main(
+        ["migrate", url, "--spec-dir", str(spec_dir), *[a for m in maps for a in ("--map", m)]]
+    )
+    return code, capsys.readouterr().out
+
+
+def state_of(url: str, specs: dict[str, MachineSpec], machine: str, key: str) -> str:
+    store = open_store(url, specs)
+    try:
+        with store.transaction() as tx:
+            row = tx.get(machine, key)
+    finally:
+        store.close()
+    assert row is not None
+    return row.state
+
+
+# -- outcome: indeterminate ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("into", ["succeeded", "failed", "in_flight"])
+def test_a_map_out_of_indeterminate_into_an_outcome_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], into: str
+) -> None:
+    put(url, "outcome", "charge-1", "indeterminate", {})
+    spec_dir = renamed(tmp_path, "outcome", "indeterminate", "unsure")
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, f"outcome:indeterminate={into}")
+    assert code == 1, out
+    assert f"REFUSED: --map outcome:indeterminate={into}: 1 entities would leave" in out
+    assert "rule 'fail-closed-indeterminate' (only_actors_exit)" in out
+    assert "rule 'indeterminate-exits' (only_triggers_exit)" in out
+    assert "tagged fail-closed" in out
+    assert "settle them first through the definition (reclaim by caller" in out
+    assert raw_snapshot(url) == before
+
+
+def test_a_rename_of_indeterminate_keeps_the_key_undecided(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "indeterminate", {})
+    spec_dir = renamed(tmp_path, "outcome", "indeterminate", "unsure")
+    code, out = migrate(capsys, url, spec_dir, "outcome:indeterminate=unsure")
+    assert code == 0, out
+    new = load_dir(spec_dir)
+    assert state_of(url, new, "outcome", "charge-1") == "unsure"
+    assert audit_store(url, new) == []
+
+
+def test_a_rename_into_a_final_state_or_dropping_the_tag_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "indeterminate", {})
+    copy = SpecCopy(tmp_path / "final")
+
+    def settle(doc: Document) -> None:
+        renamed_doc = rename_everywhere(doc, "indeterminate", "settled")
+        renamed_doc["states"]["settled"]["tags"] = []
+        renamed_doc["states"]["settled"]["terminal"] = True
+        renamed_doc["transitions"] = [
+            t for t in renamed_doc["transitions"] if t["source"] != "settled"
+        ]
+        renamed_doc["invariants"] = [
+            r
+            for r in renamed_doc["invariants"]
+            if r.get("state") != "settled" or r["rule"] != "only_triggers_exit"
+        ]
+        renamed_doc["invariants"] = [
+            r for r in renamed_doc["invariants"] if r.get("state") != "settled"
+        ]
+        doc.clear()
+        doc.update(renamed_doc)
+
+    copy.edit("outcome", settle)
+    code, out = migrate(capsys, url, copy.path, "outcome:indeterminate=settled")
+    assert code == 1, out
+    assert "'settled' is terminal" in out
+    assert "'indeterminate' is tagged fail-closed and 'settled' is not" in out
+
+
+# -- request: money in flight ------------------------------------------------------------------
+
+
+def request_with_node(url: str, node_state: str, *, side_effect: bool) -> None:
+    put(url, "request", "transfer-1", "executing", {"side_effects": "none"})
+    put(
+        url,
+        "node",
+        "withdraw",
+        node_state,
+        {"kind": "action"},
+        scope="transfer-1",
+        data={"name": "withdraw", "has_side_effect": side_effect},
+    )
+
+
+def test_a_map_that_releases_a_reservation_with_money_in_flight_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request_with_node(url, "unknown", side_effect=True)
+    spec_dir = renamed(tmp_path, "request", "executing", "running")
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, "request:executing=failed")
+    assert code == 1, out
+    assert "--map request:executing=failed: 1 entities ('transfer-1') cannot be moved" in out
+    assert "rule 'no-auto-release-with-money-in-flight' (automatic_enters_only_when)" in out
+    assert "side_effects=started" in out
+    assert raw_snapshot(url) == before
+
+
+def test_the_same_map_with_no_money_moving_is_applied(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request_with_node(url, "unknown", side_effect=False)
+    spec_dir = renamed(tmp_path, "request", "executing", "running")
+    code, out = migrate(capsys, url, spec_dir, "request:executing=failed")
+    assert code == 0, out
+    new = load_dir(spec_dir)
+    assert state_of(url, new, "request", "transfer-1") == "failed"
+
+
+# -- the audit judges recorded migration events the same way -----------------------------------
+
+
+def ev(seq: int, source: str, dest: str, trigger: str, actor: str, **kw: Any) -> TransitionEvent:
+    return event("outcome", "k", seq, source, dest, trigger, actor, **kw)
+
+
+def test_the_audit_names_a_migration_out_of_indeterminate(tmp_path: Path) -> None:
+    old = load("outcome")
+    new = load_dir(renamed(tmp_path, "outcome", "indeterminate", "unsure"))["outcome"]
+    detail = {"from_version": 1, "to_version": 2, "reason": "state 'indeterminate' removed"}
+    events = [
+        ev(1, "in_flight", "indeterminate", "park", "worker"),
+        ev(2, "indeterminate", "succeeded", MIGRATION_TRIGGER, MIGRATION_ACTOR, detail=detail),
+    ]
+    k = entity("outcome", "k", "succeeded", events, data={"result": 1})
+    snap = Snapshot(
+        MappingProxyType({("outcome", "k"): k}),
+        event_versions=MappingProxyType({("outcome", "k"): (1, 2)}),
+        definitions=MappingProxyType({("outcome", 1): old, ("outcome", 2): new}),
+    )
+    found = {(b.invariant, b.message) for b in judge_snapshot({"outcome": new}, snap)}
+    assert any(
+        i == "append-only-history" and "rule 'fail-closed-indeterminate'" in m for i, m in found
+    ), found
+    renamed_events = [
+        events[0],
+        ev(2, "indeterminate", "unsure", MIGRATION_TRIGGER, MIGRATION_ACTOR, detail=detail),
+    ]
+    k = entity("outcome", "k", "unsure", renamed_events)
+    snap = Snapshot(
+        MappingProxyType({("outcome", "k"): k}),
+        event_versions=MappingProxyType({("outcome", "k"): (1, 2)}),
+        definitions=snap.definitions,
+    )
+    assert list(judge_snapshot({"outcome": new}, snap)) == []
+
+
+def test_the_audit_names_a_recorded_migration_that_released_money_in_flight(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store migrated by a release before the maps were judged (the refusal switched
+    off here): the audit names the release, made by the automatic migration actor."""
+    import machines.store.migration as migration_module
+
+    request_with_node(url, "unknown", side_effect=True)
+    spec_dir = renamed(tmp_path, "request", "executing", "running")
+    monkeypatch.setattr(migration_module, "map_refusals", lambda *args: [])
+    code, out = migrate(capsys, url, spec_dir, "request:executing=failed")
+    assert code == 0, out
+    found = {(b.invariant, b.key, b.message) for b in audit_store(url, load_dir(spec_dir))}
+    assert (
+        "no-auto-terminal-money-in-flight",
+        "transfer-1",
+        "'migration' moved it to failed after side-effect nodes started (withdraw)",
+    ) in found, found
