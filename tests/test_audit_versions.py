@@ -268,14 +268,18 @@ def test_an_audit_with_other_definitions_than_the_stores_current_ones_is_refused
 
 def forge(url: str, *statements: str) -> None:
     """Run ``statements`` as the database's owner, every guard off: SQLite drops the
-    triggers, PostgreSQL runs them with ``session_replication_role = replica``."""
+    triggers and puts them back as they were (so the guards look intact), PostgreSQL runs
+    them with ``session_replication_role = replica``."""
     if url.startswith("sqlite:///"):
         conn = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
         try:
-            triggers = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-            for (trigger,) in triggers.fetchall():
+            triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+            kept = triggers.fetchall()
+            for trigger, _ in kept:
                 conn.execute(f'DROP TRIGGER "{trigger}"')
             for sql in statements:
+                conn.execute(sql)
+            for _, sql in kept:
                 conn.execute(sql)
         finally:
             conn.close()

@@ -12,6 +12,7 @@ import pytest
 
 from machines.cli import main
 from machines.store import open_store
+from machines.store.integrity import StoreTampered
 from tests.raw_sql import COMPENSABLE, DATABASES, OE, OH, E, H, Raw, Victims, attacked, move
 
 
@@ -150,9 +151,11 @@ def test_a_forged_derived_value_is_taken_by_the_database_but_reported_by_the_aud
     assert code == 1 and "[no-auto-terminal-money-in-flight] request 'r1'" in out, out
 
 
-def test_sqlite_puts_a_dropped_guard_back_when_the_store_opens(tmp_path: Path) -> None:
-    """Anyone who can write the SQLite file can drop a trigger; the store runs its schema
-    (IF NOT EXISTS) whenever it opens, so the guard is back from the next open on."""
+def test_sqlite_refuses_to_open_with_a_dropped_guard_until_it_is_repaired(tmp_path: Path) -> None:
+    """Anyone who can write the SQLite file can drop a trigger. The store used to run its
+    schema (IF NOT EXISTS) on every open, putting the guard back silently and hiding what
+    was written meanwhile; now it refuses to open, naming the trigger, until the owner runs
+    ``machines repair`` (tests/test_attacks_tampering.py covers the whole path)."""
     with attacked("sqlite", tmp_path) as victims:
         victims.raw.query('DROP TRIGGER "outcome_entities_final_data"')
         assert (
@@ -161,10 +164,5 @@ def test_sqlite_puts_a_dropped_guard_back_when_the_store_opens(tmp_path: Path) -
             )
             is None
         )
-        open_store(victims.store.url).close()
-        assert (
-            victims.raw.attempt(
-                [f"UPDATE {OE} SET data = '{{}}', version = version + 1 WHERE key = 'paid'"]
-            )
-            is not None
-        )
+        with pytest.raises(StoreTampered, match="trigger outcome_entities_final_data: missing"):
+            open_store(victims.store.url)

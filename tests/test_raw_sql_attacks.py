@@ -26,6 +26,7 @@ import pytest
 import machines
 from machines.spec import MachineSpec
 from machines.store import BUNDLED, open_store
+from machines.store.ddl import Plan, literal
 from tests.conftest import postgres_schema
 from tests.raw_sql import (
     COMPENSABLE,
@@ -62,6 +63,12 @@ class Attack:
 def attack(name: str, *statements: str, on: tuple[str, ...] = DATABASES) -> Attack:
     return Attack(name, statements, on)
 
+
+FORGED_MESSAGE = literal(f"outcome: {Plan.HISTORY_ONLY_MOVES}")
+FORGED_VERSION_3 = (
+    "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+    "installed_at) VALUES ('outcome', 3, 'forged', 'forged', '{}', 0)"
+)
 
 ATTACKS = [
     # -- the state and the move count --------------------------------------------------
@@ -459,6 +466,31 @@ ATTACKS = [
         "ON CONFLICT (machine, version) DO UPDATE SET digest = excluded.digest",
     ),
     attack("the registry truncated", "TRUNCATE machines_definitions", on=POSTGRES),
+    attack(  # issue 27 item 3: one such row made every later open fail
+        "a next version forged (no schema of it installed)",
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) SELECT machine, version + 1, digest, fingerprint, definition, 0 "
+        "FROM machines_definitions WHERE machine = 'outcome'",
+    ),
+    attack(  # the registry's installed-schema guard is fooled; its no-gap guard is not
+        "a version skipped, with the texts the installed-schema guard looks for forged",
+        f"CREATE TRIGGER forged_marks BEFORE INSERT ON {OM} WHEN 0 BEGIN "
+        f"SELECT 'NEW.definition_version IS NOT 3 OR', {FORGED_MESSAGE}; END",
+        f"{FORGED_VERSION_3}",
+        on=SQLITE,
+    ),
+    attack(
+        "a version skipped, with the texts the installed-schema guard looks for forged",
+        "CREATE FUNCTION forged_marks() RETURNS text LANGUAGE sql AS $$ SELECT "
+        f"'NEW.definition_version IS DISTINCT FROM 3 OR' || {FORGED_MESSAGE} $$",
+        f"{FORGED_VERSION_3}",
+        on=POSTGRES,
+    ),
+    attack(
+        "a first version forged for a machine that has no tables",
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) VALUES ('ghost', 1, 'forged', 'forged', '{}', 0)",
+    ),
 ]
 
 

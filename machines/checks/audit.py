@@ -54,6 +54,7 @@ from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import UnstorableValue, describe, dumps
 from machines.store import open_store
+from machines.store.integrity import guards_report
 from machines.store.records import shown_url
 from machines.store.versions import DefinitionChanged
 
@@ -289,12 +290,15 @@ def audit_events(
 
 @dataclass(frozen=True)
 class StoreAudit:
-    """What ``judge_store`` found: the breaches, and by which definition versions."""
+    """What ``judge_store`` found: the breaches, by which definition versions, and the
+    repairs of the store's guards it records."""
 
     breaches: list[Breach]
     versions: Mapping[str, tuple[int, ...]]
     """Machine -> every definition version the store records (oldest first): the versions
     its events were judged by."""
+    repairs: tuple[str, ...] = ()
+    """Each recorded ``machines repair``: when, by whom, what it found."""
 
     def judged_by(self) -> str:
         """The versions as a person reads them: ``outcome v1-v2, effect v1``."""
@@ -327,9 +331,12 @@ def judge_store(url: str, specs: Mapping[str, MachineSpec]) -> StoreAudit:
             "without migrating it, give those with --spec-dir"
         ) from changed
     try:
-        snap = snapshot(store, from_texts=True)
+        tampering, repairs = guards_report(store)
+        forged = [d.forged_version for d in tampering if d.forged_version is not None]
+        snap = snapshot(store, from_texts=True, forged=forged)
     finally:
         store.close()
+    guards = [Breach("guards-intact", d.machine or "registry", d.where, d.what) for d in tampering]
     versions: dict[str, list[int]] = {m: [] for m in specs}
     for machine, version in sorted(snap.definitions):
         versions.setdefault(machine, []).append(version)
@@ -341,7 +348,11 @@ def judge_store(url: str, specs: Mapping[str, MachineSpec]) -> StoreAudit:
                 "whose digest is not that of the definition given (it was migrated while "
                 "the audit opened it); audit it again with the definitions it now serves"
             )
-    return StoreAudit(judge_snapshot(specs, snap), {m: tuple(v) for m, v in versions.items()})
+    return StoreAudit(
+        guards + judge_snapshot(specs, snap),
+        {m: tuple(v) for m, v in versions.items()},
+        repairs,
+    )
 
 
 def judge_snapshot(specs: Mapping[str, MachineSpec], snap: Snapshot) -> list[Breach]:

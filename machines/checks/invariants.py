@@ -15,7 +15,7 @@ its own version (``machines.checks.versions``), a history without them by the cu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -81,18 +81,26 @@ class Breach:
 
 
 def snapshot(
-    store: Store, runs: Mapping[tuple[str, str], int] | None = None, *, from_texts: bool = False
+    store: Store,
+    runs: Mapping[tuple[str, str], int] | None = None,
+    *,
+    from_texts: bool = False,
+    forged: Collection[tuple[str, int]] = (),
 ) -> Snapshot:
     """Every row and history of ``store``, with the version of every event and the
     definition of every version, read in one transaction. ``from_texts`` (an audit): every
     version loaded from its stored text, checked against its recorded digest, the current
-    ones too; otherwise, while each machine has one version, the store's own definition."""
+    ones too; otherwise, while each machine has one version, the store's own definition.
+    ``forged``: registry rows (machine, version) no migration added, which the store's
+    check of its guards found; they are left out."""
     entities = {}
     versions: dict[tuple[str, str], tuple[int, ...]] = {}
     stored: dict[str, list[DefinitionVersion]] = {}
     with store.transaction() as tx:
         for machine in store.specs():
-            stored[machine] = tx.definition_versions(machine)
+            stored[machine] = [
+                v for v in tx.definition_versions(machine) if (machine, v.version) not in forged
+            ]
             for row in tx.rows(machine):
                 entities[(machine, row.key)] = Entity(
                     machine,

@@ -1,8 +1,8 @@
 """The ``machines`` command line: one module per command (``check``, ``diff``,
-``export``, ``mutate``, ``explore``, ``audit``, ``migrate``, ``diagrams``, ``docs``), each
-a ``Command`` that adds its arguments and runs; here the parser made of them and ``main``,
-which turns every failure into a one-line message and an exit code. Nothing in the
-package imports it."""
+``export``, ``mutate``, ``explore``, ``audit``, ``migrate``, ``repair``, ``diagrams``,
+``docs``), each a ``Command`` that adds its arguments and runs; here the parser made of
+them and ``main``, which turns every failure into a one-line message and an exit code.
+Nothing in the package imports it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,18 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from machines.cli import audit, check, diagrams, diff, docs, explore, export, migrate, mutate
+from machines.cli import (
+    audit,
+    check,
+    diagrams,
+    diff,
+    docs,
+    explore,
+    export,
+    migrate,
+    mutate,
+    repair,
+)
 from machines.cli.command import Parsers, package_version, problem, shown
 from machines.cli.output import failed
 from machines.errors import MachinesError
@@ -30,6 +41,7 @@ COMMANDS = (
     explore.COMMAND,
     audit.COMMAND,
     migrate.COMMAND,
+    repair.COMMAND,
     diagrams.COMMAND,
     docs.COMMAND,
 )

@@ -43,6 +43,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     events: int | None = None
     entities: int | None = None
     versions: dict[str, list[int]] | None = None
+    repairs: list[str] = []
     try:
         paths = definition_paths(args.spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
@@ -56,6 +57,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             found = judge_store(url, specs)
             breaches = found.breaches
             versions = {m: list(v) for m, v in found.versions.items()}
+            repairs = list(found.repairs)
             what = f"the store {shown_url(url)}, judged by {found.judged_by()}"
     except (OSError, MachinesError) as exc:
         return failed(args, problem(exc), 2)
@@ -70,10 +72,13 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 events=events,
                 entities=entities,
                 versions=versions,
+                repairs=repairs,
                 breaches=[_breach(b) for b in breaches],
             )
         )
         return code
+    for line in repairs:
+        print(line)
     for breach in breaches:
         print(breach.describe())
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"

@@ -66,8 +66,11 @@ COMMAND = Command(
     "records every version, and each history event names the one it was made under. "
     "Refused, changing nothing, when live entities sit in a state the new definition "
     "removes and no --map covers it, a map is into a state the new definition lacks or "
-    "out of a terminal state into a non-terminal one, or live entities hold a context "
-    "the new definition refuses. On PostgreSQL the tables are locked for the whole "
+    "out of a terminal state into a non-terminal one, a map is a move the definitions' "
+    "rules refuse to the automatic migration actor (out of a state kept for people, into "
+    "a state that releases a reservation while money may be moving), or live entities "
+    "hold a context the new definition refuses; a store whose guards were tampered with "
+    "is repaired first (machines repair). On PostgreSQL the tables are locked for the whole "
     "transaction: a worker waits, then meets the new schema whole. Exit 0 migrated or "
     "nothing to do, 1 refused, 2 unreadable input (a definition, a --map, the store).",
     arguments=_arguments,

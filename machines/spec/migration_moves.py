@@ -29,7 +29,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from machines.spec.records import MachineSpec, Rule
-from machines.spec.vocabulary import FAIL_CLOSED, MIGRATION_ACTOR, MIGRATION_TRIGGER, NEEDS_HUMAN
+from machines.spec.vocabulary import (
+    FAIL_CLOSED,
+    MIGRATION_ACTOR,
+    MIGRATION_TRIGGER,
+    NEEDS_HUMAN,
+    describe_guard,
+)
 
 RESERVED_TAGS = (FAIL_CLOSED, NEEDS_HUMAN)
 """Tags that keep a state for people: no migration takes an entity out of one."""
@@ -78,7 +84,7 @@ def _leaving(old: MachineSpec, source: str) -> Iterator[str]:
     if source not in old.states:
         return
     for tag in RESERVED_TAGS:
-        if tag in old.states[source].tags:
+        if source in old.states_tagged(tag):
             yield f"'{source}' is tagged {tag}: only a person's decision leaves it"
     exits = [t for t in old.transitions if t.source == source]
     if exits and all(not old.actors[a].automatic for t in exits for a in t.actors):
@@ -102,7 +108,7 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
         )
     if source in old.states:
         for tag in RESERVED_TAGS:
-            if tag in old.states[source].tags and tag not in new.states[dest].tags:
+            if source in old.states_tagged(tag) and dest not in new.states_tagged(tag):
                 yield f"'{source}' is tagged {tag} and '{dest}' is not: the rename drops it"
 
 
@@ -134,7 +140,10 @@ def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -
             }
             if outside:
                 now = ", ".join(f"{var}={value}" for var, value in outside.items())
-                yield f"{_named(rule)} admits '{dest}' only when {_guard(rule)}, not {now}"
+                yield (
+                    f"{_named(rule)} admits '{dest}' only when {describe_guard(rule.when)}, "
+                    f"not {now}"
+                )
 
 
 def _rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
@@ -143,7 +152,3 @@ def _rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
 
 def _named(rule: Rule) -> str:
     return f"rule '{rule.id}' ({rule.kind})"
-
-
-def _guard(rule: Rule) -> str:
-    return ", ".join(f"{var} in [{', '.join(sorted(v))}]" for var, v in rule.when.items())

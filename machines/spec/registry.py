@@ -107,6 +107,16 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "audit",
             ),
             _invariant(
+                "guards-intact",
+                """A store's guards are the ones machines installed for the version of each
+                definition it serves: every trigger and function as generated and enabled,
+                the legal moves as the definition gives them, no registry row a migration
+                did not add; a difference is named with its place (the store refuses to
+                open for writing until its owner runs machines repair, which is
+                recorded).""",
+                "audit",
+            ),
+            _invariant(
                 "fail-closed-indeterminate",
                 "Nothing automatic leaves indeterminate; each exit records who and why.",
                 "stored state",

@@ -38,11 +38,13 @@ they were created in, so that no session can shadow a table they read (a tempora
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Iterable, Iterator
 
 from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
 from machines.store.names import name
+from machines.store.records import StoreError
 
 REGISTRY = "machines_definitions"
 """The table of every version of every machine's definition a database has served: its
@@ -264,6 +266,11 @@ def _sqlite_final_data(plan: Plan) -> str:
     return f"CASE OLD.state{''.join(cases)}\n  ELSE FALSE END" if cases else "FALSE"
 
 
+SQLITE_VERSION_TEST = "NEW.definition_version IS NOT %s OR"
+POSTGRES_VERSION_TEST = "NEW.definition_version IS DISTINCT FROM %s OR"
+"""How each dialect's history guard tests an event's version (``%s``: the number); the
+registry's guard looks for this text in the installed history guard."""
+
 REGISTRY_COLUMNS = """  machine TEXT NOT NULL,
   version INTEGER NOT NULL CHECK (version >= 1),
   digest TEXT NOT NULL,
@@ -274,11 +281,34 @@ REGISTRY_COLUMNS = """  machine TEXT NOT NULL,
 
 REGISTRY_NEXT = "machines_definitions: a machine's versions are 1, 2, 3, ... with no gap"
 REGISTRY_FROZEN = "machines_definitions: a version, once installed, never changes"
+REGISTRY_INSTALLED = (
+    "machines_definitions: a version is recorded only after its schema is installed (the "
+    "machine's history guard writes that version): machines installs both, so a row added "
+    "by hand is refused"
+)
+REGISTRY_INSTALLED_TRIGGER = f"{REGISTRY}_installed"
+"""The registry's guard against a forged version: added by this release, so a store made
+by an earlier one lacks it until its next writable open installs it."""
+
+
+def history_guard_marks(version_test: str) -> tuple[str, str]:
+    """What the installed history guard of a machine says, as two SQL expressions over
+    ``NEW.machine`` and ``NEW.version`` of a registry row: the version test it makes
+    (``version_test`` spells it for the dialect, with ``%s`` for the number) and its
+    refusal's text, which names the machine."""
+    version = version_test.replace("%s", "' || NEW.version || '")
+    quote, doubled = literal("'"), literal("''")
+    needle = f"{quote} || replace(NEW.machine, {quote}, {doubled}) || " + literal(
+        f": {Plan.HISTORY_ONLY_MOVES}'"
+    )
+    return f"'{version}'", needle
 
 
 def sqlite_registry() -> str:
     """The registry of definitions (``REGISTRY``): a row is added only as the next version
-    of its machine, and never changed or deleted."""
+    of its machine, once the schema of that version is installed, and never changed or
+    deleted."""
+    version, needle = history_guard_marks(SQLITE_VERSION_TEST)
     return f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
 {REGISTRY_COLUMNS.format(real="REAL", ordinal="")}
 );
@@ -290,6 +320,10 @@ CREATE TRIGGER IF NOT EXISTS {REGISTRY}_frozen_update BEFORE UPDATE ON {REGISTRY
 BEGIN SELECT RAISE(ABORT, {literal(REGISTRY_FROZEN)}); END;
 CREATE TRIGGER IF NOT EXISTS {REGISTRY}_frozen_delete BEFORE DELETE ON {REGISTRY}
 BEGIN SELECT RAISE(ABORT, {literal(REGISTRY_FROZEN)}); END;
+CREATE TRIGGER IF NOT EXISTS {REGISTRY_INSTALLED_TRIGGER} BEFORE INSERT ON {REGISTRY}
+WHEN NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger'
+  AND instr(sql, {version}) > 0 AND instr(sql, {needle}) > 0)
+BEGIN SELECT RAISE(ABORT, {literal(REGISTRY_INSTALLED)}); END;
 """
 
 
@@ -376,7 +410,7 @@ CREATE TRIGGER IF NOT EXISTS {n("history_no_update")} BEFORE UPDATE ON {history}
 CREATE TRIGGER IF NOT EXISTS {n("history_no_delete")} BEFORE DELETE ON {history}
 {refuse(say(p.APPEND_ONLY + " (DELETE refused)"))}
 CREATE TRIGGER IF NOT EXISTS {n("history_guard")} BEFORE INSERT ON {history}
-WHEN NEW.seq < 1 OR NEW.definition_version IS NOT {version} OR NOT EXISTS (
+WHEN NEW.seq < 1 OR {SQLITE_VERSION_TEST % version} NOT EXISTS (
     SELECT 1 FROM {entities} e
     WHERE e.key = NEW.entity AND e.moves = NEW.seq AND e.state = NEW.dest
       AND e.last_trigger = NEW.trigger AND e.last_actor = NEW.actor
@@ -385,3 +419,18 @@ WHEN NEW.seq < 1 OR NEW.definition_version IS NOT {version} OR NOT EXISTS (
   OR EXISTS (SELECT 1 FROM {history} h WHERE h.entity = NEW.entity AND h.seq = NEW.seq)
 {refuse(say(p.HISTORY_ONLY_MOVES))}
 """
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a generated script on statement ends (triggers end with ``END;``)."""
+    buffer: list[str] = []
+    for line in script.splitlines():
+        if line.startswith("--") or not line.strip():
+            continue
+        buffer.append(line)
+        joined = "\n".join(buffer)
+        if sqlite3.complete_statement(joined):
+            yield joined
+            buffer = []
+    if buffer:
+        raise StoreError("generated schema has an unterminated statement")

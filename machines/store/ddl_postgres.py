@@ -14,11 +14,15 @@ from machines.store.ddl import (
     ENTITY_COLUMNS,
     HISTORY_COLUMNS,
     MOVE_COLUMNS,
+    POSTGRES_VERSION_TEST,
     REGISTRY,
     REGISTRY_COLUMNS,
     REGISTRY_FROZEN,
+    REGISTRY_INSTALLED,
+    REGISTRY_INSTALLED_TRIGGER,
     REGISTRY_NEXT,
     Plan,
+    history_guard_marks,
     in_list,
     literal,
     move_values,
@@ -72,6 +76,8 @@ def postgres_registry() -> str:
     """The registry of definitions (``REGISTRY``) on PostgreSQL: a row is added only as the
     next version of its machine, and never changed, deleted or emptied."""
     guard, refuse = f"{REGISTRY}_guard", f"{REGISTRY}_refuse"
+    installed = REGISTRY_INSTALLED_TRIGGER
+    version, needle = history_guard_marks(POSTGRES_VERSION_TEST)
     columns = REGISTRY_COLUMNS.format(
         real="DOUBLE PRECISION", ordinal="\n  ordinal BIGSERIAL NOT NULL,"
     )
@@ -96,9 +102,20 @@ CREATE OR REPLACE TRIGGER {REGISTRY}_frozen BEFORE UPDATE OR DELETE ON {REGISTRY
 FOR EACH ROW EXECUTE FUNCTION {refuse}();
 CREATE OR REPLACE TRIGGER {REGISTRY}_no_truncate BEFORE TRUNCATE ON {REGISTRY}
 FOR EACH STATEMENT EXECUTE FUNCTION {refuse}();
+CREATE OR REPLACE FUNCTION {installed}() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace
+      AND strpos(p.prosrc, {version}) > 0 AND strpos(p.prosrc, {needle}) > 0) THEN
+    RAISE EXCEPTION USING MESSAGE = {literal(REGISTRY_INSTALLED)};
+  END IF;
+  RETURN NEW;
+END $body$;
+CREATE OR REPLACE TRIGGER {installed} BEFORE INSERT ON {REGISTRY}
+FOR EACH ROW EXECUTE FUNCTION {installed}();
 DO $pin$
 BEGIN
   EXECUTE format('ALTER FUNCTION {guard}() SET search_path = %I, pg_temp', current_schema());
+  EXECUTE format('ALTER FUNCTION {installed}() SET search_path = %I, pg_temp', current_schema());
 END $pin$;
 """
 
@@ -222,7 +239,7 @@ CREATE OR REPLACE TRIGGER {n("history_no_truncate")} BEFORE TRUNCATE ON {history
 FOR EACH STATEMENT {refused(p.NO_TRUNCATE)};
 CREATE OR REPLACE FUNCTION {n("history_guard")}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
-  IF NEW.seq < 1 OR NEW.definition_version IS DISTINCT FROM {version} OR NOT EXISTS (
+  IF NEW.seq < 1 OR {POSTGRES_VERSION_TEST % version} NOT EXISTS (
       SELECT 1 FROM {entities} e
       WHERE e.key = NEW.entity AND e.moves = NEW.seq AND e.state = NEW.dest
         AND e.last_trigger = NEW.trigger AND e.last_actor = NEW.actor

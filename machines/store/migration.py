@@ -42,15 +42,15 @@ from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
-from machines.spec.records import derived_variables
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
-from machines.store.migration_maps import map_refusals
+from machines.store.integrity import Difference, tampered
+from machines.store.migration_maps import context_refusals, map_refusals
 from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, shown_url
-from machines.store.sql import read_versions, record_version
+from machines.store.sql import record_version
 from machines.store.versions import DefinitionVersion, load_versions, summary
 
 Boundary = Callable[[str], None]
@@ -126,7 +126,7 @@ class MigrationPlan:
         return out + list(self.notes)
 
 
-class _Database(Protocol):
+class Database(Protocol):
     """What a migration needs of one database: one connection, one transaction."""
 
     where: str
@@ -139,6 +139,13 @@ class _Database(Protocol):
     def triggers(self, tables: Sequence[str]) -> list[tuple[str, str]]: ...
     def schema(self, spec: MachineSpec, version: int) -> list[str]: ...
     def fingerprint(self, spec: MachineSpec, version: int) -> str: ...
+    def registry_schema(self) -> list[str]: ...
+    def served(
+        self, specs: Mapping[str, MachineSpec]
+    ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]: ...
+    def differences(
+        self, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
+    ) -> list[Difference]: ...
     def commit(self) -> None: ...
     def close(self) -> None: ...
 
@@ -166,7 +173,7 @@ def migrate(
             f"boundary must be a function or None, not a {type(boundary).__name__}"
         )
     read_clock = checked_clock(clock, "the migration", StoreError, "nothing was migrated")
-    db = _open(url)
+    db = open_database(url)
     try:
         tables = [name(m, role) for m in specs for role in ("entities", "history", "moves")]
         db.begin([t for t in tables if db.has_table(t.strip('"'))])
@@ -212,7 +219,7 @@ class _Step:
     old: MachineSpec | None
     mapped: tuple[tuple[str, str, int], ...]
 
-    def run(self, db: _Database, tick: Boundary, now: float) -> None:
+    def run(self, db: Database, tick: Boundary, now: float) -> None:
         m = self.spec.name
 
         def write(sql: str, params: tuple[Any, ...] = ()) -> None:
@@ -239,7 +246,7 @@ class _Step:
         )
 
     def _map(
-        self, write: Callable[..., None], db: _Database, old: str, new: str, now: float
+        self, write: Callable[..., None], db: Database, old: str, new: str, now: float
     ) -> None:
         """The entities in ``old`` move to ``new``: their history event first (the rows
         still name the old state), then the rows; the guards are gone until the new
@@ -269,15 +276,15 @@ class _Step:
         )
 
 
-def db_on(db: _Database, table: str) -> str:
+def db_on(db: Database, table: str) -> str:
     """PostgreSQL names the table a trigger is on; SQLite does not."""
     return f" ON {quote(table)}" if db.param == "%s" else ""
 
 
 class _Conn:
-    """A ``_Database`` as the connection ``record_version`` writes through."""
+    """A ``Database`` as the connection ``record_version`` writes through."""
 
-    def __init__(self, db: _Database) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     def execute(self, sql: str, params: tuple[Any, ...], /) -> Any:
@@ -296,7 +303,7 @@ class _Rows:
 
 
 def _plan(
-    db: _Database, specs: Mapping[str, MachineSpec], maps: Sequence[StateMap]
+    db: Database, specs: Mapping[str, MachineSpec], maps: Sequence[StateMap]
 ) -> tuple[MigrationPlan, list[_Step]]:
     where = db.where
     if not db.has_table(REGISTRY):
@@ -304,8 +311,8 @@ def _plan(
             f"{where}: no machines tables (a new or foreign database?); a migration moves a "
             "store open_store made, and creates none"
         )
-    stored = {m: read_versions(_Conn(db), db.param, m) for m in specs}
-    current_of = {m: v[-1] for m, v in stored.items() if v}
+    served, forged = db.served(specs)
+    current_of = {m: v for m, v in served.items() if v is not None}
     changed = [  # only their stored definitions are needed: loading one parses its text
         m
         for m, v in current_of.items()
@@ -313,6 +320,7 @@ def _plan(
         or v.fingerprint != db.fingerprint(specs[m], v.version)
     ]
     old_specs = load_versions(where, {m: [v] for m, v in current_of.items()}, changed)
+    _refuse_tampered(db, specs, current_of, old_specs, forged)
     plans: list[MachinePlan] = []
     work: list[_Step] = []
     unknown: list[MachinePlan] = []
@@ -326,8 +334,7 @@ def _plan(
             unknown.append(MachinePlan(entry.machine, "none", None, None, refusals=(why,)))
         by_machine.setdefault(entry.machine, []).append(entry)
     for machine, spec in specs.items():
-        versions = stored[machine]
-        current: DefinitionVersion | None = versions[-1] if versions else None
+        current = current_of.get(machine)
         if current is None:
             refusals = tuple(
                 f"--map {e.machine}:{e.old}={e.new}: the machine is new here"
@@ -349,7 +356,7 @@ def _plan(
         )
         mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
         problems += map_refusals(db, old, spec, mapped)
-        problems += _context_refusals(db, spec)
+        problems += context_refusals(db, spec)
         changes = (
             ("the same definition, its schema regenerated",) if same else (summary(old, spec),)
         )
@@ -367,6 +374,30 @@ def _plan(
         )
         work.append(_Step(spec, to, old, tuple(mapped)))
     return MigrationPlan(where, tuple(plans + unknown)), work
+
+
+def _refuse_tampered(
+    db: Database,
+    specs: Mapping[str, MachineSpec],
+    current_of: Mapping[str, DefinitionVersion],
+    old_specs: Mapping[tuple[str, int], MachineSpec],
+    forged: Sequence[Difference],
+) -> None:
+    """A migration replaces the guards of the machines it migrates, so it would hide
+    what was done to them: the guards of every machine must be the ones its current
+    version installed (``machines.store.integrity``), or ``StoreTampered`` says to repair
+    first. A schema of an earlier release (a reinstall) is not compared."""
+    judged = {}
+    for machine, version in current_of.items():
+        stored = old_specs.get((machine, version.version), specs[machine])
+        if version.fingerprint == db.fingerprint(stored, version.version):
+            judged[machine] = stored
+    differences = [
+        *forged,
+        *db.differences(judged, {m: current_of[m].version for m in judged}),
+    ]
+    if differences:
+        raise tampered(db.where, differences)
 
 
 def _applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
@@ -434,32 +465,10 @@ def _mappings(
     return mapped, refusals
 
 
-def _context_refusals(db: _Database, spec: MachineSpec) -> list[str]:
-    """Entities whose stored context the new version refuses: they could never move."""
-    derived = derived_variables(spec)
-    fixed = {v: c for v, c in spec.context.items() if v not in derived}
-    out = []
-    rows = db.execute(
-        f"SELECT CAST(context AS TEXT), count(*) FROM {name(spec.name, 'entities')} GROUP BY 1"
-    )
-    for stored, count in rows:
-        context = json.loads(stored)
-        wrong = sorted(set(context) ^ set(fixed)) or sorted(
-            v for v, value in context.items() if value not in fixed[v].values
-        )
-        if wrong:
-            out.append(
-                f"{count} entities have a context the new version refuses ({json.dumps(context)}: "
-                f"{', '.join(wrong)}); a context variable or value they hold is removed, or "
-                "one they lack is added"
-            )
-    return out
-
-
 # -- the databases ----------------------------------------------------------------------
 
 
-def _open(url: str) -> _Database:
+def open_database(url: str) -> Database:
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         return SQLiteDatabase(url)
     if url.startswith(("postgresql://", "postgres://")):

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from machines.spec import MachineSpec
 from machines.spec.migration_moves import migration_breaks, way_out
+from machines.spec.records import derived_variables
 from machines.spec.vocabulary import NODE_NAME, NODE_SIDE_EFFECT
 from machines.store.names import name
 
@@ -93,3 +94,25 @@ def _node(state: str, data: Mapping[str, Any], prefix: str) -> tuple[str, bool, 
         data.get(NODE_SIDE_EFFECT) is True,
         isinstance(label, str) and label.startswith(prefix),
     )
+
+
+def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:
+    """Entities whose stored context the new version refuses: they could never move."""
+    derived = derived_variables(spec)
+    fixed = {v: c for v, c in spec.context.items() if v not in derived}
+    out = []
+    rows = db.execute(
+        f"SELECT CAST(context AS TEXT), count(*) FROM {name(spec.name, 'entities')} GROUP BY 1"
+    )
+    for stored, count in rows:
+        context = json.loads(stored)
+        wrong = sorted(set(context) ^ set(fixed)) or sorted(
+            v for v, value in context.items() if value not in fixed[v].values
+        )
+        if wrong:
+            out.append(
+                f"{count} entities have a context the new version refuses ({json.dumps(context)}: "
+                f"{', '.join(wrong)}); a context variable or value they hold is removed, or "
+                "one they lack is added"
+            )
+    return out

@@ -6,16 +6,18 @@ under the new schema whole; a store opening meanwhile waits on the advisory lock
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 
 from machines.spec import MachineSpec
 from machines.store.ddl import REGISTRY
-from machines.store.ddl_postgres import postgres_schema
+from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.integrity import Difference
+from machines.store.integrity_postgres import guard_differences, served_versions
 from machines.store.postgres import SCHEMA_LOCK, fingerprint
-from machines.store.records import StoreError, shown_url
+from machines.store.records import DefinitionVersion, StoreError, shown_url
 
 
 class PostgresDatabase:
@@ -65,6 +67,25 @@ class PostgresDatabase:
 
     def schema(self, spec: MachineSpec, version: int) -> list[str]:
         return [postgres_schema(spec, version)]
+
+    def registry_schema(self) -> list[str]:
+        return [postgres_registry()]
+
+    def served(
+        self, specs: Mapping[str, MachineSpec]
+    ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
+        try:
+            return served_versions(self._conn, specs)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot read its guards: {exc}") from exc
+
+    def differences(
+        self, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
+    ) -> list[Difference]:
+        try:
+            return guard_differences(self._conn, specs, versions)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot read its guards: {exc}") from exc
 
     def fingerprint(self, spec: MachineSpec, version: int) -> str:
         return fingerprint(spec, version)

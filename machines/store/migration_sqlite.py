@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from machines.spec import MachineSpec
-from machines.store.ddl import sqlite_schema
-from machines.store.records import StoreError
-from machines.store.sqlite import fingerprint, statements
+from machines.store.ddl import sqlite_registry, sqlite_schema, statements
+from machines.store.integrity import Difference
+from machines.store.integrity_sqlite import guard_differences, served_versions
+from machines.store.records import DefinitionVersion, StoreError
+from machines.store.sqlite import fingerprint
 
 
 class SQLiteDatabase:
@@ -63,6 +65,25 @@ class SQLiteDatabase:
 
     def schema(self, spec: MachineSpec, version: int) -> list[str]:
         return list(statements(sqlite_schema(spec, version)))
+
+    def registry_schema(self) -> list[str]:
+        return list(statements(sqlite_registry()))
+
+    def served(
+        self, specs: Mapping[str, MachineSpec]
+    ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
+        try:
+            return served_versions(self._conn, specs)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.where}: cannot read its guards: {exc}") from exc
+
+    def differences(
+        self, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
+    ) -> list[Difference]:
+        try:
+            return guard_differences(self._conn, specs, versions)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.where}: cannot read its guards: {exc}") from exc
 
     def fingerprint(self, spec: MachineSpec, version: int) -> str:
         return fingerprint(spec, version)

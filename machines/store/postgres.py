@@ -44,6 +44,12 @@ from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import LEGACY_REGISTRY, REGISTRY
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.integrity import REPAIRS, Difference, repair_lines, tampered
+from machines.store.integrity_postgres import (
+    guard_differences,
+    has_installed_guard,
+    served_versions,
+)
 from machines.store.records import Row, StaleWrite, StoreError, frozen, shown_url
 from machines.store.sql import (
     Dialect,
@@ -124,6 +130,11 @@ class PostgresStore:
         self.url = url
         self.where = shown_url(url)  # the URL as messages show it: no password
         self.read_only = read_only
+        self.tampering: tuple[Difference, ...] = ()
+        """How the guards differ from the generated ones (read-only stores only: a
+        writable one refuses to open instead)."""
+        self.repairs: tuple[str, ...] = ()
+        """Each recorded ``machines repair`` (read-only stores only, for the audit)."""
         self._specs = dict(specs)
         self._clock = clock
         self._connections: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
@@ -136,7 +147,11 @@ class PostgresStore:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.where)
-            if not _has_table(conn, REGISTRY):
+            if _has_table(conn, REGISTRY):
+                _, differences = self._checked_versions(conn)
+                if differences:
+                    raise tampered(self.where, differences)
+            if not _has_table(conn, REGISTRY) or not has_installed_guard(conn):
                 conn.execute(postgres_registry().encode())
 
             current = current_versions(conn, "%s", self.where, self._specs, fingerprint)
@@ -156,10 +171,23 @@ class PostgresStore:
                     if _has_table(conn, LEGACY_REGISTRY)
                     else no_registry(self.where)
                 )
-            current = current_versions(conn, "%s", self.where, self._specs, fingerprint)
+            current, self.tampering = self._checked_versions(conn)
+            if _has_table(conn, REPAIRS):
+                self.repairs = repair_lines(
+                    conn.execute(f"SELECT at, person, found FROM {REPAIRS}")
+                )
         for machine, version in current.items():
             if version is None:
                 raise no_tables(self.where, machine)
+
+    def _checked_versions(
+        self, conn: psycopg.Connection[Any]
+    ) -> tuple[dict[str, int | None], tuple[Difference, ...]]:
+        """Each machine's version (the one its installed guards serve, which must be the
+        definition given) and every way the guards differ from the generated ones."""
+        served, wrong = served_versions(conn, self._specs)
+        current = current_versions(conn, "%s", self.where, self._specs, fingerprint, served)
+        return current, (*wrong, *guard_differences(conn, self._specs, current))
 
     def _connection(self) -> psycopg.Connection[Any]:
         """This thread's connection (autocommit: a transaction is an explicit BEGIN), with

@@ -69,14 +69,20 @@ def current_versions(
     where: str,
     specs: Mapping[str, MachineSpec],
     fingerprint: Callable[[MachineSpec, int], str],
+    served: Mapping[str, DefinitionVersion | None] | None = None,
 ) -> dict[str, int | None]:
     """Each machine's current version in the database (None: it has no tables here yet),
     checked to be the definition given under the schema this release generates
-    (``versions.fits``: ``DefinitionChanged`` or ``SchemaOutdated`` otherwise)."""
+    (``versions.fits``: ``DefinitionChanged`` or ``SchemaOutdated`` otherwise).
+    ``served``: the version each machine's installed schema serves, as the store's check
+    of its guards found it (``machines.store.integrity``); else the registry's highest."""
     out: dict[str, int | None] = {}
     for machine, spec in specs.items():
-        versions = read_versions(conn, param, machine)
-        current = versions[-1] if versions else None
+        if served is not None:
+            current = served.get(machine)
+        else:
+            versions = read_versions(conn, param, machine)
+            current = versions[-1] if versions else None
         fits(where, spec, current, fingerprint, specs)
         out[machine] = None if current is None else current.version
     return out

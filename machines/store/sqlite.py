@@ -26,7 +26,15 @@ from typing import Any
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import LEGACY_REGISTRY, REGISTRY, sqlite_registry, sqlite_schema
+from machines.store.ddl import (
+    LEGACY_REGISTRY,
+    REGISTRY,
+    sqlite_registry,
+    sqlite_schema,
+    statements,
+)
+from machines.store.integrity import REPAIRS, Difference, repair_lines, tampered
+from machines.store.integrity_sqlite import guard_differences, served_versions
 from machines.store.records import OneWriteTransactions, StoreError, decode
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
 from machines.store.versions import legacy, no_registry, no_tables
@@ -52,6 +60,11 @@ class SQLiteStore(OneWriteTransactions):
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self.read_only = read_only
+        self.tampering: tuple[Difference, ...] = ()
+        """How the guards differ from the generated ones (read-only stores only: a
+        writable one refuses to open instead)."""
+        self.repairs: tuple[str, ...] = ()
+        """Each recorded ``machines repair`` (read-only stores only, for the audit)."""
         self._specs = dict(specs)
         self._clock = clock
         self._busy_timeout = busy_timeout
@@ -110,14 +123,25 @@ class SQLiteStore(OneWriteTransactions):
 
     def _require_schema(self, conn: sqlite3.Connection) -> None:
         """A read-only store creates nothing: every machine's tables must be there, made
-        for the definition given."""
+        for the definition given. What differs from the guards it should have is kept in
+        ``tampering`` (an audit reports it), not raised."""
         if not _has_table(conn, REGISTRY):
             raise legacy(self.url) if _has_table(conn, LEGACY_REGISTRY) else no_registry(self.url)
-        for machine, version in current_versions(
-            conn, "?", self.url, self._specs, fingerprint
-        ).items():
+        current, self.tampering = self._checked_versions(conn)
+        if _has_table(conn, REPAIRS):
+            self.repairs = repair_lines(conn.execute(f"SELECT at, person, found FROM {REPAIRS}"))
+        for machine, version in current.items():
             if version is None:
                 raise no_tables(self.url, machine)
+
+    def _checked_versions(
+        self, conn: sqlite3.Connection
+    ) -> tuple[dict[str, int | None], tuple[Difference, ...]]:
+        """Each machine's version (the one its installed guards serve, which must be the
+        definition given) and every way the guards differ from the generated ones."""
+        served, wrong = served_versions(conn, self._specs)
+        current = current_versions(conn, "?", self.url, self._specs, fingerprint, served)
+        return current, (*wrong, *guard_differences(conn, self._specs, current))
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         """Roll back what SQLite has not rolled back already (it does so itself on some
@@ -152,22 +176,28 @@ class SQLiteStore(OneWriteTransactions):
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         """The registry, and the tables of every machine the database does not have yet
         (as version 1 of its definition); the others must be made for the definition given
-        (``machines.store.versions``), and their schema is run again."""
+        (``machines.store.versions``), with their guards as generated
+        (``machines.store.integrity``: ``StoreTampered`` otherwise)."""
         conn.execute("BEGIN IMMEDIATE")
         try:
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.url)
+            if _has_table(conn, REGISTRY):
+                current, differences = self._checked_versions(conn)
+                if differences:
+                    raise tampered(self.url, differences)
+            # IF NOT EXISTS throughout: a new database gets the registry; one made by an
+            # earlier release gets the registry's newest guard
             for statement in statements(sqlite_registry()):
                 conn.execute(statement)
-
+            # a write that changes nothing: a file that cannot be written fails here
+            conn.execute(f"DELETE FROM {REGISTRY} WHERE 0")
             current = current_versions(conn, "?", self.url, self._specs, fingerprint)
             for machine, version in current.items():
-                spec = self._specs[machine]
-                # IF NOT EXISTS throughout: on a database that has the tables this puts
-                # back any guard someone dropped since
-                for statement in statements(sqlite_schema(spec, version or 1)):
-                    conn.execute(statement)
                 if version is None:
+                    spec = self._specs[machine]
+                    for statement in statements(sqlite_schema(spec, 1)):
+                        conn.execute(statement)
                     record_version(conn, "?", spec, 1, fingerprint(spec, 1), time.time())
             conn.execute("COMMIT")
         except BaseException:
@@ -247,21 +277,6 @@ def _has_table(conn: sqlite3.Connection, table: str) -> bool:
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
     ).fetchone()
     return found is not None
-
-
-def statements(script: str) -> Iterator[str]:
-    """Split a generated script on statement ends (triggers end with ``END;``)."""
-    buffer: list[str] = []
-    for line in script.splitlines():
-        if line.startswith("--") or not line.strip():
-            continue
-        buffer.append(line)
-        joined = "\n".join(buffer)
-        if sqlite3.complete_statement(joined):
-            yield joined
-            buffer = []
-    if buffer:
-        raise StoreError("generated schema has an unterminated statement")
 
 
 class _SQLiteDialect(Dialect):

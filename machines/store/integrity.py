@@ -1,0 +1,191 @@
+"""A store verifies its own guards on every open: what the database holds is compared
+with what the definitions require, so a guard dropped, disabled or replaced, a legal move
+forged into the frozen table, or a version forged into the registry between two opens is
+named before anything is read or written.
+
+What each dialect compares (``integrity_sqlite``, ``integrity_postgres``):
+
+- every trigger, function, table and index generated for each machine's current version
+  and for the registry (``machines.store.ddl``): present, unchanged, enabled, and no other
+  trigger on those tables;
+- each machine's legal-moves table, row for row, with the moves of its definition;
+- the registry: the version of each machine is the one its installed history guard
+  writes; a higher version is a row added outside machines (the database refuses one
+  since this release; an earlier store may hold one).
+
+A writable store refuses to open with ``StoreTampered``, naming each difference and the
+one command that puts the guards back, ``machines repair`` (recorded in the store, so an
+audit shows it). A read-only store (an audit) opens, and the audit reports each
+difference as a breach of ``guards-intact``, then judges the data as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from machines.spec import MachineSpec
+from machines.store.ddl import legal_moves
+from machines.store.records import DefinitionVersion, StoreError
+
+REPAIRS = "machines_repairs"
+"""The table of every repair of a store's guards (``machines.store.repair``): when, by
+whom, what it found."""
+
+
+def repair_lines(rows: Iterable[Sequence[object]]) -> tuple[str, ...]:
+    """The recorded repairs ((at, person, found as JSON)) as lines for a person."""
+    out = []
+    for at, person, found in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(str(at))))
+        listed = "; ".join(str(d) for d in json.loads(str(found)))
+        out.append(f"guards repaired {when} by {person}: {listed}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way the database differs from what the definitions require: ``where`` names
+    the object (a trigger, a function, a table, the registry), ``what`` says how."""
+
+    machine: str | None  # None: the registry, shared by every machine
+    where: str
+    what: str
+    forged_version: tuple[str, int] | None = None
+    """A registry row no migration added: (machine, version)."""
+
+    def describe(self) -> str:
+        owner = f"machine '{self.machine}'" if self.machine else "the registry"
+        return f"{owner}: {self.where}: {self.what}"
+
+
+def guards_report(store: object) -> tuple[tuple[Difference, ...], tuple[str, ...]]:
+    """What a store opened read-only found of its guards (``tampering``) and the repairs
+    recorded in it (``repairs``); a store without guards of its own (``memory://``, a
+    store of your own) reports none."""
+    return tuple(getattr(store, "tampering", ())), tuple(getattr(store, "repairs", ()))
+
+
+class StoreTampered(StoreError):
+    """The store's guards are not the ones machines installed (a trigger dropped, disabled
+    or replaced, a forged legal move, a registry row added by hand); nothing was written.
+    ``differences`` lists each; run ``machines repair`` to put them back (recorded), then
+    ``machines audit --from-store`` to judge the data written meanwhile."""
+
+    def __init__(self, message: str, differences: Sequence[Difference]) -> None:
+        super().__init__(message)
+        self.differences = tuple(differences)
+
+
+def repair_command(where: str) -> str:
+    return f"machines repair '{where}' --spec-dir DIR"
+
+
+def tampered(where: str, differences: Sequence[Difference], shown: int = 5) -> StoreTampered:
+    listed = "; ".join(d.describe() for d in differences[:shown])
+    more = f"; and {len(differences) - shown} more" if len(differences) > shown else ""
+    return StoreTampered(
+        f"{where}: the store's guards are not the ones machines installed ({listed}{more}); "
+        f"nothing was read or written. Put them back with {repair_command(where)} (the "
+        "repair is recorded), then judge the data written meanwhile with machines audit "
+        f"--from-store '{where}'",
+        differences,
+    )
+
+
+_VERSION = re.compile(r"definition_version IS (?:NOT|DISTINCT FROM) (\d+) OR")
+
+
+def installed_version(history_guard: str | None) -> int | None:
+    """The definition version an installed history guard writes (None: no guard, or one
+    that names no version)."""
+    found = _VERSION.search(history_guard or "")
+    return int(found.group(1)) if found else None
+
+
+def registry_differences(
+    machine: str, versions: Sequence[DefinitionVersion], installed: int | None
+) -> tuple[DefinitionVersion | None, list[Difference]]:
+    """The version the store serves for ``machine`` (the registry's row of the version its
+    history guard writes) and the registry rows that disagree with that guard."""
+    if not versions:
+        return None, []
+    if installed is None:
+        return versions[-1], []  # the guard itself is missing: the object check names it
+    served = next((v for v in versions if v.version == installed), None)
+    out = [
+        Difference(
+            None,
+            f"row {v.machine} version {v.version}",
+            f"added outside machines: the installed schema serves version {installed}",
+            (v.machine, v.version),
+        )
+        for v in versions
+        if v.version > installed
+    ]
+    if served is None:
+        out.append(
+            Difference(
+                None,
+                f"machine {machine}",
+                f"no row for version {installed}, which its installed schema serves",
+            )
+        )
+        return versions[-1], out
+    return served, out
+
+
+def moves_differences(
+    spec: MachineSpec, columns: Sequence[str], rows: Iterable[Sequence[object]]
+) -> list[Difference]:
+    """The legal-moves table against the definition: the same columns, the same rows."""
+    where = "legal-moves table"
+    expected_columns = ["source", "dest", "trigger", "actor", *(f"ctx_{v}" for v in spec.context)]
+    if list(columns) != expected_columns:
+        return [
+            Difference(
+                spec.name,
+                where,
+                f"columns {', '.join(columns)}, not {', '.join(expected_columns)}",
+            )
+        ]
+    expected: Counter[tuple[object, ...]] = Counter(
+        (s, d, t, a, *values) for s, d, t, a, values in legal_moves(spec)
+    )
+    found = Counter(tuple(row) for row in rows)
+    out = []
+    for row in sorted(found - expected, key=repr)[:5]:
+        out.append(Difference(spec.name, where, f"a move the definition lacks: {_move(row)}"))
+    for row in sorted(expected - found, key=repr)[:5]:
+        out.append(Difference(spec.name, where, f"a legal move is missing: {_move(row)}"))
+    return out
+
+
+def _move(row: Sequence[object]) -> str:
+    source, dest, trigger, actor, *values = row
+    guard = f" when {values}" if any(v is not None for v in values) else ""
+    return f"{source} --{trigger} ({actor})--> {dest}{guard}"
+
+
+def object_differences(
+    machine: str | None,
+    expected: Mapping[str, tuple[str, object]],
+    found: Mapping[str, tuple[str, object]],
+) -> list[Difference]:
+    """Objects by name, each (kind, definition): missing, changed, or not generated."""
+    out = []
+    for name, (kind, definition) in expected.items():
+        if name not in found:
+            out.append(Difference(machine, f"{kind} {name}", "missing (dropped?)"))
+        elif found[name] != (kind, definition):
+            disabled = found[name][0] == f"disabled {kind}"
+            what = "disabled" if disabled else "changed from the one generated"
+            out.append(Difference(machine, f"{kind} {name}", what))
+    for name, (kind, _) in found.items():
+        if name not in expected:
+            out.append(Difference(machine, f"{kind} {name}", "not generated by machines"))
+    return out

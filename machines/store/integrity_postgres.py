@@ -1,0 +1,187 @@
+"""The PostgreSQL store's check of its own guards (``machines.store.integrity``).
+
+What is expected is read from the generated scripts: each trigger function's body (which
+PostgreSQL keeps as written, in ``pg_proc.prosrc``) and the search path it is pinned to;
+each trigger's table, timing and events, function, arguments and condition. The catalog
+of the store's schema must hold exactly those, every trigger enabled as installed (``ALTER
+TABLE ... DISABLE TRIGGER`` or ``ENABLE REPLICA TRIGGER`` differ), no other trigger on the
+tables, and the session must fire ordinary triggers (``session_replication_role`` set to
+``replica`` for a role or a database turns every guard off)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from machines.spec import MachineSpec
+from machines.store.ddl import REGISTRY, REGISTRY_INSTALLED_TRIGGER
+from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.integrity import (
+    Difference,
+    installed_version,
+    moves_differences,
+    object_differences,
+    registry_differences,
+)
+from machines.store.names import name
+from machines.store.records import DefinitionVersion
+from machines.store.sql import read_versions
+
+Objects = dict[str, tuple[str, object]]
+
+_FUNCTION = re.compile(
+    r"CREATE OR REPLACE FUNCTION (\S+)\(\) RETURNS trigger LANGUAGE plpgsql AS "
+    r"\$body\$(.*?)\$body\$;",
+    re.S,
+)
+_TRIGGER = re.compile(
+    r"CREATE OR REPLACE TRIGGER (\S+) (BEFORE|AFTER) (.+?) ON (\S+)\s+FOR EACH (ROW|STATEMENT)"
+    r"(?: WHEN \((.*?)\))?\s+EXECUTE FUNCTION (\S+?)\((.*?)\);",
+    re.S,
+)
+_TYPE = {"ROW": 1, "BEFORE": 2, "INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
+"""The bits of ``pg_trigger.tgtype``."""
+_UNPINNED = frozenset({f"{REGISTRY}_refuse"})
+"""The one generated function without a pinned search path (it reads no table)."""
+TABLE_ROLES = ("moves", "entities", "history")
+
+
+def served_versions(
+    conn: Any, specs: Mapping[str, MachineSpec]
+) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
+    """Each machine's version as its installed history guard says, and the registry rows
+    that disagree with it."""
+    served: dict[str, DefinitionVersion | None] = {}
+    out: list[Difference] = []
+    for machine in specs:
+        guard = conn.execute(
+            "SELECT prosrc FROM pg_proc WHERE pronamespace = current_schema()::regnamespace "
+            "AND proname = %s",
+            (name(machine, "history_guard").strip('"'),),
+        ).fetchone()
+        versions = read_versions(conn, "%s", machine)
+        served[machine], wrong = registry_differences(
+            machine, versions, installed_version(guard[0] if guard else None)
+        )
+        out += wrong
+    return served, out
+
+
+def has_installed_guard(conn: Any) -> bool:
+    """Whether the registry has this release's guard against forged versions."""
+    found = conn.execute(
+        "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND t.tgname = %s",
+        (REGISTRY_INSTALLED_TRIGGER,),
+    ).fetchone()
+    return found is not None
+
+
+def guard_differences(
+    conn: Any, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
+) -> list[Difference]:
+    """The session's replication role, the registry's guards and each machine's at its
+    version (None: not here yet), against the generated scripts; then each legal-moves
+    table."""
+    out = []
+    (role,) = conn.execute("SELECT current_setting('session_replication_role')").fetchone()
+    if role != "origin":
+        out.append(
+            Difference(
+                None,
+                "session_replication_role",
+                f"is '{role}' for this session (set for a role or a database?): no ordinary "
+                "trigger fires, so no guard judges a write",
+            )
+        )
+    (pinned,) = conn.execute(
+        "SELECT format('search_path=%I, pg_temp', current_schema())"
+    ).fetchone()
+    expected = _expected(postgres_registry(), pinned)
+    if not has_installed_guard(conn):  # an earlier release's store: the next open adds it
+        expected = {n: o for n, o in expected.items() if REGISTRY_INSTALLED_TRIGGER not in n}
+    out += object_differences(None, expected, _found(conn, [REGISTRY], expected))
+    for machine, version in versions.items():
+        if version is None:
+            continue
+        spec = specs[machine]
+        tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
+        wanted = _expected(postgres_schema(spec, version), pinned)
+        out += object_differences(machine, wanted, _found(conn, tables, wanted))
+        cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}".encode())
+        columns = [c.name for c in cursor.description]
+        out += moves_differences(spec, columns, cursor.fetchall())
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _expected(script: str, pinned: str) -> Objects:
+    out: Objects = {}
+    for match in _FUNCTION.finditer(script):
+        function = match.group(1).strip('"')
+        config = None if function in _UNPINNED else (pinned,)
+        out[f"{function}()"] = ("function", (match.group(2), config))
+    for match in _TRIGGER.finditer(script):
+        trigger, timing, events, table, level, when, function, args = match.groups()
+        bits = (_TYPE["ROW"] if level == "ROW" else 0) + (
+            _TYPE["BEFORE"] if timing == "BEFORE" else 0
+        )
+        bits += sum(_TYPE[e.strip()] for e in events.split(" OR "))
+        trigger_name = trigger.strip('"')
+        out[trigger_name] = (
+            "trigger",
+            (table.strip('"'), bits, function.strip('"'), _arguments(args), _condition(when)),
+        )
+    return out
+
+
+def _found(conn: Any, tables: list[str], expected: Objects) -> Objects:
+    out: Objects = {}
+    functions = [n[:-2] for n, (kind, _) in expected.items() if kind == "function"]
+    for proname, prosrc, proconfig in conn.execute(
+        "SELECT proname, prosrc, proconfig FROM pg_proc "
+        "WHERE pronamespace = current_schema()::regnamespace AND proname = ANY(%s)",
+        (functions,),
+    ):
+        config = None if proconfig is None else tuple(proconfig)
+        out[f"{proname}()"] = ("function", (prosrc, config))
+    for relname, tgname, enabled, bits, function, here, args, definition in conn.execute(
+        "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype, p.proname, "
+        "p.pronamespace = current_schema()::regnamespace, t.tgargs, pg_get_triggerdef(t.oid) "
+        "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p "
+        "ON p.oid = t.tgfoid WHERE c.relnamespace = current_schema()::regnamespace "
+        "AND NOT t.tgisinternal AND c.relname = ANY(%s)",
+        (tables,),
+    ):
+        kind = {"O": "trigger", "D": "disabled trigger"}.get(str(enabled), f"trigger ({enabled})")
+        where = function if here else f"{function} of another schema"
+        values = tuple(a.decode() for a in bytes(args).split(b"\x00")[:-1])
+        out[str(tgname)] = (
+            kind,
+            (relname, int(bits), where, values, _condition(_when_of(definition))),
+        )
+    return out
+
+
+def _arguments(text: str) -> tuple[str, ...]:
+    text = text.strip()
+    if not text:
+        return ()
+    return (text[1:-1].replace("''", "'"),)
+
+
+def _when_of(definition: str) -> str | None:
+    start = definition.find(" WHEN (")
+    if start < 0:
+        return None
+    return definition[start + len(" WHEN (") : definition.rfind(") EXECUTE FUNCTION")]
+
+
+def _condition(text: str | None) -> str | None:
+    """A trigger's condition with case, spaces, parentheses and quotes left out (how
+    PostgreSQL prints it back differs in those alone)."""
+    if text is None:
+        return None
+    return re.sub(r"[\s()\"]", "", text).lower()

@@ -1,0 +1,116 @@
+"""The SQLite store's check of its own guards (``machines.store.integrity``).
+
+What is expected is what the generated scripts make: they run once in a scratch in-memory
+database, and its ``sqlite_master`` (every table, index and trigger with the text SQLite
+keeps of it) is compared, name by name, with the store's, for the registry and each
+machine's tables. SQLite keeps a trigger's whole text, so a guard replaced by a no-op of
+the same name differs, and so does one dropped or added."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Mapping
+
+from machines.spec import MachineSpec
+from machines.store.ddl import (
+    REGISTRY,
+    REGISTRY_INSTALLED_TRIGGER,
+    sqlite_registry,
+    sqlite_schema,
+    statements,
+)
+from machines.store.integrity import (
+    Difference,
+    installed_version,
+    moves_differences,
+    object_differences,
+    registry_differences,
+)
+from machines.store.names import name
+from machines.store.records import DefinitionVersion
+from machines.store.sql import read_versions
+
+Objects = dict[str, tuple[str, object]]
+"""Schema objects by name: (kind, (table, SQL text))."""
+
+TABLE_ROLES = ("moves", "entities", "history")
+
+
+def served_versions(
+    conn: sqlite3.Connection, specs: Mapping[str, MachineSpec]
+) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
+    """Each machine's version as its installed history guard says, and the registry rows
+    that disagree with it."""
+    served: dict[str, DefinitionVersion | None] = {}
+    out: list[Difference] = []
+    for machine in specs:
+        guard = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+            (name(machine, "history_guard").strip('"'),),
+        ).fetchone()
+        versions = read_versions(conn, "?", machine)
+        served[machine], wrong = registry_differences(
+            machine, versions, installed_version(guard[0] if guard else None)
+        )
+        out += wrong
+    return served, out
+
+
+def guard_differences(
+    conn: sqlite3.Connection, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
+) -> list[Difference]:
+    """The registry's objects and those of each machine at its version (None: not here
+    yet, nothing to compare), against what the scripts make; then each legal-moves
+    table."""
+    out = object_differences(
+        None,
+        _without_upgrade(_expected(sqlite_registry()), _found(conn, [REGISTRY])),
+        _found(conn, [REGISTRY]),
+    )
+    for machine, version in versions.items():
+        if version is None:
+            continue
+        spec = specs[machine]
+        tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
+        out += object_differences(
+            machine, _expected(sqlite_schema(spec, version)), _found(conn, tables)
+        )
+        cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}")
+        columns = [c[0] for c in cursor.description]
+        out += moves_differences(spec, columns, cursor.fetchall())
+    return out
+
+
+def _without_upgrade(expected: Objects, found: Objects) -> Objects:
+    """A store made by an earlier release lacks the registry's newest guard; the next
+    writable open installs it, so its absence alone is not tampering."""
+    if REGISTRY_INSTALLED_TRIGGER not in found:
+        return {n: o for n, o in expected.items() if n != REGISTRY_INSTALLED_TRIGGER}
+    return expected
+
+
+@functools.lru_cache(maxsize=64)
+def _expected(script: str) -> Objects:
+    """What ``script`` makes, as ``sqlite_master`` records it, in a scratch database."""
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for statement in statements(script):
+            scratch.execute(statement)
+        return _objects(scratch.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+    finally:
+        scratch.close()
+
+
+def _found(conn: sqlite3.Connection, tables: list[str]) -> Objects:
+    marks = ", ".join("?" * len(tables))
+    return _objects(
+        conn.execute(
+            f"SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name IN ({marks})",
+            tables,
+        )
+    )
+
+
+def _objects(rows: sqlite3.Cursor) -> Objects:
+    return {str(n): (str(kind), (str(table), sql)) for kind, n, table, sql in rows}

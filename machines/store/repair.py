@@ -1,0 +1,142 @@
+"""``machines repair``: a store's guards put back as machines installed them, by the owner,
+explicitly, and recorded.
+
+A store refuses to open when its guards differ from the generated ones
+(``machines.store.integrity``). Its owner decides what happened and runs the repair, which
+in one transaction, the database locked as for a migration:
+
+- checks that the definitions given are the ones the store serves (``DefinitionChanged``
+  otherwise: a repair reinstalls a version, it never migrates);
+- drops every trigger on the tables of each machine and of the registry, and each
+  machine's legal-moves table, and runs the generated schema of its current version
+  again (SQLite: the same statements a new store runs; PostgreSQL: the functions and
+  triggers replaced, all enabled);
+- removes the registry rows above the version a machine's schema serves (forged: no
+  migration installed them), with the registry's guards off only within this transaction;
+- records the repair in ``machines_repairs`` (when, who, each difference it found), which
+  is append-only, so that ``machines audit --from-store`` names every repair;
+- checks again, and rolls everything back if any difference remains (a PostgreSQL
+  ``session_replication_role`` set for a role or a database is the owner's to reset).
+
+The data written while the guards were off stays as it is: the audit judges it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from machines.errors import InvalidArgument
+from machines.spec import MachineSpec
+from machines.store.arguments import check_key, specs_by_name, text
+from machines.store.ddl import REGISTRY, literal
+from machines.store.integrity import REPAIRS, Difference
+from machines.store.migration import Database, db_on, open_database
+from machines.store.names import name, quote
+from machines.store.records import StoreError
+from machines.store.versions import fits
+
+REPAIRS_FROZEN = "machines_repairs: a repair, once recorded, never changes"
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What a repair found (``differences``) and whether it was carried out."""
+
+    where: str
+    differences: tuple[Difference, ...]
+    applied: bool
+
+    def lines(self) -> list[str]:
+        return [f"{self.where}: {d.describe()}" for d in self.differences]
+
+
+def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool = False) -> Repair:
+    """Put back the guards of the store at ``url`` (see the module), recorded as done by
+    ``by``. ``dry_run``: only list what differs."""
+    url = check_key(text(url, "a store URL"), "repair", "URL")
+    specs = specs_by_name(specs)
+    by = check_key(text(by, "who repairs (--by)"), "repair", "--by")
+    if not isinstance(dry_run, bool):
+        raise InvalidArgument(f"dry_run must be True or False, not {type(dry_run).__name__}")
+    db = open_database(url)
+    try:
+        if not db.has_table(REGISTRY):
+            raise StoreError(f"{db.where}: no machines tables here; there is nothing to repair")
+        tables = [name(m, r) for m in specs for r in ("entities", "history", "moves")]
+        db.begin([t for t in tables if db.has_table(t.strip('"'))])
+        versions, found = _differences(db, specs)
+        if not found or dry_run:
+            return Repair(db.where, tuple(found), applied=False)
+        _reinstall(db, specs, versions)
+        _record(db, by, found)
+        left = _differences(db, specs)[1]
+        if left:
+            raise StoreError(
+                f"{db.where}: the repair cannot put back everything, nothing changed: "
+                + "; ".join(d.describe() for d in left)
+            )
+        db.commit()
+        return Repair(db.where, tuple(found), applied=True)
+    finally:
+        db.close()
+
+
+def _differences(
+    db: Database, specs: Mapping[str, MachineSpec]
+) -> tuple[dict[str, int], list[Difference]]:
+    served, forged = db.served(specs)
+    for machine, version in served.items():
+        fits(db.where, specs[machine], version, db.fingerprint, specs)
+    versions = {m: v.version for m, v in served.items() if v is not None}
+    return versions, [*forged, *db.differences(specs, dict(versions))]
+
+
+def _reinstall(db: Database, specs: Mapping[str, MachineSpec], versions: Mapping[str, int]) -> None:
+    for table, trigger in db.triggers([quote(REGISTRY)]):
+        db.execute(f"DROP TRIGGER IF EXISTS {quote(trigger)}" + db_on(db, table))
+    p = db.param
+    for machine, version in versions.items():
+        db.execute(
+            f"DELETE FROM {REGISTRY} WHERE machine = {p} AND version > {p}", (machine, version)
+        )
+    for machine, version in versions.items():
+        tables = [name(machine, role) for role in ("moves", "entities", "history")]
+        for table, trigger in db.triggers(tables):
+            db.execute(f"DROP TRIGGER IF EXISTS {quote(trigger)}" + db_on(db, table))
+        db.execute(f"DROP TABLE IF EXISTS {name(machine, 'moves')}")
+        for statement in db.schema(specs[machine], version):
+            db.execute(statement)
+    for statement in db.registry_schema():
+        db.execute(statement)
+
+
+def _record(db: Database, by: str, found: list[Difference]) -> None:
+    postgres = db.param == "%s"
+    real = "DOUBLE PRECISION" if postgres else "REAL"
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {REPAIRS} (at {real} NOT NULL, person TEXT NOT NULL, "
+        "found TEXT NOT NULL)"
+    )
+    if postgres:
+        db.execute(
+            f"CREATE OR REPLACE FUNCTION {REPAIRS}_refuse() RETURNS trigger LANGUAGE plpgsql "
+            f"AS $body$ BEGIN RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_FROZEN)}; "
+            f"END $body$;\nCREATE OR REPLACE TRIGGER {REPAIRS}_frozen BEFORE UPDATE OR DELETE "
+            f"ON {REPAIRS} FOR EACH ROW EXECUTE FUNCTION {REPAIRS}_refuse();\n"
+            f"CREATE OR REPLACE TRIGGER {REPAIRS}_no_truncate BEFORE TRUNCATE ON {REPAIRS} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {REPAIRS}_refuse();"
+        )
+    else:
+        for event in ("UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {REPAIRS}_no_{event.lower()} BEFORE {event} ON "
+                f"{REPAIRS} BEGIN SELECT RAISE(ABORT, {literal(REPAIRS_FROZEN)}); END"
+            )
+    p = db.param
+    db.execute(
+        f"INSERT INTO {REPAIRS} (at, person, found) VALUES ({p}, {p}, {p})",
+        (time.time(), by, json.dumps([d.describe() for d in found])),
+    )

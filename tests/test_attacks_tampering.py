@@ -1,0 +1,232 @@
+"""A store verifies its own guards on every open (issue 27, items 3-5).
+
+The outsider's attacks between two opens: a forged "next version" registry row (which
+made every later open fail and could not be removed), a SQLite guard trigger replaced by
+a no-op of the same name, a legal-moves table re-made with a forged move, PostgreSQL
+triggers disabled, a guard function replaced by ``RETURN NEW``, ``session_replication_role
+= replica`` set for a role. Each was accepted by every later open. Now a writable open
+refuses with ``StoreTampered`` naming what differs, a read-only open (the audit) names it
+as a ``guards-intact`` breach, ``machines migrate`` refuses too, and ``machines repair``
+puts the guards back, recorded, after which the illegal writes are refused again."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.spec.loader import bundled_spec_dir
+from machines.store import open_store
+from machines.store.integrity import StoreTampered
+from tests.raw_sql import DATABASES, OE, OM, Victims, attacked
+
+ILLEGAL = f"UPDATE {OE} SET state = 'in_flight', version = version + 1 WHERE key = 'paid'"
+"""A state written without its move: every intact store refuses it."""
+
+
+@pytest.fixture(params=DATABASES)
+def victims(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Victims]:
+    with attacked(request.param, tmp_path) as found:
+        found.store.close()
+        yield found
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def sql(victims: Victims, *statements: str) -> None:
+    """Statements the database's owner runs, committed."""
+    raw = victims.raw
+    for statement in statements:
+        if raw.kind == "sqlite":
+            raw.lite.execute(statement)
+        else:
+            raw.pg.execute(statement.encode())
+
+
+def refused_open(victims: Victims, *says: str) -> StoreTampered:
+    with pytest.raises(StoreTampered) as caught:
+        open_store(victims.store.url)
+    for text in says:
+        assert text in str(caught.value), str(caught.value)
+    assert f"machines repair '{victims.store.url}'" in str(caught.value)
+    return caught.value
+
+
+def repaired(victims: Victims, capsys: pytest.CaptureFixture[str], *says: str) -> str:
+    """The audit names the tampering, ``repair`` puts the guards back, the store opens,
+    the illegal write is refused, and the audit names the repair."""
+    url, spec_dir = victims.store.url, str(bundled_spec_dir())
+    code, out = run(capsys, "audit", "--from-store", url)
+    assert code == 1 and "[guards-intact]" in out, out
+    for text in says:
+        assert text in out, out
+    code, out = run(capsys, "repair", url, "--spec-dir", spec_dir, "--dry-run", "--by", "ops")
+    assert code == 0 and "dry run" in out, out
+    refused_open(victims)
+    code, out = run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", "ops-7")
+    assert code == 0 and "repaired" in out and "recorded" in out, out
+    open_store(url).close()
+    assert victims.raw.attempt([ILLEGAL]) is not None
+    code, out = run(capsys, "audit", "--from-store", url)
+    assert "[guards-intact]" not in out and "guards repaired" in out and "by ops-7" in out, out
+    code, again = run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", "ops-7")
+    assert code == 0 and "nothing to repair" in again, again
+    return out
+
+
+def test_an_intact_store_opens_and_has_nothing_to_repair(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    open_store(victims.store.url).close()
+    code, out = run(capsys, "repair", victims.store.url, "--spec-dir", str(bundled_spec_dir()))
+    assert code == 0 and "nothing to repair" in out, out
+    code, out = run(capsys, "audit", "--from-store", victims.store.url)
+    assert code == 0 and "guards repaired" not in out, out
+
+
+def test_a_dropped_guard_is_named_and_repaired(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite used to put a dropped trigger back silently on the next open, keeping the
+    writes made meanwhile out of sight; PostgreSQL never noticed."""
+    if victims.raw.kind == "sqlite":
+        sql(victims, 'DROP TRIGGER "outcome_entities_still"')
+        where = "trigger outcome_entities_still: missing"
+    else:
+        sql(victims, f'DROP TRIGGER "outcome_entities_guard" ON {OE}')
+        where = "trigger outcome_entities_guard: missing"
+    refused_open(victims, "machine 'outcome'", where)
+    assert victims.raw.attempt([ILLEGAL]) is None  # the hole the owner made
+    repaired(victims, capsys, audit_line(where))
+
+
+def audit_line(difference: str) -> str:
+    """How the audit names a difference of machine outcome: ``outcome 'OBJECT': WHAT``."""
+    place, what = difference.split(": ", 1)
+    return f"[guards-intact] outcome '{place}': {what}"
+
+
+def test_a_guard_replaced_by_a_no_op_of_the_same_name_is_named(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if victims.raw.kind == "sqlite":
+        sql(
+            victims,
+            'DROP TRIGGER "outcome_entities_still"',
+            f'CREATE TRIGGER "outcome_entities_still" BEFORE UPDATE ON {OE} WHEN 0 '
+            "BEGIN SELECT 1; END",
+        )
+        where = "trigger outcome_entities_still: changed from the one generated"
+    else:
+        sql(
+            victims,
+            'CREATE OR REPLACE FUNCTION "outcome_entities_guard"() RETURNS trigger '
+            "LANGUAGE plpgsql AS $body$ BEGIN RETURN NEW; END $body$",
+        )
+        where = "function outcome_entities_guard(): changed from the one generated"
+    refused_open(victims, where)
+    assert victims.raw.attempt([ILLEGAL]) is None
+    repaired(victims, capsys, audit_line(where))
+
+
+def test_a_forged_legal_move_is_named(victims: Victims, capsys: pytest.CaptureFixture[str]) -> None:
+    """The legal-moves table re-made with a forged move (its frozen guards off, then back
+    as generated): an illegal move would pass the guard that reads it."""
+    forged = (
+        f"INSERT INTO {OM} (source, dest, trigger, actor) "
+        "VALUES ('succeeded', 'in_flight', 'undo', 'worker')"
+    )
+    if victims.raw.kind == "sqlite":
+        found = victims.raw.lite.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?",
+            (OM.strip('"'),),
+        ).fetchall()
+        sql(victims, *[f'DROP TRIGGER "{n}"' for n, _ in found], forged, *[s for _, s in found])
+    else:
+        sql(
+            victims,
+            f"ALTER TABLE {OM} DISABLE TRIGGER ALL",
+            forged,
+            f"ALTER TABLE {OM} ENABLE TRIGGER ALL",
+        )
+    refused_open(
+        victims,
+        "legal-moves table: a move the definition lacks: succeeded --undo (worker)--> in_flight",
+    )
+    repaired(victims, capsys, "outcome 'legal-moves table': a move the definition lacks")
+
+
+def test_a_forged_registry_row_of_an_earlier_release_is_named_and_removed(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before this release the database took a forged next version; after it every open
+    raised DefinitionChanged and the row could not be removed. Such a store (made here by
+    switching the new guard off) is now named as tampered and repaired."""
+    if victims.raw.kind == "sqlite":
+        sql(victims, 'DROP TRIGGER "machines_definitions_installed"')
+    else:
+        sql(
+            victims,
+            'ALTER TABLE machines_definitions DISABLE TRIGGER "machines_definitions_installed"',
+        )
+    sql(
+        victims,
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) SELECT machine, 2, 'forged', fingerprint, definition, 0 "
+        "FROM machines_definitions WHERE machine = 'outcome'",
+    )
+    if victims.raw.kind == "postgres":  # the guard disabled is itself a difference
+        sql(
+            victims,
+            'ALTER TABLE machines_definitions ENABLE TRIGGER "machines_definitions_installed"',
+        )
+    row = "row outcome version 2: added outside machines: the installed schema serves version 1"
+    refused_open(victims, row)
+    code, out = run(capsys, "migrate", victims.store.url, "--spec-dir", str(bundled_spec_dir()))
+    assert code == 2 and row in out and "machines repair" in out, out
+    repaired(victims, capsys, "[guards-intact] registry 'row outcome version 2': added outside")
+
+
+def test_triggers_disabled_on_postgres_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        sql(victims, f"ALTER TABLE {OE} DISABLE TRIGGER ALL")
+        refused_open(victims, "trigger outcome_entities_guard: disabled")
+        assert victims.raw.attempt([ILLEGAL]) is None
+        repaired(victims, capsys, audit_line("trigger outcome_entities_guard: disabled"))
+
+
+def test_a_role_that_fires_no_trigger_is_refused(tmp_path: Path) -> None:
+    """``session_replication_role = replica`` set for the store's role turns every guard
+    off in every session it opens: the store refuses to open as that role."""
+    import psycopg
+
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        role = f"replica_{uuid.uuid4().hex[:8]}"
+        sql(
+            victims,
+            f"CREATE ROLE {role} LOGIN SUPERUSER",
+            f"ALTER ROLE {role} SET session_replication_role = replica",
+        )
+        try:
+            url = victims.store.url.replace("postgres@", f"{role}@", 1)
+            refused_open_url(url, "session_replication_role: is 'replica'")
+        finally:
+            with psycopg.connect(victims.store.url, autocommit=True) as admin:
+                admin.execute(f"DROP ROLE {role}".encode())
+
+
+def refused_open_url(url: str, says: str) -> None:
+    with pytest.raises(StoreTampered, match=says):
+        open_store(url)
