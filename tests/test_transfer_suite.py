@@ -352,3 +352,45 @@ def test_a_step_that_forgets_work_in_flight_breaks_in_flight_followed() -> None:
     ledger.callback("request_failed", "r1", {})
     ledger.stepped("r1", following)
     assert ledger.breach is None or ledger.breach.rule != "in-flight-followed"
+
+
+def test_a_venue_call_that_another_engines_failure_escapes_is_no_word() -> None:
+    """Found by the dev profile: while engine A's ``observe`` was out, engine B stepped the
+    same request (the "meanwhile" twist) and its store write failed; the failure escaped
+    through A's call, A recorded the node unknown (fail-closed), and the suite, which had
+    not heard that call end, still required every later step to ask about the node. An
+    escaped exception is what A was told: the node is no longer followed."""
+    from types import SimpleNamespace
+
+    from machines.store.records import StoreError
+    from machines.testing.transfer_venue import Venue
+
+    ledger = Ledger()
+    ledger.planned(
+        "r1",
+        [
+            {
+                "name": "withdraw",
+                "has_side_effect": True,
+                "kind": "action",
+                "executor": "venue",
+                "after": [],
+            }
+        ],
+    )
+    ledger.started.add("r1")
+    node = SimpleNamespace(request_id="r1", name="withdraw")
+    answers = iter(["accepted"])
+
+    def answer(call: str, _: object) -> str:
+        if call == "observe":
+            raise StoreError("engine B's write failed meanwhile")
+        return next(answers)
+
+    venue = Venue(answer, ledger)
+    venue.submit(node)
+    ledger.confirm()
+    assert ledger.following("r1") == {"withdraw": 0}
+    with pytest.raises(StoreError):
+        venue.observe(node)
+    assert ledger.following("r1") == {}

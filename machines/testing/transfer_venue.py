@@ -96,7 +96,11 @@ class Venue:
     def _call(self, call: str, node: Any) -> str:
         request, name = _identify(node, call)
         self.ledger.venue_call(request, name, call)
-        answer = self.answer(call, node)
+        try:
+            answer = self.answer(call, node)
+        except BaseException as escaped:  # another engine's step, run meanwhile, failed
+            self.ledger.venue_answer(request, name, call, f"{type(escaped).__name__} raised")
+            raise
         if isinstance(answer, type):
             self.ledger.venue_answer(request, name, call, f"{answer.__name__} raised")
             raise answer(f"scripted {call} fault")
