@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from machines.cli import main
+from machines.errors import EffectIndeterminate
 from machines.spec.loader import bundled_spec_dir
 from machines.store import open_store
 from machines.store.integrity import StoreTampered
-from tests.raw_sql import DATABASES, OE, OM, Victims, attacked
+from machines.systems.exactly_once import ExactlyOnce, not_sent
+from tests.raw_sql import DATABASES, OE, OM, Victims, _raise, attacked
 
 ILLEGAL = f"UPDATE {OE} SET state = 'in_flight', version = version + 1 WHERE key = 'paid'"
 """A state written without its move: every intact store refuses it."""
@@ -230,3 +232,67 @@ def test_a_role_that_fires_no_trigger_is_refused(tmp_path: Path) -> None:
 def refused_open_url(url: str, says: str) -> None:
     with pytest.raises(StoreTampered, match=says):
         open_store(url)
+
+
+# -- issue 27 item 6: a raw edit of a lease ---------------------------------------------------
+
+
+HOLDER_REMOVED = '{"owner": null, "lease_until": null, "runs": 1}'
+
+
+@pytest.fixture(params=DATABASES)
+def open_victims(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Victims]:
+    with attacked(request.param, tmp_path) as found:
+        yield found
+
+
+def ran_again(victims: Victims, key: str) -> list[str]:
+    """The next caller of ``key``: it must park the key, never run the effect."""
+    calls: list[str] = []
+    eo = ExactlyOnce(victims.store, worker="next")
+    with pytest.raises(EffectIndeterminate, match="removed without a reclaim"):
+        eo.run(key, lambda: calls.append(key))
+    return calls
+
+
+def test_a_lease_holder_removed_by_a_raw_update_parks_the_key(
+    open_victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``busy`` is held by a live worker; one UPDATE (version + 1, no move) removes its
+    holder. The next caller used to take it for a reclaimed key and run the effect again."""
+    victims = open_victims
+    sql(
+        victims,
+        f"UPDATE {OE} SET data = '{HOLDER_REMOVED}', version = version + 1 WHERE key = 'busy'",
+    )
+    code, out = run(capsys, "audit", "--from-store", victims.store.url)
+    assert code == 1 and "[exactly-once] outcome 'busy': in flight without a lease holder" in out, (
+        out
+    )
+    assert ran_again(victims, "busy") == []
+
+
+def test_a_reclaimed_key_changed_afterwards_parks_instead_of_running(
+    open_victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reclaim frees the key for one fresh run, in the row version it wrote; a raw write
+    after it (here: the data rewritten, version + 1) parks the key instead."""
+    victims = open_victims
+    eo = ExactlyOnce(victims.store, worker="w", classify=not_sent(ValueError))
+    with pytest.raises(EffectIndeterminate):
+        eo.run("k", _raise(RuntimeError("timed out after sending")))
+    eo.reclaim("k", by="ops", reason="the provider says it never arrived")
+    sql(victims, f"UPDATE {OE} SET data = data, version = version + 1 WHERE key = 'k'")
+    code, out = run(capsys, "audit", "--from-store", victims.store.url)
+    assert code == 1 and "but its reclaim wrote version" in out, out
+    assert ran_again(victims, "k") == []
+
+
+def test_a_reclaimed_key_untouched_runs_once_more(open_victims: Victims) -> None:
+    eo = ExactlyOnce(open_victims.store, worker="w")
+    with pytest.raises(EffectIndeterminate):
+        eo.run("k", _raise(RuntimeError("timed out after sending")))
+    eo.reclaim("k", by="ops", reason="the provider says it never arrived")
+    calls: list[str] = []
+    assert eo.run("k", lambda: calls.append("k") or "done") == "done"
+    assert calls == ["k"]

@@ -30,6 +30,7 @@ from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import DefinitionVersion, Store, shown_url
 from machines.store.versions import load_versions
+from machines.systems.exactly_once import RECLAIMED_AT
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Entity:
     data: Mapping[str, Any]
     scope: str | None
     history: tuple[TransitionEvent, ...]
+    version: int | None = None
+    """The row's version (every write raises it by one); None outside a store."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ def snapshot(
                     row.data,
                     row.scope,
                     tuple(tx.history(machine, row.key)),
+                    row.version,
                 )
                 versions[(machine, row.key)] = tuple(tx.event_versions(machine, row.key))
     return Snapshot(
@@ -306,6 +310,22 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
                     e.history,
                 )
             )
+        runs = e.data.get("runs")
+        if type(runs) is int and runs > allowed:
+            out.append(
+                Breach(
+                    "exactly-once",
+                    e.machine,
+                    e.key,
+                    f"its data records {runs} claims (runs); {allowed - 1} reclaims allow "
+                    f"{allowed}: a claim was taken without a reclaim",
+                    e.history,
+                )
+            )
+        if e.state == "in_flight" and "owner" in e.data and e.data["owner"] is None:
+            problem = _holder_removed(e)
+            if problem:
+                out.append(Breach("exactly-once", e.machine, e.key, problem, e.history))
         if e.state == "succeeded" and "result" not in e.data:
             out.append(Breach("exactly-once", e.machine, e.key, "succeeded without a result"))
         if e.state == "failed" and not e.data.get("error"):
@@ -324,6 +344,25 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
                 )
             )
     return out
+
+
+def _holder_removed(e: Entity) -> str | None:
+    """Why an in-flight outcome without a lease holder is not free for a fresh claim: only
+    a reclaim frees one, and nothing may write the row after it (the reclaim's detail
+    names the version it wrote; a reclaim recorded before that field is taken as is)."""
+    last = e.history[-1] if e.history else None
+    if last is None or last.trigger != "reclaim":
+        return (
+            "in flight without a lease holder, but its last move is no reclaim: the holder "
+            "was removed outside a move"
+        )
+    wrote = (last.detail or {}).get(RECLAIMED_AT)
+    if type(wrote) is int and e.version is not None and e.version != wrote:
+        return (
+            f"in flight without a lease holder at version {e.version}, but its reclaim wrote "
+            f"version {wrote}: the row was changed outside a move since"
+        )
+    return None
 
 
 def tier_discipline(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:

@@ -19,6 +19,9 @@ Life of a key, on the ``outcome`` machine:
    holder whose lease was taken over cannot write a result.
 4. **Leave indeterminate** only explicitly: ``reclaim`` (the caller declares the effect safe
    to repeat; the next ``run`` executes it again) or ``decide`` (a person answers the gate).
+   A key without a lease holder is free for that fresh run only in the very row version
+   its reclaim wrote (the reclaim's history event names it): a holder removed by any
+   other write, such as a raw ``UPDATE`` of the row, parks the key instead.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from machines.systems import arguments
 from machines.systems.arguments import store_with
 
 MACHINE = "outcome"
+RECLAIMED_AT = "version"
+"""The field of a reclaim's history detail naming the row version the reclaim wrote: the
+one state of the row in which a key without a lease holder is free for a fresh claim."""
 MAX_SWEEP = 10_000
 """The most keys one ``park_expired`` call parks (all in one transaction)."""
 
@@ -190,7 +196,10 @@ class ExactlyOnce:
     def reclaim(self, key: str, *, by: str, reason: str) -> None:
         """Declare the effect safe to repeat: the key goes back ``in_flight`` with no
         holder, and the next ``run`` executes ``fn`` again under a fresh claim."""
-        detail = {"by": arguments.text(by, "by"), "reason": arguments.text(reason, "reason")}
+        detail: dict[str, Any] = {
+            "by": arguments.text(by, "by"),
+            "reason": arguments.text(reason, "reason"),
+        }
         with self.store.transaction() as tx:
             row = self._existing(tx, key)
             data = {
@@ -200,6 +209,7 @@ class ExactlyOnce:
                 "reclaims": row.data.get("reclaims", 0) + 1,
                 "gate": None,
             }
+            detail[RECLAIMED_AT] = row.version + 1  # the version this move writes
             tx.move(row, "reclaim", actor="caller", detail=detail, data=data)
 
     def decide(self, key: str, *, landed: bool, by: str, reason: str, result: Any = None) -> None:
@@ -277,7 +287,7 @@ class ExactlyOnce:
             if row.state != "in_flight":
                 return self._recorded(row)
             owner, until = row.data.get("owner"), row.data.get("lease_until")
-            if owner is None:  # reclaimed: free for a fresh claim
+            if owner is None and self._reclaimed(tx, row):  # free for a fresh claim
                 return tx.update(
                     row,
                     {
@@ -287,12 +297,32 @@ class ExactlyOnce:
                         "attempts": 0,
                     },
                 )
-            if until is not None and until > self._now():
+            if owner is None:
+                reason = (
+                    "the key's lease holder was removed without a reclaim (the row was "
+                    "changed outside machines): the effect may have run"
+                )
+            elif until is not None and until > self._now():
                 raise EffectInProgress(key, owner, until)
-            reason = f"the lease of {owner} expired before a result was stored"
+            else:
+                reason = f"the lease of {owner} expired before a result was stored"
             row = self._park(tx, row, reason)
             parked = self._indeterminate(row, reason)
         raise parked
+
+    @staticmethod
+    def _reclaimed(tx: Transaction, row: Row) -> bool:
+        """Whether an in-flight key without a lease holder is free because of a reclaim:
+        its last history event (append-only, written by the move) is a reclaim that names
+        the row's version after it, and nothing wrote the row since (every write raises the
+        version). A holder removed by any other write parks the key instead."""
+        history = tx.history(MACHINE, row.key)
+        last = history[-1] if history else None
+        return (
+            last is not None
+            and last.trigger == "reclaim"
+            and (last.detail or {}).get(RECLAIMED_AT) == row.version
+        )
 
     def _recorded(self, row: Row) -> _Replay:
         """What a settled key tells a later caller: its result, or the error it ended on."""
