@@ -25,7 +25,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from machines.spec import MachineSpec
@@ -105,6 +105,23 @@ def installed_version(history_guard: str | None) -> int | None:
     that names no version)."""
     found = _VERSION.search(history_guard or "")
     return int(found.group(1)) if found else None
+
+
+def versions_served(
+    specs: Iterable[str],
+    versions_of: Callable[[str], Sequence[DefinitionVersion]],
+    guard_of: Callable[[str], str | None],
+) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
+    """Each machine's version as its installed history guard (``guard_of``: its text)
+    says, and the registry rows (``versions_of``) that disagree with it."""
+    served: dict[str, DefinitionVersion | None] = {}
+    out: list[Difference] = []
+    for machine in specs:
+        served[machine], wrong = registry_differences(
+            machine, versions_of(machine), installed_version(guard_of(machine))
+        )
+        out += wrong
+    return served, out
 
 
 def registry_differences(

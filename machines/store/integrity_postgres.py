@@ -20,10 +20,9 @@ from machines.store.ddl import REGISTRY, REGISTRY_INSTALLED_TRIGGER
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.integrity import (
     Difference,
-    installed_version,
     moves_differences,
     object_differences,
-    registry_differences,
+    versions_served,
 )
 from machines.store.names import name
 from machines.store.records import DefinitionVersion
@@ -52,21 +51,17 @@ def served_versions(
     conn: Any, specs: Mapping[str, MachineSpec]
 ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
     """Each machine's version as its installed history guard says, and the registry rows
-    that disagree with it."""
-    served: dict[str, DefinitionVersion | None] = {}
-    out: list[Difference] = []
-    for machine in specs:
-        guard = conn.execute(
+    that disagree with it (``machines.store.integrity.versions_served``)."""
+
+    def guard_of(machine: str) -> str | None:
+        found = conn.execute(
             "SELECT prosrc FROM pg_proc WHERE pronamespace = current_schema()::regnamespace "
             "AND proname = %s",
             (name(machine, "history_guard").strip('"'),),
         ).fetchone()
-        versions = read_versions(conn, "%s", machine)
-        served[machine], wrong = registry_differences(
-            machine, versions, installed_version(guard[0] if guard else None)
-        )
-        out += wrong
-    return served, out
+        return None if found is None else str(found[0])
+
+    return versions_served(specs, lambda m: read_versions(conn, "%s", m), guard_of)
 
 
 def has_installed_guard(conn: Any) -> bool:
