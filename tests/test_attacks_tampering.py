@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from machines.spec.loader import bundled_spec_dir
 from machines.store import open_store
 from machines.store.integrity import StoreTampered
 from machines.systems.exactly_once import ExactlyOnce, not_sent
+from tests.conftest import SpecCopy, transition
 from tests.raw_sql import DATABASES, OE, OM, Victims, _raise, attacked
 
 ILLEGAL = f"UPDATE {OE} SET state = 'in_flight', version = version + 1 WHERE key = 'paid'"
@@ -296,3 +298,47 @@ def test_a_reclaimed_key_untouched_runs_once_more(open_victims: Victims) -> None
     calls: list[str] = []
     assert eo.run("k", lambda: calls.append("k") or "done") == "done"
     assert calls == ["k"]
+
+
+# -- the doors of the check itself ---------------------------------------------------------
+
+
+def test_a_store_of_an_earlier_release_gets_the_registry_guard_it_lacks(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store made before the registry's installed-schema guard existed is no tampered
+    store: an audit finds nothing, and the next writable open installs the guard."""
+    if victims.raw.kind == "sqlite":
+        sql(victims, 'DROP TRIGGER "machines_definitions_installed"')
+    else:
+        sql(
+            victims,
+            'DROP TRIGGER "machines_definitions_installed" ON machines_definitions',
+            'DROP FUNCTION "machines_definitions_installed"()',
+        )
+    code, out = run(capsys, "audit", "--from-store", victims.store.url)
+    assert code == 0, out
+    open_store(victims.store.url).close()
+    forged = (
+        "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
+        "installed_at) VALUES ('outcome', 2, 'forged', 'forged', '{}', 0)"
+    )
+    assert "a row added by hand is refused" in str(victims.raw.attempt([forged]))
+
+
+def widen(doc: dict[str, Any]) -> None:
+    transition(doc, "indeterminate", "in_flight")["actor"] = ["caller", "operator"]
+
+
+def test_repair_never_migrates(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A repair reinstalls the version the store serves: other definitions are refused,
+    naming the migration, and nothing changes."""
+    other = SpecCopy(tmp_path / "other").edit("outcome", widen).path
+    code, out = run(capsys, "repair", victims.store.url, "--spec-dir", str(other), "--by", "ops")
+    assert code == 2 and "DefinitionChanged" not in out and "machines migrate" in out, out
+    code, out = run(capsys, "repair", victims.store.url, "--spec-dir", str(tmp_path / "none"))
+    assert code == 2 and "machines repair:" in out, out
+    code, out = run(capsys, "repair", "memory://", "--spec-dir", str(bundled_spec_dir()))
+    assert code == 2 and "sqlite:///path or postgresql://" in out, out
