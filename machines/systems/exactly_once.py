@@ -127,7 +127,7 @@ class ExactlyOnce:
         clock: Clock = time.time,
         worker: str | None = None,
     ) -> None:
-        if on_indeterminate not in ("fail", "gate"):
+        if not isinstance(on_indeterminate, str) or on_indeterminate not in ("fail", "gate"):
             raise InvalidArgument(
                 f"on_indeterminate must be 'fail' or 'gate', not {describe(on_indeterminate)}"
             )

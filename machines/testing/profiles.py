@@ -147,6 +147,11 @@ def factors() -> tuple[float, float]:
     return profile.max_examples / BASE_EXAMPLES, profile.stateful_step_count / BASE_STEPS
 
 
+MAX_SCALED = 1_000_000
+"""The most runs or steps ``scaled`` takes: more would never end (and a number too large
+for a float cannot be scaled at all)."""
+
+
 def scaled(examples: int, steps: int = 25) -> settings:
     """Settings for one run of ``examples`` runs of up to ``steps`` steps at full size,
     multiplied by the active profile's factors (``dev`` and ``ci``: half the runs;
@@ -160,6 +165,8 @@ def scaled(examples: int, steps: int = 25) -> settings:
         if value < 1:
             given = "zero" if value == 0 else "a negative number"
             raise InvalidArgument(f"scaled(): {what} is a positive int, not {given}")
+        if value > MAX_SCALED:
+            raise InvalidArgument(f"scaled(): {what} is at most {MAX_SCALED:,}, not more")
     run_factor, step_factor = factors()
     return settings(
         _active(),
