@@ -178,6 +178,15 @@ class Ledger:
                 self.heard.append((request, node, FAILED))
         self.note(request, f"venue: {node}.{call}() -> {answer}   [{self.doing}]")
 
+    def venue_escaped(self, request: str, node: str, call: str, error: BaseException) -> None:
+        """The call ended in ``error``, which escaped from another engine's step run while
+        it was out (not the venue's word): the caller was told nothing the venue said, so
+        the node is no longer followed, and its last word stays void."""
+        self._node(request, node).following = False
+        self.note(
+            request, f"venue: {node}.{call}() -> {type(error).__name__} escaped   [{self.doing}]"
+        )
+
     def interrupted(self) -> None:
         """A step or operation ended by a failed write or a crash: what was heard in it
         may never have been recorded, so it confirms nothing."""

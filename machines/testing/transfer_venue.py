@@ -99,7 +99,7 @@ class Venue:
         try:
             answer = self.answer(call, node)
         except BaseException as escaped:  # another engine's step, run meanwhile, failed
-            self.ledger.venue_answer(request, name, call, f"{type(escaped).__name__} raised")
+            self.ledger.venue_escaped(request, name, call, escaped)
             raise
         if isinstance(answer, type):
             self.ledger.venue_answer(request, name, call, f"{answer.__name__} raised")
