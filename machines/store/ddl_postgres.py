@@ -104,7 +104,9 @@ CREATE OR REPLACE TRIGGER {REGISTRY}_no_truncate BEFORE TRUNCATE ON {REGISTRY}
 FOR EACH STATEMENT EXECUTE FUNCTION {refuse}();
 CREATE OR REPLACE FUNCTION {installed}() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace
+  IF NOT EXISTS (SELECT 1 FROM pg_proc p
+      WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+      AND p.pronargs = 0
       AND strpos(p.prosrc, {version}) > 0 AND strpos(p.prosrc, {needle}) > 0) THEN
     RAISE EXCEPTION USING MESSAGE = {literal(REGISTRY_INSTALLED)};
   END IF;

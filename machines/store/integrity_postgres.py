@@ -42,6 +42,9 @@ _TRIGGER = re.compile(
 )
 _TYPE = {"ROW": 1, "BEFORE": 2, "INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
 """The bits of ``pg_trigger.tgtype``."""
+HERE = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+"""The store's schema, found by its name as it is (``::regnamespace`` would parse the
+name again, and miss a schema called ``"Tenant"``)."""
 _UNPINNED = frozenset({f"{REGISTRY}_refuse"})
 """The one generated function without a pinned search path (it reads no table)."""
 TABLE_ROLES = ("moves", "entities", "history")
@@ -55,8 +58,8 @@ def served_versions(
 
     def guard_of(machine: str) -> str | None:
         found = conn.execute(
-            "SELECT prosrc FROM pg_proc WHERE pronamespace = current_schema()::regnamespace "
-            "AND proname = %s",
+            f"SELECT prosrc FROM pg_proc WHERE pronamespace = {HERE} "
+            "AND proname = %s AND pronargs = 0",
             (name(machine, "history_guard").strip('"'),),
         ).fetchone()
         return None if found is None else str(found[0])
@@ -68,7 +71,7 @@ def has_installed_guard(conn: Any) -> bool:
     """Whether the registry has this release's guard against forged versions."""
     found = conn.execute(
         "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-        "WHERE c.relnamespace = current_schema()::regnamespace AND t.tgname = %s",
+        f"WHERE c.relnamespace = {HERE} AND t.tgname = %s",
         (REGISTRY_INSTALLED_TRIGGER,),
     ).fetchone()
     return found is not None
@@ -137,16 +140,20 @@ def _found(conn: Any, tables: list[str], expected: Objects) -> Objects:
     functions = [n[:-2] for n, (kind, _) in expected.items() if kind == "function"]
     for proname, prosrc, proconfig in conn.execute(
         "SELECT proname, prosrc, proconfig FROM pg_proc "
-        "WHERE pronamespace = current_schema()::regnamespace AND proname = ANY(%s)",
+        f"WHERE pronamespace = {HERE} "
+        "AND proname = ANY(%s) AND pronargs = 0",
         (functions,),
     ):
         config = None if proconfig is None else tuple(proconfig)
         out[f"{proname}()"] = ("function", (prosrc, config))
     for relname, tgname, enabled, bits, function, here, args, definition in conn.execute(
-        "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype, p.proname, "
-        "p.pronamespace = current_schema()::regnamespace, t.tgargs, pg_get_triggerdef(t.oid) "
+        "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype::int "
+        "+ 128 * (t.tgattr::text <> '')::int + 256 * t.tgdeferrable::int "
+        "+ 512 * (t.tgconstraint <> 0)::int + 1024 "
+        "* (t.tgoldtable IS NOT NULL OR t.tgnewtable IS NOT NULL)::int, p.proname, "
+        f"p.pronamespace = {HERE}, t.tgargs, pg_get_triggerdef(t.oid) "
         "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p "
-        "ON p.oid = t.tgfoid WHERE c.relnamespace = current_schema()::regnamespace "
+        f"ON p.oid = t.tgfoid WHERE c.relnamespace = {HERE} "
         "AND NOT t.tgisinternal AND c.relname = ANY(%s)",
         (tables,),
     ):

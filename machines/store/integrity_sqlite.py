@@ -101,8 +101,9 @@ def _found(conn: sqlite3.Connection, tables: list[str]) -> Objects:
     marks = ", ".join("?" * len(tables))
     return _objects(
         conn.execute(
-            f"SELECT type, name, tbl_name, sql FROM sqlite_master WHERE tbl_name IN ({marks})",
-            tables,
+            "SELECT type, name, tbl_name, sql FROM sqlite_master "
+            f"WHERE lower(tbl_name) IN ({marks})",
+            [t.lower() for t in tables],
         )
     )
 

@@ -58,8 +58,8 @@ class SQLiteDatabase:
             (table, trigger)
             for table, trigger in self._guarded(
                 "SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger' "
-                f"AND tbl_name IN ({marks}) ORDER BY name",
-                tuple(names),
+                f"AND lower(tbl_name) IN ({marks}) ORDER BY name",
+                tuple(n.lower() for n in names),
             )
         ]
 

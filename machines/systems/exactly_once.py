@@ -302,7 +302,12 @@ class ExactlyOnce:
                     "the key's lease holder was removed without a reclaim (the row was "
                     "changed outside machines): the effect may have run"
                 )
-            elif until is not None and until > self._now():
+            elif not isinstance(until, int | float) or isinstance(until, bool):
+                reason = (
+                    f"the lease of {owner} has no readable expiry ({describe(until)}; the row "
+                    "was changed outside machines): the effect may have run"
+                )
+            elif until > self._now():
                 raise EffectInProgress(key, owner, until)
             else:
                 reason = f"the lease of {owner} expired before a result was stored"
