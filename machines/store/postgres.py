@@ -147,14 +147,13 @@ class PostgresStore:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.where)
+            current: dict[str, int | None] = dict.fromkeys(self._specs)  # a new registry
             if _has_table(conn, REGISTRY):
-                _, differences = self._checked_versions(conn)
+                current, differences = self._checked_versions(conn)
                 if differences:
                     raise tampered(self.where, differences)
             if not _has_table(conn, REGISTRY) or not has_installed_guard(conn):
                 conn.execute(postgres_registry().encode())
-
-            current = current_versions(conn, "%s", self.where, self._specs, fingerprint)
             for machine, version in current.items():
                 if version is None:
                     spec = self._specs[machine]

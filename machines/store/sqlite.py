@@ -182,6 +182,7 @@ class SQLiteStore(OneWriteTransactions):
         try:
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.url)
+            current: dict[str, int | None] = dict.fromkeys(self._specs)  # a new registry
             if _has_table(conn, REGISTRY):
                 current, differences = self._checked_versions(conn)
                 if differences:
@@ -192,7 +193,6 @@ class SQLiteStore(OneWriteTransactions):
                 conn.execute(statement)
             # a write that changes nothing: a file that cannot be written fails here
             conn.execute(f"DELETE FROM {REGISTRY} WHERE 0")
-            current = current_versions(conn, "?", self.url, self._specs, fingerprint)
             for machine, version in current.items():
                 if version is None:
                     spec = self._specs[machine]
