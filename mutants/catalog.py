@@ -107,8 +107,8 @@ CATALOG: tuple[CodeMutant, ...] = (
         SYSTEMS + "exactly_once.py",
         "the lease expiry comparison is inverted",
         "a live lease answers 'in progress'; only an expired one is parked",
-        old="if until is not None and until > self._now():",
-        new="if until is not None and until < self._now():",
+        old="elif until > self._now():",
+        new="elif until < self._now():",
         detectors=EO,
     ),
     CodeMutant(
