@@ -19,7 +19,7 @@ from machines.spec.loader import definition_paths, load
 from machines.spec.records import derived_variables
 from machines.store import BUNDLED, Store, open_store
 from machines.store.records import DefinitionVersion
-from tests.conftest import Document, FakeClock, SpecCopy, postgres_schema
+from tests.conftest import Document, FakeClock, SpecCopy, postgres_schema, rename_everywhere
 from tests.raw_sql import Raw
 
 DATABASES = ("sqlite", "postgres")
@@ -195,16 +195,20 @@ def widening(root: Path) -> SpecCopy:
     return copy
 
 
-REMOVED = {"approved": "pending", "replayed": "committed"}
-"""The breaking change: the effect's states ``approved`` (where an Irreversible call
-waits) and ``replayed`` (terminal) are removed; the maps that carry their entities over."""
+REMOVED = {"approved": "pending", "replayed": "duplicate"}
+"""The breaking change: the effect's state ``approved`` (where an Irreversible call waits)
+is removed and ``replayed`` (terminal) is renamed ``duplicate`` (a finished entity is
+mapped only into a terminal state that records the same: ``machines.spec.migration_moves``);
+the maps that carry their entities over."""
 MAPS = [f"effect:{old}={new}" for old, new in REMOVED.items()]
 
 
 def breaking(root: Path) -> SpecCopy:
     def remove(doc: Document) -> None:
-        for state in REMOVED:
-            remove_state(doc, state)
+        remove_state(doc, "approved")
+        renamed = rename_everywhere(doc, "replayed", "duplicate")
+        doc.clear()
+        doc.update(renamed)
 
     return SpecCopy(root).edit("effect", remove)
 

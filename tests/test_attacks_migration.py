@@ -179,6 +179,62 @@ def test_a_rename_into_a_final_state_or_dropping_the_tag_is_refused(
     assert "'indeterminate' is tagged fail-closed and 'settled' is not" in out
 
 
+# -- a finished entity keeps how it ended (outsider F7) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("removed", "valuation", "into", "why"),
+    [
+        ("succeeded", {}, "failed", "'succeeded' is tagged effect-started"),
+        ("failed", {}, "succeeded", "tags [] against [effect-started]"),
+    ],
+)
+def test_a_map_that_changes_how_an_outcome_ended_is_refused(
+    url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    removed: str,
+    valuation: dict[str, str],
+    into: str,
+    why: str,
+) -> None:
+    """v2 renames a terminal outcome; mapping its keys into the other outcome would turn
+    "it landed" into "it did not happen" (the next caller told the charge failed) or the
+    reverse. Both are terminal, so the old terminal-to-non-terminal check let it through."""
+    put(url, "outcome", "charge-1", removed, valuation)
+    spec_dir = renamed(tmp_path, "outcome", removed, "ended")
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, f"outcome:{removed}={into}")
+    assert code == 1, out
+    assert f"REFUSED: --map outcome:{removed}={into}" in out
+    assert why in out
+    assert raw_snapshot(url) == before
+
+
+def test_a_map_of_a_released_transfer_into_a_completed_one_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "request", "transfer-1", "expired", {"side_effects": "none"})
+    spec_dir = renamed(tmp_path, "request", "expired", "lapsed")
+    code, out = migrate(capsys, url, spec_dir, "request:expired=completed")
+    assert code == 1, out
+    assert "tags [releases-reservation] against [consumes-reservation]" in out
+    code, out = migrate(capsys, url, spec_dir, "request:expired=lapsed")
+    assert code == 0, out
+
+
+def test_a_rename_of_a_terminal_outcome_with_the_same_tags_is_applied(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "succeeded", {})
+    spec_dir = renamed(tmp_path, "outcome", "succeeded", "landed")
+    code, out = migrate(capsys, url, spec_dir, "outcome:succeeded=landed")
+    assert code == 0, out
+    new = load_dir(spec_dir)
+    assert state_of(url, new, "outcome", "charge-1") == "landed"
+    assert audit_store(url, new) == []
+
+
 # -- request: money in flight ------------------------------------------------------------------
 
 

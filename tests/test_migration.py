@@ -151,7 +151,7 @@ def test_a_breaking_change_with_maps_moves_each_entity_once(
     code, out = migrate(capsys, url, spec_dir, *maps(*MAPS))
     assert code == 0, out
     assert f"effect:   map approved -> pending: {COPIES['effect', 'approved']} entities" in out
-    assert "effect:   map replayed -> committed: 1 entities" in out
+    assert "effect:   map replayed -> duplicate: 1 entities" in out
 
     after = store_snapshot(url, new)
     assert set(after) == set(before)
@@ -233,7 +233,7 @@ def test_a_breaking_change_without_a_map_is_refused_and_changes_nothing(
 
 REFUSED_MAPS = {
     "into a state the new version lacks": (
-        ["effect:approved=held", "effect:replayed=committed"],
+        ["effect:approved=held", "effect:replayed=duplicate"],
         "--map effect:approved=held: the new version has no state 'held'",
     ),
     "out of a terminal state into a non-terminal one": (
@@ -270,7 +270,7 @@ def test_a_dry_run_prints_the_plan_and_changes_nothing(
         capsys, url, changed["breaking"], "--dry-run", *maps(*MAPS)
     )
     assert code == 0, out
-    assert "effect: version 1 -> 2: 8 breaking, 1 widening (" in out
+    assert "effect: version 1 -> 2: 8 breaking, 3 widening (" in out
     assert "effect:   map approved -> pending" in out and "dry run: nothing changed" in out
 
 

@@ -18,7 +18,12 @@ the rules of both versions for the state it enters:
 - it may not enter a state ``only_actors_enter`` keeps for people, nor one that
   ``automatic_enters_only_when`` or ``only_reachable_when`` admits only under a context
   the entity does not have (a request released while a node with a side effect has
-  started: its derived context, from its nodes, says so).
+  started: its derived context, from its nodes, says so);
+- it may not change what the entity's state says happened: a map out of a state tagged
+  ``effect-started`` (the effect may have run) goes only into another such state, and a
+  map out of a terminal state into another goes only into one with the same built-in tags
+  (``succeeded`` is never read as ``failed``, nor a completed transfer as a released one,
+  nor the reverse; a removed terminal state is renamed, or kept).
 
 The store's migration refuses such a map before it writes anything, and the audit judges
 every recorded migration event the same way; both read ``migration_breaks``.
@@ -30,10 +35,12 @@ from collections.abc import Iterator, Mapping
 
 from machines.spec.records import MachineSpec, Rule
 from machines.spec.vocabulary import (
+    EFFECT_STARTED,
     FAIL_CLOSED,
     MIGRATION_ACTOR,
     MIGRATION_TRIGGER,
     NEEDS_HUMAN,
+    TAGS,
     describe_guard,
 )
 
@@ -58,6 +65,7 @@ def migration_breaks(
         out = list(_renamed(old, new, source, dest))
     else:
         out = [*_leaving(old, source), *_evidence(old, source, dest)]
+    out += _meaning(old, new or old, source, dest)
     for spec in (old, new):
         if spec is not None and dest in spec.states:
             out += _entering(spec, dest, context)
@@ -110,6 +118,33 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
         for tag in RESERVED_TAGS:
             if source in old.states_tagged(tag) and dest not in new.states_tagged(tag):
                 yield f"'{source}' is tagged {tag} and '{dest}' is not: the rename drops it"
+
+
+def _meaning(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    if source not in old.states:
+        return
+    entered = new if dest in new.states else old
+    if dest not in entered.states:
+        return
+    if source in old.states_tagged(EFFECT_STARTED) and dest not in entered.states_tagged(
+        EFFECT_STARTED
+    ):
+        yield (
+            f"'{source}' is tagged {EFFECT_STARTED} (the effect may have run) and '{dest}' is "
+            "not: the map would say it never ran"
+        )
+    if old.states[source].terminal and entered.states[dest].terminal:
+        was = {t for t in TAGS if source in old.states_tagged(t)}
+        now = {t for t in TAGS if dest in entered.states_tagged(t)}
+        if was != now:
+            yield (
+                f"'{source}' is terminal, and what it records differs from '{dest}' (tags "
+                f"{_tags(was)} against {_tags(now)}): a finished entity keeps how it ended"
+            )
+
+
+def _tags(tags: set[str]) -> str:
+    return "[" + ", ".join(t for t in TAGS if t in tags) + "]"
 
 
 def _evidence(old: MachineSpec, source: str, dest: str) -> Iterator[str]:
