@@ -415,3 +415,43 @@ def test_a_lease_expiry_rewritten_to_text_parks_the_key(open_victims: Victims) -
     eo = ExactlyOnce(victims.store, worker="next")
     with pytest.raises(EffectIndeterminate, match="no readable expiry"):
         eo.run("busy", lambda: "ran")
+
+
+def test_an_older_versions_guards_put_back_are_named_and_never_undo_the_migration(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider F6: after a migration to version 2, the owner reinstalls version 1's own
+    (genuine) guards. The store took the guards' word for its version, so the genuine
+    version-2 row read as forged, and ``repair`` with the old definitions deleted it. Now
+    the row is recognised as one a migration wrote: the store serves version 2, a repair
+    with the old definitions is refused (it would migrate back), and one with version 2's
+    puts its guards back, keeping both rows."""
+    from machines.spec.loader import load
+    from machines.store.ddl import sqlite_schema, statements
+    from machines.store.ddl_postgres import postgres_schema
+    from machines.store.migration import migrate
+    from tests.migration_stores import load_dir, registry
+
+    v2 = SpecCopy(tmp_path / "v2").edit("outcome", widen).path
+    url = victims.store.url
+    assert migrate(url, load_dir(v2)).applied
+    old = load("outcome")
+    if victims.raw.kind == "sqlite":
+        triggers = victims.raw.lite.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name LIKE 'outcome_%'"
+        ).fetchall()
+        sql(victims, *(f'DROP TRIGGER "{t}"' for (t,) in triggers), 'DROP TABLE "outcome_moves"')
+        sql(victims, *statements(sqlite_schema(old, 1)))
+    else:
+        sql(victims, 'DROP TABLE "outcome_moves"', postgres_schema(old, 1))
+    says = "guards are those of version 1, but the store was migrated to version 2"
+    with pytest.raises(StoreTampered, match=says):
+        open_store(url, load_dir(v2))
+    code, out = run(capsys, "repair", url, "--spec-dir", str(bundled_spec_dir()), "--by", "ops")
+    assert code == 2 and "machines migrate" in out, out
+    assert registry(url, load_dir(v2))["outcome"] == [1, 2]
+    code, out = run(capsys, "repair", url, "--spec-dir", str(v2), "--by", "ops")
+    assert code == 0 and says in out and "recorded" in out, out
+    assert registry(url, load_dir(v2))["outcome"] == [1, 2]
+    open_store(url, load_dir(v2)).close()
+    assert victims.raw.attempt([ILLEGAL]) is not None

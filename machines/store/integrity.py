@@ -11,7 +11,9 @@ What each dialect compares (``integrity_sqlite``, ``integrity_postgres``):
 - each machine's legal-moves table, row for row, with the moves of its definition;
 - the registry: the version of each machine is the one its installed history guard
   writes; a higher version is a row added outside machines (the database refuses one
-  since this release; an earlier store may hold one).
+  since this release; an earlier store may hold one), unless it is genuine (its definition
+  loads with its digest and its fingerprint is the schema generated for it): then the
+  guards were put back to an older version's, and the store serves the genuine row.
 
 A writable store refuses to open with ``StoreTampered``, naming each difference and the
 one command that puts the guards back, ``machines repair`` (recorded in the store, so an
@@ -28,9 +30,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from machines.errors import MachinesError
 from machines.spec import MachineSpec
 from machines.store.ddl import legal_moves
 from machines.store.records import DefinitionVersion, StoreError
+from machines.store.versions import stored_spec
 
 REPAIRS = "machines_repairs"
 """The table of every repair of a store's guards (``machines.store.repair``): when, by
@@ -108,42 +112,92 @@ def installed_version(history_guard: str | None) -> int | None:
 
 
 def versions_served(
-    specs: Iterable[str],
+    specs: Mapping[str, MachineSpec],
     versions_of: Callable[[str], Sequence[DefinitionVersion]],
     guard_of: Callable[[str], str | None],
+    fingerprint: Callable[[MachineSpec, int], str],
 ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
     """Each machine's version as its installed history guard (``guard_of``: its text)
-    says, and the registry rows (``versions_of``) that disagree with it."""
+    says, unless the registry (``versions_of``) holds a genuine later one, and the
+    registry rows that disagree with it."""
     served: dict[str, DefinitionVersion | None] = {}
     out: list[Difference] = []
     for machine in specs:
+
+        def genuine(version: DefinitionVersion) -> bool:
+            return is_genuine(version, specs, fingerprint)
+
         served[machine], wrong = registry_differences(
-            machine, versions_of(machine), installed_version(guard_of(machine))
+            machine, versions_of(machine), installed_version(guard_of(machine)), genuine
         )
         out += wrong
     return served, out
 
 
+def is_genuine(
+    version: DefinitionVersion,
+    nodes: Mapping[str, MachineSpec],
+    fingerprint: Callable[[MachineSpec, int], str],
+) -> bool:
+    """Whether a registry row is one a migration wrote: its definition loads with the
+    digest recorded with it, and its fingerprint is the schema generated for it."""
+    try:
+        spec = stored_spec("the registry", version, nodes)
+    except MachinesError:
+        return False
+    return version.fingerprint == fingerprint(spec, version.version)
+
+
 def registry_differences(
-    machine: str, versions: Sequence[DefinitionVersion], installed: int | None
+    machine: str,
+    versions: Sequence[DefinitionVersion],
+    installed: int | None,
+    genuine: Callable[[DefinitionVersion], bool],
 ) -> tuple[DefinitionVersion | None, list[Difference]]:
-    """The version the store serves for ``machine`` (the registry's row of the version its
-    history guard writes) and the registry rows that disagree with that guard."""
+    """The version the store serves for ``machine`` and the registry rows that disagree
+    with its installed history guard (which writes version ``installed``).
+
+    A row above ``installed`` that ``genuine`` vouches for was written by a migration: the
+    guards were put back to an older version's, and the store serves the newest such row
+    (a repair reinstalls its guards; the row is never removed). Any other row above it was
+    added outside machines (``forged_version``: a repair removes it)."""
     if not versions:
         return None, []
     if installed is None:
         return versions[-1], []  # the guard itself is missing: the object check names it
-    served = next((v for v in versions if v.version == installed), None)
-    out = [
-        Difference(
-            None,
-            f"row {v.machine} version {v.version}",
-            f"added outside machines: the installed schema serves version {installed}",
-            (v.machine, v.version),
+    above = [v for v in versions if v.version > installed]
+    newest = next((v for v in reversed(above) if genuine(v)), None)
+    served = newest or next((v for v in versions if v.version == installed), None)
+    out = []
+    if newest is not None:
+        out.append(
+            Difference(
+                None,
+                f"machine {machine}",
+                f"its installed guards are those of version {installed}, but the store was "
+                f"migrated to version {newest.version} (its registry row is genuine): the "
+                "guards were replaced by an older version's",
+            )
         )
-        for v in versions
-        if v.version > installed
-    ]
+    for v in above:
+        if newest is not None and v.version <= newest.version:
+            if not genuine(v):
+                out.append(
+                    Difference(
+                        None,
+                        f"row {v.machine} version {v.version}",
+                        "does not match its definition (changed outside machines)",
+                    )
+                )
+            continue
+        out.append(
+            Difference(
+                None,
+                f"row {v.machine} version {v.version}",
+                f"added outside machines: the installed schema serves version {installed}",
+                (v.machine, v.version),
+            )
+        )
     if served is None:
         out.append(
             Difference(

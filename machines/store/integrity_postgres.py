@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from machines.spec import MachineSpec
@@ -51,7 +51,7 @@ TABLE_ROLES = ("moves", "entities", "history")
 
 
 def served_versions(
-    conn: Any, specs: Mapping[str, MachineSpec]
+    conn: Any, specs: Mapping[str, MachineSpec], fingerprint: Callable[[MachineSpec, int], str]
 ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
     """Each machine's version as its installed history guard says, and the registry rows
     that disagree with it (``machines.store.integrity.versions_served``)."""
@@ -64,7 +64,7 @@ def served_versions(
         ).fetchone()
         return None if found is None else str(found[0])
 
-    return versions_served(specs, lambda m: read_versions(conn, "%s", m), guard_of)
+    return versions_served(specs, lambda m: read_versions(conn, "%s", m), guard_of, fingerprint)
 
 
 def has_installed_guard(conn: Any) -> bool:

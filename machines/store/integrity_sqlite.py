@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from machines.spec import MachineSpec
 from machines.store.ddl import (
@@ -37,7 +37,9 @@ TABLE_ROLES = ("moves", "entities", "history")
 
 
 def served_versions(
-    conn: sqlite3.Connection, specs: Mapping[str, MachineSpec]
+    conn: sqlite3.Connection,
+    specs: Mapping[str, MachineSpec],
+    fingerprint: Callable[[MachineSpec, int], str],
 ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
     """Each machine's version as its installed history guard says, and the registry rows
     that disagree with it (``machines.store.integrity.versions_served``)."""
@@ -49,7 +51,7 @@ def served_versions(
         ).fetchone()
         return None if found is None else str(found[0])
 
-    return versions_served(specs, lambda m: read_versions(conn, "?", m), guard_of)
+    return versions_served(specs, lambda m: read_versions(conn, "?", m), guard_of, fingerprint)
 
 
 def guard_differences(

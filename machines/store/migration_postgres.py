@@ -75,7 +75,7 @@ class PostgresDatabase:
         self, specs: Mapping[str, MachineSpec]
     ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
         try:
-            return served_versions(self._conn, specs)
+            return served_versions(self._conn, specs, fingerprint)
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: cannot read its guards: {exc}") from exc
 

@@ -73,7 +73,7 @@ class SQLiteDatabase:
         self, specs: Mapping[str, MachineSpec]
     ) -> tuple[dict[str, DefinitionVersion | None], list[Difference]]:
         try:
-            return served_versions(self._conn, specs)
+            return served_versions(self._conn, specs, fingerprint)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.where}: cannot read its guards: {exc}") from exc
 

@@ -184,7 +184,7 @@ class PostgresStore:
     ) -> tuple[dict[str, int | None], tuple[Difference, ...]]:
         """Each machine's version (the one its installed guards serve, which must be the
         definition given) and every way the guards differ from the generated ones."""
-        served, wrong = served_versions(conn, self._specs)
+        served, wrong = served_versions(conn, self._specs, fingerprint)
         current = current_versions(conn, "%s", self.where, self._specs, fingerprint, served)
         return current, (*wrong, *guard_differences(conn, self._specs, current))
 

@@ -11,8 +11,10 @@ in one transaction, the database locked as for a migration:
   machine's legal-moves table, and runs the generated schema of its current version
   again (SQLite: the same statements a new store runs; PostgreSQL: the functions and
   triggers replaced, all enabled);
-- removes the registry rows above the version a machine's schema serves (forged: no
-  migration installed them), with the registry's guards off only within this transaction;
+- removes the registry rows no migration wrote above the version the store serves (the
+  one its history guard writes, or a later genuine row when the guards were put back to
+  an older version's: that row is never removed), with the registry's guards off only
+  within this transaction;
 - records the repair in ``machines_repairs`` (when, who, each difference it found), which
   is append-only, so that ``machines audit --from-store`` names every repair;
 - checks again, and rolls everything back if any difference remains (a PostgreSQL
