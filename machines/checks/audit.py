@@ -35,10 +35,12 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from dataclasses import field as default
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from machines.checks.heads import Head, check, heads
 from machines.checks.invariants import (
     PREDICATES,
     Breach,
@@ -299,6 +301,8 @@ class StoreAudit:
     its events were judged by."""
     repairs: tuple[str, ...] = ()
     """Each recorded ``machines repair``: when, by whom, what it found."""
+    heads: Mapping[tuple[str, str], Head] = default(default_factory=dict)
+    """Every entity's head (``machines.checks.heads``), to keep for a later check."""
 
     def judged_by(self) -> str:
         """The versions as a person reads them: ``outcome v1-v2, effect v1``."""
@@ -316,8 +320,13 @@ def audit_store(url: str, specs: Mapping[str, MachineSpec]) -> list[Breach]:
     return judge_store(url, specs).breaches
 
 
-def judge_store(url: str, specs: Mapping[str, MachineSpec]) -> StoreAudit:
-    """Every breach in the store at ``url``, and the versions its events were judged by.
+def judge_store(
+    url: str,
+    specs: Mapping[str, MachineSpec],
+    kept: Mapping[tuple[str, str], Head] | None = None,
+) -> StoreAudit:
+    """Every breach in the store at ``url``, and the versions its events were judged by;
+    given heads ``kept`` earlier, also every ``history-kept`` breach against them.
 
     The store is opened read-only with ``specs``: one whose current version of a machine
     has another semantic digest raises ``DefinitionChanged``; every stored version is
@@ -348,10 +357,12 @@ def judge_store(url: str, specs: Mapping[str, MachineSpec]) -> StoreAudit:
                 "whose digest is not that of the definition given (it was migrated while "
                 "the audit opened it); audit it again with the definitions it now serves"
             )
+    against = [] if kept is None else check(snap, kept)
     return StoreAudit(
-        guards + judge_snapshot(specs, snap),
+        guards + against + judge_snapshot(specs, snap),
         {m: tuple(v) for m, v in versions.items()},
         repairs,
+        heads(specs, snap),
     )
 
 

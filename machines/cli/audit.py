@@ -29,10 +29,25 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         default=None,
         help="judge against another copy of the definitions (default: the bundled ones)",
     )
+    command.add_argument(
+        "--save-heads",
+        metavar="FILE",
+        type=Path,
+        help="with --from-store: write every entity's chained head to FILE (keep it, or "
+        "the digest printed, where the database's owner cannot write)",
+    )
+    command.add_argument(
+        "--check-heads",
+        metavar="FILE",
+        type=Path,
+        help="with --from-store: report every entity whose history up to the head kept "
+        "in FILE was rewritten, or that is gone, or whose finished data changed",
+    )
     add_format(command)
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    from machines.checks import heads
     from machines.checks.audit import audit_events, judge_store, read_log
     from machines.store.records import shown_url
 
@@ -40,10 +55,13 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     url: str | None = args.from_store
     if (file is None) == (url is None):
         parsers[0].error("audit needs a FILE or --from-store URL (one of them)")
+    if url is None and (args.save_heads or args.check_heads):
+        parsers[0].error("--save-heads and --check-heads need --from-store URL")
     events: int | None = None
     entities: int | None = None
     versions: dict[str, list[int]] | None = None
     repairs: list[str] = []
+    kept: str | None = None
     try:
         paths = definition_paths(args.spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
@@ -54,8 +72,15 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             what = f"{events} events of {entities} entities"
         else:
             assert url is not None
-            found = judge_store(url, specs)
+            against = None if args.check_heads is None else heads.load(args.check_heads)
+            found = judge_store(url, specs, against)
             breaches = found.breaches
+            if args.save_heads is not None:
+                digest = heads.save(args.save_heads, found.heads)
+                kept = (
+                    f"kept the heads of {len(found.heads)} entities in {args.save_heads} "
+                    f"(sha256 {digest})"
+                )
             versions = {m: list(v) for m, v in found.versions.items()}
             repairs = list(found.repairs)
             what = f"the store {shown_url(url)}, judged by {found.judged_by()}"
@@ -73,12 +98,15 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 entities=entities,
                 versions=versions,
                 repairs=repairs,
+                kept=kept,
                 breaches=[_breach(b) for b in breaches],
             )
         )
         return code
     for line in repairs:
         print(line)
+    if kept is not None:
+        print(kept)
     for breach in breaches:
         print(breach.describe())
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"
@@ -104,8 +132,11 @@ COMMAND = Command(
     "breach (each printed with the events involved; an event naming a state, trigger, "
     "actor or context variable the definition lacks is one), 2 on unreadable input (a "
     "line that is not a well-formed event, named by its number; a missing store; a store "
-    "whose current definitions are not those given). A store's events are each judged by "
-    "the definition version they were made under, which the report names.",
+    "whose current definitions are not those given, a heads file it cannot read or write). "
+    "A store's events are each judged by the definition version they were made under, "
+    "which the report names. --save-heads keeps every entity's hash-chained head in a "
+    "file; --check-heads reports any history rewritten before a kept head, even by the "
+    "database's owner with the guards off.",
     arguments=_arguments,
     run=_run,
 )

@@ -117,6 +117,16 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "audit",
             ),
             _invariant(
+                "history-kept",
+                """Against heads kept earlier (machines audit --save-heads), every kept
+                entity is still there, its first events are the ones kept (each event's link
+                hashes the one before it and the event as stored, so an edit, insertion,
+                deletion or reordering at or before the kept head changes the head), and an
+                entity kept in a terminal state has not moved and its data, but for its
+                annotations, has not changed.""",
+                "audit",
+            ),
+            _invariant(
                 "fail-closed-indeterminate",
                 "Nothing automatic leaves indeterminate; each exit records who and why.",
                 "stored state",

@@ -1,0 +1,245 @@
+"""Kept heads: a store's histories chained and hashed, kept outside the database, and
+checked later, so that a rewrite the database accepted (by its owner, with the guards
+off and back on) is found even where every event still looks legal.
+
+Each entity's history is a hash chain: the first link hashes the entity itself (its
+machine, key, context and scope), and each event's link hashes the link before it and
+the event as stored (sequence, source, destination, trigger, actor, detail, context,
+time, definition version). The entity's *head* is the link of its last event, with its
+move count; for an entity in a terminal state also a digest of its data without the
+fields that state lets change (its annotations), which never changes.
+
+``machines audit --from-store URL --save-heads FILE`` writes every entity's head (keep
+the file, or its digest, where the database's owner cannot write); ``--check-heads FILE``
+later recomputes each kept entity's chain over its first events and reports, as breaches
+of ``history-kept``, an entity gone, events gone, any event at or before the kept head
+edited, inserted, deleted or reordered, and finished data changed. Events after the head
+are new moves and are judged by the audit as usual.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from machines.checks.invariants import Breach, Entity, Snapshot
+from machines.errors import MachinesError
+from machines.runtime.history import TransitionEvent
+from machines.spec import MachineSpec
+
+FORMAT = "machines-heads/1"
+"""What a heads file says it is (a later format gets a new number)."""
+
+INVARIANT = "history-kept"
+
+
+class HeadsError(MachinesError):
+    """A heads file that cannot be read, written or trusted: named, with what to do."""
+
+
+@dataclass(frozen=True)
+class Head:
+    """One entity's chain at the moment it was kept."""
+
+    moves: int
+    link: str
+    state: str
+    finished: str | None = None
+    """A digest of the data of an entity in a terminal state, without ``annotations``."""
+    annotations: tuple[str, ...] = ()
+
+
+def _canonical(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _hash(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def first_link(entity: Entity) -> str:
+    return _hash(
+        _canonical([entity.machine, entity.key, dict(entity.context), entity.scope]),
+    )
+
+
+def next_link(previous: str, event: TransitionEvent, version: int | None) -> str:
+    detail = None if event.detail is None else dict(event.detail)
+    fields = [event.seq, event.source, event.dest, event.trigger, event.actor, detail]
+    return _hash(
+        previous.encode(),
+        _canonical([*fields, dict(event.context), event.at, version]),
+    )
+
+
+def chain(entity: Entity, versions: Sequence[int] = (), upto: int | None = None) -> str:
+    """The link of ``entity``'s first ``upto`` events (all of them by default)."""
+    link = first_link(entity)
+    events = entity.history if upto is None else entity.history[:upto]
+    for i, event in enumerate(events):
+        link = next_link(link, event, versions[i] if i < len(versions) else None)
+    return link
+
+
+def _finished(data: Mapping[str, Any], annotations: Iterable[str]) -> str:
+    kept = set(annotations)
+    return _hash(_canonical({k: v for k, v in data.items() if k not in kept}))
+
+
+def heads(specs: Mapping[str, MachineSpec], snap: Snapshot) -> dict[tuple[str, str], Head]:
+    """Every entity's head in ``snap``."""
+    out = {}
+    for (machine, key), entity in snap.entities.items():
+        versions = snap.event_versions.get((machine, key), ())
+        state = specs[machine].states.get(entity.state) if machine in specs else None
+        finished = annotations = None
+        if state is not None and state.terminal:
+            annotations = tuple(state.annotations)
+            finished = _finished(entity.data, annotations)
+        out[(machine, key)] = Head(
+            len(entity.history),
+            chain(entity, versions),
+            entity.state,
+            finished,
+            annotations or (),
+        )
+    return out
+
+
+def check(snap: Snapshot, kept: Mapping[tuple[str, str], Head]) -> list[Breach]:
+    """What changed in ``snap`` since ``kept`` was taken, each a ``history-kept`` breach
+    naming the entity and, as near as the chain can tell, the place."""
+    out = []
+    for (machine, key), head in sorted(kept.items()):
+        entity = snap.entities.get((machine, key))
+        versions = snap.event_versions.get((machine, key), ())
+        for message, events in _changes(entity, versions, head):
+            out.append(Breach(INVARIANT, machine, key, message, events))
+    return out
+
+
+def _changes(
+    entity: Entity | None, versions: Sequence[int], head: Head
+) -> Iterator[tuple[str, tuple[TransitionEvent, ...]]]:
+    if entity is None:
+        yield f"was kept with {head.moves} moves and is gone: deleted outside machines", ()
+        return
+    moves = len(entity.history)
+    if moves < head.moves:
+        yield (
+            f"has {moves} events, the kept head {head.moves}: events were deleted",
+            entity.history,
+        )
+        return
+    if chain(entity, versions, head.moves) != head.link:
+        yield (
+            f"its first {head.moves} events are not the ones kept: an event at or before "
+            f"#{head.moves} was edited, inserted, deleted or reordered",
+            entity.history[: head.moves],
+        )
+    if head.finished is None:
+        return
+    if entity.state != head.state or moves != head.moves:
+        yield (
+            f"was finished in {head.state} with {head.moves} moves when kept, and is now in "
+            f"{entity.state} with {moves}: a finished entity never moves",
+            entity.history[head.moves :],
+        )
+    elif _finished(entity.data, head.annotations) != head.finished:
+        kept = ", ".join(head.annotations) or "no field"
+        yield (
+            f"its data changed since it was kept finished in {head.state} (only {kept} may "
+            "change there)",
+            (),
+        )
+
+
+# -- the file ------------------------------------------------------------------------------
+
+
+def save(path: Path, kept: Mapping[tuple[str, str], Head]) -> str:
+    """Write ``kept`` to ``path`` (atomically: a crash leaves the old file or the new one)
+    and return the file's sha256, to be kept apart."""
+    document = {
+        "format": FORMAT,
+        "heads": [
+            {"machine": m, "key": k, **_as_dict(head)} for (m, k), head in sorted(kept.items())
+        ],
+    }
+    text = json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise HeadsError(f"{path}: cannot write the kept heads: {exc.strerror or exc}") from exc
+    return hashlib.sha256(text).hexdigest()
+
+
+def _as_dict(head: Head) -> dict[str, Any]:
+    return {
+        "moves": head.moves,
+        "link": head.link,
+        "state": head.state,
+        "finished": head.finished,
+        "annotations": list(head.annotations),
+    }
+
+
+def load(path: Path) -> dict[tuple[str, str], Head]:
+    """The heads kept in ``path``; ``HeadsError`` names what is wrong with it."""
+    try:
+        document = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise HeadsError(f"{path}: cannot read the kept heads: {exc.strerror or exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise HeadsError(f"{path}: not a heads file (not JSON: {exc})") from exc
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise HeadsError(
+            f"{path}: not a heads file of this release (its format must be {FORMAT!r}); "
+            "write one with machines audit --from-store URL --save-heads FILE"
+        )
+    entries = document.get("heads")
+    if not isinstance(entries, list):
+        raise HeadsError(f"{path}: 'heads' must be a list")
+    out: dict[tuple[str, str], Head] = {}
+    for number, entry in enumerate(entries, 1):
+        head = _head(entry)
+        if head is None or not isinstance(entry, dict):
+            raise HeadsError(f"{path}: head {number} is not one machines writes")
+        place = (entry["machine"], entry["key"])
+        if place in out:
+            raise HeadsError(f"{path}: head {number} names {place[0]} '{place[1]}' again")
+        out[place] = head
+    return out
+
+
+def _head(entry: object) -> Head | None:
+    if not isinstance(entry, dict):
+        return None
+    texts = ("machine", "key", "link", "state")
+    if not all(type(entry.get(f)) is str for f in texts):
+        return None
+    moves, finished, annotations = (
+        entry.get("moves"),
+        entry.get("finished"),
+        entry.get("annotations"),
+    )
+    if type(moves) is not int or moves < 0 or not (finished is None or type(finished) is str):
+        return None
+    if not isinstance(annotations, list) or not all(type(a) is str for a in annotations):
+        return None
+    return Head(moves, entry["link"], entry["state"], finished, tuple(annotations))

@@ -1,0 +1,254 @@
+"""Kept heads (issue 27, tamper-evident history): a rewrite by the database's owner, with
+the guards switched off and put back exactly as installed, leaves a store the guard check
+and the audit accept; the heads kept before it name every such rewrite, with its place,
+on SQLite and PostgreSQL, and later legal moves are no alarm."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from machines.checks import heads
+from machines.checks.audit import judge_store
+from machines.cli import main
+from machines.spec.loader import load
+from machines.store import BUNDLED
+from machines.systems.exactly_once import ExactlyOnce
+from tests.raw_sql import DATABASES, OE, Victims, attacked
+
+OH = '"outcome_history"'
+SPECS = {m: load(m) for m in BUNDLED}
+
+
+@pytest.fixture(params=DATABASES)
+def victims(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Victims]:
+    with attacked(request.param, tmp_path) as found:
+        yield found
+
+
+def audit(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["audit", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def owner(
+    victims: Victims,
+    guards: dict[str, Sequence[str]],
+    statement: str,
+    params: tuple[Any, ...] = (),
+) -> None:
+    """``statement`` run by the database's owner with the guards named (per dialect) off,
+    then put back exactly as they were installed: the store's guard check finds nothing."""
+    raw = victims.raw
+    if raw.kind == "sqlite":
+        saved = [
+            raw.lite.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)
+            ).fetchone()[0]
+            for name in guards["sqlite"]
+        ]
+        for name in guards["sqlite"]:
+            raw.lite.execute(f'DROP TRIGGER "{name}"')
+        raw.lite.execute(statement.replace("%s", "?"), params)
+        for sql in saved:
+            raw.lite.execute(sql)
+    else:
+        pairs = [g.split(" ON ") for g in guards["postgres"]]
+        for name, table in pairs:
+            raw.pg.execute(f'ALTER TABLE {table} DISABLE TRIGGER "{name}"'.encode())
+        raw.pg.execute(statement.encode(), params)
+        for name, table in pairs:
+            raw.pg.execute(f'ALTER TABLE {table} ENABLE TRIGGER "{name}"'.encode())
+
+
+HISTORY_UPDATE = {
+    "sqlite": ["outcome_history_no_update"],
+    "postgres": [f"outcome_history_append_only ON {OH}"],
+}
+DELETES = {
+    "sqlite": ["outcome_history_no_delete", "outcome_entities_no_delete"],
+    "postgres": [f"outcome_history_append_only ON {OH}", f"outcome_entities_no_delete ON {OE}"],
+}
+FINAL_DATA = {
+    "sqlite": ["outcome_entities_final_data"],
+    "postgres": [f"outcome_entities_guard ON {OE}"],
+}
+
+
+def kept(victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The heads of the settled store, kept; then a legal move, which is no alarm."""
+    file = tmp_path / "heads.json"
+    code, out = audit(capsys, "--from-store", victims.store.url, "--save-heads", str(file))
+    assert code == 0 and "kept the heads of 7 entities in" in out and "sha256 " in out, out
+    ExactlyOnce(victims.store, worker="later").run("later", lambda: 1)
+    code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
+    assert code == 0, out
+    return file
+
+
+def rewritten(victims: Victims, file: Path, capsys: pytest.CaptureFixture[str], *says: str) -> None:
+    """The plain audit accepts the rewritten store; against the kept heads it is named."""
+    code, out = audit(capsys, "--from-store", victims.store.url)
+    assert code == 0, out
+    code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
+    assert code == 1, out
+    for text in says:
+        assert text in out, out
+
+
+def test_an_event_edited_by_the_owner_is_named(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = kept(victims, tmp_path, capsys)
+    owner(
+        victims,
+        HISTORY_UPDATE,
+        f"UPDATE {OH} SET at = at + 1 WHERE entity = 'paid' AND seq = 1",
+    )
+    rewritten(
+        victims,
+        file,
+        capsys,
+        "[history-kept] outcome 'paid': its first 1 events are not the ones kept: an event "
+        "at or before #1 was edited",
+    )
+
+
+def test_an_entity_deleted_with_its_history_is_named(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = kept(victims, tmp_path, capsys)
+    owner(victims, DELETES, f"DELETE FROM {OH} WHERE entity = 'refused'")
+    owner(victims, DELETES, f"DELETE FROM {OE} WHERE key = 'refused'")
+    rewritten(
+        victims,
+        file,
+        capsys,
+        "[history-kept] outcome 'refused': was kept with 1 moves and is gone: deleted "
+        "outside machines",
+    )
+
+
+def test_finished_data_changed_by_the_owner_is_named(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = kept(victims, tmp_path, capsys)
+    with victims.store.transaction() as tx:
+        row = tx.get("outcome", "paid")
+    assert row is not None
+    forged = json.dumps({**row.data, "result": {"amount": 500}})
+    owner(
+        victims,
+        FINAL_DATA,
+        f"UPDATE {OE} SET data = %s, version = version + 1 WHERE key = 'paid'",
+        (forged,),
+    )
+    rewritten(
+        victims,
+        file,
+        capsys,
+        "[history-kept] outcome 'paid': its data changed since it was kept finished in succeeded",
+    )
+
+
+def test_the_chain_names_each_kind_of_rewrite() -> None:
+    """Edit, insertion, deletion and reordering of events each change the head; the same
+    history gives the same head."""
+    from machines.checks.invariants import Entity
+    from machines.runtime.history import TransitionEvent
+
+    def event(seq: int, dest: str, at: float) -> TransitionEvent:
+        return TransitionEvent("outcome", "k", seq, "in_flight", dest, "t", "worker", None, {}, at)
+
+    base = (event(1, "a", 1.0), event(2, "b", 2.0), event(3, "c", 3.0))
+    entity = Entity("outcome", "k", "c", {}, {}, None, base)
+
+    def link(history: tuple[TransitionEvent, ...]) -> str:
+        return heads.chain(Entity("outcome", "k", "c", {}, {}, None, history), (1, 1, 1), 3)
+
+    assert link(base) == heads.chain(entity, (1, 1, 1), 3)
+    changed = [
+        (base[0], base[1]._replace(at=2.5), base[2]),
+        (base[0], event(2, "x", 2.0), base[1], base[2]),
+        (base[0], base[2], base[1]),
+        (base[1], base[0], base[2]),
+    ]
+    assert len({link(base), *(link(h) for h in changed)}) == 1 + len(changed)
+    assert heads.chain(entity, (1, 1, 2), 3) != heads.chain(entity, (1, 1, 1), 3)
+    other = Entity("outcome", "other", "c", {}, {}, None, base)
+    assert heads.chain(other, (1, 1, 1)) != heads.chain(entity, (1, 1, 1))
+
+
+BAD_FILES = {
+    "not JSON": (b"{", "not a heads file (not JSON"),
+    "another format": (b'{"format": "x", "heads": []}', "not a heads file of this release"),
+    "a head of the wrong shape": (
+        b'{"format": "machines-heads/1", "heads": [{"machine": "outcome"}]}',
+        "head 1 is not one machines writes",
+    ),
+    "a head twice": (
+        b'{"format": "machines-heads/1", "heads": ['
+        + (
+            b'{"machine": "outcome", "key": "k", "moves": 0, "link": "l", "state": "s",'
+            b' "finished": null, "annotations": []},'
+        )
+        * 2
+        + b"{}]}",
+        "head 2 names outcome 'k' again",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_heads_file_that_cannot_be_trusted_is_exit_2(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, says = BAD_FILES[case]
+    file = tmp_path / "heads.json"
+    file.write_bytes(text)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    from machines.store import open_store
+
+    open_store(url).close()
+    code, out = audit(capsys, "--from-store", url, "--check-heads", str(file))
+    assert code == 2 and says in out and "Traceback" not in out, out
+
+
+def test_heads_options_need_a_store_and_a_writable_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    from machines.store import open_store
+
+    open_store(url).close()
+    log = tmp_path / "log.jsonl"
+    log.write_text("")
+    with pytest.raises(SystemExit) as caught:
+        main(["audit", str(log), "--save-heads", str(tmp_path / "h.json")])
+    assert caught.value.code == 2
+    code, out = audit(capsys, "--from-store", url, "--save-heads", str(tmp_path / "no" / "h"))
+    assert code == 2 and "cannot write the kept heads" in out, out
+    code, out = audit(capsys, "--from-store", url, "--check-heads", str(tmp_path / "none"))
+    assert code == 2 and "cannot read the kept heads" in out, out
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    from machines.store import open_store
+
+    store = open_store(url)
+    try:
+        ExactlyOnce(store, worker="w").run("k", lambda: 1)
+    finally:
+        store.close()
+    found = judge_store(url, SPECS)
+    assert set(found.heads) == {("outcome", "k")}
+    forged = {("outcome", "k"): heads.Head(1, "0" * 64, "succeeded")}
+    assert [b.invariant for b in judge_store(url, SPECS, forged).breaches] == ["history-kept"]
