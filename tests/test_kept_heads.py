@@ -252,3 +252,24 @@ def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
     assert set(found.heads) == {("outcome", "k")}
     forged = {("outcome", "k"): heads.Head(1, "0" * 64, "succeeded")}
     assert [b.invariant for b in judge_store(url, SPECS, forged).breaches] == ["history-kept"]
+
+
+VERSION = {
+    "sqlite": ["request_entities_version"],
+    "postgres": ['request_entities_guard ON "request_entities"'],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ('data = \'{"note": "forged"}\'', "its data changed without a write (its version is still"),
+        ("version = version - 1", "its version went back from"),
+    ],
+)
+def test_a_live_row_rewritten_without_a_write_is_named(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, says: str
+) -> None:
+    file = kept(victims, tmp_path, capsys)
+    owner(victims, VERSION, f"UPDATE \"request_entities\" SET {change} WHERE key = 'req'")
+    rewritten(victims, file, capsys, f"[history-kept] request 'req': {says}")

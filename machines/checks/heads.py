@@ -6,14 +6,16 @@ Each entity's history is a hash chain: the first link hashes the entity itself (
 machine, key, context and scope), and each event's link hashes the link before it and
 the event as stored (sequence, source, destination, trigger, actor, detail, context,
 time, definition version). The entity's *head* is the link of its last event, with its
-move count; for an entity in a terminal state also a digest of its data without the
-fields that state lets change (its annotations), which never changes.
+move count, the row's version and a digest of its data at that version; for an entity in
+a terminal state also a digest of its data without the fields that state lets change
+(its annotations), which never changes.
 
 ``machines audit --from-store URL --save-heads FILE`` writes every entity's head (keep
 the file, or its digest, where the database's owner cannot write); ``--check-heads FILE``
 later recomputes each kept entity's chain over its first events and reports, as breaches
 of ``history-kept``, an entity gone, events gone, any event at or before the kept head
-edited, inserted, deleted or reordered, and finished data changed. Events after the head
+edited, inserted, deleted or reordered, finished data changed, a row's version gone
+back, and data changed at the same version (no write). Events after the head
 are new moves and are judged by the audit as usual.
 """
 
@@ -52,6 +54,10 @@ class Head:
     finished: str | None = None
     """A digest of the data of an entity in a terminal state, without ``annotations``."""
     annotations: tuple[str, ...] = ()
+    version: int | None = None
+    """The row's version (every write raises it by one); None outside a store."""
+    data: str | None = None
+    """A digest of the row's whole data at that version."""
 
 
 def _canonical(value: object) -> bytes:
@@ -111,6 +117,8 @@ def heads(specs: Mapping[str, MachineSpec], snap: Snapshot) -> dict[tuple[str, s
             entity.state,
             finished,
             annotations or (),
+            entity.version,
+            _finished(entity.data, ()),
         )
     return out
 
@@ -146,6 +154,18 @@ def _changes(
             f"#{head.moves} was edited, inserted, deleted or reordered",
             entity.history[: head.moves],
         )
+    if head.version is not None and entity.version is not None:
+        if entity.version < head.version:
+            yield (
+                f"its version went back from {head.version} to {entity.version}: the row "
+                "was rewritten",
+                (),
+            )
+        elif entity.version == head.version and _finished(entity.data, ()) != head.data:
+            yield (
+                f"its data changed without a write (its version is still {head.version})",
+                (),
+            )
     if head.finished is None:
         return
     if entity.state != head.state or moves != head.moves:
@@ -196,6 +216,8 @@ def _as_dict(head: Head) -> dict[str, Any]:
         "state": head.state,
         "finished": head.finished,
         "annotations": list(head.annotations),
+        "version": head.version,
+        "data": head.data,
     }
 
 
@@ -242,4 +264,9 @@ def _head(entry: object) -> Head | None:
         return None
     if not isinstance(annotations, list) or not all(type(a) is str for a in annotations):
         return None
-    return Head(moves, entry["link"], entry["state"], finished, tuple(annotations))
+    version, data = entry.get("version"), entry.get("data")
+    if not (version is None or (type(version) is int and version >= 1)):
+        return None
+    if not (data is None or type(data) is str):
+        return None
+    return Head(moves, entry["link"], entry["state"], finished, tuple(annotations), version, data)
