@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from machines.spec.loader import bundled_spec_dir
 from machines.store import open_store
 from machines.store.integrity import StoreTampered
 from machines.systems.exactly_once import ExactlyOnce, not_sent
-from tests.conftest import SpecCopy, transition
+from tests.conftest import SpecCopy, require_postgres, transition
 from tests.raw_sql import DATABASES, OE, OM, Victims, _raise, attacked
 
 ILLEGAL = f"UPDATE {OE} SET state = 'in_flight', version = version + 1 WHERE key = 'paid'"
@@ -210,24 +211,51 @@ def test_triggers_disabled_on_postgres_are_named(
         repaired(victims, capsys, audit_line("trigger outcome_entities_guard: disabled"))
 
 
-def test_a_role_that_fires_no_trigger_is_refused(tmp_path: Path) -> None:
-    """``session_replication_role = replica`` set for the store's role turns every guard
-    off in every session it opens: the store refuses to open as that role."""
+@contextmanager
+def own_database() -> Iterator[tuple[str, str]]:
+    """A database of its own on the test server (its name and URL), dropped afterwards: a
+    setting made for it cannot reach the stores other tests open meanwhile."""
     import psycopg
 
-    with attacked("postgres", tmp_path) as victims:
-        victims.store.close()
+    base = require_postgres()
+    database = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {database}".encode())
+    try:
+        yield database, base.rsplit("/", 1)[0] + f"/{database}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {database} WITH (FORCE)".encode())
+
+
+def test_a_role_that_fires_no_trigger_is_refused() -> None:
+    """``session_replication_role = replica`` set for a role turns every guard off in every
+    session that role opens: the store refuses to open as that role, and also as any other
+    (outsider F4: the setting was seen only in the opening session). ``local`` fires every
+    guard, and is no alarm."""
+    import psycopg
+
+    with own_database() as (database, url):
+        open_store(url).close()
         role = f"replica_{uuid.uuid4().hex[:8]}"
-        sql(
-            victims,
-            f"CREATE ROLE {role} LOGIN SUPERUSER",
-            f"ALTER ROLE {role} SET session_replication_role = replica",
-        )
-        try:
-            url = victims.store.url.replace("postgres@", f"{role}@", 1)
-            refused_open_url(url, "session_replication_role: is 'replica'")
-        finally:
-            with psycopg.connect(victims.store.url, autocommit=True) as admin:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER".encode())
+            try:
+                admin.execute(
+                    f"ALTER ROLE {role} IN DATABASE {database} "
+                    "SET session_replication_role = local".encode()
+                )
+                open_store(url.replace("postgres@", f"{role}@", 1)).close()
+                open_store(url).close()
+                admin.execute(
+                    f"ALTER ROLE {role} IN DATABASE {database} "
+                    "SET session_replication_role = replica".encode()
+                )
+                as_role = url.replace("postgres@", f"{role}@", 1)
+                refused_open_url(as_role, "session_replication_role: is 'replica'")
+                refused_open_url(url, f"is set to 'replica' for {role} in {database}")
+            finally:
+                admin.execute(f"ALTER ROLE {role} IN DATABASE {database} RESET ALL".encode())
                 admin.execute(f"DROP ROLE {role}".encode())
 
 
@@ -455,3 +483,126 @@ def test_an_older_versions_guards_put_back_are_named_and_never_undo_the_migratio
     assert registry(url, load_dir(v2))["outcome"] == [1, 2]
     open_store(url, load_dir(v2)).close()
     assert victims.raw.attempt([ILLEGAL]) is not None
+
+
+# -- the outsider's third batch: PostgreSQL tables changed around the guards -----------------
+
+TABLE_CHANGES = {
+    "a child table inherits the entities": (
+        f"CREATE TABLE forged_rows () INHERITS ({OE})",
+        "table outcome_entities: is inherited by another table",
+    ),
+    "the history's primary key dropped": (
+        'ALTER TABLE "outcome_history" DROP CONSTRAINT "outcome_history_pkey"',
+        "table outcome_history: constraint missing (dropped?): primarykeyentity,seq",
+    ),
+    "a CHECK dropped": (
+        f'ALTER TABLE {OE} DROP CONSTRAINT "outcome_entities_moves_check"',
+        "table outcome_entities: constraint missing (dropped?): checkmoves>=0",
+    ),
+    "row-level security on": (
+        f"ALTER TABLE {OE} ENABLE ROW LEVEL SECURITY",
+        "table outcome_entities: has row-level security on",
+    ),
+    "a rule that swallows moves": (
+        f"CREATE RULE swallow AS ON UPDATE TO {OE} DO INSTEAD NOTHING",
+        "table outcome_entities: has a rule",
+    ),
+    "the history unlogged": (
+        'ALTER TABLE "outcome_history" SET UNLOGGED',
+        "table outcome_history: is not logged",
+    ),
+    "a NOT NULL dropped": (
+        f"ALTER TABLE {OE} ALTER COLUMN version DROP NOT NULL",
+        "table outcome_entities: columns (",
+    ),
+    "a UNIQUE index added": (
+        f"CREATE UNIQUE INDEX one_per_state ON {OE} (state, scope)",
+        "table outcome_entities: has a UNIQUE index not generated by machines",
+    ),
+    "a constraint added to the registry": (
+        "ALTER TABLE machines_definitions ADD CONSTRAINT no_more CHECK (version < 2)",
+        "the registry: table machines_definitions: a constraint not generated by machines",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TABLE_CHANGES))
+def test_postgres_a_table_changed_around_its_guards_is_named(case: str, tmp_path: Path) -> None:
+    """Outsider F3: the check compared triggers and functions only, so a child table (whose
+    rows the store reads as its own, judged by no guard), a dropped key or CHECK, row-level
+    security, a rule or an unlogged table went unnoticed."""
+    statement, says = TABLE_CHANGES[case]
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        sql(victims, statement)
+        refused_open(victims, says)
+
+
+def test_plain_indexes_and_always_enabled_triggers_are_no_alarm(tmp_path: Path) -> None:
+    """What a DBA adds for their own queries (a plain index) or that makes a guard fire in
+    more sessions (ENABLE ALWAYS) is no tampering; ENABLE REPLICA (fires in none of the
+    store's sessions) is."""
+    for kind in DATABASES:
+        (tmp_path / kind).mkdir()
+        with attacked(kind, tmp_path / kind) as victims:
+            victims.store.close()
+            sql(victims, f"CREATE INDEX reporting_by_state ON {OE} (state)")
+            if kind == "postgres":
+                sql(victims, f'ALTER TABLE {OE} ENABLE ALWAYS TRIGGER "outcome_entities_guard"')
+            open_store(victims.store.url).close()
+            if kind == "sqlite":
+                sql(victims, f"CREATE UNIQUE INDEX one_per_state ON {OE} (state, scope)")
+                refused_open(victims, "index one_per_state: not generated by machines")
+            else:
+                sql(victims, f'ALTER TABLE {OE} ENABLE REPLICA TRIGGER "outcome_entities_guard"')
+                refused_open(victims, "trigger outcome_entities_guard")
+
+
+def test_repair_refuses_a_person_named_over_two_lines(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line break in --by would print a forged line into every later audit."""
+    url = victims.store.url
+    code, out = run(
+        capsys, "repair", url, "--spec-dir", str(bundled_spec_dir()), "--by", "ops\n[ok]"
+    )
+    assert code == 2 and "holds a control character" in out, out
+
+
+def test_repair_leaves_a_changed_table_to_its_owner_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        sql(victims, f"CREATE TABLE forged_rows () INHERITS ({OE})")
+        before = victims.raw.snapshot()
+        url, spec_dir = victims.store.url, str(bundled_spec_dir())
+        code, out = run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", "ops")
+        assert code == 2 and "Undo those by hand" in out and "inherited" in out, out
+        assert victims.raw.snapshot() == before
+        sql(victims, "DROP TABLE forged_rows")
+        open_store(url).close()
+
+
+def test_the_record_of_repairs_is_itself_guarded(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A repair's record is append-only; its guard dropped (to erase a repair) is named
+    like any other."""
+    url, spec_dir = victims.store.url, str(bundled_spec_dir())
+    if victims.raw.kind == "sqlite":
+        sql(victims, 'DROP TRIGGER "outcome_entities_still"')
+    else:
+        sql(victims, f'DROP TRIGGER "outcome_entities_guard" ON {OE}')
+    code, out = run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", "ops")
+    assert code == 0, out
+    open_store(url).close()
+    assert "never changes" in str(victims.raw.attempt(["DELETE FROM machines_repairs"]))
+    if victims.raw.kind == "sqlite":
+        sql(victims, 'DROP TRIGGER "machines_repairs_no_delete"')
+        where = "trigger machines_repairs_no_delete: missing"
+    else:
+        sql(victims, 'ALTER TABLE machines_repairs DISABLE TRIGGER "machines_repairs_frozen"')
+        where = "trigger machines_repairs_frozen: disabled"
+    refused_open(victims, f"the registry: {where}")

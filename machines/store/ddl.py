@@ -291,6 +291,26 @@ REGISTRY_INSTALLED_TRIGGER = f"{REGISTRY}_installed"
 by an earlier one lacks it until its next writable open installs it."""
 
 
+REPAIRS = "machines_repairs"
+"""The table of every repair of a store's guards (``machines.store.repair``): when, by
+whom, what it found. Append-only, and checked on every open like the other guards."""
+REPAIRS_FROZEN = "machines_repairs: a repair, once recorded, never changes"
+
+
+def sqlite_repairs() -> str:
+    """The table of repairs (``REPAIRS``) on SQLite: rows are only ever added."""
+    refuse = f"BEGIN SELECT RAISE(ABORT, {literal(REPAIRS_FROZEN)}); END;"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {REPAIRS} (at REAL NOT NULL, person TEXT NOT NULL, "
+        "found TEXT NOT NULL);\n"
+        + "".join(
+            f"CREATE TRIGGER IF NOT EXISTS {REPAIRS}_no_{event.lower()} BEFORE {event} ON "
+            f"{REPAIRS} {refuse}\n"
+            for event in ("UPDATE", "DELETE")
+        )
+    )
+
+
 def history_guard_marks(version_test: str) -> tuple[str, str]:
     """What the installed history guard of a machine says, as two SQL expressions over
     ``NEW.machine`` and ``NEW.version`` of a registry row: the version test it makes

@@ -21,6 +21,8 @@ from machines.store.ddl import (
     REGISTRY_INSTALLED,
     REGISTRY_INSTALLED_TRIGGER,
     REGISTRY_NEXT,
+    REPAIRS,
+    REPAIRS_FROZEN,
     Plan,
     history_guard_marks,
     in_list,
@@ -119,6 +121,23 @@ BEGIN
   EXECUTE format('ALTER FUNCTION {guard}() SET search_path = %I, pg_temp', current_schema());
   EXECUTE format('ALTER FUNCTION {installed}() SET search_path = %I, pg_temp', current_schema());
 END $pin$;
+"""
+
+
+def postgres_repairs() -> str:
+    """The table of repairs (``REPAIRS``) on PostgreSQL: rows are only ever added."""
+    refuse = f"{REPAIRS}_refuse"
+    body = f"BEGIN RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_FROZEN)}; END"
+    return f"""CREATE TABLE IF NOT EXISTS {REPAIRS} (
+  at DOUBLE PRECISION NOT NULL,
+  person TEXT NOT NULL,
+  found TEXT NOT NULL
+);
+CREATE OR REPLACE FUNCTION {refuse}() RETURNS trigger LANGUAGE plpgsql AS $body$ {body} $body$;
+CREATE OR REPLACE TRIGGER {REPAIRS}_frozen BEFORE UPDATE OR DELETE ON {REPAIRS}
+FOR EACH ROW EXECUTE FUNCTION {refuse}();
+CREATE OR REPLACE TRIGGER {REPAIRS}_no_truncate BEFORE TRUNCATE ON {REPAIRS}
+FOR EACH STATEMENT EXECUTE FUNCTION {refuse}();
 """
 
 

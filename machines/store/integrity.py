@@ -36,10 +36,6 @@ from machines.store.ddl import legal_moves
 from machines.store.records import DefinitionVersion, StoreError
 from machines.store.versions import stored_spec
 
-REPAIRS = "machines_repairs"
-"""The table of every repair of a store's guards (``machines.store.repair``): when, by
-whom, what it found."""
-
 
 def repair_lines(rows: Iterable[Sequence[object]]) -> tuple[str, ...]:
     """The recorded repairs ((at, person, found as JSON)) as lines for a person."""

@@ -16,13 +16,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from machines.spec import MachineSpec
-from machines.store.ddl import REGISTRY, REGISTRY_INSTALLED_TRIGGER
-from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.ddl import REGISTRY, REGISTRY_INSTALLED_TRIGGER, REPAIRS
+from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
 from machines.store.integrity import (
     Difference,
     moves_differences,
     object_differences,
     versions_served,
+)
+from machines.store.integrity_postgres_tables import (
+    Expected,
+    expected_tables,
+    table_differences,
 )
 from machines.store.names import name
 from machines.store.records import DefinitionVersion
@@ -45,9 +50,12 @@ _TYPE = {"ROW": 1, "BEFORE": 2, "INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCAT
 HERE = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
 """The store's schema, found by its name as it is (``::regnamespace`` would parse the
 name again, and miss a schema called ``"Tenant"``)."""
-_UNPINNED = frozenset({f"{REGISTRY}_refuse"})
-"""The one generated function without a pinned search path (it reads no table)."""
+_UNPINNED = frozenset({f"{REGISTRY}_refuse", f"{REPAIRS}_refuse"})
+"""The generated functions without a pinned search path (they read no table)."""
 TABLE_ROLES = ("moves", "entities", "history")
+_ENABLED = {"O": "trigger", "A": "trigger", "D": "disabled trigger", "R": "replica-only trigger"}
+"""What ``pg_trigger.tgenabled`` makes of a trigger: ``ENABLE ALWAYS`` fires in every
+session, as installed or more; ``ENABLE REPLICA`` fires in none of the store's."""
 
 
 def served_versions(
@@ -83,17 +91,7 @@ def guard_differences(
     """The session's replication role, the registry's guards and each machine's at its
     version (None: not here yet), against the generated scripts; then each legal-moves
     table."""
-    out = []
-    (role,) = conn.execute("SELECT current_setting('session_replication_role')").fetchone()
-    if role != "origin":
-        out.append(
-            Difference(
-                None,
-                "session_replication_role",
-                f"is '{role}' for this session (set for a role or a database?): no ordinary "
-                "trigger fires, so no guard judges a write",
-            )
-        )
+    out = _replication_roles(conn)
     (pinned,) = conn.execute(
         "SELECT format('search_path=%I, pg_temp', current_schema())"
     ).fetchone()
@@ -101,16 +99,65 @@ def guard_differences(
     if not has_installed_guard(conn):  # an earlier release's store: the next open adds it
         expected = {n: o for n, o in expected.items() if REGISTRY_INSTALLED_TRIGGER not in n}
     out += object_differences(None, expected, _found(conn, [REGISTRY], expected))
+    shapes: list[tuple[str | None, Expected]] = [(None, expected_tables(postgres_registry()))]
+    if _has_repairs(conn):
+        repairs = postgres_repairs()
+        wanted = _expected(repairs, pinned)
+        out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
+        shapes.append((None, expected_tables(repairs)))
     for machine, version in versions.items():
         if version is None:
             continue
         spec = specs[machine]
         tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
-        wanted = _expected(postgres_schema(spec, version), pinned)
+        script = postgres_schema(spec, version)
+        wanted = _expected(script, pinned)
         out += object_differences(machine, wanted, _found(conn, tables, wanted))
+        shapes.append((machine, expected_tables(script)))
         cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}".encode())
         columns = [c.name for c in cursor.description]
         out += moves_differences(spec, columns, cursor.fetchall())
+    return out + table_differences(conn, shapes)
+
+
+def _has_repairs(conn: Any) -> bool:
+    found = conn.execute(
+        f"SELECT 1 FROM pg_class WHERE relnamespace = {HERE} AND relname = %s", (REPAIRS,)
+    ).fetchone()
+    return found is not None
+
+
+def _replication_roles(conn: Any) -> list[Difference]:
+    """``session_replication_role = replica`` fires no ordinary trigger, so no guard judges
+    a write: refused for this session, and for any role or for this database as a setting
+    (``ALTER ROLE ... SET``, ``ALTER DATABASE ... SET``), whoever opens the store. ``origin``
+    and ``local`` fire every guard."""
+    out = []
+    (role,) = conn.execute("SELECT current_setting('session_replication_role')").fetchone()
+    if role == "replica":
+        out.append(
+            Difference(
+                None,
+                "session_replication_role",
+                f"is '{role}' for this session: no ordinary trigger fires, so no guard "
+                "judges a write",
+            )
+        )
+    for who, database in conn.execute(
+        "SELECT coalesce(r.rolname, 'every role'), coalesce(d.datname, 'every database') "
+        "FROM pg_db_role_setting s LEFT JOIN pg_roles r ON r.oid = s.setrole "
+        "LEFT JOIN pg_database d ON d.oid = s.setdatabase "
+        "WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database "
+        "WHERE datname = current_database())) "
+        "AND 'session_replication_role=replica' = ANY(s.setconfig) ORDER BY 1, 2"
+    ):
+        out.append(
+            Difference(
+                None,
+                "session_replication_role",
+                f"is set to 'replica' for {who} in {database}: those sessions fire no guard",
+            )
+        )
     return out
 
 
@@ -157,7 +204,7 @@ def _found(conn: Any, tables: list[str], expected: Objects) -> Objects:
         "AND NOT t.tgisinternal AND c.relname = ANY(%s)",
         (tables,),
     ):
-        kind = {"O": "trigger", "D": "disabled trigger"}.get(str(enabled), f"trigger ({enabled})")
+        kind = _ENABLED.get(str(enabled), f"trigger ({enabled})")
         where = function if here else f"{function} of another schema"
         values = tuple(a.decode() for a in bytes(args).split(b"\x00")[:-1])
         out[str(tgname)] = (

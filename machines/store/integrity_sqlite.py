@@ -16,7 +16,9 @@ from machines.spec import MachineSpec
 from machines.store.ddl import (
     REGISTRY,
     REGISTRY_INSTALLED_TRIGGER,
+    REPAIRS,
     sqlite_registry,
+    sqlite_repairs,
     sqlite_schema,
     statements,
 )
@@ -65,18 +67,37 @@ def guard_differences(
         _without_upgrade(_expected(sqlite_registry()), _found(conn, [REGISTRY])),
         _found(conn, [REGISTRY]),
     )
+    if _found(conn, [REPAIRS]):
+        out += object_differences(None, _expected(sqlite_repairs()), _found(conn, [REPAIRS]))
     for machine, version in versions.items():
         if version is None:
             continue
         spec = specs[machine]
         tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
+        expected = _expected(sqlite_schema(spec, version))
         out += object_differences(
-            machine, _expected(sqlite_schema(spec, version)), _found(conn, tables)
+            machine, expected, _without_reporting(expected, _found(conn, tables))
         )
         cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}")
         columns = [c[0] for c in cursor.description]
         out += moves_differences(spec, columns, cursor.fetchall())
     return out
+
+
+def _without_reporting(expected: Objects, found: Objects) -> Objects:
+    """``found`` without the plain indexes someone added for their own queries: an index
+    that is not UNIQUE changes no answer and refuses no write."""
+    return {
+        n: o
+        for n, o in found.items()
+        if n in expected or not (o[0] == "index" and _plain_index(o[1]))
+    }
+
+
+def _plain_index(definition: object) -> bool:
+    _, sql = definition if isinstance(definition, tuple) else (None, None)
+    words = str(sql or "").split()
+    return [w.upper() for w in words[:2]] == ["CREATE", "INDEX"]
 
 
 def _without_upgrade(expected: Objects, found: Objects) -> Objects:

@@ -468,13 +468,18 @@ def _mappings(
 # -- the databases ----------------------------------------------------------------------
 
 
-def open_database(url: str) -> Database:
+_DOING = {"migrate": "the migration", "repair": "the repair"}
+
+
+def open_database(url: str, command: str = "migrate") -> Database:
+    """The database at ``url`` for ``machines COMMAND`` (its errors name what failed)."""
+    doing = _DOING[command]
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return SQLiteDatabase(url)
+        return SQLiteDatabase(url, doing)
     if url.startswith(("postgresql://", "postgres://")):
         from machines.store.migration_postgres import PostgresDatabase
 
-        return PostgresDatabase(url)
+        return PostgresDatabase(url, doing)
     raise InvalidArgument(
-        f"machines migrate needs a sqlite:///path or postgresql://... URL, not {shown_url(url)!r}"
+        f"machines {command} needs a sqlite:///path or postgresql://... URL, not {shown_url(url)!r}"
     )

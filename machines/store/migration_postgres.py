@@ -24,7 +24,8 @@ class PostgresDatabase:
     param = "%s"
     json_param = "%s::json"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, doing: str = "the migration") -> None:
+        self.doing = doing
         self.where = shown_url(url)
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
@@ -36,7 +37,7 @@ class PostgresDatabase:
             cursor = self._conn.execute(sql.encode() if not params else sql, params or None)
             return list(cursor.fetchall()) if cursor.description else []
         except psycopg.Error as exc:
-            raise StoreError(f"{self.where}: the migration failed, nothing changed: {exc}") from exc
+            raise StoreError(f"{self.where}: {self.doing} failed, nothing changed: {exc}") from exc
 
     def begin(self, tables: Sequence[str]) -> None:
         self.execute("BEGIN")

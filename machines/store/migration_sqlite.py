@@ -22,11 +22,12 @@ class SQLiteDatabase:
     param = "?"
     json_param = "?"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, doing: str = "the migration") -> None:
+        self.doing = doing
         self.where = url
         path = url[len("sqlite:///") :]
         if not os.path.exists(path):
-            raise StoreError(f"{url}: no database file is there; a migration creates none")
+            raise StoreError(f"{url}: no database file is there; {doing} creates none")
         try:
             self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
             self._conn.execute("PRAGMA synchronous=FULL")
@@ -37,7 +38,7 @@ class SQLiteDatabase:
         try:
             rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.where}: the migration failed, nothing changed: {exc}") from exc
+            raise StoreError(f"{self.where}: {self.doing} failed, nothing changed: {exc}") from exc
         return rows
 
     def begin(self, tables: Sequence[str]) -> None:

@@ -42,9 +42,9 @@ except ModuleNotFoundError as missing:  # pragma: no cover - exercised without t
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
-from machines.store.ddl import LEGACY_REGISTRY, REGISTRY
+from machines.store.ddl import LEGACY_REGISTRY, REGISTRY, REPAIRS
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
-from machines.store.integrity import REPAIRS, Difference, repair_lines, tampered
+from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_postgres import (
     guard_differences,
     has_installed_guard,

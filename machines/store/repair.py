@@ -17,8 +17,10 @@ in one transaction, the database locked as for a migration:
   within this transaction;
 - records the repair in ``machines_repairs`` (when, who, each difference it found), which
   is append-only, so that ``machines audit --from-store`` names every repair;
-- checks again, and rolls everything back if any difference remains (a PostgreSQL
-  ``session_replication_role`` set for a role or a database is the owner's to reset).
+- checks again, and rolls everything back if any difference remains: what it does not
+  put back (on PostgreSQL a table's columns, key and constraints, a rule, row-level
+  security, a child table, ``session_replication_role`` set for a role or a database) is
+  the owner's to undo by hand first.
 
 The data written while the guards were off stays as it is: the audit judges it.
 """
@@ -33,14 +35,13 @@ from dataclasses import dataclass
 from machines.errors import InvalidArgument
 from machines.spec import MachineSpec
 from machines.store.arguments import check_key, specs_by_name, text
-from machines.store.ddl import REGISTRY, literal
-from machines.store.integrity import REPAIRS, Difference
+from machines.store.ddl import REGISTRY, REPAIRS, sqlite_repairs, statements
+from machines.store.ddl_postgres import postgres_repairs
+from machines.store.integrity import Difference
 from machines.store.migration import Database, db_on, open_database
 from machines.store.names import name, quote
 from machines.store.records import StoreError
 from machines.store.versions import fits
-
-REPAIRS_FROZEN = "machines_repairs: a repair, once recorded, never changes"
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,14 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
     url = check_key(text(url, "a store URL"), "repair", "URL")
     specs = specs_by_name(specs)
     by = check_key(text(by, "who repairs (--by)"), "repair", "--by")
+    if any(ch < " " or ch == "\x7f" for ch in by):
+        raise InvalidArgument(
+            f"repair: --by {by!r} holds a control character (a line break, a tab); name the "
+            "person on one line, as every audit prints it"
+        )
     if not isinstance(dry_run, bool):
         raise InvalidArgument(f"dry_run must be True or False, not {type(dry_run).__name__}")
-    db = open_database(url)
+    db = open_database(url, "repair")
     try:
         if not db.has_table(REGISTRY):
             raise StoreError(f"{db.where}: no machines tables here; there is nothing to repair")
@@ -77,8 +83,11 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
         left = _differences(db, specs)[1]
         if left:
             raise StoreError(
-                f"{db.where}: the repair cannot put back everything, nothing changed: "
+                f"{db.where}: the repair puts back triggers, functions, legal moves and "
+                "registry rows, not what else was changed, so nothing changed: "
                 + "; ".join(d.describe() for d in left)
+                + ". Undo those by hand (a table's key, constraints, rules, row-level "
+                "security, child tables, a role's setting), then run the repair again"
             )
         db.commit()
         return Repair(db.where, tuple(found), applied=True)
@@ -116,27 +125,9 @@ def _reinstall(db: Database, specs: Mapping[str, MachineSpec], versions: Mapping
 
 
 def _record(db: Database, by: str, found: list[Difference]) -> None:
-    postgres = db.param == "%s"
-    real = "DOUBLE PRECISION" if postgres else "REAL"
-    db.execute(
-        f"CREATE TABLE IF NOT EXISTS {REPAIRS} (at {real} NOT NULL, person TEXT NOT NULL, "
-        "found TEXT NOT NULL)"
-    )
-    if postgres:
-        db.execute(
-            f"CREATE OR REPLACE FUNCTION {REPAIRS}_refuse() RETURNS trigger LANGUAGE plpgsql "
-            f"AS $body$ BEGIN RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_FROZEN)}; "
-            f"END $body$;\nCREATE OR REPLACE TRIGGER {REPAIRS}_frozen BEFORE UPDATE OR DELETE "
-            f"ON {REPAIRS} FOR EACH ROW EXECUTE FUNCTION {REPAIRS}_refuse();\n"
-            f"CREATE OR REPLACE TRIGGER {REPAIRS}_no_truncate BEFORE TRUNCATE ON {REPAIRS} "
-            f"FOR EACH STATEMENT EXECUTE FUNCTION {REPAIRS}_refuse();"
-        )
-    else:
-        for event in ("UPDATE", "DELETE"):
-            db.execute(
-                f"CREATE TRIGGER IF NOT EXISTS {REPAIRS}_no_{event.lower()} BEFORE {event} ON "
-                f"{REPAIRS} BEGIN SELECT RAISE(ABORT, {literal(REPAIRS_FROZEN)}); END"
-            )
+    script = postgres_repairs() if db.param == "%s" else sqlite_repairs()
+    for statement in [script] if db.param == "%s" else list(statements(script)):
+        db.execute(statement)
     p = db.param
     db.execute(
         f"INSERT INTO {REPAIRS} (at, person, found) VALUES ({p}, {p}, {p})",

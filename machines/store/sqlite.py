@@ -29,11 +29,12 @@ from machines.store.connections import ThreadConnections
 from machines.store.ddl import (
     LEGACY_REGISTRY,
     REGISTRY,
+    REPAIRS,
     sqlite_registry,
     sqlite_schema,
     statements,
 )
-from machines.store.integrity import REPAIRS, Difference, repair_lines, tampered
+from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_sqlite import guard_differences, served_versions
 from machines.store.records import OneWriteTransactions, StoreError, decode
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
