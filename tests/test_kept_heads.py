@@ -248,7 +248,8 @@ def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
         ExactlyOnce(store, worker="w").run("k", lambda: 1)
     finally:
         store.close()
-    found = judge_store(url, SPECS)
+    assert judge_store(url, SPECS).heads == {}
+    found = judge_store(url, SPECS, keep_heads=True)
     assert set(found.heads) == {("outcome", "k")}
     forged = {("outcome", "k"): heads.Head(1, "0" * 64, "succeeded")}
     assert [b.invariant for b in judge_store(url, SPECS, forged).breaches] == ["history-kept"]

@@ -302,7 +302,8 @@ class StoreAudit:
     repairs: tuple[str, ...] = ()
     """Each recorded ``machines repair``: when, by whom, what it found."""
     heads: Mapping[tuple[str, str], Head] = default(default_factory=dict)
-    """Every entity's head (``machines.checks.heads``), to keep for a later check."""
+    """Every entity's head (``machines.checks.heads``), to keep for a later check (asked
+    for with ``keep_heads``; else empty)."""
 
     def judged_by(self) -> str:
         """The versions as a person reads them: ``outcome v1-v2, effect v1``."""
@@ -324,9 +325,12 @@ def judge_store(
     url: str,
     specs: Mapping[str, MachineSpec],
     kept: Mapping[tuple[str, str], Head] | None = None,
+    *,
+    keep_heads: bool = False,
 ) -> StoreAudit:
     """Every breach in the store at ``url``, and the versions its events were judged by;
-    given heads ``kept`` earlier, also every ``history-kept`` breach against them.
+    given heads ``kept`` earlier, also every ``history-kept`` breach against them; with
+    ``keep_heads``, every entity's head now (``StoreAudit.heads``), to keep.
 
     The store is opened read-only with ``specs``: one whose current version of a machine
     has another semantic digest raises ``DefinitionChanged``; every stored version is
@@ -345,7 +349,7 @@ def judge_store(
         snap = snapshot(store, from_texts=True, forged=forged)
     finally:
         store.close()
-    guards = [Breach("guards-intact", d.machine or "registry", d.where, d.what) for d in tampering]
+    guards = [Breach("guards-intact", d.machine or "store", d.where, d.what) for d in tampering]
     versions: dict[str, list[int]] = {m: [] for m in specs}
     for machine, version in sorted(snap.definitions):
         versions.setdefault(machine, []).append(version)
@@ -362,7 +366,7 @@ def judge_store(
         guards + against + judge_snapshot(specs, snap),
         {m: tuple(v) for m, v in versions.items()},
         repairs,
-        heads(specs, snap),
+        heads(specs, snap) if keep_heads else {},
     )
 
 

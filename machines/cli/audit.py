@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         else:
             assert url is not None
             against = None if args.check_heads is None else heads.load(args.check_heads)
-            found = judge_store(url, specs, against)
+            found = judge_store(url, specs, against, keep_heads=args.save_heads is not None)
             breaches = found.breaches
             if args.save_heads is not None:
                 digest = heads.save(args.save_heads, found.heads)

@@ -52,14 +52,14 @@ class Difference:
     """One way the database differs from what the definitions require: ``where`` names
     the object (a trigger, a function, a table, the registry), ``what`` says how."""
 
-    machine: str | None  # None: the registry, shared by every machine
+    machine: str | None  # None: the store's own (registry, repairs, settings)
     where: str
     what: str
     forged_version: tuple[str, int] | None = None
     """A registry row no migration added: (machine, version)."""
 
     def describe(self) -> str:
-        owner = f"machine '{self.machine}'" if self.machine else "the registry"
+        owner = f"machine '{self.machine}'" if self.machine else "the store"
         return f"{owner}: {self.where}: {self.what}"
 
 
