@@ -606,3 +606,20 @@ def test_the_record_of_repairs_is_itself_guarded(
         sql(victims, 'ALTER TABLE machines_repairs DISABLE TRIGGER "machines_repairs_frozen"')
         where = "trigger machines_repairs_frozen: disabled"
     refused_open(victims, f"the store: {where}")
+
+
+def test_a_view_over_intact_legal_moves_does_not_block_a_repair(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repair remade every legal-moves table, so a view a DBA made over one (PostgreSQL
+    refuses to drop a table a view depends on) made every repair fail."""
+    sql(victims, f"CREATE VIEW legal_moves_report AS SELECT * FROM {OM}")
+    if victims.raw.kind == "sqlite":
+        sql(victims, 'DROP TRIGGER "outcome_entities_still"')
+    else:
+        sql(victims, f'ALTER TABLE {OE} DISABLE TRIGGER "outcome_entities_guard"')
+    url = victims.store.url
+    code, out = run(capsys, "repair", url, "--spec-dir", str(bundled_spec_dir()), "--by", "ops")
+    assert code == 0 and "repaired 1 differences" in out, out
+    open_store(url).close()
+    assert victims.raw.attempt(["SELECT count(*) FROM legal_moves_report"]) is None

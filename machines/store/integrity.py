@@ -36,6 +36,9 @@ from machines.store.ddl import legal_moves
 from machines.store.records import DefinitionVersion, StoreError
 from machines.store.versions import stored_spec
 
+MOVES_TABLE = "legal-moves table"
+"""How a difference names a machine's legal-moves table."""
+
 
 def repair_lines(rows: Iterable[Sequence[object]]) -> tuple[str, ...]:
     """The recorded repairs ((at, person, found as JSON)) as lines for a person."""
@@ -210,7 +213,7 @@ def moves_differences(
     spec: MachineSpec, columns: Sequence[str], rows: Iterable[Sequence[object]]
 ) -> list[Difference]:
     """The legal-moves table against the definition: the same columns, the same rows."""
-    where = "legal-moves table"
+    where = MOVES_TABLE
     expected_columns = ["source", "dest", "trigger", "actor", *(f"ctx_{v}" for v in spec.context)]
     if list(columns) != expected_columns:
         return [

@@ -8,8 +8,8 @@ in one transaction, the database locked as for a migration:
 - checks that the definitions given are the ones the store serves (``DefinitionChanged``
   otherwise: a repair reinstalls a version, it never migrates);
 - drops every trigger on the tables of each machine and of the registry, and each
-  machine's legal-moves table, and runs the generated schema of its current version
-  again (SQLite: the same statements a new store runs; PostgreSQL: the functions and
+  machine's legal-moves table whose rows or columns differ, and runs the generated
+  schema of its current version again (SQLite: the same statements a new store runs; PostgreSQL: the functions and
   triggers replaced, all enabled);
 - removes the registry rows no migration wrote above the version the store serves (the
   one its history guard writes, or a later genuine row when the guards were put back to
@@ -37,7 +37,7 @@ from machines.spec import MachineSpec
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY, REPAIRS, sqlite_repairs, statements
 from machines.store.ddl_postgres import postgres_repairs
-from machines.store.integrity import Difference
+from machines.store.integrity import MOVES_TABLE, Difference
 from machines.store.migration import Database, db_on, open_database
 from machines.store.names import name, quote
 from machines.store.records import StoreError
@@ -78,7 +78,7 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
         versions, found = _differences(db, specs)
         if not found or dry_run:
             return Repair(db.where, tuple(found), applied=False)
-        _reinstall(db, specs, versions)
+        _reinstall(db, specs, versions, {d.machine for d in found if d.where == MOVES_TABLE})
         _record(db, by, found)
         left = _differences(db, specs)[1]
         if left:
@@ -105,7 +105,14 @@ def _differences(
     return versions, [*forged, *db.differences(specs, dict(versions))]
 
 
-def _reinstall(db: Database, specs: Mapping[str, MachineSpec], versions: Mapping[str, int]) -> None:
+def _reinstall(
+    db: Database,
+    specs: Mapping[str, MachineSpec],
+    versions: Mapping[str, int],
+    forged_moves: set[str | None],
+) -> None:
+    """The guards put back; a machine's legal-moves table is made again only when its rows
+    or columns differ (a view you made over an intact one is kept)."""
     for table, trigger in db.triggers([quote(REGISTRY)]):
         db.execute(f"DROP TRIGGER IF EXISTS {quote(trigger)}" + db_on(db, table))
     p = db.param
@@ -117,7 +124,8 @@ def _reinstall(db: Database, specs: Mapping[str, MachineSpec], versions: Mapping
         tables = [name(machine, role) for role in ("moves", "entities", "history")]
         for table, trigger in db.triggers(tables):
             db.execute(f"DROP TRIGGER IF EXISTS {quote(trigger)}" + db_on(db, table))
-        db.execute(f"DROP TABLE IF EXISTS {name(machine, 'moves')}")
+        if machine in forged_moves:
+            db.execute(f"DROP TABLE IF EXISTS {name(machine, 'moves')}")
         for statement in db.schema(specs[machine], version):
             db.execute(statement)
     for statement in db.registry_schema():
