@@ -9,8 +9,8 @@ in one transaction, the database locked as for a migration:
   otherwise: a repair reinstalls a version, it never migrates);
 - drops every trigger on the tables of each machine and of the registry, and each
   machine's legal-moves table whose rows or columns differ, and runs the generated
-  schema of its current version again (SQLite: the same statements a new store runs; PostgreSQL: the functions and
-  triggers replaced, all enabled);
+  schema of its current version again (SQLite: the same statements a new store runs;
+  PostgreSQL: the functions and triggers replaced, all enabled);
 - removes the registry rows no migration wrote above the version the store serves (the
   one its history guard writes, or a later genuine row when the guards were put back to
   an older version's: that row is never removed), with the registry's guards off only
