@@ -274,3 +274,19 @@ def test_a_live_row_rewritten_without_a_write_is_named(
     file = kept(victims, tmp_path, capsys)
     owner(victims, VERSION, f"UPDATE \"request_entities\" SET {change} WHERE key = 'req'")
     rewritten(victims, file, capsys, f"[history-kept] request 'req': {says}")
+
+
+def test_heads_of_a_machine_not_judged_are_named_not_taken_for_deleted(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    from machines.store import open_store
+
+    store = open_store(url)
+    try:
+        ExactlyOnce(store, worker="w").run("k", lambda: 1)
+    finally:
+        store.close()
+    found = judge_store(url, SPECS, keep_heads=True).heads
+    kept = {**found, ("retired", "r-1"): heads.Head(0, "0" * 64, "idle")}
+    breaches = judge_store(url, SPECS, kept).breaches
+    assert [(b.machine, b.key) for b in breaches] == [("retired", "*")]
+    assert "whose definition was not given" in breaches[0].message

@@ -361,7 +361,7 @@ def judge_store(
                 "whose digest is not that of the definition given (it was migrated while "
                 "the audit opened it); audit it again with the definitions it now serves"
             )
-    against = [] if kept is None else check(snap, kept)
+    against = [] if kept is None else check(set(specs), snap, kept)
     return StoreAudit(
         guards + against + judge_snapshot(specs, snap),
         {m: tuple(v) for m, v in versions.items()},

@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,11 +124,27 @@ def heads(specs: Mapping[str, MachineSpec], snap: Snapshot) -> dict[tuple[str, s
     return out
 
 
-def check(snap: Snapshot, kept: Mapping[tuple[str, str], Head]) -> list[Breach]:
-    """What changed in ``snap`` since ``kept`` was taken, each a ``history-kept`` breach
-    naming the entity and, as near as the chain can tell, the place."""
+def check(
+    machines: Collection[str], snap: Snapshot, kept: Mapping[tuple[str, str], Head]
+) -> list[Breach]:
+    """What changed in ``snap`` (of ``machines``) since ``kept`` was taken, each a
+    ``history-kept`` breach naming the entity and, as near as the chain can tell, the
+    place. Heads of a machine not judged are one breach: they cannot be checked."""
     out = []
+    unjudged = Counter(m for m, _ in kept if m not in machines)
+    for machine, count in sorted(unjudged.items()):
+        out.append(
+            Breach(
+                INVARIANT,
+                machine,
+                "*",
+                f"the kept heads hold {count} entities of machine '{machine}', whose "
+                "definition was not given: give it to check them",
+            )
+        )
     for (machine, key), head in sorted(kept.items()):
+        if machine in unjudged:
+            continue
         entity = snap.entities.get((machine, key))
         versions = snap.event_versions.get((machine, key), ())
         for message, events in _changes(entity, versions, head):
