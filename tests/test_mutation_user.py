@@ -383,6 +383,8 @@ def test_pytest_as_the_command(
         (["--only", "*"], "--only is for your own definitions"),
         (["--no-baseline"], "--no-baseline is for your own definitions"),
         (["--skip", "*"], "--skip is for your own definitions"),
+        (["--jobs", "2"], "--jobs is for your own definitions"),
+        (["--spec-dir", "specs", "--jobs", "0", "--", "true"], "must be a whole number"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
@@ -458,20 +460,33 @@ def sleepers(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("jobs", ["1", "3"])
 @pytest.mark.parametrize("ending", ["the command ends", "SIGTERM to mutate"])
 def test_nothing_the_command_started_outlives_mutate(
-    spec_dir: Path, tmp_path: Path, ending: str
+    spec_dir: Path, tmp_path: Path, ending: str, jobs: str
 ) -> None:
     """issue 27 item 9: processes the command left in the background outlived mutate, and
-    SIGTERM (a CI timeout) left the command running and the temporary copy behind."""
-    marker = f"machines-sleeper-{os.getpid()}-{len(ending)}"
+    SIGTERM (a CI timeout) left the command running and the temporary copy behind; with
+    --jobs, every command running at once is ended."""
+    marker = f"machines-sleeper-{os.getpid()}-{len(ending)}-{jobs}"
     command = [*script(tmp_path, "leaves.py", LEAVES_A_SLEEPER), marker]
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = {**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(ROOT)}
     if ending == "SIGTERM to mutate":
         env["HANG"] = "1"
-    argv = [sys.executable, "-m", "machines", "mutate", *SPECS, *A_FEW, "--", *command]
+    argv = [
+        sys.executable,
+        "-m",
+        "machines",
+        "mutate",
+        *SPECS,
+        *A_FEW,
+        "--jobs",
+        jobs,
+        "--",
+        *command,
+    ]
     process = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -489,3 +504,38 @@ def test_nothing_the_command_started_outlives_mutate(
     assert not left, f"{len(left)} background processes outlived mutate"
     assert list(temporary.iterdir()) == [], "the temporary copy was left behind"
     assert b"Traceback" not in err, err.decode()[-2000:]
+
+
+def _verdicts(out: str) -> list[tuple[str, str, str]]:
+    """Each row's mutant, verdict and what killed it (not its seconds), sorted."""
+    rows = [line.split() for line in out.splitlines() if line.startswith("refund.yaml:")]
+    return sorted((r[0], r[1], r[2]) for r in rows)
+
+
+@pytest.mark.parametrize("check", ["STRONG", "WEAK"])
+def test_jobs_give_the_verdicts_of_a_serial_run(
+    check: str, spec_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = script(tmp_path, "check.py", STRONG if check == "STRONG" else WEAK)
+    code, out, err = mutate([*SPECS, *A_FEW, "--", *command], capsys)
+    parallel_code, parallel, parallel_err = mutate(
+        [*SPECS, *A_FEW, "--jobs", "4", "--", *command], capsys
+    )
+    assert (parallel_code, _verdicts(parallel)) == (code, _verdicts(out))
+    assert parallel.split("\n\nkilled ", 1)[1] == out.split("\n\nkilled ", 1)[1]
+    for said in (err, parallel_err):
+        lines = [line for line in said.splitlines() if line.startswith("mutate: ")]
+        assert (
+            len(lines) == 8
+            and "left" in lines[0]
+            and lines[-1].startswith("mutate: 8/8 mutants in")
+        ), said
+
+
+def test_run_refuses_a_count_of_jobs_that_is_not_one(spec_dir: Path) -> None:
+    from machines.errors import InvalidArgument
+    from machines.mutation_user import run
+
+    for jobs in (0, "2", 1.5, True):
+        with pytest.raises(InvalidArgument, match="jobs must be a whole number"):
+            run([], spec_dir, ["true"], jobs=jobs)  # type: ignore[arg-type]

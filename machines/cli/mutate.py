@@ -10,6 +10,7 @@ import importlib.util
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, whole
@@ -20,6 +21,9 @@ MAX_EXAMPLES = 1_000_000
 is a typo rather than a plan (the default is 300)."""
 
 DEFAULT_EXAMPLES = 300
+
+MAX_JOBS = 256
+"""The most mutants ``mutate --jobs`` runs at once."""
 
 MAX_TIMEOUT = 86_400
 """The largest ``mutate --timeout``, in seconds: a day per run of the tests."""
@@ -87,6 +91,15 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         help="leave out the mutants whose id matches GLOB (repeatable)",
     )
     yours.add_argument(
+        "--jobs",
+        type=whole(1, MAX_JOBS),
+        default=1,
+        metavar="N",
+        help=f"run COMMAND on N mutants at a time, 1 to {MAX_JOBS} (default 1), each in its "
+        "own copy of DIR; the verdicts are those of a serial run. Give it the cores your "
+        "tests leave free",
+    )
+    yours.add_argument(
         "--no-baseline",
         action="store_true",
         help="do not first run COMMAND on the unmutated definitions (it must pass there)",
@@ -101,6 +114,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         (args.only, "--only"),
         (args.skip, "--skip"),
         (args.no_baseline, "--no-baseline"),
+        (args.jobs != 1, "--jobs"),
     ):
         if given:
             raise InvalidArgument(f"{option} is for your own definitions: give --spec-dir DIR")
@@ -174,11 +188,15 @@ def _mutate_yours(args: argparse.Namespace) -> int:
         seconds = mu.baseline(args.spec_dir, command, timeout)
         print(f"baseline: the tests pass on the unmutated definitions ({seconds:.2f} s)\n")
     print(mu.header(width), flush=True)
+    started, finished = time.monotonic(), 0
 
     def progress(outcome: mu.Outcome) -> None:
+        nonlocal finished
+        finished += 1
         print(mu.row(outcome, width), flush=True)
+        print(mu.eta(finished, len(mutants), time.monotonic() - started), file=sys.stderr)
 
-    outcomes = mu.run(mutants, args.spec_dir, command, timeout, progress)
+    outcomes = mu.run(mutants, args.spec_dir, command, timeout, progress, jobs=args.jobs)
     print("\n" + mu.summary(outcomes))
     return 0 if all(o.killed for o in outcomes) else 1
 

@@ -22,8 +22,10 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,24 +160,87 @@ def baseline(spec_dir: Path, command: Sequence[str], timeout: float) -> float:
     )
 
 
+class Running:
+    """The commands running now, across the worker threads of ``run(jobs=N)``: on
+    Ctrl-C or SIGTERM every one is ended (with what it started) and no other starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._processes: set[subprocess.Popen[bytes]] = set()
+        self.stopped = False
+
+    def add(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._processes.add(process)
+            stopped = self.stopped
+        if stopped:
+            _end(process)
+
+    def discard(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._processes.discard(process)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            running = list(self._processes)
+        for process in running:
+            _end(process)
+
+
+class Stopped(Exception):
+    """A mutant not started because the run was interrupted."""
+
+
 def run(
     mutants: Sequence[Mutant],
     spec_dir: Path,
     command: Sequence[str],
     timeout: float = DEFAULT_TIMEOUT,
     progress: Callable[[Outcome], None] | None = None,
+    jobs: int = 1,
 ) -> list[Outcome]:
-    """``kill`` each mutant in turn."""
-    outcomes = []
-    for mutant in mutants:
-        outcome = kill(mutant, spec_dir, command, timeout)
-        outcomes.append(outcome)
-        if progress is not None:
-            progress(outcome)
-    return outcomes
+    """``kill`` each mutant, ``jobs`` at a time (each in its own copy of ``spec_dir``,
+    with the command in a session of its own); the outcomes in the order of ``mutants``
+    whatever order they finish in, each handed to ``progress`` as it finishes."""
+    if type(jobs) is not int or jobs < 1:
+        raise InvalidArgument(f"jobs must be a whole number from 1, not {jobs!r}")
+    if jobs == 1:
+        outcomes = []
+        for mutant in mutants:
+            outcome = kill(mutant, spec_dir, command, timeout)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+        return outcomes
+    running = Running()
+    done: dict[int, Outcome] = {}
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="machines-mutate")
+    try:
+        futures = {
+            pool.submit(kill, mutant, spec_dir, command, timeout, running): i
+            for i, mutant in enumerate(mutants)
+        }
+        for future in as_completed(futures):
+            outcome = future.result()
+            done[futures[future]] = outcome
+            if progress is not None:
+                progress(outcome)
+    except BaseException:
+        running.stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [done[i] for i in range(len(mutants))]
 
 
-def kill(mutant: Mutant, spec_dir: Path, command: Sequence[str], timeout: float) -> Outcome:
+def kill(
+    mutant: Mutant,
+    spec_dir: Path,
+    command: Sequence[str],
+    timeout: float,
+    running: Running | None = None,
+) -> Outcome:
     """Write ``mutant`` into a fresh copy of ``spec_dir``; the definition's rules judge it
     first, then ``command``."""
     started = time.perf_counter()
@@ -189,7 +254,7 @@ def kill(mutant: Mutant, spec_dir: Path, command: Sequence[str], timeout: float)
             problem = (error.problems[0] if error.problems else str(error)).splitlines()[0]
             evidence = _MUTANT_LINE.sub("", problem)
             return Outcome(mutant, True, RULES, _clip(evidence), time.perf_counter() - started)
-        code, _, said = _run_command(command, copy, mutant, timeout, Path(tmp) / "output")
+        code, _, said = _run_command(command, copy, mutant, timeout, Path(tmp) / "output", running)
     seconds = time.perf_counter() - started
     last = _clip(said[-1]) if said else ""
     if code is None:
@@ -236,10 +301,18 @@ def _refuse_special_files(spec_dir: Path) -> None:
 
 
 def _run_command(
-    command: Sequence[str], spec_copy: Path, mutant: Mutant | None, timeout: float, log: Path
+    command: Sequence[str],
+    spec_copy: Path,
+    mutant: Mutant | None,
+    timeout: float,
+    log: Path,
+    running: Running | None = None,
 ) -> tuple[int | None, float, list[str]]:
     """The command's exit code (None: still running at the timeout, then ended), its
-    seconds and the last lines it printed."""
+    seconds and the last lines it printed. ``running``: the run this command belongs to
+    (``Stopped`` if it was interrupted before the command started)."""
+    if running is not None and running.stopped:
+        raise Stopped(mutant.id if mutant else "baseline")
     env = dict(os.environ)
     env[SPEC_DIR_VARIABLE] = str(spec_copy)
     env[HYPOTHESIS_STORAGE] = str(log.parent / "hypothesis")
@@ -261,6 +334,8 @@ def _run_command(
         except (OSError, ValueError) as exc:
             reason = os_reason(exc)
             raise InvalidArgument(f"cannot run the command {command[0]!r}: {reason}") from exc
+        if running is not None:
+            running.add(process)
         code: int | None = None
         try:
             code = process.wait(timeout=timeout)
@@ -268,6 +343,8 @@ def _run_command(
             code = None
         finally:  # done, timed out, Ctrl-C or SIGTERM: end it and all it left running
             _end(process)
+            if running is not None:
+                running.discard(process)
     seconds = time.perf_counter() - started
     return code, seconds, _last_lines(log)
 
@@ -290,6 +367,19 @@ def _last_lines(log: Path, limit: int = 8192) -> list[str]:
         f.seek(max(0, log.stat().st_size - limit))
         text = f.read().decode("utf-8", "backslashreplace")
     return [line.rstrip() for line in text.splitlines() if line.strip()]
+
+
+def eta(finished: int, total: int, elapsed: float) -> str:
+    """A progress line: how many mutants are done, and about how long the rest will take
+    at the pace so far."""
+    left = (total - finished) * elapsed / finished if finished else 0.0
+    rest = f", about {_duration(left)} left" if finished < total else f" in {_duration(elapsed)}"
+    return f"mutate: {finished}/{total} mutants{rest}"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60} s" if whole >= 60 else f"{whole} s"
 
 
 def _exit(code: int) -> str:
