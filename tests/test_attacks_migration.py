@@ -332,3 +332,44 @@ def test_the_audit_names_a_recorded_migration_that_released_money_in_flight(
         "transfer-1",
         "'migration' moved it to failed after side-effect nodes started (withdraw)",
     ) in found, found
+
+
+# -- stored contexts the new version cannot hold (issue 28, item 6) ---------------------------
+
+
+def with_region(doc: Document) -> None:
+    doc["context"] = {"region": {"description": "where the charge runs", "values": ["eu", "us"]}}
+
+
+@pytest.mark.parametrize("change", ["a variable removed", "a variable added", "a value removed"])
+def test_stored_contexts_the_new_version_cannot_hold_are_refused_either_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str
+) -> None:
+    """A mutant that only checked for missing variables passed entities that hold one the
+    new version removed: they could never move again. Each way is refused, naming it."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    v1 = SpecCopy(tmp_path / "v1")
+    if change != "a variable added":
+        v1.edit("outcome", with_region)
+    store = open_store(url, load_dir(v1.path))
+    try:
+        context = {} if change == "a variable added" else {"region": "eu"}
+        store.insert("outcome", "charge-1", context=context)
+    finally:
+        store.close()
+    v2 = SpecCopy(tmp_path / "v2")
+    if change == "a variable added":
+        v2.edit("outcome", with_region)
+    elif change == "a value removed":
+
+        def us_only(doc: Document) -> None:
+            with_region(doc)
+            doc["context"]["region"]["values"] = ["us"]
+
+        v2.edit("outcome", us_only)
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, v2.path)
+    assert code == 1, out
+    assert "1 entities have a context the new version refuses" in out
+    assert "region" in out
+    assert raw_snapshot(url) == before
