@@ -373,3 +373,52 @@ def test_stored_contexts_the_new_version_cannot_hold_are_refused_either_way(
     assert "1 entities have a context the new version refuses" in out
     assert "region" in out
     assert raw_snapshot(url) == before
+
+
+# -- the outsider's third batch: a v2 that retags the state it maps into ----------------------
+
+
+def succeeded_folded_into_failed(doc: Document) -> None:
+    """v2: ``succeeded`` removed, ``failed`` retagged ``effect-started`` and entered by the
+    moves that led to ``succeeded``: the retag made succeeded=failed look faithful."""
+    del doc["states"]["succeeded"]
+    doc["states"]["failed"]["tags"] = ["effect-started"]
+    for t in doc["transitions"]:
+        if t["dest"] == "succeeded":
+            t["dest"] = "failed"
+    doc["forbidden"] = [f for f in doc["forbidden"] if f["source"] != "succeeded"]
+    for rule in doc["invariants"]:
+        if rule["id"] == "failed-means-proven":
+            rule["dests"] = ["failed"]
+
+
+def executing_renamed_releasing(doc: Document) -> None:
+    renamed_doc = rename_everywhere(doc, "executing", "running")
+    renamed_doc["states"]["running"]["tags"] = ["releases-reservation"]
+    doc.clear()
+    doc.update(renamed_doc)
+
+
+def test_a_map_made_to_look_faithful_by_retagging_the_new_version_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "succeeded", {})
+    spec_dir = SpecCopy(tmp_path / "v2").edit("outcome", succeeded_folded_into_failed).path
+    assert main(["check", "--spec-dir", str(spec_dir)]) == 0
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, "outcome:succeeded=failed")
+    assert code == 1, out
+    assert "'succeeded' is tagged effect-started (the effect may have run) and 'failed'" in out
+    assert raw_snapshot(url) == before
+
+
+def test_a_rename_that_releases_the_reservation_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request_with_node(url, "submitting", side_effect=True)
+    spec_dir = SpecCopy(tmp_path / "v2").edit("request", executing_renamed_releasing).path
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, "request:executing=running")
+    assert code == 1, out
+    assert "a rename never changes a reservation's fate" in out
+    assert raw_snapshot(url) == before

@@ -23,7 +23,10 @@ the rules of both versions for the state it enters:
   ``effect-started`` (the effect may have run) goes only into another such state, and a
   map out of a terminal state into another goes only into one with the same built-in tags
   (``succeeded`` is never read as ``failed``, nor a completed transfer as a released one,
-  nor the reverse; a removed terminal state is renamed, or kept).
+  nor the reverse; a removed terminal state is renamed, or kept), each judged under both
+  versions' tags where both have the state entered; a rename keeps a reservation's fate
+  (held, consumed, released), and no map enters a state whose fate the new version
+  changes.
 
 The store's migration refuses such a map before it writes anything, and the audit judges
 every recorded migration event the same way; both read ``migration_breaks``.
@@ -35,16 +38,21 @@ from collections.abc import Iterator, Mapping
 
 from machines.spec.records import MachineSpec, Rule
 from machines.spec.vocabulary import (
+    CONSUMES_RESERVATION,
     EFFECT_STARTED,
     FAIL_CLOSED,
+    HOLDS_RESERVATION,
     MIGRATION_ACTOR,
     MIGRATION_TRIGGER,
     NEEDS_HUMAN,
+    RELEASES_RESERVATION,
     TAGS,
     describe_guard,
 )
 
 RESERVED_TAGS = (FAIL_CLOSED, NEEDS_HUMAN)
+RESERVATION_TAGS = (HOLDS_RESERVATION, CONSUMES_RESERVATION, RELEASES_RESERVATION)
+"""Tags that say a reservation's fate: no migration changes it."""
 """Tags that keep a state for people: no migration takes an entity out of one."""
 
 
@@ -121,11 +129,35 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
 
 
 def _meaning(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    """The map must keep what the state says under every version that has the state it
+    enters: a new version that also retags that state cannot make the map look faithful
+    (``failed`` tagged ``effect-started`` in v2 is still the old ``failed`` its callers
+    were told)."""
     if source not in old.states:
         return
-    entered = new if dest in new.states else old
-    if dest not in entered.states:
-        return
+    for entered in dict.fromkeys(s for s in (old, new) if dest in s.states):
+        yield from _meaning_in(old, entered, source, dest)
+    fate = _fate(old, source)
+    if dest not in old.states and dest in new.states and _fate(new, dest) != fate:
+        yield (
+            f"'{source}' gives its reservation the fate {_tags(fate)} and '{dest}' "
+            f"{_tags(_fate(new, dest))}: a rename never changes a reservation's fate (only "
+            "the definition's own moves hold, consume or release one)"
+        )
+    was, now = _fate(old, dest), _fate(new, dest)
+    if dest in old.states and dest in new.states and was != now:
+        yield (
+            f"the new version changes what '{dest}' does to a reservation ({_tags(was)} to "
+            f"{_tags(now)}): no map into it can be judged; migrate that change with no entity "
+            "mapped into it"
+        )
+
+
+def _fate(spec: MachineSpec, state: str) -> set[str]:
+    return {t for t in RESERVATION_TAGS if state in spec.states_tagged(t)}
+
+
+def _meaning_in(old: MachineSpec, entered: MachineSpec, source: str, dest: str) -> Iterator[str]:
     if source in old.states_tagged(EFFECT_STARTED) and dest not in entered.states_tagged(
         EFFECT_STARTED
     ):
@@ -135,11 +167,11 @@ def _meaning(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
         )
     if old.states[source].terminal and entered.states[dest].terminal:
         was = {t for t in TAGS if source in old.states_tagged(t)}
-        now = {t for t in TAGS if dest in entered.states_tagged(t)}
-        if was != now:
+        then = {t for t in TAGS if dest in entered.states_tagged(t)}
+        if was != then:
             yield (
                 f"'{source}' is terminal, and what it records differs from '{dest}' (tags "
-                f"{_tags(was)} against {_tags(now)}): a finished entity keeps how it ended"
+                f"{_tags(was)} against {_tags(then)}): a finished entity keeps how it ended"
             )
 
 
