@@ -28,7 +28,7 @@ from machines.store.integrity import (
     object_differences,
     versions_served,
 )
-from machines.store.names import name
+from machines.store.names import name, quote
 from machines.store.records import DefinitionVersion
 from machines.store.sql import read_versions
 
@@ -62,10 +62,9 @@ def guard_differences(
     """The registry's objects and those of each machine at its version (None: not here
     yet, nothing to compare), against what the scripts make; then each legal-moves
     table."""
+    registry = _without_upgrade(_expected(sqlite_registry()), _found(conn, [REGISTRY]))
     out = object_differences(
-        None,
-        _without_upgrade(_expected(sqlite_registry()), _found(conn, [REGISTRY])),
-        _found(conn, [REGISTRY]),
+        None, registry, _without_reporting(conn, registry, _found(conn, [REGISTRY]))
     )
     if _found(conn, [REPAIRS]):
         out += object_differences(None, _expected(sqlite_repairs()), _found(conn, [REPAIRS]))
@@ -76,7 +75,7 @@ def guard_differences(
         tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
         expected = _expected(sqlite_schema(spec, version))
         out += object_differences(
-            machine, expected, _without_reporting(expected, _found(conn, tables))
+            machine, expected, _without_reporting(conn, expected, _found(conn, tables))
         )
         cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}")
         columns = [c[0] for c in cursor.description]
@@ -84,20 +83,28 @@ def guard_differences(
     return out
 
 
-def _without_reporting(expected: Objects, found: Objects) -> Objects:
+def _without_reporting(conn: sqlite3.Connection, expected: Objects, found: Objects) -> Objects:
     """``found`` without the plain indexes someone added for their own queries: an index
-    that is not UNIQUE changes no answer and refuses no write."""
+    on columns alone, not UNIQUE and without a WHERE clause, changes no answer and refuses
+    no write (one on an expression or with a WHERE clause is evaluated on every write, and
+    can refuse a legal one)."""
     return {
-        n: o
-        for n, o in found.items()
-        if n in expected or not (o[0] == "index" and _plain_index(o[1]))
+        n: o for n, o in found.items() if n in expected or not (o[0] == "index" and _plain(conn, n))
     }
 
 
-def _plain_index(definition: object) -> bool:
-    _, sql = definition if isinstance(definition, tuple) else (None, None)
-    words = str(sql or "").split()
-    return [w.upper() for w in words[:2]] == ["CREATE", "INDEX"]
+def _plain(conn: sqlite3.Connection, index: str) -> bool:
+    table = conn.execute(
+        "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?", (index,)
+    ).fetchone()
+    if table is None:
+        return False
+    listed = {
+        row[1]: (row[2], row[4]) for row in conn.execute(f"PRAGMA index_list({quote(table[0])})")
+    }
+    unique, partial = listed.get(index, (1, 1))
+    columns = conn.execute(f"PRAGMA index_info({quote(index)})").fetchall()
+    return not unique and not partial and all(row[1] >= 0 for row in columns)
 
 
 def _without_upgrade(expected: Objects, found: Objects) -> Objects:

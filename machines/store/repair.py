@@ -7,7 +7,8 @@ in one transaction, the database locked as for a migration:
 
 - checks that the definitions given are the ones the store serves (``DefinitionChanged``
   otherwise: a repair reinstalls a version, it never migrates);
-- drops every trigger on the tables of each machine and of the registry, and each
+- drops every trigger on the tables of each machine, of the registry and of the record
+  of repairs (``_record`` puts the latter back), and each
   machine's legal-moves table whose rows or columns differ, and runs the generated
   schema of its current version again (SQLite: the same statements a new store runs;
   PostgreSQL: the functions and triggers replaced, all enabled);
@@ -113,7 +114,7 @@ def _reinstall(
 ) -> None:
     """The guards put back; a machine's legal-moves table is made again only when its rows
     or columns differ (a view you made over an intact one is kept)."""
-    for table, trigger in db.triggers([quote(REGISTRY)]):
+    for table, trigger in db.triggers([quote(REGISTRY), quote(REPAIRS)]):
         db.execute(f"DROP TRIGGER IF EXISTS {quote(trigger)}" + db_on(db, table))
     p = db.param
     for machine, version in versions.items():
