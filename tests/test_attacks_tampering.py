@@ -525,8 +525,7 @@ TABLE_CHANGES = {
         "table outcome_moves: columns (source text NOT NULL, dest text COLLATE C NOT NULL",
     ),
     "an index on an expression": (
-        "CREATE INDEX my_q ON \"outcome_history\" ((1 / (CASE WHEN seq > 1000 "
-        "THEN 0 ELSE 1 END)))",
+        'CREATE INDEX my_q ON "outcome_history" ((1 / (CASE WHEN seq > 1000 THEN 0 ELSE 1 END)))',
         "table outcome_history: has an index on an expression or with a WHERE clause",
     ),
     "a constraint added to the registry": (

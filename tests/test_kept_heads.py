@@ -6,6 +6,7 @@ on SQLite and PostgreSQL, and later legal moves are no alarm."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from machines.checks import heads
 from machines.checks.audit import judge_store
 from machines.cli import main
-from machines.spec.loader import load
+from machines.spec.loader import bundled_spec_dir, load
 from machines.store import BUNDLED
 from machines.systems.exactly_once import ExactlyOnce
 from tests.raw_sql import DATABASES, OE, Victims, attacked
@@ -85,10 +86,12 @@ def kept(victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     """The heads of the settled store, kept; then a legal move, which is no alarm."""
     file = tmp_path / "heads.json"
     code, out = audit(capsys, "--from-store", victims.store.url, "--save-heads", str(file))
-    assert code == 0 and "kept the heads of 7 entities in" in out and "sha256 " in out, out
+    assert code == 0 and "kept the heads of 7 entities and of the record of repairs in" in out
+    assert "sha256 " in out, out
     ExactlyOnce(victims.store, worker="later").run("later", lambda: 1)
     code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
-    assert code == 0, out
+    assert code == 0 and "checked against the heads of 7 entities kept in" in out, out
+    assert heads.digest(file) in out
     return file
 
 
@@ -250,7 +253,7 @@ def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
         store.close()
     assert judge_store(url, SPECS).heads == {}
     found = judge_store(url, SPECS, keep_heads=True)
-    assert set(found.heads) == {("outcome", "k")}
+    assert set(found.heads) == {("outcome", "k"), heads.RECORD_OF_REPAIRS}
     forged = {("outcome", "k"): heads.Head(1, "0" * 64, "succeeded")}
     assert [b.invariant for b in judge_store(url, SPECS, forged).breaches] == ["history-kept"]
 
@@ -290,3 +293,110 @@ def test_heads_of_a_machine_not_judged_are_named_not_taken_for_deleted(tmp_path:
     breaches = judge_store(url, SPECS, kept).breaches
     assert [(b.machine, b.key) for b in breaches] == [("retired", "*")]
     assert "whose definition was not given" in breaches[0].message
+
+
+def test_a_row_count_of_moves_rewritten_is_named_by_the_plain_audit(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider: ``moves`` rewritten with the guards off (which makes a reclaim fail for
+    ever) was seen by neither the audit nor the kept heads."""
+    owner(victims, VERSION_OUTCOME, f"UPDATE {OE} SET moves = 0 WHERE key = 'refused'")
+    code, out = audit(capsys, "--from-store", victims.store.url)
+    assert code == 1 and "the row counts 0 moves and its history holds 1 events" in out, out
+
+
+VERSION_OUTCOME = {
+    "sqlite": [
+        "outcome_entities_version",
+        "outcome_entities_still",
+        "outcome_entities_legal_move",
+        "outcome_entities_record",
+        "outcome_entities_fixed",
+    ],
+    "postgres": [f"outcome_entities_guard ON {OE}", f"outcome_entities_record ON {OE}"],
+}
+
+
+def test_creation_order_rewritten_and_the_record_of_repairs_dropped_are_named(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, spec_dir = victims.store.url, str(bundled_spec_dir())
+    if victims.raw.kind == "sqlite":
+        victims.raw.lite.execute('DROP TRIGGER "outcome_entities_still"')
+    else:
+        victims.raw.pg.execute(
+            f'ALTER TABLE {OE} DISABLE TRIGGER "outcome_entities_guard"'.encode()
+        )
+    assert main(["repair", url, "--spec-dir", spec_dir, "--by", "ops"]) == 0
+    file = kept(victims, tmp_path, capsys)
+    owner(
+        victims, VERSION_OUTCOME, f"UPDATE {OE} SET created_at = created_at - 5 WHERE key = 'paid'"
+    )
+    victims.raw.attempt([])  # nothing: the raw connection stays usable
+    if victims.raw.kind == "sqlite":
+        victims.raw.lite.execute("DROP TABLE machines_repairs")
+    else:
+        victims.raw.pg.execute(b"DROP TABLE machines_repairs")
+    code, out = audit(capsys, "--from-store", url, "--check-heads", str(file))
+    assert code == 1, out
+    assert "[history-kept] outcome 'paid': its creation order or time changed" in out
+    assert (
+        "[history-kept] store 'repairs': the record of repairs held 1 when kept and now "
+        "holds 0" in out
+    )
+
+
+def test_a_key_given_twice_in_stored_json_is_refused_naming_it(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider: a finished entity's data rewritten to give ``result`` twice read as the old
+    result in Python and as the forged one in SQLite's own json_extract; neither the audit
+    nor the heads saw it. A stored object that gives a key twice is now refused on read."""
+    with victims.store.transaction() as tx:
+        row = tx.get("outcome", "paid")
+    assert row is not None
+    text = json.dumps(dict(row.data))[:-1] + ', "result": {"amount": 500}}'
+    owner(
+        victims,
+        FINAL_DATA,
+        f"UPDATE {OE} SET data = %s, version = version + 1 WHERE key = 'paid'",
+        (text,),
+    )
+    code, out = audit(capsys, "--from-store", victims.store.url)
+    assert (
+        code == 2
+        and "outcome 'paid': the database holds a text that gives the key 'result' twice" in out
+    ), out
+
+
+def test_heads_of_data_no_float_can_hold_are_kept(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider: a number like 1e400 in a live row's data, which an application session may
+    write, made --save-heads crash with a traceback."""
+    sql = (
+        f'UPDATE {OE} SET data = \'{{"owner": "w", "x": 1e400}}\', '
+        "version = version + 1 WHERE key = 'busy'"
+    )
+    assert victims.raw.attempt([sql]) is None
+    if victims.raw.kind == "sqlite":
+        victims.raw.lite.execute(sql)
+    else:
+        victims.raw.pg.execute(sql.encode())
+    file = tmp_path / "heads.json"
+    _, out = audit(capsys, "--from-store", victims.store.url, "--save-heads", str(file))
+    assert "Traceback" not in out and "kept the heads of" in out, out
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+def test_a_fifo_given_as_the_heads_file_is_refused_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from machines.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    open_store(url).close()
+    fifo = tmp_path / "heads.fifo"
+    os.mkfifo(fifo)
+    code, out = audit(capsys, "--from-store", url, "--check-heads", str(fifo))
+    assert code == 2 and "not a regular file" in out, out

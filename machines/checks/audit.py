@@ -361,12 +361,12 @@ def judge_store(
                 "whose digest is not that of the definition given (it was migrated while "
                 "the audit opened it); audit it again with the definitions it now serves"
             )
-    against = [] if kept is None else check(set(specs), snap, kept)
+    against = [] if kept is None else check(set(specs), snap, kept, repairs)
     return StoreAudit(
         guards + against + judge_snapshot(specs, snap),
         {m: tuple(v) for m, v in versions.items()},
         repairs,
-        heads(specs, snap) if keep_heads else {},
+        heads(specs, snap, repairs) if keep_heads else {},
     )
 
 

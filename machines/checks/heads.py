@@ -40,6 +40,10 @@ FORMAT = "machines-heads/1"
 
 INVARIANT = "history-kept"
 
+RECORD_OF_REPAIRS = ("", "repairs")
+"""Where the heads keep the store's record of repairs (no machine is named ""): its count
+and the chain of its lines, so that a record dropped or emptied is found too."""
+
 
 class HeadsError(MachinesError):
     """A heads file that cannot be read, written or trusted: named, with what to do."""
@@ -59,10 +63,12 @@ class Head:
     """The row's version (every write raises it by one); None outside a store."""
     data: str | None = None
     """A digest of the row's whole data at that version."""
+    origin: str | None = None
+    """A digest of the row's creation order and time, which never change."""
 
 
 def _canonical(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _hash(*parts: bytes) -> str:
@@ -97,14 +103,28 @@ def chain(entity: Entity, versions: Sequence[int] = (), upto: int | None = None)
     return link
 
 
+def _origin(entity: Entity) -> str | None:
+    row = entity.row
+    return None if row is None else _hash(_canonical([row.ordinal, row.created_at]))
+
+
 def _finished(data: Mapping[str, Any], annotations: Iterable[str]) -> str:
     kept = set(annotations)
     return _hash(_canonical({k: v for k, v in data.items() if k not in kept}))
 
 
-def heads(specs: Mapping[str, MachineSpec], snap: Snapshot) -> dict[tuple[str, str], Head]:
-    """Every entity's head in ``snap``."""
-    out = {}
+def _repairs_link(lines: Sequence[str]) -> str:
+    link = _hash(b"repairs")
+    for line in lines:
+        link = _hash(link.encode(), line.encode())
+    return link
+
+
+def heads(
+    specs: Mapping[str, MachineSpec], snap: Snapshot, repairs: Sequence[str] = ()
+) -> dict[tuple[str, str], Head]:
+    """Every entity's head in ``snap``, and the record of ``repairs`` (its lines)."""
+    out = {RECORD_OF_REPAIRS: Head(len(repairs), _repairs_link(repairs), "repairs")}
     for (machine, key), entity in snap.entities.items():
         versions = snap.event_versions.get((machine, key), ())
         state = specs[machine].states.get(entity.state) if machine in specs else None
@@ -120,17 +140,35 @@ def heads(specs: Mapping[str, MachineSpec], snap: Snapshot) -> dict[tuple[str, s
             annotations or (),
             entity.version,
             _finished(entity.data, ()),
+            _origin(entity),
         )
     return out
 
 
 def check(
-    machines: Collection[str], snap: Snapshot, kept: Mapping[tuple[str, str], Head]
+    machines: Collection[str],
+    snap: Snapshot,
+    kept: Mapping[tuple[str, str], Head],
+    repairs: Sequence[str] = (),
 ) -> list[Breach]:
     """What changed in ``snap`` (of ``machines``) since ``kept`` was taken, each a
     ``history-kept`` breach naming the entity and, as near as the chain can tell, the
     place. Heads of a machine not judged are one breach: they cannot be checked."""
     out = []
+    record = kept.get(RECORD_OF_REPAIRS)
+    if record is not None and (
+        len(repairs) < record.moves or _repairs_link(repairs[: record.moves]) != record.link
+    ):
+        out.append(
+            Breach(
+                INVARIANT,
+                "store",
+                "repairs",
+                f"the record of repairs held {record.moves} when kept and now holds "
+                f"{len(repairs)}, or they differ: it was dropped, emptied or rewritten",
+            )
+        )
+    kept = {k: v for k, v in kept.items() if k != RECORD_OF_REPAIRS}
     unjudged = Counter(m for m, _ in kept if m not in machines)
     for machine, count in sorted(unjudged.items()):
         out.append(
@@ -171,6 +209,8 @@ def _changes(
             f"#{head.moves} was edited, inserted, deleted or reordered",
             entity.history[: head.moves],
         )
+    if head.origin is not None and _origin(entity) not in (None, head.origin):
+        yield "its creation order or time changed since it was kept (they never change)", ()
     if head.version is not None and entity.version is not None:
         if entity.version < head.version:
             yield (
@@ -226,6 +266,14 @@ def save(path: Path, kept: Mapping[tuple[str, str], Head]) -> str:
     return hashlib.sha256(text).hexdigest()
 
 
+def digest(path: Path) -> str:
+    """The sha256 of the heads file at ``path``, to compare with the one kept apart."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise HeadsError(f"{path}: cannot read the kept heads: {exc.strerror or exc}") from exc
+
+
 def _as_dict(head: Head) -> dict[str, Any]:
     return {
         "moves": head.moves,
@@ -235,12 +283,15 @@ def _as_dict(head: Head) -> dict[str, Any]:
         "annotations": list(head.annotations),
         "version": head.version,
         "data": head.data,
+        "origin": head.origin,
     }
 
 
 def load(path: Path) -> dict[tuple[str, str], Head]:
     """The heads kept in ``path``; ``HeadsError`` names what is wrong with it."""
     try:
+        if path.exists() and not path.is_file():
+            raise HeadsError(f"{path}: not a regular file; give the heads file kept earlier")
         document = json.loads(path.read_bytes())
     except OSError as exc:
         raise HeadsError(f"{path}: cannot read the kept heads: {exc.strerror or exc}") from exc
@@ -281,9 +332,11 @@ def _head(entry: object) -> Head | None:
         return None
     if not isinstance(annotations, list) or not all(type(a) is str for a in annotations):
         return None
-    version, data = entry.get("version"), entry.get("data")
+    version, data, origin = entry.get("version"), entry.get("data"), entry.get("origin")
     if not (version is None or (type(version) is int and version >= 1)):
         return None
-    if not (data is None or type(data) is str):
+    if not all(v is None or type(v) is str for v in (data, origin)):
         return None
-    return Head(moves, entry["link"], entry["state"], finished, tuple(annotations), version, data)
+    return Head(
+        moves, entry["link"], entry["state"], finished, tuple(annotations), version, data, origin
+    )

@@ -28,7 +28,7 @@ from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
-from machines.store.records import DefinitionVersion, Store, shown_url
+from machines.store.records import DefinitionVersion, Row, Store, shown_url
 from machines.store.versions import load_versions
 from machines.systems.exactly_once import RECLAIMED_AT
 
@@ -44,6 +44,9 @@ class Entity:
     history: tuple[TransitionEvent, ...]
     version: int | None = None
     """The row's version (every write raises it by one); None outside a store."""
+    row: Row | None = None
+    """The row as the store returned it (its move count, creation order and times); None
+    outside a store."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ def snapshot(
                     row.scope,
                     tuple(tx.history(machine, row.key)),
                     row.version,
+                    row,
                 )
                 versions[(machine, row.key)] = tuple(tx.event_versions(machine, row.key))
     return Snapshot(
@@ -221,6 +225,12 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
                     f"entity is '{e.state}'",
                     e.history[-1:],
                 )
+        if e.row is not None and e.row.moves != len(e.history):
+            breach(
+                f"the row counts {e.row.moves} moves and its history holds {len(e.history)} "
+                "events: one of them was changed outside machines",
+                e.history[-1:],
+            )
         if previous is not None:
             key = (e.machine, e.key)
             before = previous.entities.get(key)

@@ -62,6 +62,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     versions: dict[str, list[int]] | None = None
     repairs: list[str] = []
     kept: str | None = None
+    checked: str | None = None
     try:
         paths = definition_paths(args.spec_dir or bundled_spec_dir())
         specs = {spec.name: spec for spec in map(read_definition, paths)}
@@ -73,13 +74,21 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         else:
             assert url is not None
             against = None if args.check_heads is None else heads.load(args.check_heads)
+            if against is not None:
+                counted = sum(k != heads.RECORD_OF_REPAIRS for k in against)
+                checked = (
+                    f"checked against the heads of {counted} entities kept in "
+                    f"{args.check_heads} "
+                    f"(sha256 {heads.digest(args.check_heads)})"
+                )
             found = judge_store(url, specs, against, keep_heads=args.save_heads is not None)
             breaches = found.breaches
             if args.save_heads is not None:
                 digest = heads.save(args.save_heads, found.heads)
+                entities = sum(k != heads.RECORD_OF_REPAIRS for k in found.heads)
                 kept = (
-                    f"kept the heads of {len(found.heads)} entities in {args.save_heads} "
-                    f"(sha256 {digest})"
+                    f"kept the heads of {entities} entities and of the record of repairs in "
+                    f"{args.save_heads} (sha256 {digest})"
                 )
             versions = {m: list(v) for m, v in found.versions.items()}
             repairs = list(found.repairs)
@@ -99,14 +108,16 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 versions=versions,
                 repairs=repairs,
                 kept=kept,
+                checked=checked,
                 breaches=[_breach(b) for b in breaches],
             )
         )
         return code
     for line in repairs:
         print(line)
-    if kept is not None:
-        print(kept)
+    for said in (checked, kept):
+        if said is not None:
+            print(said)
     for breach in breaches:
         print(breach.describe())
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"

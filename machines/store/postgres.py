@@ -34,6 +34,7 @@ from machines.errors import install_command
 
 try:
     import psycopg
+    from psycopg.types.json import set_json_loads
 except ModuleNotFoundError as missing:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
         f"the PostgreSQL store needs psycopg: {install_command('postgres')}"
@@ -50,7 +51,7 @@ from machines.store.integrity_postgres import (
     has_installed_guard,
     served_versions,
 )
-from machines.store.records import Row, StaleWrite, StoreError, frozen, shown_url
+from machines.store.records import Row, StaleWrite, StoreError, frozen, read_json, shown_url
 from machines.store.sql import (
     Dialect,
     SQLTransaction,
@@ -109,6 +110,7 @@ def _connect(url: str, read_only: bool = False) -> psycopg.Connection[Any]:
             conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to PostgreSQL at {shown_url(url)}: {exc}") from exc
+    set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
     if read_only:
         try:
             conn.execute(_READ_ONLY)

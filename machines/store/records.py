@@ -359,16 +359,55 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 """The read-only empty mapping: an empty column, or no context given."""
 
 
+class Unreadable(str):
+    """A stored JSON text the store will not read (``read_json``): the text, and why."""
+
+    reason: str
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return found
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
+def read_json(text: str | bytes) -> object:
+    """A stored JSON text as Python values, or ``Unreadable``: not JSON, nested too deep,
+    or an object that gives a key twice (SQLite reads the first value, PostgreSQL and
+    Python the last: a text the store never writes, whose readers disagree)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        return _STRICT.decode(text)
+    except _DuplicateKey as twice:
+        reason = f"gives the key {describe(twice.args[0])} twice"
+    except RecursionError:
+        reason = "is nested too deep to read"
+    except ValueError:
+        reason = "is not JSON"
+    unreadable = Unreadable(text)
+    unreadable.reason = reason
+    return unreadable
+
+
 def decode(text: str | None) -> Mapping[str, Any]:
     """A JSON object column as the database holds it (SQLite: text), read-only at the top;
     anything but a JSON object there was written behind the store's back: ``StoreError``."""
     if not text:
         return EMPTY
-    try:
-        loaded: object = json.loads(text)
-    except (ValueError, RecursionError):
-        loaded = text  # not JSON at all: refused below as the text it is
-    return frozen(loaded)
+    return frozen(read_json(text))
 
 
 def frozen(value: object) -> Mapping[str, Any]:
@@ -376,7 +415,8 @@ def frozen(value: object) -> Mapping[str, Any]:
     written behind the store's back: ``StoreError``."""
     if type(value) is dict:
         return MappingProxyType(value)
+    what = f"a text that {value.reason}" if isinstance(value, Unreadable) else describe(value)
     raise StoreError(
-        f"the database holds {describe(value)} where a JSON object belongs; it was written "
+        f"the database holds {what} where a JSON object belongs; it was written "
         "outside the store (machines audit --from-store checks the rest)"
     )

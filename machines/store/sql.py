@@ -15,6 +15,7 @@ from machines.runtime.history import Clock, TransitionEvent
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.document import as_json
+from machines.spec.jsonvalue import describe
 from machines.store.arguments import (
     check_due,
     check_insert,
@@ -162,13 +163,16 @@ class SQLTransaction:
 
     def _row(self, machine: str, values: tuple[Any, ...]) -> Row:
         key, state, context, data, scope, ordinal, moves, version, created, updated = values
-        json = self.dialect.json
+        try:
+            context, data = self.dialect.json(context), self.dialect.json(data)
+        except StoreError as unreadable:
+            raise StoreError(f"{machine} {describe(key)}: {unreadable}") from unreadable
         return Row(
             machine,
             key,
             state,
-            json(context),
-            json(data),
+            context,
+            data,
             scope,
             ordinal,
             moves,
