@@ -17,7 +17,7 @@ from machines.checks import heads
 from machines.checks.audit import judge_store
 from machines.cli import main
 from machines.spec.loader import bundled_spec_dir, load
-from machines.store import BUNDLED
+from machines.store import BUNDLED, open_store
 from machines.systems.exactly_once import ExactlyOnce
 from tests.raw_sql import DATABASES, OE, Victims, attacked
 
@@ -216,7 +216,6 @@ def test_a_heads_file_that_cannot_be_trusted_is_exit_2(
     file = tmp_path / "heads.json"
     file.write_bytes(text)
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    from machines.store import open_store
 
     open_store(url).close()
     code, out = audit(capsys, "--from-store", url, "--check-heads", str(file))
@@ -227,7 +226,6 @@ def test_heads_options_need_a_store_and_a_writable_place(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    from machines.store import open_store
 
     open_store(url).close()
     log = tmp_path / "log.jsonl"
@@ -242,15 +240,19 @@ def test_heads_options_need_a_store_and_a_writable_place(
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
+def one_key_store(tmp_path: Path) -> str:
+    """A SQLite store holding one settled outcome, ``k``: its URL."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    from machines.store import open_store
-
     store = open_store(url)
     try:
         ExactlyOnce(store, worker="w").run("k", lambda: 1)
     finally:
         store.close()
+    return url
+
+
+def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
+    url = one_key_store(tmp_path)
     assert judge_store(url, SPECS).heads == {}
     found = judge_store(url, SPECS, keep_heads=True)
     assert set(found.heads) == {("outcome", "k"), heads.RECORD_OF_REPAIRS}
@@ -280,14 +282,7 @@ def test_a_live_row_rewritten_without_a_write_is_named(
 
 
 def test_heads_of_a_machine_not_judged_are_named_not_taken_for_deleted(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    from machines.store import open_store
-
-    store = open_store(url)
-    try:
-        ExactlyOnce(store, worker="w").run("k", lambda: 1)
-    finally:
-        store.close()
+    url = one_key_store(tmp_path)
     found = judge_store(url, SPECS, keep_heads=True).heads
     kept = {**found, ("retired", "r-1"): heads.Head(0, "0" * 64, "idle")}
     breaches = judge_store(url, SPECS, kept).breaches
@@ -392,7 +387,6 @@ def test_heads_of_data_no_float_can_hold_are_kept(
 def test_a_fifo_given_as_the_heads_file_is_refused_not_waited_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from machines.store import open_store
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     open_store(url).close()
