@@ -215,7 +215,7 @@ def run(
         return outcomes
     running = Running()
     done: dict[int, Outcome] = {}
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="machines-mutate")
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="machines mutate")
     try:
         futures = {
             pool.submit(kill, mutant, spec_dir, command, timeout, running): i
