@@ -245,6 +245,13 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "exactly-once suite",
             ),
             _invariant(
+                "indeterminate-has-cause",
+                """A caller is told indeterminate only with a cause: the holder's lease
+                expired, the holder crashed, or its own run failed after it may have sent;
+                never while another caller holds a live lease and nothing failed.""",
+                "exactly-once suite",
+            ),
+            _invariant(
                 "indeterminate-stays",
                 """A key any caller was told is indeterminate stays indeterminate for every
                 later caller until an explicit reclaim or decision (a late holder cannot settle

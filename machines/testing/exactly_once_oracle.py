@@ -298,6 +298,12 @@ class Oracle:
         if kind == "indeterminate":
             if phase is Phase.FREE and call.invocations == 0:
                 return "explicit-exit", "was told indeterminate without running, after a reclaim"
+            if phase is Phase.RUNNING and not holder and not self._expired(record):
+                return "indeterminate-has-cause", (
+                    f"was told indeterminate while call {record.holder} held a live lease and "
+                    "nothing had failed (a person would be sent to settle a call that may yet "
+                    "succeed)"
+                )
             self._park(record, "indeterminate-stays")
             return None
         if kind == "failed":

@@ -500,6 +500,16 @@ class NoLeaseCheck(Ledger):
         return self.take(key, worker, version)
 
 
+class ParksWhenBusy(Ledger):
+    """Parks a key another worker holds ("better safe than sorry"): the next caller is
+    told indeterminate at once, and the first worker's result, when it lands, is thrown
+    away."""
+
+    def when_busy(self, key: str, worker: str, version: int) -> Claim:
+        self.park_row(key, version)
+        return Unknown(key)
+
+
 class NoneForDuplicates(Ledger):
     """Answers a duplicate caller with None while the first one runs."""
 
@@ -610,6 +620,7 @@ BUGS: dict[type[Ledger], Expect] = {
     TakesOverExpired: Expect("expired-lease-parks", 1),
     NeverExpires: Expect("expired-lease-parks", 1),
     NoLeaseCheck: Expect("one-send-per-claim", 1),
+    ParksWhenBusy: Expect("indeterminate-has-cause", 1),
     NoneForDuplicates: Expect("result-from-upstream", 1),
     GlobalLock: Expect("in-progress-means-held", 1),
     LeaksStoreErrors: Expect("typed-answer", 1),
