@@ -672,3 +672,40 @@ def test_repair_puts_back_the_guard_of_its_own_record(
         assert code == 0, out
         open_store(url).close()
         assert "never changes" in str(victims.raw.attempt(["DELETE FROM machines_repairs"]))
+
+
+def test_postgres_other_ways_to_switch_the_guards_off_are_named() -> None:
+    """Outsider, second batch: ``GRANT SET ON PARAMETER session_replication_role`` to the
+    application's role, or a function that sets it, let a role that owns nothing write with
+    no guard firing, and every open was clean. Each is made inside a transaction that is
+    rolled back, so no other test's store ever sees it."""
+    import psycopg
+
+    from machines.store.integrity_postgres import _replication_roles
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(require_postgres()) as conn:
+        assert _replication_roles(conn) == []
+        conn.execute(f"CREATE ROLE {role}".encode())
+        conn.execute(f"GRANT SET ON PARAMETER session_replication_role TO {role}".encode())
+        conn.execute(
+            b"CREATE FUNCTION pg_temp.off() RETURNS void LANGUAGE sql "
+            b"SET session_replication_role = replica AS 'SELECT 1'"
+        )
+        found = [d.what for d in _replication_roles(conn)]
+        conn.rollback()
+    assert any("set to 'replica' by function" in what for what in found), found
+    assert any(f"may be set by roles that are no superuser ({role})" in w for w in found), found
+
+
+def test_postgres_a_creation_order_sequence_turned_around_is_named(tmp_path: Path) -> None:
+    """Outsider, second batch: a sequence made to count down reversed the order in which
+    compensation undoes a session's effects, and the store opened clean."""
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        sql(
+            victims,
+            'ALTER SEQUENCE "effect_entities_ordinal_seq" INCREMENT BY -1 '
+            "MINVALUE -1000000 RESTART WITH 1000",
+        )
+        refused_open(victims, "table effect_entities: its creation order is not drawn, rising")

@@ -158,6 +158,34 @@ def _replication_roles(conn: Any) -> list[Difference]:
                 f"is set to 'replica' for {who} in {database}: those sessions fire no guard",
             )
         )
+    for (function,) in conn.execute(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p "
+        "WHERE 'session_replication_role=replica' = ANY(p.proconfig) ORDER BY 1"
+    ):
+        out.append(
+            Difference(
+                None,
+                "session_replication_role",
+                f"is set to 'replica' by function {function}: whoever may call it writes "
+                "with no guard firing",
+            )
+        )
+    if conn.info.server_version >= 150000:
+        for (granted,) in conn.execute(
+            "SELECT string_agg(coalesce(r.rolname, 'every role'), ', ' ORDER BY 1) "
+            "FROM pg_parameter_acl p, aclexplode(p.paracl) a "
+            "LEFT JOIN pg_roles r ON r.oid = a.grantee "
+            "WHERE p.parname = 'session_replication_role' AND a.privilege_type = 'SET' "
+            "AND NOT coalesce(r.rolsuper, FALSE) HAVING count(*) > 0"
+        ):
+            out.append(
+                Difference(
+                    None,
+                    "session_replication_role",
+                    f"may be set by roles that are no superuser ({granted}): their sessions "
+                    "can switch every guard off",
+                )
+            )
     return out
 
 
