@@ -422,3 +422,18 @@ def test_a_rename_that_releases_the_reservation_is_refused(
     assert code == 1, out
     assert "a rename never changes a reservation's fate" in out
     assert raw_snapshot(url) == before
+
+
+@pytest.mark.parametrize("into", ["expired", "rejected", "failed"])
+def test_no_map_releases_a_reservation_while_money_may_be_moving(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], into: str
+) -> None:
+    """Outsider, second batch: the rule that keeps failed and cancelled from releasing a
+    reservation with money in flight did not name expired, so --map executing=expired was
+    applied with a withdrawal submitting."""
+    request_with_node(url, "submitting", side_effect=True)
+    spec_dir = renamed(tmp_path, "request", "executing", "running")
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, f"request:executing={into}")
+    assert code == 1, out
+    assert raw_snapshot(url) == before

@@ -18,7 +18,8 @@ the rules of both versions for the state it enters:
 - it may not enter a state ``only_actors_enter`` keeps for people, nor one that
   ``automatic_enters_only_when`` or ``only_reachable_when`` admits only under a context
   the entity does not have (a request released while a node with a side effect has
-  started: its derived context, from its nodes, says so);
+  started: its derived context, from its nodes, says so); a rule that guards one state
+  releasing a reservation guards every such state a map enters;
 - it may not change what the entity's state says happened: a map out of a state tagged
   ``effect-started`` (the effect may have run) goes only into another such state, and a
   map out of a terminal state into another goes only into one with the same built-in tags
@@ -199,7 +200,7 @@ def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -
     if context is None:
         return
     for kind in ("automatic_enters_only_when", "only_reachable_when"):
-        for rule in _rules(spec, kind, dest):
+        for rule in (*_rules(spec, kind, dest), *_releasing_rules(spec, kind, dest)):
             outside = {
                 var: context.get(var)
                 for var, allowed in rule.when.items()
@@ -211,6 +212,19 @@ def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -
                     f"{_named(rule)} admits '{dest}' only when {describe_guard(rule.when)}, "
                     f"not {now}"
                 )
+
+
+def _releasing_rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
+    """The rules of ``kind`` that guard some state releasing a reservation, for another
+    releasing ``state`` they do not name: a map carries an entity there with no move of
+    the definition, so what keeps a reservation from being released while money may be
+    moving holds for every state that releases one (``expired`` as much as ``failed``)."""
+    releasing = spec.states_tagged(RELEASES_RESERVATION)
+    if state not in releasing:
+        return
+    for rule in spec.invariants:
+        if rule.kind == kind and state not in rule.states and set(rule.states) & releasing:
+            yield rule
 
 
 def _rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
