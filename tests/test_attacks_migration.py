@@ -437,3 +437,62 @@ def test_no_map_releases_a_reservation_while_money_may_be_moving(
     code, out = migrate(capsys, url, spec_dir, f"request:executing={into}")
     assert code == 1, out
     assert raw_snapshot(url) == before
+
+
+def untag_succeeded(doc: Document) -> None:
+    doc["states"]["succeeded"]["tags"] = []
+
+
+def reopen_succeeded(doc: Document) -> None:
+    """succeeded made non-terminal, with an operator's way back to failed."""
+    doc["states"]["succeeded"].pop("terminal", None)
+    doc["forbidden"] = [f for f in doc["forbidden"] if f["source"] != "succeeded"]
+    doc["transitions"].append(
+        {
+            "trigger": "retract",
+            "source": "succeeded",
+            "dest": "failed",
+            "actor": "operator",
+            "description": "retract.",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (untag_succeeded, "'succeeded' loses the tag effect-started"),
+        (reopen_succeeded, "'succeeded' is no longer terminal"),
+    ],
+    ids=["untagged", "reopened"],
+)
+def test_a_new_version_cannot_change_the_meaning_of_a_state_entities_live_in(
+    url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    change: Any,
+    why: str,
+) -> None:
+    """Outsider, second batch: v2 dropped effect-started from succeeded (accepted, as a
+    plain change), then v3 removed it and mapped succeeded=failed, judged by v2's tags
+    alone; or v2 made succeeded non-terminal, an operator retracted a finished charge, and
+    v1 came back. A state's meaning stays while entities live in it."""
+    put(url, "outcome", "charge-1", "succeeded", {})
+    spec_dir = SpecCopy(tmp_path / "v2").edit("outcome", change).path
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir)
+    assert code == 1, out
+    assert (
+        f"1 entities are in state 'succeeded', and the new version changes what it means: {why}"
+        in out
+    )
+    assert raw_snapshot(url) == before
+
+
+def test_the_meaning_of_an_empty_state_may_change(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "failed", {})
+    spec_dir = SpecCopy(tmp_path / "v2").edit("outcome", untag_succeeded).path
+    code, out = migrate(capsys, url, spec_dir)
+    assert code == 0, out

@@ -233,3 +233,29 @@ def _rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
 
 def _named(rule: Rule) -> str:
     return f"rule '{rule.id}' ({rule.kind})"
+
+
+def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[str]:
+    """What a new version would change in the meaning of ``state``, which both versions
+    have and in which entities live: it may not stop saying the effect may have run, change
+    what it does to a reservation, or let a finished entity move again. Such a change
+    would reach every entity already there with no move, and a later map out of the state
+    would then be judged by the weaker meaning."""
+    if state not in old.states or state not in new.states:
+        return []
+    out = []
+    if state in old.states_tagged(EFFECT_STARTED) and state not in new.states_tagged(
+        EFFECT_STARTED
+    ):
+        out.append(
+            f"'{state}' loses the tag {EFFECT_STARTED}: its entities' effects may have run, and "
+            "the state would say they did not"
+        )
+    if _fate(old, state) != _fate(new, state):
+        out.append(
+            f"'{state}' changes what it does to a reservation ({_tags(_fate(old, state))} to "
+            f"{_tags(_fate(new, state))})"
+        )
+    if old.states[state].terminal and not new.states[state].terminal:
+        out.append(f"'{state}' is no longer terminal: its finished entities could move again")
+    return out

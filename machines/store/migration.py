@@ -42,6 +42,7 @@ from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
+from machines.spec.migration_moves import kept_state_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
@@ -355,6 +356,13 @@ def _plan(
             db.execute(f"SELECT state, count(*) FROM {name(machine, 'entities')} GROUP BY state")
         )
         mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
+        problems += [
+            f"{count} entities are in state '{state}', and the new version changes what it "
+            f"means: {why}; keep its meaning, or add a new state for the new one"
+            for state, count in sorted(counts.items())
+            if count
+            for why in kept_state_breaks(old, spec, state)
+        ]
         problems += map_refusals(db, old, spec, mapped)
         problems += context_refusals(db, spec)
         changes = (
