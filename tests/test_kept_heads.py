@@ -86,7 +86,10 @@ def kept(victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     """The heads of the settled store, kept; then a legal move, which is no alarm."""
     file = tmp_path / "heads.json"
     code, out = audit(capsys, "--from-store", victims.store.url, "--save-heads", str(file))
-    assert code == 0 and "kept the heads of 7 entities and of the record of repairs in" in out
+    assert (
+        code == 0
+        and "kept the heads of 7 entities, the registry and the record of repairs in" in out
+    )
     assert "sha256 " in out, out
     ExactlyOnce(victims.store, worker="later").run("later", lambda: 1)
     code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
@@ -255,7 +258,11 @@ def test_judge_store_checks_heads_given_in_python(tmp_path: Path) -> None:
     url = one_key_store(tmp_path)
     assert judge_store(url, SPECS).heads == {}
     found = judge_store(url, SPECS, keep_heads=True)
-    assert set(found.heads) == {("outcome", "k"), heads.RECORD_OF_REPAIRS}
+    assert set(found.heads) == {
+        ("outcome", "k"),
+        heads.RECORD_OF_REPAIRS,
+        *((heads.DEFINITIONS, f"definitions {m}") for m in SPECS),
+    }
     forged = {("outcome", "k"): heads.Head(1, "0" * 64, "succeeded")}
     assert [b.invariant for b in judge_store(url, SPECS, forged).breaches] == ["history-kept"]
 
@@ -394,3 +401,24 @@ def test_a_fifo_given_as_the_heads_file_is_refused_not_waited_on(
     os.mkfifo(fifo)
     code, out = audit(capsys, "--from-store", url, "--check-heads", str(fifo))
     assert code == 2 and "not a regular file" in out, out
+
+
+def test_a_definition_rewritten_in_the_registry_is_named(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider, second batch: an old version's text rewritten in the registry, its digest
+    and fingerprint recomputed, let a forged reclaim judged by it pass both the audit and
+    the kept heads. The heads now keep every registry row."""
+    file = kept(victims, tmp_path, capsys)
+    registry_off = {
+        "sqlite": ["machines_definitions_frozen_update"],
+        "postgres": ["machines_definitions_frozen ON machines_definitions"],
+    }
+    owner(
+        victims,
+        registry_off,
+        "UPDATE machines_definitions SET installed_at = installed_at + 1 WHERE machine = 'outcome'",
+    )
+    code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
+    assert code == 1, out
+    assert "[history-kept] store 'definitions outcome': the registry held 1 versions" in out

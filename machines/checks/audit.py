@@ -347,6 +347,8 @@ def judge_store(
         tampering, repairs = guards_report(store)
         forged = [d.forged_version for d in tampering if d.forged_version is not None]
         snap = snapshot(store, from_texts=True, forged=forged)
+        with store.transaction() as tx:
+            registry = [v for machine in specs for v in tx.definition_versions(machine)]
     finally:
         store.close()
     guards = [Breach("guards-intact", d.machine or "store", d.where, d.what) for d in tampering]
@@ -361,12 +363,12 @@ def judge_store(
                 "whose digest is not that of the definition given (it was migrated while "
                 "the audit opened it); audit it again with the definitions it now serves"
             )
-    against = [] if kept is None else check(set(specs), snap, kept, repairs)
+    against = [] if kept is None else check(set(specs), snap, kept, repairs, registry)
     return StoreAudit(
         guards + against + judge_snapshot(specs, snap),
         {m: tuple(v) for m, v in versions.items()},
         repairs,
-        heads(specs, snap, repairs) if keep_heads else {},
+        heads(specs, snap, repairs, registry) if keep_heads else {},
     )
 
 

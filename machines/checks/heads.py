@@ -34,6 +34,7 @@ from machines.checks.invariants import Breach, Entity, Snapshot
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.store.records import DefinitionVersion
 
 FORMAT = "machines-heads/1"
 """What a heads file says it is (a later format gets a new number)."""
@@ -113,6 +114,20 @@ def _finished(data: Mapping[str, Any], annotations: Iterable[str]) -> str:
     return _hash(_canonical({k: v for k, v in data.items() if k not in kept}))
 
 
+DEFINITIONS = ""
+"""The machine name under which the heads keep each machine's registry rows (key
+``definitions MACHINE``): its versions only ever grow, and none is ever rewritten."""
+
+
+def _definitions(rows: Sequence[DefinitionVersion]) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        text = hashlib.sha256(row.definition.encode("utf-8", "surrogatepass")).hexdigest()
+        line = f"{row.version} {row.digest} {row.fingerprint} {text} {row.installed_at!r}"
+        out.setdefault((DEFINITIONS, f"definitions {row.machine}"), []).append(line)
+    return out
+
+
 def _repairs_link(lines: Sequence[str]) -> str:
     link = _hash(b"repairs")
     for line in lines:
@@ -121,10 +136,16 @@ def _repairs_link(lines: Sequence[str]) -> str:
 
 
 def heads(
-    specs: Mapping[str, MachineSpec], snap: Snapshot, repairs: Sequence[str] = ()
+    specs: Mapping[str, MachineSpec],
+    snap: Snapshot,
+    repairs: Sequence[str] = (),
+    registry: Sequence[DefinitionVersion] = (),
 ) -> dict[tuple[str, str], Head]:
-    """Every entity's head in ``snap``, and the record of ``repairs`` (its lines)."""
+    """Every entity's head in ``snap``, the record of ``repairs`` (its lines) and each
+    machine's rows of the ``registry``."""
     out = {RECORD_OF_REPAIRS: Head(len(repairs), _repairs_link(repairs), "repairs")}
+    for place, lines in _definitions(registry).items():
+        out[place] = Head(len(lines), _repairs_link(lines), "definitions")
     for (machine, key), entity in snap.entities.items():
         versions = snap.event_versions.get((machine, key), ())
         state = specs[machine].states.get(entity.state) if machine in specs else None
@@ -150,6 +171,7 @@ def check(
     snap: Snapshot,
     kept: Mapping[tuple[str, str], Head],
     repairs: Sequence[str] = (),
+    registry: Sequence[DefinitionVersion] = (),
 ) -> list[Breach]:
     """What changed in ``snap`` (of ``machines``) since ``kept`` was taken, each a
     ``history-kept`` breach naming the entity and, as near as the chain can tell, the
@@ -168,7 +190,22 @@ def check(
                 f"{len(repairs)}, or they differ: it was dropped, emptied or rewritten",
             )
         )
-    kept = {k: v for k, v in kept.items() if k != RECORD_OF_REPAIRS}
+    now = _definitions(registry)
+    for place, head in sorted(kept.items()):
+        if place[0] != DEFINITIONS or place == RECORD_OF_REPAIRS:
+            continue
+        lines = now.get(place, [])
+        if len(lines) < head.moves or _repairs_link(lines[: head.moves]) != head.link:
+            out.append(
+                Breach(
+                    INVARIANT,
+                    "store",
+                    place[1],
+                    f"the registry held {head.moves} versions of it when kept and now holds "
+                    f"{len(lines)}, or one of them changed: a definition was rewritten",
+                )
+            )
+    kept = {k: v for k, v in kept.items() if k[0] != DEFINITIONS}
     unjudged = Counter(m for m, _ in kept if m not in machines)
     for machine, count in sorted(unjudged.items()):
         out.append(

@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             assert url is not None
             against = None if args.check_heads is None else heads.load(args.check_heads)
             if against is not None:
-                counted = sum(k != heads.RECORD_OF_REPAIRS for k in against)
+                counted = sum(k[0] != heads.DEFINITIONS for k in against)
                 checked = (
                     f"checked against the heads of {counted} entities kept in "
                     f"{args.check_heads} "
@@ -85,10 +85,10 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             breaches = found.breaches
             if args.save_heads is not None:
                 digest = heads.save(args.save_heads, found.heads)
-                entities = sum(k != heads.RECORD_OF_REPAIRS for k in found.heads)
+                entities = sum(k[0] != heads.DEFINITIONS for k in found.heads)
                 kept = (
-                    f"kept the heads of {entities} entities and of the record of repairs in "
-                    f"{args.save_heads} (sha256 {digest})"
+                    f"kept the heads of {entities} entities, the registry and the record of "
+                    f"repairs in {args.save_heads} (sha256 {digest})"
                 )
             versions = {m: list(v) for m, v in found.versions.items()}
             repairs = list(found.repairs)
