@@ -28,7 +28,7 @@ from typing import Any
 
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
-from machines.spec.migration_moves import migration_breaks
+from machines.spec.migration_moves import lineage, migration_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 
 UNKNOWN = 0
@@ -127,7 +127,8 @@ class Versions:
         the version of the event before it (None: it is the first): b must be above
         ``previous``; its detail names from_version b-1, to_version b and a reason; it
         leaves a state of version b-1 that version b does not have, for one version b
-        has; and the rules of both versions allow it to the automatic migration actor
+        has; and the rules of both versions, and of the earlier ones under which the entity
+        may have lived in the state it leaves, allow it to the automatic migration actor
         (``machines.spec.migration_moves``). (Its place in the chain and, in
         terminal-final, where it may lead from a terminal state are judged with every
         other event.)"""
@@ -161,7 +162,17 @@ class Versions:
         if ev.dest not in judged.spec.states:
             out.append(f"'{ev.dest}' is not a state of version {b}")
         if before is not None and ev.source in before.states:
-            out += migration_breaks(before, judged.spec, ev.source, ev.dest)
+            earlier = lineage(self.upto(b - 1), ev.source)
+            out += migration_breaks(before, judged.spec, ev.source, ev.dest, earlier=earlier)
+        return out
+
+    def upto(self, version: int) -> list[MachineSpec]:
+        """The known versions up to ``version``, oldest first, back to the first one the
+        store does not record."""
+        out: list[MachineSpec] = []
+        while (spec := self.of(version)) is not None:
+            out.insert(0, spec)
+            version -= 1
         return out
 
 

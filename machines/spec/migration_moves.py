@@ -27,7 +27,11 @@ the rules of both versions for the state it enters:
   nor the reverse; a removed terminal state is renamed, or kept), each judged under both
   versions' tags where both have the state entered; a rename keeps a reservation's fate
   (held, consumed, released), and no map enters a state whose fate the new version
-  changes.
+  changes;
+- a map obeys, and keeps the meaning of, every version under which the entity may have
+  lived in the state it leaves (``lineage``), not only the last: a rule dropped, or a tag
+  added, in one version cannot open a map in the next;
+- a new version keeps what a state in which entities live means (``kept_state_breaks``).
 
 The store's migration refuses such a map before it writes anything, and the audit judges
 every recorded migration event the same way; both read ``migration_breaks``.
@@ -35,7 +39,7 @@ every recorded migration event the same way; both read ``migration_breaks``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from machines.spec.records import MachineSpec, Rule
 from machines.spec.vocabulary import (
@@ -52,9 +56,10 @@ from machines.spec.vocabulary import (
 )
 
 RESERVED_TAGS = (FAIL_CLOSED, NEEDS_HUMAN)
+"""Tags that keep a state for people: no migration takes an entity out of one."""
 RESERVATION_TAGS = (HOLDS_RESERVATION, CONSUMES_RESERVATION, RELEASES_RESERVATION)
 """Tags that say a reservation's fate: no migration changes it."""
-"""Tags that keep a state for people: no migration takes an entity out of one."""
+EARLIER = "(by an earlier version under which the entities may have lived there)"
 
 
 def migration_breaks(
@@ -63,22 +68,49 @@ def migration_breaks(
     source: str,
     dest: str,
     context: Mapping[str, str] | None = None,
+    earlier: Sequence[MachineSpec] = (),
 ) -> list[str]:
     """What an automatic migration move ``source`` -> ``dest`` would break: each a
     sentence naming the rule (its id and kind) or the tag. ``old`` is the version the
     entity lives under, ``new`` the one it moves to (``None``: judge by ``old`` alone).
     ``context``: the entity's context, its derived variables included; without it, the
-    rules that depend on the context are not judged."""
+    rules that depend on the context are not judged. ``earlier``: the versions before
+    ``old`` under which the entity may have lived in ``source`` (``lineage``); a map obeys
+    their rules and keeps their meaning too, so that no chain of versions, each harmless
+    alone, can carry an entity where none of them would have let it go."""
     renamed = new is not None and dest in new.states and dest not in old.states
-    if renamed and new is not None:
-        out = list(_renamed(old, new, source, dest))
-    else:
-        out = [*_leaving(old, source), *_evidence(old, source, dest)]
+    lived = [*earlier, old]
+    entered = [s for i, s in enumerate(lived) if all(dest in t.states for t in lived[i:])]
+    out: list[str] = []
+    for spec in lived:
+        if renamed and new is not None:
+            found = list(_renamed(spec, new, source, dest))
+        else:
+            found = [*_leaving(spec, source), *_evidence(spec, source, dest)]
+        for there in dict.fromkeys([*entered, new or old]) if spec is not old else ():
+            if source in spec.states and dest in there.states:
+                found += _meaning_in(spec, there, source, dest)
+        out += found if spec is old else [f"{why} {EARLIER}" for why in found]
     out += _meaning(old, new or old, source, dest)
-    for spec in (old, new):
-        if spec is not None and dest in spec.states:
-            out += _entering(spec, dest, context)
-    return list(dict.fromkeys(out))
+    for there in dict.fromkeys([*entered, new or old]):
+        if dest in there.states:
+            found = list(_entering(there, dest, context))
+            out += found if there in (old, new) else [f"{why} {EARLIER}" for why in found]
+    said, suffix = set(out), f" {EARLIER}"
+    return [w for w in dict.fromkeys(out) if not (w.endswith(suffix) and w[: -len(suffix)] in said)]
+
+
+def lineage(versions: Sequence[MachineSpec], source: str) -> list[MachineSpec]:
+    """The versions before the last of ``versions`` (oldest first, the last being the one
+    the entities live under) under which an entity may have entered ``source`` and stayed:
+    the unbroken run of them that have the state (a version without it held nobody
+    there)."""
+    out: list[MachineSpec] = []
+    for spec in reversed(versions[:-1]):
+        if source not in spec.states:
+            break
+        out.insert(0, spec)
+    return out
 
 
 def way_out(old: MachineSpec, source: str) -> str:
@@ -238,9 +270,10 @@ def _named(rule: Rule) -> str:
 def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[str]:
     """What a new version would change in the meaning of ``state``, which both versions
     have and in which entities live: it may not stop saying the effect may have run, change
-    what it does to a reservation, or let a finished entity move again. Such a change
-    would reach every entity already there with no move, and a later map out of the state
-    would then be judged by the weaker meaning."""
+    what it does to a reservation, let a finished entity move again, or give up what keeps
+    the state for people (a reserved tag, a rule naming who or what alone leaves it). Such
+    a change would reach every entity already there with no move, and a later map out of
+    the state would then be judged by the weaker meaning."""
     if state not in old.states or state not in new.states:
         return []
     out = []
@@ -258,4 +291,22 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
         )
     if old.states[state].terminal and not new.states[state].terminal:
         out.append(f"'{state}' is no longer terminal: its finished entities could move again")
+    for tag in RESERVED_TAGS:
+        if state in old.states_tagged(tag) and state not in new.states_tagged(tag):
+            out.append(
+                f"'{state}' loses the tag {tag}: its entities wait for a person's decision, and "
+                "the state would no longer say so"
+            )
+    for rule in _rules(old, "only_actors_exit", state):
+        if not any(set(r.actors) <= set(rule.actors) for r in _rules(new, rule.kind, state)):
+            out.append(
+                f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.actors)} "
+                f"leave '{state}'"
+            )
+    for rule in _rules(old, "only_triggers_exit", state):
+        if not any(set(r.triggers) <= set(rule.triggers) for r in _rules(new, rule.kind, state)):
+            out.append(
+                f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.triggers)} "
+                f"leave '{state}'"
+            )
     return out

@@ -51,7 +51,7 @@ from machines.store.migration_maps import context_refusals, map_refusals
 from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, shown_url
-from machines.store.sql import record_version
+from machines.store.sql import read_versions, record_version
 from machines.store.versions import DefinitionVersion, load_versions, summary
 
 Boundary = Callable[[str], None]
@@ -322,6 +322,8 @@ def _plan(
     ]
     old_specs = load_versions(where, {m: [v] for m, v in current_of.items()}, changed)
     _refuse_tampered(db, specs, current_of, old_specs, forged)
+    every = {m: read_versions(_Conn(db), db.param, m) for m in current_of}
+    lived = load_versions(where, every, changed)
     plans: list[MachinePlan] = []
     work: list[_Step] = []
     unknown: list[MachinePlan] = []
@@ -363,7 +365,10 @@ def _plan(
             if count
             for why in kept_state_breaks(old, spec, state)
         ]
-        problems += map_refusals(db, old, spec, mapped)
+        earlier = [
+            lived[(machine, v.version)] for v in every[machine] if v.version < current.version
+        ]
+        problems += map_refusals(db, [*earlier, old], spec, mapped)
         problems += context_refusals(db, spec)
         changes = (
             ("the same definition, its schema regenerated",) if same else (summary(old, spec),)

@@ -1,7 +1,9 @@
 """A migration's maps judged as moves (``machines.spec.migration_moves``), on the stored
 entities: a map is refused, before anything is written, when the rules of the stored
 version (or of the new one, for the state entered) would refuse the automatic
-``migration`` actor the move, naming the rule, the entities and the way out.
+``migration`` actor the move, naming the rule, the entities and the way out. The
+earlier versions under which the entities may have lived in the state they leave judge
+the map too (``machines.spec.migration_moves.lineage``).
 
 The rules that depend on an entity's context are judged per entity, under its stored
 context and, for a machine with a derivation (a transfer request), the derived variables
@@ -16,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from machines.spec import MachineSpec
-from machines.spec.migration_moves import migration_breaks, way_out
+from machines.spec.migration_moves import lineage, migration_breaks, way_out
 from machines.spec.records import derived_variables
 from machines.spec.vocabulary import NODE_NAME, NODE_SIDE_EFFECT
 from machines.store.names import name
@@ -32,14 +34,20 @@ class Rows(Protocol):
 
 
 def map_refusals(
-    db: Rows, old: MachineSpec, new: MachineSpec, mapped: Sequence[tuple[str, str, int]]
+    db: Rows,
+    versions: Sequence[MachineSpec],
+    new: MachineSpec,
+    mapped: Sequence[tuple[str, str, int]],
 ) -> list[str]:
     """The refusals of the maps in ``mapped`` ((old state, new state, entities)) that the
-    definitions' rules forbid."""
+    definitions' rules forbid: those of ``versions`` (every stored version, oldest first,
+    the last the one the entities live under) and of ``new``."""
+    old = versions[-1]
     out = []
     for source, dest, count in mapped:
         flag = f"--map {new.name}:{source}={dest}"
-        static = migration_breaks(old, new, source, dest)
+        earlier = lineage(versions, source)
+        static = migration_breaks(old, new, source, dest, earlier=earlier)
         if static:
             out.append(
                 f"{flag}: {count} entities would leave '{source}' by the automatic "
@@ -48,7 +56,7 @@ def map_refusals(
             continue
         breaking: dict[str, list[str]] = {}
         for key, context in _contexts(db, old, source):
-            for why in migration_breaks(old, new, source, dest, context):
+            for why in migration_breaks(old, new, source, dest, context, earlier):
                 breaking.setdefault(why, []).append(key)
         for why, keys in breaking.items():
             shown = ", ".join(f"'{k}'" for k in keys[:SHOWN_KEYS])
