@@ -1,12 +1,13 @@
 """The PostgreSQL store's check of its own guards (``machines.store.integrity``).
 
 What is expected is read from the generated scripts: each trigger function's body (which
-PostgreSQL keeps as written, in ``pg_proc.prosrc``) and the search path it is pinned to;
-each trigger's table, timing and events, function, arguments and condition. The catalog
-of the store's schema must hold exactly those, every trigger enabled as installed (``ALTER
-TABLE ... DISABLE TRIGGER`` or ``ENABLE REPLICA TRIGGER`` differ), no other trigger on the
-tables, and the session must fire ordinary triggers (``session_replication_role`` set to
-``replica`` for a role or a database turns every guard off)."""
+PostgreSQL keeps as written, in ``pg_proc.prosrc``), the search path it is pinned to and
+that it runs as its caller (not ``SECURITY DEFINER``); each trigger's table, timing and
+events, function, arguments and condition. The catalog of the store's schema must hold
+exactly those, every trigger enabled as installed (``ALTER TABLE ... DISABLE TRIGGER`` or
+``ENABLE REPLICA TRIGGER`` differ), no other trigger on the tables, and the session must
+fire ordinary triggers (``session_replication_role`` set to ``replica`` for a role or a
+database turns every guard off)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ HERE = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
 name again, and miss a schema called ``"Tenant"``)."""
 _UNPINNED = frozenset({f"{REGISTRY}_refuse", f"{REPAIRS}_refuse"})
 """The generated functions without a pinned search path (they read no table)."""
+_INVOKER = "SECURITY INVOKER"
+"""How every generated function runs: as whoever moves, never as its owner (``ALTER
+FUNCTION ... SECURITY DEFINER`` would let a guard read and write as its owner)."""
 TABLE_ROLES = ("moves", "entities", "history")
 _ENABLED = {"O": "trigger", "A": "trigger", "D": "disabled trigger", "R": "replica-only trigger"}
 """What ``pg_trigger.tgenabled`` makes of a trigger: ``ENABLE ALWAYS`` fires in every
@@ -195,7 +199,7 @@ def _expected(script: str, pinned: str) -> Objects:
     for match in _FUNCTION.finditer(script):
         function = match.group(1).strip('"')
         config = None if function in _UNPINNED else (pinned,)
-        out[f"{function}()"] = ("function", (match.group(2), config))
+        out[f"{function}()"] = ("function", (match.group(2), config, _INVOKER))
     for match in _TRIGGER.finditer(script):
         trigger, timing, events, table, level, when, function, args = match.groups()
         bits = (_TYPE["ROW"] if level == "ROW" else 0) + (
@@ -213,14 +217,15 @@ def _expected(script: str, pinned: str) -> Objects:
 def _found(conn: Any, tables: list[str], expected: Objects) -> Objects:
     out: Objects = {}
     functions = [n[:-2] for n, (kind, _) in expected.items() if kind == "function"]
-    for proname, prosrc, proconfig in conn.execute(
-        "SELECT proname, prosrc, proconfig FROM pg_proc "
+    for proname, prosrc, proconfig, definer in conn.execute(
+        "SELECT proname, prosrc, proconfig, prosecdef FROM pg_proc "
         f"WHERE pronamespace = {HERE} "
         "AND proname = ANY(%s) AND pronargs = 0",
         (functions,),
     ):
         config = None if proconfig is None else tuple(proconfig)
-        out[f"{proname}()"] = ("function", (prosrc, config))
+        security = "SECURITY DEFINER" if definer else _INVOKER
+        out[f"{proname}()"] = ("function", (prosrc, config, security))
     for relname, tgname, enabled, bits, function, here, args, definition in conn.execute(
         "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype::int "
         "+ 128 * (t.tgattr::text <> '')::int + 256 * t.tgdeferrable::int "
