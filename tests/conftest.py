@@ -209,7 +209,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker(THOROUGH)]
 
 
-collect_ignore = ["user_project"]
-"""tests/user_project is a user's own project, with its own conftest.py and its own test
-(test_refunds.py): tests/test_conformance.py and tests/test_guide.py run it the way its
-user does, from a copy of its directory, so this repository's pytest does not collect it."""
+collect_ignore = ["user_project", "subscription_project"]
+"""tests/user_project and tests/subscription_project are users' own projects, each with its
+own conftest.py and test: tests/test_conformance.py, tests/test_guide.py and
+tests/test_tour.py run them the way their users do, from a copy of their directory, so this
+repository's pytest does not collect them."""

@@ -11,9 +11,12 @@ implementation allows exactly what the definition allows::
             return RefundsAdapter(Refunds())
 
     def test_refunds_conform() -> None:
-        RefundConformance.run()  # the active Hypothesis profile, then edge coverage
+        RefundConformance.run()  # the tour, the active Hypothesis profile, then coverage
 
-Each run creates up to ``MAX_ENTITIES`` entities, each under a valuation of the
+``run()`` first takes a tour (``machines.testing.tour``): every trigger by every actor the
+suite knows, fired once from every state the definition reaches under each class of
+contexts, each state reached by a shortest path. Then each random run creates up to
+``MAX_ENTITIES`` entities, each under a valuation of the
 definition's context, and fires triggers at them: moves the definition allows from where
 each entity stands, moves it declares from there whatever their guards say, and anything
 at all (unknown triggers and actors included). The definition decides what is legal
@@ -32,15 +35,16 @@ saw accepted is what the exposed history is judged against. The rules (``RULES``
   it make, numbered 1, 2, 3, ..., a legal unbroken chain ending where it reads.
 
 A failure is a ``RuleBroken`` whose message starts with the rule's name, then what the
-suite saw last; Hypothesis then prints the shortest list of steps, replayable as it stands.
-Every transition the suite saw taken is recorded in the suite class's ``coverage``.
+suite saw last, then the shortest run the suite's minimiser found (``Create`` and ``Fire``
+steps that ``replay`` replays as they stand; ``machines.testing.conformance_run``). Every
+transition the suite saw taken, and every probe it fired, is recorded in the suite class's
+``coverage``.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from hypothesis import settings as Settings
@@ -58,9 +62,13 @@ from machines.testing.conformance_oracle import (
     Tracked,
     events_of,
 )
+from machines.testing.conformance_run import breaks, roll_dice, take_tour
+from machines.testing.conformance_steps import Action, Create, Fire, checked_steps
 from machines.testing.contract import Adapter, AdapterContractError, check_adapter
 from machines.testing.coverage import Coverage
-from machines.testing.profiles import SUPPRESSED, run_suite
+from machines.testing.minimise import MINIMISE_SECONDS
+from machines.testing.profiles import SUPPRESSED
+from machines.testing.verdict import RuleBroken
 
 __all__ = [
     "MAX_ENTITIES",
@@ -145,35 +153,6 @@ class ResumableAdapter(ConformanceAdapter[Entity], abstract=True):
         history, and return your handle for it."""
 
 
-@dataclass(frozen=True)
-class Create:
-    """Create an entity under ``context`` (in ``state``, for a resumable adapter)."""
-
-    context: Mapping[str, str]
-    state: str | None = None
-
-    def __repr__(self) -> str:
-        where = "" if self.state is None else f", state={self.state!r}"
-        return f"Create(context={dict(self.context)!r}{where})"
-
-
-@dataclass(frozen=True)
-class Fire:
-    """Fire ``trigger`` as ``actor`` at entity number ``entity`` (from 1)."""
-
-    entity: int
-    trigger: str
-    actor: str
-    detail: Mapping[str, Any] | None = None
-
-    def __repr__(self) -> str:
-        detail = "" if self.detail is None else f", detail={dict(self.detail)!r}"
-        return f"Fire(entity={self.entity}, trigger={self.trigger!r}, actor={self.actor!r}{detail})"
-
-
-Action = Create | Fire
-
-
 class ConformanceSuite(RuleBasedStateMachine):
     """Subclass it: set ``spec`` to your definition and return your adapter from
     ``make_adapter``; then call ``run()`` in a test (or collect ``TestCase``).
@@ -182,11 +161,18 @@ class ConformanceSuite(RuleBasedStateMachine):
     its own copy) whose triggers, actors and moves the suite also tries; it never judges by
     it. ``coverage``: where the moves the suite saw are counted, one ``Coverage`` per suite
     class unless the class sets one (share one between classes to count them together).
+    ``tour_first``: take the tour before the random runs (default True). ``minimise_seconds``:
+    how long ``run()`` spends minimising a report (0: the run as found, cut to the broken
+    entity's steps when those alone break the rule). ``failed``: the steps of the last run
+    that broke a rule, and what it broke (what the minimiser starts from).
     """
 
     spec: ClassVar[MachineSpec]
     also_try: ClassVar[MachineSpec | None] = None
     coverage: ClassVar[Coverage]
+    tour_first: ClassVar[bool] = True
+    minimise_seconds: ClassVar[float] = MINIMISE_SECONDS
+    failed: ClassVar[tuple[tuple[Action, ...], RuleBroken] | None] = None
     _actions: ClassVar[dict[object, st.SearchStrategy[Action]]] = {}
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -208,6 +194,22 @@ class ConformanceSuite(RuleBasedStateMachine):
                 f"suite class {cls.__qualname__} sets also_try to {describe(also)}, not a "
                 "MachineSpec or None"
             )
+        if not isinstance(cls.tour_first, bool):
+            raise AdapterContractError(
+                f"suite class {cls.__qualname__} sets tour_first to "
+                f"{describe(cls.tour_first)}, not True or False"
+            )
+        seconds = cls.minimise_seconds
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not (0 <= seconds < float("inf"))
+        ):
+            raise AdapterContractError(
+                f"suite class {cls.__qualname__} sets minimise_seconds to "
+                f"{describe(seconds)}: give a number of seconds, 0 or more (0: report the "
+                "run as found)"
+            )
         if cls.make_adapter is ConformanceSuite.make_adapter:
             raise AdapterContractError(
                 f"suite class {cls.__qualname__} does not implement make_adapter: return "
@@ -220,28 +222,45 @@ class ConformanceSuite(RuleBasedStateMachine):
 
     @classmethod
     def run(cls, settings: Settings | None = None, *, require_coverage: bool = True) -> None:
-        """Run the suite under the active Hypothesis profile (or ``settings``), then,
-        with ``require_coverage``, raise ``CoverageGap`` if some transition of ``spec``
-        was never taken (across every run of this class so far)."""
-        run_suite(
+        """Take the tour (with ``tour_first``), then the random runs under the active
+        Hypothesis profile (or ``settings``), without Hypothesis' shrinking: a broken rule
+        is reported as the shortest run the suite's own minimiser finds within
+        ``minimise_seconds`` (``machines.testing.conformance_run``). Then, with
+        ``require_coverage``, raise ``CoverageGap`` if some transition of ``spec`` was
+        never taken (across every run of this class so far), or, after a tour, some probe
+        was never fired."""
+        if cls.tour_first:
+            take_tour(cls)
+        roll_dice(
             cls, settings if settings is not None else Settings(suppress_health_check=SUPPRESSED)
         )
         if require_coverage:
             cls.coverage.require(cls.spec)
+            cls.coverage.require_probes(cls.spec, cls.also_try)
+
+    @classmethod
+    def replay(cls, steps: Sequence[Action]) -> None:
+        """Run ``steps`` (``Create`` and ``Fire``, as a report lists them) on a fresh
+        implementation, judging every entity after every step: raises the ``RuleBroken``
+        they break, or returns."""
+        found = breaks(cls, checked_steps(steps))
+        if found is not None:
+            raise found
 
     def __init__(self) -> None:
         super().__init__()
         adapter = self.make_adapter()
         check_adapter(adapter, ConformanceAdapter)
         self.adapter = adapter
+        self.trace: list[Action] = []
         self.oracle = Oracle(self.spec, self.coverage)
         probes = [self.spec] + ([self.also_try] if self.also_try is not None else [])
         self._contexts = [dict(v) for v in self.spec.valuations()]
         self._starts: list[str | None] = [None]  # None: the initial state
         if isinstance(adapter, ResumableAdapter):
             self._starts += [s for s in self.spec.states if s != self.spec.initial]
-        self._triggers = sorted({t for s in probes for t in s.triggers} | {UNKNOWN_TRIGGER})
-        self._actors = sorted({a for s in probes for a in s.actors} | {STRANGER})
+        self.triggers = sorted({t for s in probes for t in s.triggers} | {UNKNOWN_TRIGGER})
+        self.actors = sorted({a for s in probes for a in s.actors} | {STRANGER})
         self._declared: dict[str, list[str]] = {}
         for t in (t for s in probes for t in s.transitions):
             triggers = self._declared.setdefault(t.source, [])
@@ -282,7 +301,7 @@ class ConformanceSuite(RuleBasedStateMachine):
             Fire(e.number, trigger, actor, detail)
             for e in live
             for trigger in self._declared.get(e.state, [])
-            for actor in self._actors
+            for actor in self.actors
             for detail in (None, DETAIL)
         ]
         choices += [st.sampled_from(legal)] * 3 if legal else []
@@ -292,8 +311,8 @@ class ConformanceSuite(RuleBasedStateMachine):
                 st.builds(
                     Fire,
                     entity=st.integers(1, len(entities)),
-                    trigger=st.sampled_from(self._triggers),
-                    actor=st.sampled_from(self._actors),
+                    trigger=st.sampled_from(self.triggers),
+                    actor=st.sampled_from(self.actors),
                     detail=st.sampled_from([None, DETAIL]),
                 )
             )
@@ -305,18 +324,32 @@ class ConformanceSuite(RuleBasedStateMachine):
     def step(self, action: Action) -> None:
         """Every step is one rule whose argument says what happens, so that Hypothesis can
         delete any step that does not matter from a counterexample."""
-        if isinstance(action, Create):
-            self._create(action)
-        else:
-            self._fire(action)
+        self.trace.append(action)
+        try:
+            if isinstance(action, Create):
+                self._create(action)
+            else:
+                self._fire(action)
+        except RuleBroken as broken:
+            type(self).failed = (tuple(self.trace), broken)
+            raise
 
     @invariant()
     def histories_are_legal_chains(self) -> None:
         """After every step, every entity (not only the one just moved) reads as the moves
         the suite saw it make, with the history those moves are."""
         for tracked in self.oracle.entities:
-            now, exposed = self._read(tracked)
+            self.check_entity(tracked.number)
+
+    def check_entity(self, number: int) -> None:
+        """Entity ``number`` reads as the moves the suite saw it make."""
+        tracked = self.oracle.entities[number - 1]
+        now, exposed = self._read(tracked)
+        try:
             self.oracle.history(tracked, now, exposed)
+        except RuleBroken as broken:
+            type(self).failed = (tuple(self.trace), broken)
+            raise
 
     # -- the adapter's calls --------------------------------------------------------------
 

@@ -218,6 +218,8 @@ class Oracle:
         before = tracked.state
         call = f"{tracked}: {trigger} by {actor} in '{before}'"
         self.seen.append(f"{call}: accepted, now in '{now}'")
+        if self.coverage is not None:
+            self.coverage.record_probe(self.spec.name, before, trigger, actor, moved=True)
         if self.spec.is_terminal(before):
             raise self.breaks(
                 TERMINAL, f"{call} was accepted: terminal '{before}' was left (now '{now}')"
@@ -250,6 +252,8 @@ class Oracle:
         """The implementation refused (its call raised ``error``)."""
         call = f"{tracked}: {trigger} by {actor} in '{tracked.state}'"
         self.seen.append(f"{call}: refused ({type(error).__name__})")
+        if self.coverage is not None:
+            self.coverage.record_probe(self.spec.name, tracked.state, trigger, actor, moved=False)
         if not isinstance(expected, MachinesError):
             raise self.breaks(
                 LEGAL,

@@ -16,6 +16,8 @@ from machines.spec import MachineSpec
 
 Edge = tuple[str, str, str]
 """(source, trigger, dest)."""
+Probe = tuple[str, str, str]
+"""(state, trigger, actor): one move fired from a state, whatever came of it."""
 
 
 class CoverageGap(MachinesError, AssertionError):
@@ -30,10 +32,22 @@ class Coverage:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._taken: dict[str, Counter[Edge]] = {}
+        self._probed: dict[str, dict[Probe, bool]] = {}
 
     def record(self, machine: str, source: str, trigger: str, dest: str) -> None:
         with self._lock:
             self._taken.setdefault(machine, Counter())[(source, trigger, dest)] += 1
+
+    def record_probe(self, machine: str, state: str, trigger: str, actor: str, moved: bool) -> None:
+        """A move fired from ``state``: ``moved`` when it was accepted, else refused."""
+        with self._lock:
+            probed = self._probed.setdefault(machine, {})
+            probed[(state, trigger, actor)] = probed.get((state, trigger, actor), False) or moved
+
+    def probed(self, machine: str) -> dict[Probe, bool]:
+        """Every (state, trigger, actor) fired, and whether it ever moved."""
+        with self._lock:
+            return dict(self._probed.get(machine, {}))
 
     def taken(self, machine: str) -> Counter[Edge]:
         with self._lock:
@@ -53,6 +67,13 @@ class Coverage:
             missing = self.missing(spec)
             lines.append(f"{spec.name:<10}{total - len(missing):>4}/{total} edges")
             lines.extend(f"    missing: {s} --{t}--> {d}" for s, t, d in missing)
+            probed = self.probed(spec.name)
+            if probed:
+                moved = sum(probed.values())
+                lines.append(
+                    f"    probes: {len(probed)} (state, trigger, actor) fired: {moved} moved, "
+                    f"{len(probed) - moved} refused"
+                )
         return "\n".join(lines)
 
     def require(self, spec: MachineSpec) -> None:
@@ -64,4 +85,31 @@ class Coverage:
                 f"{len(missing)} transition(s) of '{spec.name}' were never taken, so the run "
                 "says nothing about them; run more examples or steps (HYPOTHESIS_PROFILE="
                 "thorough), or find what keeps the run from getting there:\n" + self.table([spec])
+            )
+
+    def require_probes(self, spec: MachineSpec, also_try: MachineSpec | None = None) -> None:
+        """Raise ``CoverageGap`` unless, from every state ``spec`` reaches, every move
+        ``spec`` or ``also_try`` declares from there was fired by each of its actors, and
+        some move was fired and refused there (a run that never tried a refusal, or never
+        tried the moves of the definition the implementation runs on, says nothing about
+        them)."""
+        probed = self.probed(spec.name)
+        reached = {state for state, _, _ in probed}
+        missing = [
+            f"    never fired: {t.trigger} by {actor} in '{t.source}'"
+            for definition in (spec, also_try)
+            if definition is not None
+            for t in definition.transitions
+            if t.source in reached
+            for actor in t.actors
+            if (t.source, t.trigger, actor) not in probed
+        ]
+        refused = {state for (state, _, _), moved in probed.items() if not moved}
+        missing += [f"    never refused anything in '{s}'" for s in sorted(reached - refused)]
+        missing = list(dict.fromkeys(missing))
+        if missing:
+            raise CoverageGap(
+                f"{len(missing)} probe(s) of '{spec.name}' were never fired, so the run says "
+                "nothing about them; take the tour (tour_first = True) or run more examples:\n"
+                + "\n".join(missing)
             )
