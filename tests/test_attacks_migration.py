@@ -176,7 +176,7 @@ def test_a_rename_into_a_final_state_or_dropping_the_tag_is_refused(
     code, out = migrate(capsys, url, copy.path, "outcome:indeterminate=settled")
     assert code == 1, out
     assert "'settled' is terminal" in out
-    assert "'indeterminate' is tagged fail-closed and 'settled' is not" in out
+    assert "'indeterminate' (now 'settled') loses the tag fail-closed" in out
 
 
 # -- a finished entity keeps how it ended (outsider F7) ----------------------------------------

@@ -585,15 +585,19 @@ def test_plain_indexes_and_always_enabled_triggers_are_no_alarm(tmp_path: Path) 
                 refused_open(victims, "trigger outcome_entities_guard")
 
 
-def test_repair_refuses_a_person_named_over_two_lines(
-    victims: Victims, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("by", "says"),
+    [("ops\n[ok]", "holds a control character"), ("   ", "names nobody")],
+    ids=["two-lines", "blank"],
+)
+def test_repair_refuses_a_person_named_over_two_lines_or_nobody(
+    victims: Victims, capsys: pytest.CaptureFixture[str], by: str, says: str
 ) -> None:
-    """A line break in --by would print a forged line into every later audit."""
+    """A line break in --by would print a forged line into every later audit; blanks
+    (outsider, fourth batch) would record a repair by nobody."""
     url = victims.store.url
-    code, out = run(
-        capsys, "repair", url, "--spec-dir", str(bundled_spec_dir()), "--by", "ops\n[ok]"
-    )
-    assert code == 2 and "holds a control character" in out, out
+    code, out = run(capsys, "repair", url, "--spec-dir", str(bundled_spec_dir()), "--by", by)
+    assert code == 2 and says in out, out
 
 
 def test_repair_leaves_a_changed_table_to_its_owner_and_changes_nothing(

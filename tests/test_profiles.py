@@ -255,6 +255,7 @@ SIZED_ELSEWHERE = {
     "benchmarks/suite_bench.py": "a benchmark's unit of work: steps per second of a fixed run",
     "tests/test_conformance.py": "TOO_SHORT: a run too short to cover, what its test is about",
     "tests/test_profiles.py": "profiles of a user's own, what these tests are about",
+    "tests/test_tour.py": "random runs kept tiny on purpose: what the tour finds without them",
 }
 """The only files that may name a number of runs or steps; each says why."""
 

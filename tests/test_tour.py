@@ -303,7 +303,7 @@ def test_ddmin_finds_a_one_minimal_run_and_asks_each_candidate_once() -> None:
 
 def test_ddmin_stops_when_its_time_is_spent() -> None:
     ticks = iter(range(1000))
-    found = ddmin(list(range(64)), lambda c: 5 in c, 3, clock=lambda: float(next(ticks)))
+    found = ddmin(list(range(64)), lambda c: 5 in c, 3, timer=lambda: float(next(ticks)))
     assert 5 in found and len(found) > 1
 
 

@@ -26,7 +26,7 @@ from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
-from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED
+from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED, FAIL_CLOSED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import DefinitionVersion, Row, Store, shown_url
 from machines.store.versions import load_versions
@@ -271,7 +271,9 @@ def fail_closed_indeterminate(
     snap: Snapshot,
     previous: Snapshot | None,
 ) -> list[Breach]:
-    """The breaches of ``fail-closed-indeterminate`` (``machines.spec.registry`` states it)."""
+    """The breaches of ``fail-closed-indeterminate`` (``machines.spec.registry`` states it),
+    judged on every state the event's version tags ``fail-closed`` (``indeterminate`` in the
+    bundled outcome, and whatever a migration renamed it to)."""
     spec = specs.get("outcome")
     if spec is None:
         return []
@@ -279,7 +281,7 @@ def fail_closed_indeterminate(
     for e in snap.of("outcome"):
         for j in _judged(spec, snap, e):
             ev = j.event
-            if ev.source != "indeterminate" or j.migration or j.spec is None:
+            if j.migration or j.spec is None or ev.source not in j.spec.states_tagged(FAIL_CLOSED):
                 continue  # a migration's own rule judges it (append-only-history)
             if j.spec.actors[ev.actor].automatic:
                 out.append(
@@ -287,7 +289,7 @@ def fail_closed_indeterminate(
                         "fail-closed-indeterminate",
                         e.machine,
                         e.key,
-                        f"automatic actor '{ev.actor}' left indeterminate",
+                        f"automatic actor '{ev.actor}' left {ev.source}",
                         (ev,),
                     )
                 )
@@ -297,7 +299,7 @@ def fail_closed_indeterminate(
                         "fail-closed-indeterminate",
                         e.machine,
                         e.key,
-                        "left indeterminate without recording who and why",
+                        f"left {ev.source} without recording who and why",
                         (ev,),
                     )
                 )

@@ -12,8 +12,8 @@ the rules of both versions for the state it enters:
   ``only_actors_exit`` keeps for named actors or ``only_triggers_exit`` for named
   triggers (an ``indeterminate`` outcome, a transfer waiting for an operator). A map
   into a state the stored version does not have is a rename (the entity waits where it
-  waited, under the new name), and is allowed if the new state is no terminal one and
-  keeps the reserved tags of the old;
+  waited, under the new name), and is allowed if the new state is final only when the old
+  one was, and keeps the reserved tags and the exit rules of the old;
 - it may not make a move ``automatic_needs_evidence`` asks evidence for;
 - it may not enter a state ``only_actors_enter`` keeps for people, nor one that
   ``automatic_enters_only_when`` or ``only_reachable_when`` admits only under a context
@@ -31,7 +31,9 @@ the rules of both versions for the state it enters:
 - a map obeys, and keeps the meaning of, every version under which the entity may have
   lived in the state it leaves (``lineage``), not only the last: a rule dropped, or a tag
   added, in one version cannot open a map in the next;
-- a new version keeps what a state in which entities live means (``kept_state_breaks``).
+- a new version keeps what a state in which entities live means (``kept_state_breaks``),
+  and gives no new state a name an earlier version used for another meaning
+  (``reused_name_breaks``).
 
 The store's migration refuses such a map before it writes anything, and the audit judges
 every recorded migration event the same way; both read ``migration_breaks``.
@@ -147,18 +149,23 @@ def _leaving(old: MachineSpec, source: str) -> Iterator[str]:
 
 
 def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
-    reserved = list(_leaving(old, source))
-    if not reserved:
+    """A rename carries the entities to a new name where they wait as they waited: the new
+    state keeps whether it is final and everything that kept the old one for people (the
+    reserved tags, the rules naming who or what alone leaves it)."""
+    if source not in old.states:
         return
-    if new.states[dest].terminal:
+    reserved = list(_leaving(old, source))
+    if reserved and new.states[dest].terminal:
         yield (
             f"'{dest}' is terminal, and {reserved[0]}: a state kept for people is not "
             "renamed into a final one"
         )
-    if source in old.states:
-        for tag in RESERVED_TAGS:
-            if source in old.states_tagged(tag) and dest not in new.states_tagged(tag):
-                yield f"'{source}' is tagged {tag} and '{dest}' is not: the rename drops it"
+    elif not old.states[source].terminal and new.states[dest].terminal:
+        yield (
+            f"'{source}' is not terminal and '{dest}' is: a rename would finish its entities "
+            "with no move"
+        )
+    yield from _exits_kept(old, new, source, dest)
 
 
 def _meaning(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
@@ -270,10 +277,12 @@ def _named(rule: Rule) -> str:
 def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[str]:
     """What a new version would change in the meaning of ``state``, which both versions
     have and in which entities live: it may not stop saying the effect may have run, change
-    what it does to a reservation, let a finished entity move again, or give up what keeps
-    the state for people (a reserved tag, a rule naming who or what alone leaves it). Such
-    a change would reach every entity already there with no move, and a later map out of
-    the state would then be judged by the weaker meaning."""
+    what it does to a reservation, let a finished entity move again or finish a waiting one
+    with no move, or give up what keeps the state for people (a reserved tag, a rule naming
+    who or what alone leaves it; a new way out is the owner's to add, say an expiry of an
+    approval, and the rules judge it). Such a change would reach every entity already there
+    with no move, and a later map out of the state would then be judged by the weaker
+    meaning."""
     if state not in old.states or state not in new.states:
         return []
     out = []
@@ -291,22 +300,70 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
         )
     if old.states[state].terminal and not new.states[state].terminal:
         out.append(f"'{state}' is no longer terminal: its finished entities could move again")
+    if not old.states[state].terminal and new.states[state].terminal:
+        out.append(
+            f"'{state}' becomes terminal: its entities would be finished where they wait, with "
+            "no move"
+        )
+    out += _exits_kept(old, new, state, state)
+    return out
+
+
+def _exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:
+    """What ``new`` gives up, for ``state`` of ``old`` now called ``now``, of what kept it
+    for people."""
+    called = f"'{state}'" if now == state else f"'{state}' (now '{now}')"
     for tag in RESERVED_TAGS:
-        if state in old.states_tagged(tag) and state not in new.states_tagged(tag):
-            out.append(
-                f"'{state}' loses the tag {tag}: its entities wait for a person's decision, and "
+        if state in old.states_tagged(tag) and now not in new.states_tagged(tag):
+            yield (
+                f"{called} loses the tag {tag}: its entities wait for a person's decision, and "
                 "the state would no longer say so"
             )
     for rule in _rules(old, "only_actors_exit", state):
-        if not any(set(r.actors) <= set(rule.actors) for r in _rules(new, rule.kind, state)):
-            out.append(
+        if not any(set(r.actors) <= set(rule.actors) for r in _rules(new, rule.kind, now)):
+            yield (
                 f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.actors)} "
-                f"leave '{state}'"
+                f"leave {called}"
             )
     for rule in _rules(old, "only_triggers_exit", state):
-        if not any(set(r.triggers) <= set(rule.triggers) for r in _rules(new, rule.kind, state)):
-            out.append(
+        if not any(set(r.triggers) <= set(rule.triggers) for r in _rules(new, rule.kind, now)):
+            yield (
                 f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.triggers)} "
-                f"leave '{state}'"
+                f"leave {called}"
             )
+
+
+def reused_name_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineSpec) -> list[str]:
+    """A state ``new`` adds under a name an earlier stored version gave a state that meant
+    something else (other built-in tags, terminal or not): the store's histories, and every
+    system that reads a state by its name, would read the old entities' record in the new
+    meaning (a charge that landed, renamed away from ``succeeded``, found later in a new
+    ``failed``)."""
+    out = []
+    last = earlier[-1][1] if earlier else None
+    for state in new.states:
+        if last is not None and state in last.states:
+            continue
+        for version, spec in earlier:
+            if state not in spec.states:
+                continue
+            was = _meaning_of(spec, state)
+            now = _meaning_of(new, state)
+            if was != now:
+                out.append(
+                    f"the new version adds a state '{state}' ({_said(now)}), and version "
+                    f"{version} had a state of that name that meant something else "
+                    f"({_said(was)}): its history and every reader of the name would take the "
+                    "one for the other; give the new state a name of its own"
+                )
+                break
     return out
+
+
+def _meaning_of(spec: MachineSpec, state: str) -> tuple[bool, frozenset[str]]:
+    return spec.states[state].terminal, frozenset(t for t in TAGS if state in spec.states_tagged(t))
+
+
+def _said(meaning: tuple[bool, frozenset[str]]) -> str:
+    terminal, tags = meaning
+    return f"{'terminal' if terminal else 'not terminal'}, tags {_tags(set(tags))}"

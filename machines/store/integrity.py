@@ -38,6 +38,9 @@ from machines.store.versions import stored_spec
 
 MOVES_TABLE = "legal-moves table"
 """How a difference names a machine's legal-moves table."""
+CATALOG_SHADOW = "pg_catalog."
+"""How a difference names an object in PostgreSQL's ``pg_catalog`` carrying a store name:
+a repair does not touch the system catalog."""
 
 
 def repair_lines(rows: Iterable[Sequence[object]]) -> tuple[str, ...]:

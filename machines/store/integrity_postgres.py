@@ -7,7 +7,8 @@ events, function, arguments and condition. The catalog of the store's schema mus
 exactly those, every trigger enabled as installed (``ALTER TABLE ... DISABLE TRIGGER`` or
 ``ENABLE REPLICA TRIGGER`` differ), no other trigger on the tables, and the session must
 fire ordinary triggers (``session_replication_role`` set to ``replica`` for a role or a
-database turns every guard off)."""
+database turns every guard off). Nothing in ``pg_catalog``, which PostgreSQL searches
+before any schema not naming it, may carry a store table's or guard function's name."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from machines.spec import MachineSpec
 from machines.store.ddl import REGISTRY, REGISTRY_INSTALLED_TRIGGER, REPAIRS
 from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
 from machines.store.integrity import (
+    CATALOG_SHADOW,
     Difference,
     moves_differences,
     object_differences,
@@ -96,17 +98,20 @@ def guard_differences(
     version (None: not here yet), against the generated scripts; then each legal-moves
     table."""
     out = _replication_roles(conn)
+    names = [REGISTRY, REPAIRS]
     (pinned,) = conn.execute(
         "SELECT format('search_path=%I, pg_temp', current_schema())"
     ).fetchone()
     expected = _expected(postgres_registry(), pinned)
     if not has_installed_guard(conn):  # an earlier release's store: the next open adds it
         expected = {n: o for n, o in expected.items() if REGISTRY_INSTALLED_TRIGGER not in n}
+    names += [n[:-2] for n in expected if n.endswith("()")]
     out += object_differences(None, expected, _found(conn, [REGISTRY], expected))
     shapes: list[tuple[str | None, Expected]] = [(None, expected_tables(postgres_registry()))]
     if _has_repairs(conn):
         repairs = postgres_repairs()
         wanted = _expected(repairs, pinned)
+        names += [n[:-2] for n in wanted if n.endswith("()")]
         out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
         shapes.append((None, expected_tables(repairs)))
     for machine, version in versions.items():
@@ -116,12 +121,36 @@ def guard_differences(
         tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
         script = postgres_schema(spec, version)
         wanted = _expected(script, pinned)
+        names += tables + [n[:-2] for n in wanted if n.endswith("()")]
         out += object_differences(machine, wanted, _found(conn, tables, wanted))
         shapes.append((machine, expected_tables(script)))
         cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}".encode())
         columns = [c.name for c in cursor.description]
         out += moves_differences(spec, columns, cursor.fetchall())
-    return out + table_differences(conn, shapes)
+    return out + _shadows(conn, names) + table_differences(conn, shapes)
+
+
+def _shadows(conn: Any, names: list[str]) -> list[Difference]:
+    """Objects in ``pg_catalog`` named like the store's tables or guard functions. A name
+    the guards' pinned search path does not list first is looked up in ``pg_catalog``
+    before the store's schema: a view made there (by a superuser, with
+    ``allow_system_table_mods``) would be read by every guard in place of its table."""
+    found = conn.execute(
+        "SELECT 'relation', relname FROM pg_class WHERE relnamespace = "
+        "'pg_catalog'::regnamespace AND relname = ANY(%s) UNION ALL "
+        "SELECT 'function', proname FROM pg_proc WHERE pronamespace = "
+        "'pg_catalog'::regnamespace AND proname = ANY(%s) ORDER BY 2, 1",
+        (names, names),
+    ).fetchall()
+    return [
+        Difference(
+            None,
+            f"{CATALOG_SHADOW}{what}",
+            f"a {kind} in pg_catalog has the name of one of the store's: PostgreSQL looks "
+            "there first, so the guards would read or call it instead",
+        )
+        for kind, what in found
+    ]
 
 
 def _has_repairs(conn: Any) -> bool:

@@ -51,7 +51,7 @@ def map_refusals(
         if static:
             out.append(
                 f"{flag}: {count} entities would leave '{source}' by the automatic "
-                f"migration actor, which {'; and '.join(static)}; {way_out(old, source)}"
+                f"migration actor: {'; and '.join(static)}; {way_out(old, source)}"
             )
             continue
         breaking: dict[str, list[str]] = {}

@@ -38,7 +38,7 @@ from machines.spec import MachineSpec
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY, REPAIRS, sqlite_repairs, statements
 from machines.store.ddl_postgres import postgres_repairs
-from machines.store.integrity import MOVES_TABLE, Difference
+from machines.store.integrity import CATALOG_SHADOW, MOVES_TABLE, Difference
 from machines.store.migration import Database, db_on, open_database
 from machines.store.names import name, quote
 from machines.store.records import StoreError
@@ -63,6 +63,11 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
     url = check_key(text(url, "a store URL"), "repair", "URL")
     specs = specs_by_name(specs)
     by = check_key(text(by, "who repairs (--by)"), "repair", "--by")
+    if not by.strip():
+        raise InvalidArgument(
+            f"repair: --by {by!r} names nobody; give the name of the person who repairs, as "
+            "every audit prints it"
+        )
     if any(ch < " " or ch == "\x7f" for ch in by):
         raise InvalidArgument(
             f"repair: --by {by!r} holds a control character (a line break, a tab); name the "
@@ -79,6 +84,15 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
         versions, found = _differences(db, specs)
         if not found or dry_run:
             return Repair(db.where, tuple(found), applied=False)
+        shadows = [d for d in found if d.where.startswith(CATALOG_SHADOW)]
+        if shadows:
+            raise StoreError(
+                f"{db.where}: the repair does not touch PostgreSQL's system catalog, so "
+                "nothing changed: "
+                + "; ".join(d.describe() for d in shadows)
+                + ". Drop those by hand (a superuser, with allow_system_table_mods on), then "
+                "run the repair again"
+            )
         _reinstall(db, specs, versions, {d.machine for d in found if d.where == MOVES_TABLE})
         _record(db, by, found)
         left = _differences(db, specs)[1]

@@ -10,11 +10,15 @@ caller that a charge which timed out after it was sent did not happen.
 So a system is built only on a definition that
 
 1. makes every move of the bundled one, by the same actor, to the same state, under every
-   context the bundled one admits for it; and
-2. keeps every rule the bundled one declares (its ``invariants`` and its ``forbidden``
+   context the bundled one admits for it;
+2. gives each of the bundled one's states the meaning it has there: terminal or not, and
+   the same built-in tags (a system reads a state by its name: ``failed`` tagged
+   ``effect-started`` would be read as "did not happen" while saying it may have); and
+3. keeps every rule the bundled one declares (its ``invariants`` and its ``forbidden``
    moves), judged on the definition given.
 
-Anything more (states, moves, actors, wording of its own) is the owner's business. A
+Anything more (states, moves, actors, ``x-`` tags, wording of its own) is the owner's
+business. A
 definition that fails either is ``InvalidArgument``, naming each broken rule or move.
 
 One caller builds systems on weaker definitions on purpose: the definition mutation catalog
@@ -36,6 +40,7 @@ from machines.errors import InvalidArgument, MachinesError
 from machines.spec import MachineSpec
 from machines.spec.loader import load
 from machines.spec.structure import check_structure
+from machines.spec.vocabulary import TAGS
 
 _SHOWN = 4
 _UNCHECKED: ContextVar[bool] = ContextVar("machines_reliance_unchecked", default=False)
@@ -82,7 +87,26 @@ def standing_for_a_buggy_implementation() -> Iterator[None]:
 
 def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
     yield from _moves_changed(given, bundled)
+    yield from _meanings_changed(given, bundled)
     yield from _rules_broken(given, bundled)
+
+
+def _meanings_changed(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    for state, record in bundled.states.items():
+        if state not in given.states:
+            continue  # its moves are named missing
+        if given.states[state].terminal != record.terminal:
+            yield (
+                f"state '{state}' is {'' if given.states[state].terminal else 'not '}terminal, "
+                f"and the bundled one is {'' if record.terminal else 'not '}terminal"
+            )
+        now = [t for t in TAGS if state in given.states_tagged(t)]
+        was = [t for t in TAGS if state in bundled.states_tagged(t)]
+        if now != was:
+            yield (
+                f"state '{state}' is tagged [{', '.join(now)}], and the bundled one "
+                f"[{', '.join(was)}]: the system reads the state by its name"
+            )
 
 
 def _moves_changed(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:

@@ -27,13 +27,13 @@ def ddmin(
     fails: Callable[[list[Step]], bool],
     seconds: float = MINIMISE_SECONDS,
     *,
-    clock: Callable[[], float] = time.monotonic,
+    timer: Callable[[], float] = time.monotonic,
 ) -> list[Step]:
     """A sublist of ``steps`` (in order) for which ``fails`` holds, as short as ``ddmin``
     gets within ``seconds``: 1-minimal (no single step can be left out) when time allows.
     ``fails(list(steps))`` is assumed to hold; ``fails`` is never asked twice about the
     same candidate."""
-    deadline = clock() + seconds
+    deadline = timer() + seconds
     asked: dict[tuple[int, ...], bool] = {}
     current = list(range(len(steps)))
 
@@ -44,11 +44,11 @@ def ddmin(
         return asked[key]
 
     parts = 2
-    while len(current) >= 2 and clock() < deadline:
+    while len(current) >= 2 and timer() < deadline:
         size = -(-len(current) // parts)
         chunks = [current[i : i + size] for i in range(0, len(current), size)]
         for chunk in chunks:
-            if clock() >= deadline:
+            if timer() >= deadline:
                 break
             rest = [i for i in current if i not in set(chunk)]
             if rest and still_fails(rest):

@@ -1,0 +1,283 @@
+"""Chains that reuse a name or rename a guard away (issue 27, outsider's fourth batch).
+
+- f01: a rename of ``indeterminate`` that drops the rules keeping it for people and adds a
+  worker's automatic exit was applied (the same change in place was refused); the audit's
+  fail-closed check then looked for the name ``indeterminate`` and said nothing.
+- f02: v2 renamed ``failed`` away, v3 brought back a ``failed`` tagged ``effect-started`` and
+  mapped ``succeeded`` into it, v4 was the bundled outcome with that tag: ``ExactlyOnce``
+  told the next caller a landed charge had failed.
+- f03: v2 renamed ``succeeded`` away, v3 renamed ``indeterminate`` to a new, non-terminal
+  ``succeeded``, v4 made it terminal: a parked key was replayed as succeeded.
+
+Each link is closed on its own: a rename keeps what kept the state for people, a state
+name is never reused for another meaning, a state entities wait in does not become final,
+and a system refuses a definition whose states mean something else than the bundled ones'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from machines.checks.audit import judge_snapshot
+from machines.checks.invariants import Snapshot
+from machines.errors import InvalidArgument
+from machines.spec.loader import load
+from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
+from machines.store import open_store
+from machines.systems import ExactlyOnce
+from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.hand_built import entity, event
+from tests.migration_stores import load_dir, raw_snapshot
+from tests.test_attacks_migration import migrate, put, state_of
+
+DATABASES = ("sqlite", "postgres")
+KEPT_FOR_PEOPLE = ("fail-closed-indeterminate", "indeterminate-exits")
+
+
+@pytest.fixture(params=DATABASES)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with ExitStack() as cleanup:
+        if request.param == "postgres":
+            yield cleanup.enter_context(postgres_schema())
+        else:
+            yield f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def renaming(old: str, new: str) -> object:
+    def change(doc: Document) -> None:
+        renamed = rename_everywhere(doc, old, new)
+        doc.clear()
+        doc.update(renamed)
+
+    return change
+
+
+def version(root: Path, *changes: object) -> Path:
+    """A copy of the bundled definitions with ``changes`` applied to ``outcome`` in turn."""
+    copy = SpecCopy(root)
+    for change in changes:
+        copy.edit("outcome", change)  # type: ignore[arg-type]
+    return copy.path
+
+
+def unguarded(state: str, *, automatic_exit: bool) -> object:
+    """``state``'s rules keeping it for people dropped (and a worker's exit added)."""
+
+    def change(doc: Document) -> None:
+        doc["invariants"] = [r for r in doc["invariants"] if r["id"] not in KEPT_FOR_PEOPLE]
+        if automatic_exit:
+            doc["transitions"].append(
+                {
+                    "trigger": "auto_land",
+                    "source": state,
+                    "dest": "succeeded",
+                    "actor": "worker",
+                    "description": "assume it landed.",
+                }
+            )
+
+    return change
+
+
+# -- f01: a rename keeps what kept the state for people ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("automatic_exit", "why"),
+    [
+        (False, "rule 'fail-closed-indeterminate' (only_actors_exit) is dropped or widened"),
+        (True, "rule 'fail-closed-indeterminate' (only_actors_exit) is dropped or widened"),
+    ],
+    ids=["rules-dropped", "automatic-exit-added"],
+)
+def test_a_rename_that_unguards_indeterminate_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], automatic_exit: bool, why: str
+) -> None:
+    put(url, "outcome", "charge-1", "indeterminate", {})
+    spec_dir = version(
+        tmp_path,
+        renaming("indeterminate", "unsure"),
+        unguarded("unsure", automatic_exit=automatic_exit),
+    )
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, "outcome:indeterminate=unsure")
+    assert code == 1, out
+    assert "REFUSED: --map outcome:indeterminate=unsure: 1 entities would leave" in out
+    assert why in out
+    assert "rule 'indeterminate-exits' (only_triggers_exit) is dropped or widened" in out
+    assert raw_snapshot(url) == before
+
+
+def test_the_audit_judges_a_renamed_fail_closed_state_by_its_tag(tmp_path: Path) -> None:
+    """A store migrated by such a rename before it was refused: the worker's exit from the
+    renamed state is a fail-closed breach, found by the state's tag, not its old name."""
+    old = load("outcome")
+    spec_dir = version(
+        tmp_path, renaming("indeterminate", "unsure"), unguarded("unsure", automatic_exit=True)
+    )
+    new = load_dir(spec_dir)["outcome"]
+    detail = {"from_version": 1, "to_version": 2, "reason": "state 'indeterminate' removed"}
+    events = [
+        event("outcome", "k", 1, "in_flight", "indeterminate", "park", "worker"),
+        event(
+            "outcome",
+            "k",
+            2,
+            "indeterminate",
+            "unsure",
+            MIGRATION_TRIGGER,
+            MIGRATION_ACTOR,
+            detail=detail,
+        ),
+        event("outcome", "k", 3, "unsure", "succeeded", "auto_land", "worker"),
+    ]
+    k = entity("outcome", "k", "succeeded", events, data={"result": 1})
+    snap = Snapshot(
+        MappingProxyType({("outcome", "k"): k}),
+        event_versions=MappingProxyType({("outcome", "k"): (1, 2, 2)}),
+        definitions=MappingProxyType({("outcome", 1): old, ("outcome", 2): new}),
+    )
+    found = {(b.invariant, b.message) for b in judge_snapshot({"outcome": new}, snap)}
+    assert ("fail-closed-indeterminate", "automatic actor 'worker' left unsure") in found, found
+
+
+# -- f02: a name is never reused for another meaning ------------------------------------------
+
+
+def failed_renamed_refused(doc: Document) -> None:
+    renaming("failed", "refused")(doc)  # type: ignore[operator]
+
+
+def succeeded_becomes_a_new_failed(doc: Document) -> None:
+    """succeeded removed; a new terminal 'failed' tagged effect-started takes its moves."""
+    doc["states"]["failed"] = doc["states"].pop("succeeded")
+    renaming("succeeded", "failed")(doc)  # type: ignore[operator]
+
+
+def test_a_state_name_an_earlier_version_used_for_another_meaning_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "succeeded", {}, data={"result": {"charge": "ch_1"}})
+    v2 = version(tmp_path / "v2", failed_renamed_refused)
+    code, out = migrate(capsys, url, v2)
+    assert code == 0, out
+    v3 = version(tmp_path / "v3", failed_renamed_refused, succeeded_becomes_a_new_failed)
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, v3, "outcome:succeeded=failed")
+    assert code == 1, out
+    assert (
+        "the new version adds a state 'failed' (terminal, tags [effect-started]), and version 1 "
+        "had a state of that name that meant something else (terminal, tags [])"
+    ) in out
+    assert raw_snapshot(url) == before
+
+
+def test_a_state_name_brought_back_with_its_meaning_is_applied(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Migrating backwards: v2 renames failed away, v3 is v1 again."""
+    put(url, "outcome", "charge-1", "failed", {}, data={"error": {"type": "Declined"}})
+    v2 = version(tmp_path / "v2", failed_renamed_refused)
+    code, out = migrate(capsys, url, v2, "outcome:failed=refused")
+    assert code == 0, out
+    code, out = migrate(capsys, url, version(tmp_path / "v3"), "outcome:refused=failed")
+    assert code == 0, out
+    assert state_of(url, load_dir(tmp_path / "v3" / "spec"), "outcome", "charge-1") == "failed"
+
+
+# -- f03: a state entities wait in does not become final --------------------------------------
+
+
+def unsure_made_final(doc: Document) -> None:
+    doc["states"]["unsure"]["terminal"] = True
+    doc["transitions"] = [t for t in doc["transitions"] if t["source"] != "unsure"]
+    doc["invariants"] = [r for r in doc["invariants"] if r["id"] not in KEPT_FOR_PEOPLE]
+
+
+def test_a_state_entities_wait_in_cannot_become_terminal(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "indeterminate", {})
+    v2 = version(tmp_path / "v2", renaming("indeterminate", "unsure"))
+    code, out = migrate(capsys, url, v2, "outcome:indeterminate=unsure")
+    assert code == 0, out
+    v3 = version(tmp_path / "v3", renaming("indeterminate", "unsure"), unsure_made_final)
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, v3)
+    assert code == 1, out
+    assert (
+        "1 entities are in state 'unsure', and the new version changes what it means: 'unsure' "
+        "becomes terminal: its entities would be finished where they wait, with no move"
+    ) in out
+    assert raw_snapshot(url) == before
+
+
+def test_the_rename_of_indeterminate_to_a_reused_name_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(url, "outcome", "charge-1", "indeterminate", {})
+    code, out = migrate(capsys, url, version(tmp_path / "v2", renaming("succeeded", "landed")))
+    assert code == 0, out
+    v3 = version(
+        tmp_path / "v3", renaming("succeeded", "landed"), renaming("indeterminate", "succeeded")
+    )
+    code, out = migrate(capsys, url, v3, "outcome:indeterminate=succeeded")
+    assert code == 1, out
+    assert "the new version adds a state 'succeeded' (not terminal, tags [effect-started, " in out
+
+
+# -- a system reads a state by its name ------------------------------------------------------
+
+
+def failed_tagged_started(doc: Document) -> None:
+    doc["states"]["failed"]["tags"] = ["effect-started"]
+
+
+def succeeded_kept_for_people(doc: Document) -> None:
+    doc["states"]["succeeded"]["tags"] = ["effect-started", "fail-closed", "needs-human"]
+
+
+def user_tag_on_failed(doc: Document) -> None:
+    doc["states"]["failed"]["tags"] = ["x-billing"]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            failed_tagged_started,
+            "state 'failed' is tagged [effect-started], and the bundled one []",
+        ),
+        (
+            succeeded_kept_for_people,
+            "state 'succeeded' is tagged [effect-started, fail-closed, needs-human], and the "
+            "bundled one [effect-started]",
+        ),
+    ],
+    ids=["failed-started", "succeeded-for-people"],
+)
+def test_exactly_once_refuses_a_state_that_means_something_else(
+    tmp_path: Path, change: object, why: str
+) -> None:
+    specs = load_dir(version(tmp_path, change))
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", specs)
+    try:
+        with pytest.raises(InvalidArgument, match="ExactlyOnce cannot run") as refused:
+            ExactlyOnce(store)
+        assert why in str(refused.value)
+    finally:
+        store.close()
+
+
+def test_exactly_once_accepts_the_owners_own_tags(tmp_path: Path) -> None:
+    specs = load_dir(version(tmp_path, user_tag_on_failed))
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", specs)
+    try:
+        assert ExactlyOnce(store).run("k", lambda: 1) == 1
+    finally:
+        store.close()
