@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from machines.spec.registry import INVARIANTS
+from machines.testing.verdict import promised
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE_GUIDE = ROOT / "docs" / "guide" / "conformance.md"
@@ -46,7 +47,7 @@ def assert_shows(shown: str, printed: str, *, rule: str) -> None:
     lines = [line.strip() for line in shown.splitlines() if line.strip()]
     assert len(lines) > 3, f"the page shows too little output: {lines}"
     assert lines[0].startswith(f"{RULE_BROKEN}{rule}: "), lines[0]
-    assert lines[1] == f"({promise_of(rule)})", (lines[1], promise_of(rule))
+    assert lines[1] == promised(rule, promise_of(rule)), (lines[1], promise_of(rule))
     assert lines[2] == "what the suite saw last:", lines[2]
     said = {_numbers_apart(line) for line in printed.splitlines()}
     missing = [line for line in lines if _numbers_apart(line) not in said]

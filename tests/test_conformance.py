@@ -155,7 +155,7 @@ def test_the_report_of_a_broken_rule_says_the_promise_and_what_the_suite_saw() -
         suite_for(refunds.LenientRefunds).run(HUNT, require_coverage=False)
     lines = report_lines(failure)
     assert lines[0].startswith(f"{ILLEGAL}: entity "), lines
-    assert lines[1].strip() == f"({RULES[ILLEGAL]})", lines
+    assert lines[1].strip() == f"(a guarantee: {RULES[ILLEGAL]})", lines
     assert lines[2].strip() == "what the suite saw last:", lines
     assert (
         lines[-1]
@@ -308,7 +308,7 @@ def test_a_failure_says_what_the_suite_saw_and_what_the_rule_promises() -> None:
         suite_for(Reopens).run(HUNT, require_coverage=False)
     lines = report_lines(failure)
     assert lines[0].startswith(f"{TERMINAL}: entity ")
-    assert lines[1:3] == [f"  ({RULES[TERMINAL]})", "  what the suite saw last:"]
+    assert lines[1:3] == [f"  (a guarantee: {RULES[TERMINAL]})", "  what the suite saw last:"]
     assert all(line.startswith("    entity ") for line in lines[3:]), lines
     assert any("--> declined" in line for line in lines[3:]), lines
     assert lines[-1].endswith(

@@ -43,18 +43,31 @@ runtime)."""
 LAYERS: tuple[Layer, ...] = get_args(Layer)
 
 
+Kind = Literal["guarantee", "policy"]
+"""What breaking an invariant means. A guarantee is kept by every correct implementation
+(nothing runs twice, no acknowledged answer lost, nothing leaves indeterminate on its own):
+breaking one is a bug whatever the design. A policy is this package's choice among safe
+designs (park a key at once when its caller is interrupted, rather than hold it until the
+lease expires): a suite judges it by default, names it as a policy when it breaks, and lets
+a user whose system chooses otherwise leave it out (``policies`` on the suite)."""
+
+GUARANTEE: Kind = "guarantee"
+POLICY: Kind = "policy"
+
+
 @dataclass(frozen=True)
 class Invariant:
     """One promise: ``id`` (what failures start with), ``statement`` (what it promises, as
-    the site shows it), ``layers`` (who judges it)."""
+    the site shows it), ``layers`` (who judges it), ``kind`` (a guarantee or a policy)."""
 
     id: str
     statement: str
     layers: frozenset[Layer]
+    kind: Kind = GUARANTEE
 
 
-def _invariant(id: str, statement: str, *layers: Layer) -> Invariant:
-    return Invariant(id, " ".join(statement.split()), frozenset(layers))
+def _invariant(id: str, statement: str, *layers: Layer, kind: Kind = GUARANTEE) -> Invariant:
+    return Invariant(id, " ".join(statement.split()), frozenset(layers), kind)
 
 
 _SUITES: tuple[Layer, ...] = ("exactly-once suite", "effect-log suite", "transfer suite")
@@ -267,9 +280,12 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             _invariant(
                 "interrupted-parks",
                 """A caller cancelled or interrupted inside the effect (asyncio.CancelledError,
-                KeyboardInterrupt) leaves the key parked: indeterminate for every later caller,
-                never free to run again without a reclaim.""",
+                KeyboardInterrupt) leaves the key parked at once: indeterminate for every later
+                caller, never free to run again without a reclaim. A policy: an executor that
+                keeps the interrupted caller's lease until it expires, and then parks, is safe
+                too (the guarantees judge it).""",
                 "exactly-once suite",
+                kind=POLICY,
             ),
             _invariant(
                 "expired-lease-parks",
@@ -349,8 +365,11 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             ),
             _invariant(
                 "saga-newest-first",
-                "The saga undoes a session's effects newest first.",
+                """The saga undoes a session's effects newest first. A policy: a saga whose
+                compensations do not depend on one another may undo them in another
+                order.""",
                 "effect-log suite",
+                kind=POLICY,
             ),
             _invariant(
                 "saga-only-unknown",
@@ -450,8 +469,11 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             _invariant(
                 "halt-after-failure",
                 """Once the venue or a reconciler said a node failed (and the engine went on),
-                the engine starts nothing new for that request: no prepare, no submit.""",
+                the engine starts nothing new for that request: no prepare, no submit. A
+                policy: an engine that goes on with work independent of the failed node,
+                holding whatever money may be in flight, is safe too.""",
                 "transfer suite",
+                kind=POLICY,
             ),
             _invariant(
                 "in-flight-followed",
@@ -510,3 +532,16 @@ def judged_by(layer: Layer) -> Mapping[str, str]:
     if layer not in LAYERS:
         raise UnknownName(f"'{shown(layer)}' is not a layer{suggest(layer, LAYERS)}")
     return MappingProxyType({i.id: i.statement for i in INVARIANTS.values() if layer in i.layers})
+
+
+def policies_of(layer: Layer) -> frozenset[str]:
+    """The ids of the invariants ``layer`` judges that are policies, not guarantees."""
+    return frozenset(i for i in judged_by(layer) if INVARIANTS[i].kind == POLICY)
+
+
+def kind_of(id: str) -> Kind:
+    """Whether invariant ``id`` is a guarantee or a policy."""
+    found = INVARIANTS.get(id)
+    if found is None:
+        raise UnknownName(f"'{shown(id)}' is no invariant{suggest(id, INVARIANTS)}")
+    return found.kind

@@ -25,7 +25,7 @@ from machines.spec.jsonvalue import describe
 from machines.spec.registry import judged_by
 from machines.testing.contract import AdapterContractError
 from machines.testing.coverage import Coverage
-from machines.testing.verdict import Move, RuleBroken, chain_break, show_chain
+from machines.testing.verdict import Move, RuleBroken, chain_break, promised, show_chain
 
 CREATED = "entity-created-as-defined"
 LEGAL = "legal-move-accepted"
@@ -182,7 +182,7 @@ class Oracle:
     def breaks(self, rule: str, message: str) -> RuleBroken:
         shown = "\n".join(f"    {line}" for line in self.seen[-TRANSCRIPT:]) or "    (nothing)"
         return RuleBroken(
-            rule, f"{message}\n  ({RULES[rule]})\n  what the suite saw last:\n{shown}"
+            rule, f"{message}\n  {promised(rule, RULES[rule])}\n  what the suite saw last:\n{shown}"
         )
 
     # -- creating ---------------------------------------------------------------------------

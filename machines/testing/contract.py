@@ -15,6 +15,8 @@ import inspect
 from typing import Any
 
 from machines.errors import MachinesError
+from machines.spec.registry import GUARANTEE, INVARIANTS
+from machines.spec.routing import suggest
 
 
 class AdapterContractError(MachinesError, TypeError):
@@ -96,3 +98,32 @@ def check_adapter(adapter: object, contract: type[Adapter]) -> None:
         raise AdapterContractError(
             _refusal(f"adapter {type(adapter).__qualname__}", contract.__name__, missing, duties)
         )
+
+
+def chosen_policies(suite: type, policies: object, known: frozenset[str]) -> frozenset[str]:
+    """``policies`` as a suite class set them: a set of ids among the suite's own policies
+    (``machines.spec.registry``), else ``AdapterContractError`` saying which are known. A
+    guarantee cannot be left out: every correct implementation keeps it."""
+    where = f"suite class {suite.__qualname__} sets policies to"
+    if not isinstance(policies, frozenset | set | tuple | list) or not all(
+        type(p) is str for p in policies
+    ):
+        raise AdapterContractError(
+            f"{where} {policies!r:.80}, not a set of rule names; its policies: "
+            f"{', '.join(sorted(known)) or 'none'}"
+        )
+    for policy in policies:
+        if policy in known:
+            continue
+        found = INVARIANTS.get(policy)
+        if found is not None and found.kind == GUARANTEE:
+            raise AdapterContractError(
+                f"{where} include '{policy}', a guarantee, not a policy: every correct "
+                "implementation keeps it, and the suite always judges it"
+            )
+        raise AdapterContractError(
+            f"{where} include '{policy}', which is none of its policies"
+            f"{suggest(policy, sorted(known))}; its policies: "
+            f"{', '.join(sorted(known)) or 'none'}"
+        )
+    return frozenset(policies)

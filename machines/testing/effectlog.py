@@ -44,7 +44,7 @@ import asyncio
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -56,11 +56,12 @@ from machines.store.records import Row
 from machines.systems.effectlog import EffectLog
 from machines.systems.exactly_once import not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
-from machines.testing.contract import Adapter, check_adapter
+from machines.testing.contract import Adapter, check_adapter, chosen_policies
 from machines.testing.coverage import Coverage
 from machines.testing.effectlog_oracle import Attempt, Observer
 from machines.testing.effectlog_rules import (
     CANCELLATIONS,
+    POLICIES,
     RULES,
     Call,
     Told,
@@ -71,6 +72,7 @@ from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "CALLS",
+    "POLICIES",
     "RULES",
     "Behaviour",
     "Call",
@@ -269,17 +271,25 @@ fresh approval."""
 
 
 class EffectLogSuite(RuleBasedStateMachine):
-    """Subclass and override ``make_adapter`` to test your own effect log."""
+    """Subclass and override ``make_adapter`` to test your own effect log. ``policies``:
+    the rules of this package's choosing judged besides the guarantees (``POLICIES``, all
+    by default; ``saga-newest-first``)."""
+
+    policies: ClassVar[frozenset[str]] = POLICIES
 
     def make_adapter(self) -> EffectLogAdapter:
         return ReferenceEffectLog()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.policies = chosen_policies(cls, cls.policies, POLICIES)
 
     def __init__(self) -> None:
         super().__init__()
         adapter = self.make_adapter()
         check_adapter(adapter, EffectLogAdapter)
         self.adapter = adapter
-        self.seen = Observer(CALLS)
+        self.seen = Observer(CALLS, self.policies)
         self.judge = bundled("effect")  # the bundled definition, whatever the log runs on
         self.counter = 0
 

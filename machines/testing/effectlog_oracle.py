@@ -25,12 +25,13 @@ from machines.spec.jsonvalue import describe
 from machines.testing.effectlog_rules import (
     CANCELLATIONS,
     IRREVERSIBLE,
+    POLICIES,
     RULES,
     Call,
     Told,
 )
 from machines.testing.faults import NotSent
-from machines.testing.verdict import RuleBroken, chain_problem, moves_of, show_chain
+from machines.testing.verdict import RuleBroken, chain_problem, moves_of, promised, show_chain
 
 
 class Status(enum.Enum):
@@ -118,9 +119,10 @@ def _error(error: BaseException) -> str:
 class Observer:
     """Everything the suite saw, per signature, and the breaches it found."""
 
-    def __init__(self, calls: Mapping[str, Call]) -> None:
+    def __init__(self, calls: Mapping[str, Call], policies: frozenset[str] = POLICIES) -> None:
         self.beliefs = {signature: Belief(call) for signature, call in calls.items()}
         self.breaches: list[RuleBroken] = []
+        self.left_out = POLICIES - policies
         self.step = 0
 
     # -- recording -------------------------------------------------------------------------
@@ -132,9 +134,11 @@ class Observer:
         self.beliefs[signature].journal.append(f"step {self.step}: {event}")
 
     def breach(self, rule: str, signature: str | None, what: str) -> None:
+        if rule in self.left_out:
+            return  # a policy the suite's user chose not to keep
         lines = [
             f"{rule}: {signature + ': ' if signature else ''}{what}",
-            f"  the rule: {RULES[rule]}",
+            f"  {promised(rule, RULES[rule])}",
         ]
         belief = self.beliefs.get(signature) if signature is not None else None
         if belief is not None and belief.journal:

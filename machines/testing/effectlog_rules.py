@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from machines.errors import MachinesError
-from machines.spec.registry import judged_by
+from machines.spec.registry import judged_by, policies_of
 from machines.systems.effectlog import (
     EffectAwaitingApproval,
     EffectClosed,
@@ -26,6 +26,9 @@ from machines.testing.faults import NotSent, SimulatedCrash
 RULES: Mapping[str, str] = judged_by("effect-log suite")
 """Every rule the suite judges by: its stable name (the start of a failure message) and
 what it promises."""
+POLICIES: frozenset[str] = policies_of("effect-log suite")
+"""The rules that are this package's policies, judged unless a suite leaves them out
+(``EffectLogSuite.policies``)."""
 
 IRREVERSIBLE = "irreversible"
 CANCELLATIONS = (asyncio.CancelledError, KeyboardInterrupt)

@@ -30,7 +30,7 @@ import asyncio
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -47,15 +47,23 @@ from machines.spec.jsonvalue import describe
 from machines.store import open_store
 from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
-from machines.testing.contract import Adapter, check_adapter
+from machines.testing.contract import Adapter, check_adapter, chosen_policies
 from machines.testing.coverage import Coverage
-from machines.testing.exactly_once_oracle import RULES, CallSeen, Oracle, StopRun, Told
+from machines.testing.exactly_once_oracle import (
+    POLICIES,
+    RULES,
+    CallSeen,
+    Oracle,
+    StopRun,
+    Told,
+)
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "KEYS",
     "LEASE",
+    "POLICIES",
     "RULES",
     "Behaviour",
     "ExactlyOnceAdapter",
@@ -278,17 +286,28 @@ suite, the simplest rule whose precondition held)."""
 
 
 class ExactlyOnceSuite(RuleBasedStateMachine):
-    """Subclass and override ``make_adapter`` to test your own executor."""
+    """Subclass and override ``make_adapter`` to test your own executor.
+
+    ``policies`` are the rules of this package's choosing that the suite judges besides
+    the guarantees (``POLICIES``, all by default): an executor that safely chooses
+    otherwise sets, say, ``policies = frozenset()`` to keep an interrupted caller's lease
+    until it expires instead of parking the key at once (``interrupted-parks``)."""
+
+    policies: ClassVar[frozenset[str]] = POLICIES
 
     def make_adapter(self) -> ExactlyOnceAdapter:
         return ReferenceAdapter()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.policies = chosen_policies(cls, cls.policies, POLICIES)
 
     def __init__(self) -> None:
         super().__init__()
         adapter = self.make_adapter()
         check_adapter(adapter, ExactlyOnceAdapter)
         self.adapter = adapter
-        self.oracle = Oracle(KEYS, LEASE)
+        self.oracle = Oracle(KEYS, LEASE, policies=self.policies)
 
     # -- the one rule -------------------------------------------------------------------
 

@@ -19,12 +19,23 @@ from typing import Any, Literal
 
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
-from machines.spec.registry import judged_by
-from machines.testing.verdict import Move, RuleBroken, chain_problem, moves_of, show_chain
+from machines.spec.registry import judged_by, policies_of
+from machines.testing.verdict import (
+    Move,
+    RuleBroken,
+    chain_problem,
+    moves_of,
+    promised,
+    show_chain,
+)
 
 RULES: Mapping[str, str] = judged_by("exactly-once suite")
 """Every rule the suite judges, by the name its failure message starts with (what each
 promises: ``machines.spec.registry``)."""
+POLICIES: frozenset[str] = policies_of("exactly-once suite")
+"""The rules that are this package's policies, not guarantees: judged unless a suite
+leaves them out (``ExactlyOnceSuite.policies``)."""
+INTERRUPTED = "interrupted-parks"
 
 ATTEMPTS = 20
 """How many starts of its effect the suite lets one call make: a retry loop with no bound
@@ -134,6 +145,7 @@ class Oracle:
     broken: RuleBroken | None = None
     records: dict[str, KeyRecord] = field(init=False)
     calls: int = 0
+    policies: frozenset[str] = POLICIES
 
     def __post_init__(self) -> None:
         self.records = {key: KeyRecord() for key in self.keys}
@@ -219,7 +231,8 @@ class Oracle:
         if self.broken is None:
             shown = "\n".join(f"    {line}" for line in self.seen[-TRANSCRIPT:])
             self.broken = RuleBroken(
-                rule, f"{message}\n  ({RULES[rule]})\n  what the suite saw last:\n{shown}"
+                rule,
+                f"{message}\n  {promised(rule, RULES[rule])}\n  what the suite saw last:\n{shown}",
             )
 
     def verdict(self) -> None:
@@ -281,16 +294,18 @@ class Oracle:
             return None
         if kind == "untyped" or (kind == "interrupted" and not call.interrupted):
             return "typed-answer", f"raised {told.shown()}"
+        if INTERRUPTED not in self.policies and call.interrupted:
+            return self._interrupted_held(record, told, holder)
         if kind == "interrupted" or (kind == "indeterminate" and call.interrupted):
-            if phase is not Phase.PARKED or record.parked_by != "interrupted-parks":
-                self._park(record, "interrupted-parks")
+            if phase is not Phase.PARKED or record.parked_by != INTERRUPTED:
+                self._park(record, INTERRUPTED)
             return None
         if phase is Phase.PARKED:
             if kind == "indeterminate":
                 return None
             return record.parked_by, f"was told {told.describe()} although {call.key} is parked"
         if call.interrupted:
-            return "interrupted-parks", f"was interrupted, yet told {told.describe()}"
+            return INTERRUPTED, f"was interrupted, yet told {told.describe()}"
         if phase in SETTLED:
             return self._replay_problem(record, told)
         if kind == "in progress":
@@ -319,6 +334,37 @@ class Oracle:
         upstream = describe(record.answer) if record.sends else "nothing (no send)"
         return "result-from-upstream", (
             f"was given {told.describe()}; the upstream answered {upstream} in claim {record.claim}"
+        )
+
+    def _interrupted_held(
+        self, record: KeyRecord, told: Told, holder: bool
+    ) -> tuple[str, str] | None:
+        """An interrupted caller's answer when the suite leaves ``interrupted-parks`` out:
+        the executor may park the key at once (it says indeterminate, which then stays) or
+        keep the caller's lease until it expires, as a holder that died would; the
+        guarantees judge the rest (nothing sent again in the claim, a failure only when
+        nothing was sent)."""
+        if told.kind == "indeterminate":
+            self._park(record, "indeterminate-stays")
+            return None
+        if told.kind == "interrupted":
+            if holder and record.phase is Phase.RUNNING:
+                record.phase, record.holder = Phase.HELD, None
+            return None
+        if told.kind == "failed" and record.sends > 0:
+            return "failed-means-not-sent", (
+                f"was interrupted and told {told.describe()} although claim {record.claim} sent"
+            )
+        if told.kind == "failed":
+            record.phase, record.holder, record.error = Phase.FAILED, None, told.value
+            return None
+        if told.kind == "in progress":
+            return "in-progress-means-held", "was told its own interrupted run is in progress"
+        if record.sends == 1 and _same(told.value, record.answer):
+            record.phase, record.holder, record.result = Phase.SUCCEEDED, None, told.value
+            return None
+        return "result-from-upstream", (
+            f"was interrupted inside the effect, yet given {told.describe()}"
         )
 
     def _replay_problem(self, record: KeyRecord, told: Told) -> tuple[str, str] | None:
@@ -364,9 +410,9 @@ class Oracle:
         if refusal is not None and refusal.kind == "untyped":
             self.breaks("typed-answer", f"the {what} of {key} raised {refusal.shown()}")
         elif refusal is not None:
-            if phase is Phase.PARKED and record.parked_by == "interrupted-parks":
+            if phase is Phase.PARKED and record.parked_by == INTERRUPTED:
                 self.breaks(
-                    "interrupted-parks",
+                    INTERRUPTED,
                     f"the {what} of {key} was refused: the interrupted call left it unparked",
                 )
             elif phase is Phase.PARKED:

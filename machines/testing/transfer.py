@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import event
 from hypothesis import strategies as st
@@ -38,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from machines.errors import MachinesError
 from machines.store.records import StoreError
 from machines.systems.transfer import PlanNode
-from machines.testing.contract import check_adapter
+from machines.testing.contract import check_adapter, chosen_policies
 from machines.testing.faults import Fault, SimulatedCrash
 from machines.testing.transfer_adapter import (
     ENGINES,
@@ -47,7 +47,7 @@ from machines.testing.transfer_adapter import (
     TransferAdapter,
 )
 from machines.testing.transfer_history import EngineHistory
-from machines.testing.transfer_oracle import RULES, Ledger
+from machines.testing.transfer_oracle import POLICIES, RULES, Ledger
 from machines.testing.transfer_scenarios import (
     BY_NODE_STATE,
     BY_REQUEST_STATE,
@@ -68,6 +68,7 @@ __all__ = [
     "ENGINES",
     "OPERATIONS",
     "PLANS",
+    "POLICIES",
     "REQUEST_IDS",
     "RULES",
     "SUBMIT_TIMEOUT",
@@ -90,15 +91,23 @@ REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))
 
 
 class TransferSuite(RuleBasedStateMachine):
-    """Subclass and override ``make_adapter(venue)`` to test your own engine."""
+    """Subclass and override ``make_adapter(venue)`` to test your own engine.
+    ``policies``: the rules of this package's choosing judged besides the guarantees
+    (``POLICIES``, all by default; ``halt-after-failure``)."""
+
+    policies: ClassVar[frozenset[str]] = POLICIES
 
     def make_adapter(self, venue: Venue) -> TransferAdapter:
         """Your engine behind a ``TransferAdapter``, built to call ``venue`` (see there)."""
         return ReferenceTransfer(venue)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.policies = chosen_policies(cls, cls.policies, POLICIES)
+
     def __init__(self) -> None:
         super().__init__()
-        self.ledger = Ledger()
+        self.ledger = Ledger(self.policies)
         self.venue = Venue(self._answer, self.ledger, self._announced)
         self.adapter = self.make_adapter(self.venue)
         check_adapter(self.adapter, TransferAdapter)

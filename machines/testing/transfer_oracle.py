@@ -36,15 +36,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from machines.errors import message_of
-from machines.spec.registry import judged_by
+from machines.spec.registry import judged_by, policies_of
 from machines.testing.transfer_history import (
     EngineHistory as EngineHistory,  # docs/api.md names it here
 )
 from machines.testing.transfer_history import Histories
 from machines.testing.transfer_watch import DONE_WORDS, FAILED, WORDS_OF, NodeWatch, Operation
-from machines.testing.verdict import Move, RuleBroken
+from machines.testing.verdict import Move, RuleBroken, promised
 
 RULES: Mapping[str, str] = judged_by("transfer suite")
+POLICIES: frozenset[str] = policies_of("transfer suite")
+"""The rules that are this package's policies, judged unless a suite leaves them out
+(``TransferSuite.policies``)."""
 """Every rule the transfer suite judges, by the name its failure message starts with (what
 each promises: ``machines.spec.registry``)."""
 
@@ -59,7 +62,8 @@ EXCERPT = 14
 class Ledger:
     """Everything the suite saw, in order, and the first rule it saw broken."""
 
-    def __init__(self) -> None:
+    def __init__(self, policies: frozenset[str] = POLICIES) -> None:
+        self.left_out = POLICIES - policies
         self.histories = Histories()
         self.nodes: dict[tuple[str, str], NodeWatch] = {}
         self.plans: dict[str, tuple[str, ...]] = {}
@@ -408,14 +412,14 @@ class Ledger:
 
     def broken(self, rule: str, request: str, message: str) -> None:
         """Record a breach of ``rule``; the first one is what the run reports."""
-        if self.breach is not None:
-            return
+        if self.breach is not None or rule in self.left_out:
+            return  # the first breach is the report; a policy left out is not judged
         assert rule in RULES, rule
         seen = [line for key, line in self.log if key == request][-EXCERPT:]
         excerpt = "\n".join(f"    {line}" for line in seen) or "    (nothing)"
         self.breach = RuleBroken(
             rule,
-            f"{rule}: {request}: {message}\n  rule: {RULES[rule]}\n"
+            f"{rule}: {request}: {message}\n  {promised(rule, RULES[rule])}\n"
             f"  what the suite saw of {request} (latest last):\n{excerpt}",
         )
 

@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple
 from machines.errors import MachinesError, message_of
 from machines.spec import MachineSpec
 from machines.spec.loader import load
+from machines.spec.registry import GUARANTEE, INVARIANTS, Kind
 
 
 @functools.cache
@@ -28,11 +29,26 @@ def bundled(name: str) -> MachineSpec:
 
 class RuleBroken(AssertionError):
     """The implementation under test broke ``rule``; the message starts with the rule's
-    name, then says what happened, step by step."""
+    name, then says what happened, step by step. ``kind`` says whether the rule is a
+    guarantee (a bug in any design) or one of this package's policies
+    (``machines.spec.registry.Kind``)."""
 
     def __init__(self, rule: str, message: str) -> None:
         self.rule = rule
+        found = INVARIANTS.get(rule)
+        self.kind: Kind = GUARANTEE if found is None else found.kind
         super().__init__(message if message.startswith(f"{rule}:") else f"{rule}: {message}")
+
+
+def promised(rule: str, statement: str) -> str:
+    """The line of a report that says what ``rule`` promises and which kind it is."""
+    found = INVARIANTS.get(rule)
+    if found is not None and found.kind != GUARANTEE:
+        return (
+            f"(a policy of this package; an implementation that chooses otherwise, safely, "
+            f"leaves it out of its suite's policies: {statement})"
+        )
+    return f"(a guarantee: {statement})"
 
 
 class Move(NamedTuple):

@@ -449,6 +449,15 @@ class CancelIsFailure(Ledger):
             self.settle(key, version, "fail", None, Refused(type(error).__name__, "cancelled"))
 
 
+class KeepsLeaseOnCancel(Ledger):
+    """Safe, by another policy: an interrupted call keeps its lease until it expires, and
+    the next caller then parks the key (told in progress meanwhile, never run twice)."""
+
+    def give_up(self, key: str, version: int, error: BaseException) -> None:
+        if isinstance(error, Exception):
+            self.park(key, version)
+
+
 class ReplaysStoredText(Ledger):
     """Replays a succeeded key's result as the JSON text it stored (the decode was
     forgotten on the replay path): the first caller got a dict, every later one a str."""

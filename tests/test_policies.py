@@ -1,0 +1,133 @@
+"""Safety apart from policy (issue 28): each rule of a suite is a guarantee, kept by every
+correct implementation, or a policy, this package's choice among safe designs; a user whose
+executor safely chooses otherwise leaves the policy out, and the report says which kind
+broke.
+
+The exactly-once suite's one policy is ``interrupted-parks`` (park a key at once when its
+caller is interrupted). ``KeepsLeaseOnCancel`` holds the interrupted caller's lease until it
+expires instead: nothing runs twice, so it fails only on the policy, and passes without it;
+the executors that lose the claim on an interrupt still fail without it, on a guarantee."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import Phase, settings
+
+from machines.spec.registry import GUARANTEE, INVARIANTS, POLICY, kind_of, policies_of
+from machines.testing._harness.sizes import EXACTLY_ONCE
+from machines.testing.contract import AdapterContractError
+from machines.testing.exactly_once import POLICIES, ExactlyOnceAdapter, ExactlyOnceSuite
+from machines.testing.exactly_once_oracle import RULES
+from machines.testing.profiles import run_suite
+from machines.testing.verdict import RuleBroken
+from tests.zoo.exactly_once import (
+    CancelIsFailure,
+    ForgetsOnCancel,
+    KeepsLeaseOnCancel,
+    Ledger,
+    LedgerAdapter,
+)
+
+HUNT = settings(EXACTLY_ONCE.hunting(), phases=[Phase.generate])
+
+
+def suite_for(kind: type[Ledger], **options: Any) -> type[ExactlyOnceSuite]:
+    class OnThisLedger(ExactlyOnceSuite):
+        def make_adapter(self) -> ExactlyOnceAdapter:
+            return LedgerAdapter(kind, history=False)
+
+    for name, value in options.items():
+        setattr(OnThisLedger, name, value)
+    return type(f"On{kind.__name__}", (OnThisLedger,), {})
+
+
+def broken(suite: type[ExactlyOnceSuite]) -> RuleBroken:
+    with pytest.raises(RuleBroken) as caught:
+        run_suite(suite, HUNT)
+    return caught.value
+
+
+def test_every_rule_is_labelled_and_the_exactly_once_policy_is_named() -> None:
+    assert {i.kind for i in INVARIANTS.values()} == {GUARANTEE, POLICY}
+    assert POLICIES == policies_of("exactly-once suite") == {"interrupted-parks"}
+    assert kind_of("one-send-per-claim") == GUARANTEE
+    assert set(POLICIES) < set(RULES)
+
+
+def test_a_safe_executor_of_another_policy_fails_only_on_the_policy() -> None:
+    report = broken(suite_for(KeepsLeaseOnCancel))
+    assert report.rule == "interrupted-parks" and report.kind == POLICY
+    assert "(a policy of this package; an implementation that chooses otherwise" in str(report)
+
+
+def test_it_passes_when_the_policy_is_left_out() -> None:
+    run_suite(suite_for(KeepsLeaseOnCancel, policies=frozenset()), HUNT)
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule"),
+    [
+        (ForgetsOnCancel, {"one-send-per-claim", "expired-lease-parks"}),
+        (CancelIsFailure, {"failed-means-not-sent"}),
+    ],
+    ids=["frees-the-claim", "says-failed"],
+)
+def test_an_unsafe_interrupt_is_caught_on_a_guarantee_without_the_policy(
+    kind: type[Ledger], rule: set[str]
+) -> None:
+    """The claim freed with the send made (the next caller runs the effect again), or a
+    send reported as a failure."""
+    report = broken(suite_for(kind, policies=frozenset()))
+    assert report.rule in rule and report.kind == GUARANTEE, str(report)
+    assert "(a guarantee: " in str(report)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"one-send-per-claim"}, "'one-send-per-claim', a guarantee, not a policy"),
+        ({"interupted-parks"}, "did you mean 'interrupted-parks'"),
+        ("interrupted-parks", "not a set of rule names"),
+        ({1}, "not a set of rule names"),
+    ],
+)
+def test_garbage_policies_fail_where_the_suite_is_defined(value: object, says: str) -> None:
+    with pytest.raises(AdapterContractError, match=says):
+        type("Bad", (ExactlyOnceSuite,), {"policies": value})
+
+
+# -- the effect-log and transfer suites' policies -------------------------------------------
+
+
+def other_suites() -> list[tuple[str, type[Any], str]]:
+    """(name, suite on the zoo's implementation of another policy, the policy)."""
+    from tests.test_zoo_effectlog import suite_for as on_log
+    from tests.test_zoo_transfer import suite_for as on_engine
+    from tests.zoo import effectlog, transfer
+
+    oldest_first = next(b for b in effectlog.BUGS if b.log is effectlog.UndoesOldestFirst)
+    going_on = transfer.BUGS["keeps dispatching after a failure"]
+    return [
+        ("effect-log", on_log(effectlog.adapter_for(oldest_first)), "saga-newest-first"),
+        ("transfer", on_engine(transfer.adapter_for(going_on.engine)), "halt-after-failure"),
+    ]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["effect-log", "transfer"])
+def test_the_other_suites_name_a_policy_and_let_it_be_left_out(which: int) -> None:
+    from machines.testing._harness.sizes import EFFECT_LOG_HUNT, TRANSFER_HUNT
+
+    name, suite, policy = other_suites()[which]
+    hunt = (EFFECT_LOG_HUNT if name == "effect-log" else TRANSFER_HUNT).hunting()
+    assert policies_of(f"{name} suite") == {policy}  # type: ignore[arg-type]
+    with pytest.raises(RuleBroken) as caught:
+        run_suite(suite, hunt)
+    assert caught.value.rule == policy and caught.value.kind == POLICY, str(caught.value)
+    assert "(a policy of this package;" in str(caught.value)
+    without = type(f"{suite.__name__}WithoutPolicy", (suite,), {"policies": frozenset()})
+    try:
+        run_suite(without, hunt)
+    except RuleBroken as other:  # the same design may break a guarantee too: named so
+        assert other.kind == GUARANTEE and other.rule != policy, str(other)
