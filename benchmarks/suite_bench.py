@@ -16,6 +16,7 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from benchmarks import zoo_bench
 from benchmarks.harness import Ratio, _compare
 from machines.checks.report import check
 from machines.mutation import run_catalog
@@ -94,6 +95,7 @@ def run() -> list[Ratio]:
         for name, suite in SUITES.items()
     ]
     results.append(mutation_detection())
+    results.extend(zoo_bench.run())
     return results
 
 

@@ -76,7 +76,15 @@ def test_every_benchmark_runs_in_full(tmp_path: Path) -> None:
     written = json.loads(out.read_text())
     assert written["quick"] is False and all(r["rounds"] > 1 for r in written["results"][:5])
     names = " ".join(r["name"] for r in written["results"])
-    for suite in ("step", "entity creation", "SQLite claims", "steps/s", "mutation", "explore"):
+    for suite in (
+        "step",
+        "entity creation",
+        "SQLite claims",
+        "steps/s",
+        "mutation",
+        "zoo",
+        "explore",
+    ):
         assert suite in names, suite
 
 
@@ -103,6 +111,31 @@ def test_suite_benchmark_counts_steps() -> None:
 
     seconds = suite_bench._steps_timer(suite_bench._Empty)()
     assert seconds > 0
+
+
+def test_zoo_benchmark_reports_each_bug_shrunk() -> None:
+    """The zoo benchmark (``--quick``: two bugs of each zoo) hunts each bug to a shrunk
+    report, compares its length with the shortest known, and refuses a bug not caught."""
+    from benchmarks import zoo_bench
+
+    harness.quick(True)
+    try:
+        reports = {zoo: list(hunts()) for zoo, hunts in zoo_bench.ZOOS.items()}
+    finally:
+        harness.quick(False)
+    assert [len(found) for found in reports.values()] == [2, 2, 2]
+    for found in reports.values():
+        assert all(r.steps >= 1 and r.seconds > 0 and r.rule for r in found), found
+    assert all(r.steps >= r.shortest for r in reports["exactly-once"] if r.shortest), reports
+    summary = zoo_bench.summary("exactly-once", reports["exactly-once"], 1.0)
+    assert "2 bugs shrunk: median" in summary.name
+    assert "steps over the shortest known" in summary.name
+    from machines.testing.profiles import hunting
+    from tests.test_zoo_exactly_once import suite_for
+    from tests.zoo.exactly_once import Ledger
+
+    with pytest.raises(AssertionError, match="was not caught"):
+        zoo_bench._hunt("careful", suite_for(Ledger, history=False), hunting(2, 2), None)
 
 
 def test_explorer_benchmark_baseline_searches_the_same_graph() -> None:
