@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from benchmarks import zoo_bench
 from benchmarks.harness import Ratio, _compare
 from machines.checks.report import check
-from machines.mutation import run_catalog
+from machines.mutation.catalog import run_catalog
 from machines.testing.effectlog import EffectLogSuite
 from machines.testing.exactly_once import ExactlyOnceSuite
 from machines.testing.profiles import run_suite

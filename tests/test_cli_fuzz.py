@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from machines.cli import build_parser, main
 from machines.cli.output import FORMATS as FORMATS_OF_REPORTS
 from machines.cli.output import REPORTERS, schema
-from machines.mutation import CATALOG
+from machines.mutation.catalog import CATALOG
 from machines.render.export import FORMATS
 from machines.spec.loader import bundled_spec_dir, load
 from machines.store import open_store

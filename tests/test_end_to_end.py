@@ -152,7 +152,7 @@ def test_the_sdist_and_the_wheel_hold_what_a_user_needs(dist: Path, wheel: Path)
     assert "machines/py.typed" in names
     for report in ("check", "diff", "audit", "explore"):
         assert f"machines/cli/schemas/{report}.schema.json" in names
-    assert not any(n.startswith(("mutants/", "tests/")) for n in names)
+    assert not any(n.startswith(("code_mutants/", "tests/")) for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[mkdocs.plugins]" in text and "machines.render.mkdocs_plugin" in text

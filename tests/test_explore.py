@@ -454,7 +454,7 @@ def test_machines_mutate_catches_the_self_excusing_mutant_with_the_explorer(
 ) -> None:
     """issue 14 item 4: the mutation check's explorer stage judges by the bundled
     definitions, so the same mutant dies there, not only (slowly) in the suite."""
-    from machines.mutation import explore_mutant
+    from machines.mutation.catalog import explore_mutant
 
     spec_copy.edit("request", _cancel_any_time_and_say_nothing)
     mutation = type("M", (), {"machine": "request"})()

@@ -1,7 +1,7 @@
 """The code-mutant command (issue 14 item 3): its catalog stays in step with the code, a
 fast subset of it is killed by the suites in every CI run, and its verdicts (killed,
-survived, equivalent, error) each happen when they should. ``python -m mutants`` runs the
-whole catalog (minutes); see ``mutants/__init__.py``."""
+survived, equivalent, error) each happen when they should. ``python -m code_mutants`` runs the
+whole catalog (minutes); see ``code_mutants/__init__.py``."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mutants import detectors
-from mutants.__main__ import main
-from mutants.catalog import CATALOG, CodeMutant
-from mutants.run import ROOT, StaleMutant, baseline, kill, patched, select, table
+from code_mutants import detectors
+from code_mutants.__main__ import main
+from code_mutants.catalog import CATALOG, CodeMutant
+from code_mutants.run import ROOT, StaleMutant, baseline, kill, patched, select, table
 
 FAST = (
     "eo-no-lease-fence",
@@ -120,7 +120,7 @@ def test_the_baseline_refuses_suites_that_fail_unmutated() -> None:
 
 
 def test_the_command_lists_and_refuses_unknown_ids(capsys: pytest.CaptureFixture[str]) -> None:
-    """issue 14 item 3: ``python -m mutants --list`` shows the catalog, with the reason
+    """issue 14 item 3: ``python -m code_mutants --list`` shows the catalog, with the reason
     each equivalent mutant is one; an unknown id is a usage error (exit 2) naming it."""
     assert main(["--list"]) == 0
     listed = capsys.readouterr().out
@@ -131,10 +131,10 @@ def test_the_command_lists_and_refuses_unknown_ids(capsys: pytest.CaptureFixture
 
 
 def test_the_command_runs_as_documented() -> None:
-    """issue 14 item 3: ``python -m mutants ID`` from the checkout prints the kill table
+    """issue 14 item 3: ``python -m code_mutants ID`` from the checkout prints the kill table
     and exits 0 when the mutant is killed."""
     done = subprocess.run(
-        [sys.executable, "-m", "mutants", "--no-baseline", BY_COMMAND],
+        [sys.executable, "-m", "code_mutants", "--no-baseline", BY_COMMAND],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -147,9 +147,9 @@ def test_the_command_runs_as_documented() -> None:
 
 
 def test_the_list_piped_into_head_ends_quietly() -> None:
-    """``python -m mutants --list | head -1`` ends without a traceback."""
+    """``python -m code_mutants --list | head -1`` ends without a traceback."""
     done = subprocess.run(
-        f"{sys.executable} -m mutants --list | head -1",
+        f"{sys.executable} -m code_mutants --list | head -1",
         shell=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -168,7 +168,7 @@ def test_every_code_mutant_is_killed_or_justified() -> None:
     every mutant's detectors at the ``ci`` profile's size: each is killed or justified as
     equivalent. CI runs the fast subset above; ``python -m pytest --thorough`` runs this."""
     done = subprocess.run(
-        [sys.executable, "-m", "mutants"],
+        [sys.executable, "-m", "code_mutants"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from machines.mutation import CATALOG, Mutation, kill, run_catalog, summary, write_mutant
+from machines.mutation.catalog import CATALOG, Mutation, kill, run_catalog, summary, write_mutant
 from machines.testing.profiles import scaled
 
 
@@ -101,8 +101,8 @@ def test_the_mutate_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_survivor_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
     """If a detector goes blind, the command (and so CI) says so with exit 1."""
-    from machines import mutation
     from machines.cli import main
+    from machines.mutation import catalog as mutation
 
     monkeypatch.setattr(mutation, "check", lambda spec_dir: type("R", (), {"exit_code": 0})())
     assert main(["mutate", "node-submitting-not-started", "--examples", "5"]) == 1

@@ -26,7 +26,8 @@ import yaml
 
 from machines.cli import main
 from machines.errors import SpecError
-from machines.mutation_user import OPERATORS, mutants_of, plan
+from machines.mutation.operators import OPERATORS, mutants_of
+from machines.mutation.user import plan
 from machines.spec.files import MUTANT_VARIABLE, SPEC_DIR_VARIABLE
 from machines.spec.loader import bundled_spec_dir
 
@@ -534,7 +535,7 @@ def test_jobs_give_the_verdicts_of_a_serial_run(
 
 def test_run_refuses_a_count_of_jobs_that_is_not_one(spec_dir: Path) -> None:
     from machines.errors import InvalidArgument
-    from machines.mutation_user import run
+    from machines.mutation.user import run
 
     for jobs in (0, "2", 1.5, True):
         with pytest.raises(InvalidArgument, match="jobs must be a whole number"):

@@ -251,7 +251,7 @@ def test_garbage_sizes_and_names_are_refused_with_typed_errors(value: Any) -> No
 
 SIZED_ELSEWHERE = {
     "machines/testing/profiles.py": "the profiles themselves",
-    "machines/mutation.py": "machines mutate --examples N: a count the user gives",
+    "machines/mutation/catalog.py": "machines mutate --examples N: a count the user gives",
     "benchmarks/suite_bench.py": "a benchmark's unit of work: steps per second of a fixed run",
     "tests/test_conformance.py": "TOO_SHORT: a run too short to cover, what its test is about",
     "tests/test_profiles.py": "profiles of a user's own, what these tests are about",
@@ -266,7 +266,7 @@ def test_no_run_names_its_own_number_of_examples() -> None:
     ``stateful_step_count`` is one no profile reaches, which is what made CI as large as
     a nightly run."""
     found = []
-    for folder in ("machines", "tests", "mutants", "benchmarks"):
+    for folder in ("machines", "tests", "code_mutants", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
             text = path.read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ("machines", "tests", "benchmarks", "mutants")
+CHECKED = ("machines", "tests", "benchmarks", "code_mutants")
 
 
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))

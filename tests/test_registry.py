@@ -75,8 +75,8 @@ def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() 
     (of the catalog, or a generic operator's), a rule (or derivation rule set) of a
     bundled definition, which the mutation catalog names, or the id of a kind of change
     ``machines diff`` lists (``machines.spec.diff.CHANGE_KINDS``)."""
-    from machines.mutation import CATALOG
-    from machines.mutation_user import OPERATORS
+    from machines.mutation.catalog import CATALOG
+    from machines.mutation.operators import OPERATORS
     from machines.spec.diff import CHANGE_KINDS
     from machines.spec.vocabulary import TAGS
 

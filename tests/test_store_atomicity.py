@@ -1,7 +1,7 @@
 """A transaction is all or nothing however it ends, on memory, SQLite and PostgreSQL: one
 that dies by a ``BaseException`` (a crash, ``KeyboardInterrupt``, a cancelled task) is
 rolled back like one that raises an ``Exception``. Found by the code mutant
-``memory-crash-commits`` (``python -m mutants``), which no other test killed."""
+``memory-crash-commits`` (``python -m code_mutants``), which no other test killed."""
 
 from __future__ import annotations
 

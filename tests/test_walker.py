@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import machines
-from machines.mutation import CATALOG, write_mutant
+from machines.mutation.catalog import CATALOG, write_mutant
 from machines.runtime import EntityMachine
 from machines.spec import MachineSpec
 from machines.spec.loader import read_definition

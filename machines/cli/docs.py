@@ -28,7 +28,7 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
     from machines.explore.outcome import WHAT as OUTCOME_WHAT
     from machines.explore.transfer import TransferModel
     from machines.explore.transfer_plans import SCOPES
-    from machines.mutation import CATALOG
+    from machines.mutation.catalog import CATALOG
     from machines.render.site import SiteFacts
 
     by_name = {spec.name: spec for spec in specs}

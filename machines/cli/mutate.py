@@ -1,7 +1,7 @@
 """``machines mutate``: the definitions broken on purpose. Without ``--spec-dir``, the
 catalog of ``machines.mutation``, each mutation shown caught by ``machines check`` or a
 stateful suite; with ``--spec-dir DIR -- COMMAND``, the generic mutants of the user's own
-definitions (``machines.mutation_user``), each handed to the user's own test command."""
+definitions (``machines.mutation.user``), each handed to the user's own test command."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ MAX_TIMEOUT = 86_400
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
-    from machines.mutation_user import DEFAULT_TIMEOUT
+    from machines.mutation.user import DEFAULT_TIMEOUT
 
     command.add_argument(
         "ids",
@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
 
 
 def _run_catalog(args: argparse.Namespace) -> int:
-    from machines.mutation import CATALOG, Kill, run_catalog, summary
+    from machines.mutation.catalog import CATALOG, Kill, run_catalog, summary
 
     if not args.list and importlib.util.find_spec("hypothesis") is None:
         print(
@@ -169,7 +169,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _mutate_yours(args: argparse.Namespace) -> int:
-    from machines import mutation_user as mu
+    from machines.mutation import user as mu
 
     if args.examples is not None:
         raise InvalidArgument("--examples is for the catalog's suites, not with --spec-dir")

@@ -4,7 +4,7 @@
 A mutant is an exact replacement of one snippet of one file (the snippet must occur
 exactly once, so a catalog that drifted from the code says so instead of testing nothing),
 the promise it breaks (what a suite must check to kill it), and the detectors to run, in
-order, cheapest first (``mutants.detectors``). ``equivalent`` explains a mutant no suite
+order, cheapest first (``code_mutants.detectors``). ``equivalent`` explains a mutant no suite
 can tell from the original through the system's API; it is reported as such when it
 survives, never silently.
 """

@@ -1,9 +1,9 @@
 """Apply a code mutant in a temporary copy of the tree, run its detectors there, and say
 what became of it; the kill table.
 
-Each mutant gets a fresh copy of ``machines/``, ``spec/``, ``mutants/``, ``tests/`` and
+Each mutant gets a fresh copy of ``machines/``, ``spec/``, ``code_mutants/``, ``tests/`` and
 ``pyproject.toml`` (the checkout is never touched), with its one patch applied, and a
-fresh Python process (``python -m mutants.hunt``) whose ``machines`` is the copy's, in
+fresh Python process (``python -m code_mutants.hunt``) whose ``machines`` is the copy's, in
 the ``ci`` profile.
 """
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mutants.catalog import CATALOG, CodeMutant
-from mutants.hunt import MARK
+from code_mutants.catalog import CATALOG, CodeMutant
+from code_mutants.hunt import MARK
 
 ROOT = Path(__file__).resolve().parent.parent
-COPIED = ("machines", "spec", "mutants", "tests", "pyproject.toml")
+COPIED = ("machines", "spec", "code_mutants", "tests", "pyproject.toml")
 TIMEOUT = 900.0
 """Seconds one mutant's detectors may take before the run counts as a hang (a catch: a
 suite that never ends fails CI too)."""
@@ -59,7 +59,7 @@ def select(ids: Iterable[str] | None) -> list[CodeMutant]:
     wanted = list(ids)
     unknown = [i for i in wanted if i not in known]
     if unknown:
-        raise KeyError(f"unknown mutant(s) {', '.join(unknown)}; see python -m mutants --list")
+        raise KeyError(f"unknown mutant(s) {', '.join(unknown)}; see python -m code_mutants --list")
     return [known[i] for i in wanted]
 
 
@@ -112,7 +112,7 @@ def hunt(tree: Path, detectors: Sequence[str], timeout: float = TIMEOUT) -> Hunt
     started = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "mutants.hunt", *detectors],
+            [sys.executable, "-m", "code_mutants.hunt", *detectors],
             cwd=tree,
             env=env,
             capture_output=True,

@@ -1,6 +1,6 @@
-"""``python -m mutants.hunt DETECTOR...``: run detectors in order in this tree, stop at the
+"""``python -m code_mutants.hunt DETECTOR...``: run detectors in order in this tree, stop at the
 first that catches something, and print one line ``RESULT {json}`` saying which one, what
-it saw and when. Run by ``mutants.run`` in a mutated copy of the tree, never by hand."""
+it saw and when. Run by ``code_mutants.run`` in a mutated copy of the tree, never by hand."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def main(argv: list[str]) -> int:
     if not Path(machines.__file__).resolve().is_relative_to(root):
         print(f"{MARK}{json.dumps({'error': f'machines imported from {machines.__file__}'})}")
         return 1
+    from code_mutants.detectors import Unavailable, detector
     from machines.testing.profiles import load_profile
-    from mutants.detectors import Unavailable, detector
 
     load_profile("ci")
     result: dict[str, Any] = {"detector": None, "evidence": "", "seconds": 0.0, "skipped": []}

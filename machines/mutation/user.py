@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machines.errors import InvalidArgument, SpecError
-from machines.mutation_user.operators import Mutant, mutants_of
+from machines.mutation.operators import Mutant, mutants_of
 from machines.spec.files import (
     MUTANT_VARIABLE,
     SPEC_DIR_VARIABLE,

@@ -7,7 +7,7 @@ A detector returns when it sees nothing wrong and raises what it saw otherwise. 
 run their generate phase only: a catch is reported at the first failing run, unshrunk
 (the first line of the failure names the broken rule).
 
-These run inside the mutated copy (``mutants.hunt``), importing ``machines`` from there.
+These run inside the mutated copy (``code_mutants.hunt``), importing ``machines`` from there.
 The table below is the one place that says how each suite is built; when a suite's
 adapter changes, change it here.
 """

@@ -1,4 +1,4 @@
-"""``python -m mutants [--list] [--no-baseline] [--timeout S] [--json PATH] [ID...]``.
+"""``python -m code_mutants [--list] [--no-baseline] [--timeout S] [--json PATH] [ID...]``.
 
 Runs every code mutant (or those named), after checking that their detectors pass on the
 unmutated tree, and prints the kill table. Exit 0 when every mutant was killed or is
@@ -13,12 +13,12 @@ import os
 import sys
 from pathlib import Path
 
+from code_mutants.run import TIMEOUT, Kill, baseline, row, run_all, select, table
 from machines.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
-from mutants.run import TIMEOUT, Kill, baseline, row, run_all, select, table
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mutants", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m code_mutants", description=__doc__)
     parser.add_argument("ids", nargs="*", metavar="ID", help="mutants to run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument(
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mutants = select(args.ids or None)
     except KeyError as unknown:
-        print(f"python -m mutants: {unknown.args[0]}", file=sys.stderr)
+        print(f"python -m code_mutants: {unknown.args[0]}", file=sys.stderr)
         return 2
     if args.list:
         for m in mutants:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         print("baseline: the detectors on the unmutated tree ...", file=sys.stderr, flush=True)
         failed = baseline(mutants, args.timeout)
         if failed is not None:
-            print(f"python -m mutants: {failed}", file=sys.stderr)
+            print(f"python -m code_mutants: {failed}", file=sys.stderr)
             return 1
 
     def progress(k: Kill) -> None:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main_quietly() -> int:
     """``main``, ending quietly when what reads its output stops reading
-    (``python -m mutants --list | head``) or on Ctrl-C."""
+    (``python -m code_mutants --list | head``) or on Ctrl-C."""
     try:
         code = main()
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
@@ -78,7 +78,7 @@ def _main_quietly() -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        print("python -m mutants: interrupted", file=sys.stderr)
+        print("python -m code_mutants: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
