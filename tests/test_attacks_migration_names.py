@@ -281,3 +281,57 @@ def test_exactly_once_accepts_the_owners_own_tags(tmp_path: Path) -> None:
         assert ExactlyOnce(store).run("k", lambda: 1) == 1
     finally:
         store.close()
+
+
+# -- outsider, fifth batch: a rename keeps every rule; a finished state stays closed -----------
+
+
+def in_flight_unproven(doc: Document) -> None:
+    doc["invariants"] = [r for r in doc["invariants"] if r["id"] != "failed-means-proven"]
+
+
+def test_a_rename_that_leaves_an_evidence_rule_behind_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """f01: v2 renamed in_flight to running without the rule that a worker finishes it
+    only on evidence; v3 (the bundled outcome) then mapped running=succeeded, judged by v2
+    alone: an undecided key replayed as succeeded."""
+    put(url, "outcome", "charge-1", "in_flight", {})
+    v2 = version(tmp_path / "v2", renaming("in_flight", "running"), in_flight_unproven)
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, v2, "outcome:in_flight=running")
+    assert code == 1, out
+    assert (
+        "rule 'failed-means-proven' (automatic_needs_evidence) names 'in_flight', and the new "
+        "version has no such rule naming 'running'"
+    ) in out
+    assert raw_snapshot(url) == before
+    faithful = version(tmp_path / "v2b", renaming("in_flight", "running"))
+    code, out = migrate(capsys, url, faithful, "outcome:in_flight=running")
+    assert code == 0, out
+
+
+def result_annotated(doc: Document) -> None:
+    doc["states"]["succeeded"]["annotations"] = ["result"]
+
+
+def test_a_finished_state_opened_for_rewrites_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """f02: v2 let 'result' of a succeeded key change (an annotation, taken as a
+    widening); a raw UPDATE then rewrote the result every later caller was told."""
+    put(url, "outcome", "charge-1", "succeeded", {}, data={"result": {"amount": 10}})
+    v2 = version(tmp_path / "v2", result_annotated)
+    code, out = migrate(capsys, url, v2)
+    assert code == 1, out
+    assert "'succeeded' lets 'result' of its finished entities' data change" in out
+
+
+def test_exactly_once_refuses_a_result_that_may_change(tmp_path: Path) -> None:
+    specs = load_dir(version(tmp_path, result_annotated))
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", specs)
+    try:
+        with pytest.raises(InvalidArgument, match="state 'succeeded' lets 'result'"):
+            ExactlyOnce(store)
+    finally:
+        store.close()

@@ -42,6 +42,8 @@ every recorded migration event the same way; both read ``migration_breaks``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from machines.spec.records import MachineSpec, Rule
 from machines.spec.vocabulary import (
@@ -166,6 +168,58 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
             "with no move"
         )
     yield from _exits_kept(old, new, source, dest)
+    yield from _rules_renamed(old, new, source, dest)
+    opened = sorted(set(new.states[dest].annotations) - set(old.states[source].annotations))
+    if old.states[source].terminal and opened:
+        yield (
+            f"'{dest}' lets {', '.join(repr(a) for a in opened)} of a finished entity's data "
+            f"change, and '{source}' does not: what it recorded would become writable"
+        )
+
+
+_STATE_FIELDS = ("states", "sources", "dests", "via", "holds")
+_WIDER_OK = ("only_actors_exit", "only_triggers_exit")
+"""Kinds ``_exits_kept`` judges, where a narrower rule keeps the promise too."""
+
+
+def _rules_renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    """Every rule of ``old`` that names ``source`` must be in ``new`` with ``dest`` in its
+    place: a later map out of the renamed state is judged by the versions that have that
+    name, so a rule left behind at the rename (an evidence rule, an only_via) would never
+    be judged again."""
+
+    def renamed(rule: Rule) -> Rule:
+        fields: dict[str, Any] = {
+            f: tuple(dest if x == source else x for x in getattr(rule, f)) for f in _STATE_FIELDS
+        }
+        return replace(rule, id="", description="", **fields)
+
+    kept = [replace(r, id="", description="") for r in new.invariants]
+    for rule in old.invariants:
+        if rule.kind in _WIDER_OK or not any(source in getattr(rule, f) for f in _STATE_FIELDS):
+            continue
+        if renamed(rule) not in kept:
+            yield (
+                f"{_named(rule)} names '{source}', and the new version has no such rule naming "
+                f"'{dest}': a rename keeps every rule of the state"
+            )
+    for entry in old.forbidden:
+        names = (*(entry.sources or ()), *(entry.dests or ()))
+        if source not in names:
+            continue
+        sources = (
+            None if entry.sources is None else {dest if x == source else x for x in entry.sources}
+        )
+        dests = None if entry.dests is None else {dest if x == source else x for x in entry.dests}
+        if not any(f.sources == sources and f.dests == dests for f in new.forbidden):
+            yield (
+                f"the forbidden move {_shown(entry.sources)} -> {_shown(entry.dests)} names "
+                f"'{source}', and the new version does not forbid it for '{dest}'"
+            )
+
+
+def _shown(states: frozenset[str] | None) -> str:
+    return "*" if states is None else "/".join(sorted(states))
 
 
 def _meaning(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
@@ -300,6 +354,12 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
         )
     if old.states[state].terminal and not new.states[state].terminal:
         out.append(f"'{state}' is no longer terminal: its finished entities could move again")
+    opened = sorted(set(new.states[state].annotations) - set(old.states[state].annotations))
+    if old.states[state].terminal and opened:
+        out.append(
+            f"'{state}' lets {', '.join(repr(a) for a in opened)} of its finished entities' "
+            "data change: what they recorded when they finished would become writable"
+        )
     if not old.states[state].terminal and new.states[state].terminal:
         out.append(
             f"'{state}' becomes terminal: its entities would be finished where they wait, with "

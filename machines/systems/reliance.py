@@ -11,9 +11,11 @@ So a system is built only on a definition that
 
 1. makes every move of the bundled one, by the same actor, to the same state, under every
    context the bundled one admits for it;
-2. gives each of the bundled one's states the meaning it has there: terminal or not, and
-   the same built-in tags (a system reads a state by its name: ``failed`` tagged
-   ``effect-started`` would be read as "did not happen" while saying it may have); and
+2. gives each of the bundled one's states the meaning it has there: terminal or not, the
+   same built-in tags (a system reads a state by its name: ``failed`` tagged
+   ``effect-started`` would be read as "did not happen" while saying it may have), and no
+   annotation the bundled one lacks (a ``result`` annotation on ``succeeded`` would let the
+   database take a rewrite of the result every later caller is told); and
 3. keeps every rule the bundled one declares (its ``invariants`` and its ``forbidden``
    moves), judged on the definition given.
 
@@ -99,6 +101,13 @@ def _meanings_changed(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
             yield (
                 f"state '{state}' is {'' if given.states[state].terminal else 'not '}terminal, "
                 f"and the bundled one is {'' if record.terminal else 'not '}terminal"
+            )
+        extra = sorted(set(given.states[state].annotations) - set(record.annotations))
+        if extra:
+            yield (
+                f"state '{state}' lets {', '.join(repr(a) for a in extra)} of a finished "
+                "entity's data change, and the bundled one does not: the system stores what "
+                "every later caller is told there"
             )
         now = [t for t in TAGS if state in given.states_tagged(t)]
         was = [t for t in TAGS if state in bundled.states_tagged(t)]
