@@ -10,6 +10,7 @@ the executors that lose the claim on an interrupt still fail without it, on a gu
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tests.zoo.exactly_once import (
     KeepsLeaseOnCancel,
     Ledger,
     LedgerAdapter,
+    Refused,
 )
 
 HUNT = settings(EXACTLY_ONCE.hunting(), phases=[Phase.generate])
@@ -82,6 +84,26 @@ def test_an_unsafe_interrupt_is_caught_on_a_guarantee_without_the_policy(
     report = broken(suite_for(kind, policies=frozenset()))
     assert report.rule in rule and report.kind == GUARANTEE, str(report)
     assert "(a guarantee: " in str(report)
+
+
+class CancelledIsFailed(Ledger):
+    """Outsider, fifth batch: a cancelled call is "the caller gave up", recorded failed,
+    even when the request went out before the cancellation; an interrupt keeps the lease."""
+
+    def give_up(self, key: str, version: int, error: BaseException) -> None:
+        if isinstance(error, asyncio.CancelledError):
+            refused = Refused("CancelledError", "the caller cancelled")
+            self.settle(key, version, "fail", None, refused)
+            raise refused
+        if isinstance(error, Exception):
+            self.park(key, version)
+
+
+def test_a_cancellation_after_sending_recorded_as_failed_is_caught_on_a_guarantee() -> None:
+    """Without the policy, only a cancellation *after* the send tells the unsafe executor
+    from a safe one: the suite cancels there too (``CANCELLED_AFTER_SENDING``)."""
+    report = broken(suite_for(CancelledIsFailed, policies=frozenset()))
+    assert report.rule == "failed-means-not-sent" and report.kind == GUARANTEE, str(report)
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ from machines.testing import (
     RuleBroken,
 )
 from machines.testing.conformance_oracle import ILLEGAL
-from machines.testing.conformance_steps import renumbered, touching
+from machines.testing.conformance_steps import Action, renumbered, touching
 from machines.testing.minimise import ddmin
 from machines.testing.profiles import hunting
 from machines.testing.tour import context_classes, shortest_paths, tour
@@ -214,11 +214,35 @@ def test_a_report_replays_as_it_stands() -> None:
         ([Fire(1, "convert", "billing")], "but 0 entities were created before it"),
         ([Create({"plan": "monthly"}), "Fire"], "step 2 is 'Fire', not a Create or a Fire"),
         ([Create({"plan": "monthly"}), Fire(True, "convert", "billing")], "fires at entity"),
+        ([Create({"plan": "weekly"})], "gives plan='weekly', which 'subscription' does not"),
+        ([Create({})], r"gives the variables \[\], and 'subscription' has \['plan'\]"),
+        ([Create(5)], r"Create\(context=5\), has a context that is not a mapping"),  # type: ignore[arg-type]
+        ([Create({"plan": "monthly"}, state="gone")], "starts in 'gone', not a state"),
+        ([Create({"plan": "monthly"}), Fire(1, 7, "billing")], "needs a str trigger"),  # type: ignore[arg-type]
     ],
 )
 def test_replay_refuses_steps_that_are_not_a_run(steps: Any, says: str) -> None:
     with pytest.raises(InvalidArgument, match=says):
         suite_for(subscriptions.Subscriptions).replay(steps)
+
+
+def test_replay_raises_what_the_implementation_raised() -> None:
+    """Outsider, fifth batch: a replay of a service that crashes returned as if it
+    passed; a user confirming a fix would be told it holds."""
+
+    class Crashing(Adapter):
+        def state(self, entity: int) -> str:
+            raise RuntimeError("the service fell over")
+
+    class Suite(ConformanceSuite):
+        spec = SUBSCRIPTION
+
+        def make_adapter(self) -> ConformanceAdapter[int]:
+            return Crashing(subscriptions.Subscriptions())
+
+    steps: list[Action] = [Create({"plan": "monthly"}), Fire(1, "convert", "billing")]
+    with pytest.raises(AdapterContractError, match="raised RuntimeError: the service fell over"):
+        Suite.replay(steps)
 
 
 def test_a_run_that_does_not_fail_again_is_reported_as_found() -> None:
@@ -308,7 +332,7 @@ def test_ddmin_stops_when_its_time_is_spent() -> None:
 
 
 def test_renumbering_keeps_each_fire_on_its_own_entity() -> None:
-    steps = [
+    steps: list[Action] = [
         Create({"plan": "monthly"}),
         Create({"plan": "annual"}),
         Fire(2, "convert", "billing"),

@@ -242,8 +242,9 @@ class ConformanceSuite(RuleBasedStateMachine):
     def replay(cls, steps: Sequence[Action]) -> None:
         """Run ``steps`` (``Create`` and ``Fire``, as a report lists them) on a fresh
         implementation, judging every entity after every step: raises the ``RuleBroken``
-        they break, or returns."""
-        found = breaks(cls, checked_steps(steps))
+        they break, or whatever else the implementation raised, or returns. A step the
+        definition cannot have made is ``InvalidArgument``."""
+        found = breaks(cls, checked_steps(steps, cls.spec), strict=True)
         if found is not None:
             raise found
 

@@ -78,9 +78,13 @@ def roll_dice(suite: type[ConformanceSuite], settings: Settings) -> None:
         raise minimised(suite, failed[0], error, "the random runs") from None
 
 
-def breaks(suite: type[ConformanceSuite], steps: Sequence[Action]) -> RuleBroken | None:
+def breaks(
+    suite: type[ConformanceSuite], steps: Sequence[Action], *, strict: bool = False
+) -> RuleBroken | None:
     """Replay ``steps`` on a fresh implementation, judging every entity after every step
-    as the random runs do: the rule they break, or None."""
+    as the random runs do: the rule they break, or None. Any other failure is raised with
+    ``strict`` (a user's replay: a crash is not a pass), else taken for None (the
+    minimiser's candidates: another failure is not the one being minimised)."""
     run = suite()
     try:
         run.histories_are_legal_chains()
@@ -89,7 +93,9 @@ def breaks(suite: type[ConformanceSuite], steps: Sequence[Action]) -> RuleBroken
             run.histories_are_legal_chains()
     except RuleBroken as error:
         return error
-    except Exception:  # another failure is not the one being minimised
+    except Exception:
+        if strict:
+            raise
         return None
     finally:
         run.teardown()

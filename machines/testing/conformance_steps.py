@@ -14,6 +14,7 @@ from typing import Any
 
 from machines.errors import InvalidArgument
 from machines.spec.jsonvalue import describe
+from machines.spec.records import MachineSpec
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,8 @@ class Create:
 
     def __repr__(self) -> str:
         where = "" if self.state is None else f", state={self.state!r}"
-        return f"Create(context={dict(self.context)!r}{where})"
+        shown = dict(self.context) if isinstance(self.context, Mapping) else self.context
+        return f"Create(context={shown!r}{where})"
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,11 @@ def touching(steps: Sequence[Action], entity: int) -> list[int]:
     return out
 
 
-def checked_steps(steps: object) -> list[Action]:
+def checked_steps(steps: object, spec: MachineSpec) -> list[Action]:
     """``steps`` as a list of steps, or ``InvalidArgument`` naming the first that is not a
-    ``Create`` or a ``Fire`` at an entity created before it."""
+    ``Create`` under a context of ``spec`` (every variable, each an allowed value; a state
+    of ``spec`` if it names one), or a ``Fire`` of ``str`` trigger and actor at an entity
+    created before it: a replay of a bad step would blame the implementation for it."""
     if isinstance(steps, str | bytes) or not isinstance(steps, Sequence):
         raise InvalidArgument(
             f"replay(): steps is {describe(steps)}, not a list of Create and Fire steps"
@@ -90,6 +94,7 @@ def checked_steps(steps: object) -> list[Action]:
     out: list[Action] = []
     for number, step in enumerate(steps, 1):
         if isinstance(step, Create):
+            _check_create(number, step, spec)
             created += 1
         elif not isinstance(step, Fire):
             raise InvalidArgument(
@@ -100,5 +105,34 @@ def checked_steps(steps: object) -> list[Action]:
                 f"replay(): step {number}, {step!r}, fires at entity {describe(step.entity)}, "
                 f"but {created} entit{'y was' if created == 1 else 'ies were'} created before it"
             )
+        elif type(step.trigger) is not str or type(step.actor) is not str:
+            raise InvalidArgument(
+                f"replay(): step {number}, {step!r}, needs a str trigger and a str actor"
+            )
         out.append(step)
     return out
+
+
+def _check_create(number: int, step: Create, spec: MachineSpec) -> None:
+    where = f"replay(): step {number}, {step!r},"
+    context = step.context
+    if not isinstance(context, Mapping) or not all(
+        type(k) is str and type(v) is str for k, v in context.items()
+    ):
+        raise InvalidArgument(f"{where} has a context that is not a mapping of str to str")
+    wanted = spec.context
+    if set(context) != set(wanted):
+        raise InvalidArgument(
+            f"{where} gives the variables {sorted(context)}, and '{spec.name}' has {sorted(wanted)}"
+        )
+    for variable, value in context.items():
+        allowed = wanted[variable].values
+        if value not in allowed:
+            raise InvalidArgument(
+                f"{where} gives {variable}={value!r}, which '{spec.name}' does not allow; "
+                f"allowed: {', '.join(allowed)}"
+            )
+    if step.state is not None and step.state not in spec.states:
+        raise InvalidArgument(
+            f"{where} starts in {describe(step.state)}, not a state of '{spec.name}'"
+        )

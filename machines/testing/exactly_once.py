@@ -94,6 +94,7 @@ class Behaviour(enum.Enum):
     TIMEOUT = "times out after sending"
     CANCELLED = "is cancelled before sending"
     INTERRUPTED = "is interrupted after sending"
+    CANCELLED_AFTER_SENDING = "is cancelled after sending"
     CRASH_AFTER_SENDING = "dies after sending"
     STORE_FAILS_AFTER = "runs, then the store write fails"
     DUPLICATE_DURING = "runs while a duplicate caller arrives"
@@ -402,6 +403,9 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
             if behaviour is Behaviour.INTERRUPTED:
                 oracle.raised(call, after_send=True, interrupt=True)
                 raise KeyboardInterrupt()
+            if behaviour is Behaviour.CANCELLED_AFTER_SENDING:
+                oracle.raised(call, after_send=True, interrupt=True)
+                raise asyncio.CancelledError()
             if behaviour in _FAULTS:
                 how = _FAULTS[behaviour]
                 if not self._obey(
