@@ -132,3 +132,33 @@ def _compare(
         rounds=rounds,
         higher_is_better=throughput,
     )
+
+
+def clean_check_seconds(rounds: int = 3) -> float:
+    """Median seconds of one clean ``machines check`` of the bundled definitions: the
+    baseline of figures that are seconds to a verdict (a mutation caught, a bug reported)."""
+    from machines.checks.report import check
+
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        check()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def against_check(
+    name: str, candidate: str, seconds: float, *, check_seconds: float, unit: str, rounds: int
+) -> Ratio:
+    """``seconds`` (a median over ``rounds`` units) as a ratio to one clean check."""
+    return Ratio(
+        name=name,
+        candidate=candidate,
+        baseline="one clean machines check",
+        ratio=seconds / check_seconds,
+        goal=None,
+        candidate_ns=seconds * 1e9,
+        baseline_ns=check_seconds * 1e9,
+        unit=unit,
+        rounds=rounds,
+    )

@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from benchmarks import zoo_bench
-from benchmarks.harness import Ratio, _compare
-from machines.checks.report import check
+from benchmarks.harness import Ratio, _compare, against_check, clean_check_seconds
 from machines.mutation.catalog import run_catalog
 from machines.testing.effectlog import EffectLogSuite
 from machines.testing.exactly_once import ExactlyOnceSuite
@@ -101,22 +100,14 @@ def run() -> list[Ratio]:
 
 def mutation_detection() -> Ratio:
     """Median seconds to catch a catalog mutation over seconds of one clean check."""
-    checks = []
-    for _ in range(3):
-        start = time.perf_counter()
-        check()
-        checks.append(time.perf_counter() - start)
+    check_seconds = clean_check_seconds()
     kills = run_catalog()
     seconds = [k.seconds for k in kills if k.caught_by]
-    median_check, median_kill = statistics.median(checks), statistics.median(seconds)
-    return Ratio(
-        name=f"mutation detection ({len(seconds)}/{len(kills)} caught)",
-        candidate="median seconds to detect a mutation",
-        baseline="one clean machines check",
-        ratio=median_kill / median_check,
-        goal=None,
-        candidate_ns=median_kill * 1e9,
-        baseline_ns=median_check * 1e9,
+    return against_check(
+        f"mutation detection ({len(seconds)}/{len(kills)} caught)",
+        "median seconds to detect a mutation",
+        statistics.median(seconds),
+        check_seconds=check_seconds,
         unit="mutation",
         rounds=len(kills),
     )

@@ -21,8 +21,7 @@ from typing import TypeVar
 from hypothesis import Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from benchmarks.harness import Ratio, is_quick
-from machines.checks.report import check
+from benchmarks.harness import Ratio, against_check, clean_check_seconds, is_quick
 from machines.testing._harness.sizes import EFFECT_LOG_HUNT, EXACTLY_ONCE, TRANSFER_HUNT
 from machines.testing.verdict import RuleBroken
 
@@ -114,29 +113,19 @@ def summary(zoo: str, reports: list[Report], check_seconds: float) -> Ratio:
         else f"reports of {min(r.steps for r in reports)}-{max(r.steps for r in reports)} steps"
     )
     median = statistics.median(seconds)
-    return Ratio(
-        name=(
-            f"{zoo} zoo, {len(reports)} bugs shrunk: median {median:.2f} s, worst "
-            f"{max(seconds):.2f} s; {length}"
-        ),
-        candidate="median seconds to a shrunk report",
-        baseline="one clean machines check",
-        ratio=median / check_seconds,
-        goal=None,
-        candidate_ns=median * 1e9,
-        baseline_ns=check_seconds * 1e9,
+    return against_check(
+        f"{zoo} zoo, {len(reports)} bugs shrunk: median {median:.2f} s, worst "
+        f"{max(seconds):.2f} s; {length}",
+        "median seconds to a shrunk report",
+        median,
+        check_seconds=check_seconds,
         unit="bug",
         rounds=len(reports),
     )
 
 
 def run() -> list[Ratio]:
-    checks = []
-    for _ in range(3):
-        start = time.perf_counter()
-        check()
-        checks.append(time.perf_counter() - start)
-    check_seconds = statistics.median(checks)
+    check_seconds = clean_check_seconds()
     out = []
     for zoo, hunts in ZOOS.items():
         reports = list(hunts())
