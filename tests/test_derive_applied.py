@@ -24,6 +24,7 @@ from machines.explore.transfer_plans import SCOPES
 from machines.spec import MachineSpec
 from machines.spec.loader import definition_paths, read_definition
 from machines.store import open_store
+from machines.systems.reliance import standing_for_a_buggy_implementation
 from machines.systems.transfer import ManualGate, TransferEngine
 from machines.testing.transfer import plan_node as node
 from tests.conftest import Document, SpecCopy
@@ -152,7 +153,8 @@ def run_engine(
 ) -> tuple[TransferEngine, list[Call]]:
     store = open_store("memory://", specs)
     venue = FakeVenue(script)
-    engine = TransferEngine(store, {"venue": venue, "gate": ManualGate()}, engine_id="engine-1")
+    with standing_for_a_buggy_implementation():  # the seed's rule set, on purpose
+        engine = TransferEngine(store, {"venue": venue, "gate": ManualGate()}, engine_id="engine-1")
     with recorded(engine.deriver) as calls:
         executing(engine, "r1", plan)
         drive(engine, "r1")

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 import machines
 from machines.spec.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
+from machines.systems.reliance import standing_for_a_buggy_implementation
 from machines.systems.transfer import executor
 from machines.testing import Coverage
 from machines.testing._harness.sizes import (
@@ -250,7 +251,10 @@ def test_the_transfer_suite_finds_the_seeds_own_hazard_under_qtg_v3(
         def make_adapter(self, venue: Venue) -> TransferAdapter:
             return ReferenceTransfer(venue, specs=specs)
 
-    with pytest.raises(AssertionError, match=r"derivation-consistency|money may be moving"):
+    with (
+        standing_for_a_buggy_implementation(),  # the seed's rule set, on purpose
+        pytest.raises(AssertionError, match=r"derivation-consistency|money may be moving"),
+    ):
         run_state_machine_as_test(OnSeedRules, settings=hunting(600, 30))
 
 

@@ -280,9 +280,35 @@ def _changes(
 # -- the file ------------------------------------------------------------------------------
 
 
+def _opening(kept_format: str) -> bytes:
+    return b'{\n "format": ' + json.dumps(kept_format).encode()
+
+
+def check_replaceable(path: Path) -> None:
+    """``HeadsError`` unless ``path`` is free or holds heads this release wrote: saving
+    replaces the file, and a path given by mistake (the store's own database file, say)
+    would be lost. Checked before the audit starts, and again as the heads are saved."""
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(len(_opening(FORMAT)))
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        raise HeadsError(f"{path}: is a folder; --save-heads needs a file path") from None
+    except OSError as exc:
+        raise HeadsError(f"{path}: cannot read what is there: {exc.strerror or exc}") from exc
+    if start != _opening(FORMAT):
+        raise HeadsError(
+            f"{path}: exists and is not a heads file, and saving would replace it (is it the "
+            "store itself?); give a new path, or remove the file first"
+        )
+
+
 def save(path: Path, kept: Mapping[tuple[str, str], Head]) -> str:
     """Write ``kept`` to ``path`` (atomically: a crash leaves the old file or the new one)
-    and return the file's sha256, to be kept apart."""
+    and return the file's sha256, to be kept apart. Only a free path or an earlier heads
+    file is replaced (``check_replaceable``)."""
+    check_replaceable(path)
     document = {
         "format": FORMAT,
         "heads": [

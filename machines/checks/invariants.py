@@ -306,6 +306,19 @@ def fail_closed_indeterminate(
     return out
 
 
+def _planned_side_effects(snap: Snapshot) -> dict[tuple[str, str], bool]:
+    """(request key, node name) -> whether the request's stored plan says the node has a
+    side effect: a second record of what the node's own data says, so that one rewritten
+    row cannot hide money in flight."""
+    out = {}
+    for r in snap.of("request"):
+        plan = r.data.get("plan")
+        for node in plan if isinstance(plan, list) else ():
+            if isinstance(node, Mapping) and isinstance(node.get("name"), str):
+                out[(r.key, node["name"])] = node.get("has_side_effect") is True
+    return out
+
+
 def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
     """The breaches of ``exactly-once`` (``machines.spec.registry`` states it)."""
     out = []
@@ -439,7 +452,19 @@ def no_auto_terminal_money_in_flight(
     releases = request_spec.states_tagged(RELEASES)
     out = []
     moved: dict[str, list[Entity]] = {}
+    planned = _planned_side_effects(snap)
     for n in snap.of("node"):
+        said = planned.get((n.scope or "", str(n.data.get("name", n.key))))
+        if said is not None and said != (n.data.get("has_side_effect") is True):
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    n.machine,
+                    n.key,
+                    f"its has_side_effect ({n.data.get('has_side_effect')!r}) differs from its "
+                    f"request's plan ({said!r}): one of them was changed outside the engine",
+                )
+            )
         for j in _judged(node_spec, snap, n):
             ev = j.event
             if ev.source == "unknown" and ev.actor != "reconciler" and not j.migration:
@@ -452,7 +477,7 @@ def no_auto_terminal_money_in_flight(
                         (ev,),
                     )
                 )
-        if n.data.get("has_side_effect") and n.state in started:
+        if (n.data.get("has_side_effect") or said) and n.state in started:
             moved.setdefault(n.scope or "", []).append(n)
     for r in snap.of("request"):
         judged = _judged(request_spec, snap, r)[-1:]

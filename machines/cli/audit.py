@@ -73,6 +73,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             what = f"{events} events of {entities} entities"
         else:
             assert url is not None
+            if args.save_heads is not None:
+                heads.check_replaceable(args.save_heads)
             against = None if args.check_heads is None else heads.load(args.check_heads)
             if against is not None:
                 counted = sum(k[0] != heads.DEFINITIONS for k in against)

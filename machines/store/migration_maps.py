@@ -55,8 +55,13 @@ def map_refusals(
             )
             continue
         breaking: dict[str, list[str]] = {}
-        for key, context in _contexts(db, old, source):
-            for why in migration_breaks(old, new, source, dest, context, earlier):
+        for key, contexts in _contexts_under(db, [*earlier, old], source).items():
+            found = {
+                why: None
+                for context in contexts
+                for why in migration_breaks(old, new, source, dest, context, earlier)
+            }
+            for why in found:
                 breaking.setdefault(why, []).append(key)
         for why, keys in breaking.items():
             shown = ", ".join(f"'{k}'" for k in keys[:SHOWN_KEYS])
@@ -65,6 +70,22 @@ def map_refusals(
                 f"{flag}: {len(keys)} entities ({shown}{more}) cannot be moved into '{dest}' "
                 f"by the automatic migration actor: {why}; {way_out(old, source)}"
             )
+    return out
+
+
+def _contexts_under(
+    db: Rows, versions: Sequence[MachineSpec], state: str
+) -> dict[str, list[dict[str, str]]]:
+    """Each entity in ``state``: its context as each of ``versions`` derives it from its
+    nodes (the distinct ones). A version that weakened the derivation (``side_effects``
+    started only once a node completed) cannot make a map look safe that an earlier one,
+    under which the entity lived, would have judged by money in flight."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for spec in [v for i, v in enumerate(versions) if state in v.states and v not in versions[:i]]:
+        for key, context in _contexts(db, spec, state):
+            seen = out.setdefault(key, [])
+            if context not in seen:
+                seen.append(context)
     return out
 
 

@@ -273,8 +273,13 @@ def ended(where: str) -> StoreError:
 
 def shown_url(url: str) -> str:
     """``url`` as it may appear in a message or a log: a password, in the authority or in
-    the query (``password=``), is replaced by ``***``."""
-    parts = urllib.parse.urlsplit(url)
+    the query (``password=``), is replaced by ``***``. A URL that does not parse (an
+    unclosed ``[`` host) is shown with everything between ``//`` and ``@`` past the user
+    name hidden."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", url)
     netloc = parts.netloc
     if parts.password is not None:
         user, _, host = netloc.rpartition("@")

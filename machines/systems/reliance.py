@@ -17,7 +17,10 @@ So a system is built only on a definition that
    annotation the bundled one lacks (a ``result`` annotation on ``succeeded`` would let the
    database take a rewrite of the result every later caller is told); and
 3. keeps every rule the bundled one declares (its ``invariants`` and its ``forbidden``
-   moves), judged on the definition given.
+   moves), judged on the definition given, and derives a request's state from its nodes
+   exactly as the bundled one does (the derivation is proved by ``machines check``; a
+   weaker one, ``side_effects`` started only once a node completed, would release a
+   reservation with a withdrawal in flight).
 
 Anything more (states, moves, actors, ``x-`` tags, wording of its own) is the owner's
 business. A
@@ -91,6 +94,12 @@ def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
     yield from _moves_changed(given, bundled)
     yield from _meanings_changed(given, bundled)
     yield from _rules_broken(given, bundled)
+    if given.derivation != bundled.derivation:
+        yield (
+            "its derivation of the state from the nodes differs from the bundled one (the "
+            "engine fails, releases or completes a request by it, and its proof that no "
+            "money in flight is released is the bundled one's)"
+        )
 
 
 def _meanings_changed(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:

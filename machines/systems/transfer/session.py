@@ -119,9 +119,23 @@ class Session:
             ) from None
 
     def signature(self) -> Signature:
+        """The nodes' signature for the derivation. A node counts as having a side effect
+        when its own data or the request's plan says so: one row rewritten outside the
+        engine cannot make money in flight look idle."""
         deriver = self.engine.deriver
+        plan = self.request.data.get("plan")
+        planned = {
+            n.get("name"): n.get("has_side_effect") is True
+            for n in (plan if isinstance(plan, list) else ())
+            if isinstance(n, Mapping) and isinstance(n.get("name"), str)
+        }
         triples = [
-            (r.data["name"], r.state, r.data["has_side_effect"]) for r in self.nodes.values()
+            (
+                r.data["name"],
+                r.state,
+                r.data["has_side_effect"] is True or planned.get(r.data["name"], False),
+            )
+            for r in self.nodes.values()
         ]
         return deriver.alphabet.signature(deriver.kinds_of(triples))
 

@@ -1,0 +1,153 @@
+"""What says money may be moving cannot be weakened by one change (issue 27, outsider's
+sixth batch).
+
+- f01: v2 only changed the request's derivation (``side_effects`` started only once a
+  side-effect node *completed*), v3 renamed ``executing`` and mapped ``executing=failed``:
+  the map was judged under v2's weaker derivation, and a request was released with its
+  withdrawal ``unknown``. Now a map is judged under the context every version the entity
+  lived under derives.
+- f02: the engine ran on a request definition with that weaker derivation. Now a system
+  refuses a definition whose derivation differs from the bundled one.
+- f03: one raw UPDATE flipped ``has_side_effect`` in an unknown withdrawal's data; the
+  engine then released the reservation and nothing said so. Now the engine counts a node
+  as having a side effect when its data or the request's plan says so, and the audit names
+  the two disagreeing.
+- f04, f05: ``audit --save-heads`` given the store's own file replaced it; a PostgreSQL
+  URL with an unclosed ``[`` host was a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.errors import InvalidArgument
+from machines.spec.states import RequestState
+from machines.store import open_store
+from machines.testing.transfer import plan_node as node
+from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.migration_stores import load_dir
+from tests.test_attacks_migration import migrate
+from tests.test_transfer import FakeVenue, Recorder, drive, engine_for, executing
+
+
+@pytest.fixture(params=("sqlite", "postgres"))
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with ExitStack() as cleanup:
+        if request.param == "postgres":
+            yield cleanup.enter_context(postgres_schema())
+        else:
+            yield f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def completed_only(doc: Document) -> None:
+    """side_effects 'started' only once a side-effect node completed."""
+    doc["derivation"]["context"]["side_effects"][0]["when"] = [
+        {"any": {"side_effect": True, "state": ["completed"]}}
+    ]
+
+
+def withdrawal_unknown(url: str) -> None:
+    store = open_store(url)
+    try:
+        engine = engine_for(store, FakeVenue({"w": {"submit": ["unknown"]}}))
+        executing(engine, "t1", [node("w", "action", True)])
+        drive(engine, "t1", 6)
+        assert engine.nodes("t1")["w"].state.value == "unknown"
+    finally:
+        store.close()
+
+
+def test_a_weakened_derivation_cannot_make_a_release_look_safe(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    withdrawal_unknown(url)
+    v2 = SpecCopy(tmp_path / "v2").edit("request", completed_only).path
+    code, out = migrate(capsys, url, v2)
+    assert code == 0, out
+
+    def v3_change(doc: Document) -> None:
+        completed_only(doc)
+        renamed = rename_everywhere(doc, "executing", "running")
+        doc.clear()
+        doc.update(renamed)
+
+    v3 = SpecCopy(tmp_path / "v3").edit("request", v3_change).path
+    code, out = migrate(capsys, url, v3, "request:executing=failed")
+    assert code == 1, out
+    assert "admits 'failed' only when side_effects in [none], not side_effects=started" in out
+
+
+def test_the_engine_refuses_a_request_definition_with_another_derivation(tmp_path: Path) -> None:
+    specs = load_dir(SpecCopy(tmp_path).edit("request", completed_only).path)
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", specs)
+    try:
+        with pytest.raises(InvalidArgument, match="its derivation of the state from the nodes"):
+            engine_for(store, FakeVenue())
+    finally:
+        store.close()
+
+
+def test_a_side_effect_flag_rewritten_by_raw_sql_neither_releases_nor_hides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store.db"
+    url = f"sqlite:///{db}"
+    venue = FakeVenue({"w": {"submit": ["unknown"]}, "chk": {"prepare": ["retry"]}})
+    recorder = Recorder()
+    store = open_store(url)
+    try:
+        engine = engine_for(store, venue, recorder)
+        executing(engine, "t1", [node("w", "action", True), node("chk", "action", False)])
+        drive(engine, "t1", 4)
+        raw = sqlite3.connect(db)
+        data = json.loads(
+            raw.execute("SELECT data FROM node_entities WHERE key='t1/w'").fetchone()[0]
+        )
+        data["has_side_effect"] = False
+        raw.execute(
+            "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = 't1/w'",
+            (json.dumps(data),),
+        )
+        raw.commit()
+        raw.close()
+        venue.script["chk"]["prepare"] = [RuntimeError("limit check failed")]
+        state = drive(engine, "t1", 4)
+        assert state is not RequestState.FAILED, engine.nodes("t1")
+        assert "request_failed" not in recorder.names
+    finally:
+        store.close()
+    assert main(["audit", "--from-store", url]) == 1
+    assert "its has_side_effect (False) differs from its request's plan (True)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_save_heads_refuses_to_replace_what_is_not_a_heads_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store.db"
+    url = f"sqlite:///{db}"
+    open_store(url).close()
+    before = db.read_bytes()
+    assert main(["audit", "--from-store", url, "--save-heads", str(db)]) == 2
+    assert "exists and is not a heads file" in capsys.readouterr().err
+    assert db.read_bytes() == before
+    kept = tmp_path / "heads.json"
+    assert main(["audit", "--from-store", url, "--save-heads", str(kept)]) == 0
+    assert main(["audit", "--from-store", url, "--save-heads", str(kept)]) == 0  # replaced
+
+
+@pytest.mark.parametrize("bad", ["postgresql://u@[::1", "postgresql://[zz]/x"])
+def test_a_url_with_a_broken_host_is_a_typed_error(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "--from-store", bad]) == 2
+    said = capsys.readouterr()
+    assert "Traceback" not in said.err and "machines audit:" in said.err
