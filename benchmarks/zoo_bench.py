@@ -73,6 +73,25 @@ def exactly_once() -> Iterator[Report]:
         yield _hunt(kind.__name__, suite, run, expect.steps)
 
 
+def exactly_once_tour() -> Iterator[Report]:
+    """The same zoo, found by the suite's tour alone (``ExactlyOnceSuite.run`` takes it
+    before the random runs)."""
+    from machines.testing.exactly_once_tour import take_tour
+    from tests.test_zoo_exactly_once import suite_for
+    from tests.zoo.exactly_once import BUGS, AttemptsAsMoves
+
+    for kind, expect in _some(list(BUGS.items())):
+        suite = suite_for(kind, history=kind is AttemptsAsMoves)
+        started = time.perf_counter()
+        try:
+            take_tour(suite, kind.__name__)
+        except RuleBroken as broken:
+            seconds = time.perf_counter() - started
+            yield Report(kind.__name__, broken.rule, seconds, _steps(broken), expect.steps)
+            continue
+        raise AssertionError(f"zoo bug {kind.__name__} was not caught by the tour")
+
+
 def effect_log() -> Iterator[Report]:
     from tests.test_zoo_effectlog import suite_for
     from tests.zoo.effectlog import BUGS, adapter_for
@@ -93,6 +112,7 @@ def transfer() -> Iterator[Report]:
 
 ZOOS: dict[str, Callable[[], Iterator[Report]]] = {
     "exactly-once": exactly_once,
+    "exactly-once tour": exactly_once_tour,
     "effect-log": effect_log,
     "transfer": transfer,
 }
@@ -114,7 +134,7 @@ def summary(zoo: str, reports: list[Report], check_seconds: float) -> Ratio:
     )
     median = statistics.median(seconds)
     return against_check(
-        f"{zoo} zoo, {len(reports)} bugs shrunk: median {median:.2f} s, worst "
+        f"{zoo} zoo, {len(reports)} bugs reported: median {median:.2f} s, worst "
         f"{max(seconds):.2f} s; {length}",
         "median seconds to a shrunk report",
         median,

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from machines.errors import (
     EffectFailed,
@@ -57,6 +57,19 @@ from machines.testing.exactly_once_oracle import (
     StopRun,
     Told,
 )
+from machines.testing.exactly_once_steps import (
+    KEYS,
+    LEASE,
+    MACHINE,
+    Action,
+    Behaviour,
+    Call,
+    Decide,
+    Reclaim,
+    Restart,
+    Wait,
+)
+from machines.testing.exactly_once_tour import take_tour
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.verdict import Move, RuleBroken, bundled
 
@@ -75,31 +88,6 @@ __all__ = [
     "RuleBroken",
     "SimulatedCrash",
 ]
-
-KEYS = ("k1", "k2")
-"""Two keys: enough for a caller of another key to arrive mid-run, few enough that most
-runs revisit a key after it was parked, decided or reclaimed."""
-LEASE = 30.0
-"""The longest lease the suite assumes: past it (on the adapter's clock) a holder is gone."""
-MACHINE = "outcome"
-"""Histories are judged by its bundled definition, whatever the executor runs on."""
-
-
-class Behaviour(enum.Enum):
-    """What one call's effect does (the suite draws one per call)."""
-
-    RETURN = "returns a value"
-    NOT_SENT = "fails before sending"
-    FLAKY = "fails before sending once, then returns a value"
-    TIMEOUT = "times out after sending"
-    CANCELLED = "is cancelled before sending"
-    INTERRUPTED = "is interrupted after sending"
-    CANCELLED_AFTER_SENDING = "is cancelled after sending"
-    CRASH_AFTER_SENDING = "dies after sending"
-    STORE_FAILS_AFTER = "runs, then the store write fails"
-    DUPLICATE_DURING = "runs while a duplicate caller arrives"
-    OTHER_KEY_DURING = "runs while a caller of another key arrives"
-    TAKEN_OVER = "stalls past its lease and another worker takes the key"
 
 
 class ExactlyOnceAdapter(Adapter):
@@ -228,48 +216,12 @@ class ReferenceAdapter(ExactlyOnceAdapter):
         return self.watch.check()
 
 
-@dataclass(frozen=True)
-class Call:
-    """A caller runs ``key`` with an effect that behaves as ``behaviour``."""
-
-    key: str
-    behaviour: Behaviour
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Time passes on the executor's clock."""
-
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Restart:
-    """The process dies between calls and starts again."""
-
-
-@dataclass(frozen=True)
-class Reclaim:
-    """A caller declares ``key`` safe to repeat."""
-
-    key: str
-
-
-@dataclass(frozen=True)
-class Decide:
-    """A person answers "did it land?" for ``key``."""
-
-    key: str
-    landed: bool
-
-
 _FAULTS: dict[Behaviour, Fault] = {
     Behaviour.CRASH_AFTER_SENDING: "crash",
     Behaviour.STORE_FAILS_AFTER: "error",
 }
 """The behaviours that make the executor's next durable write fail, and how."""
 
-Action = Call | Wait | Restart | Reclaim | Decide
 
 _KEY = st.sampled_from(KEYS)
 ACTIONS: st.SearchStrategy[Action] = st.one_of(
@@ -302,6 +254,15 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.policies = chosen_policies(cls, cls.policies, POLICIES)
+
+    @classmethod
+    def run(cls, settings: Settings | None = None) -> None:
+        """Take the tour (``machines.testing.exactly_once_tour``: every kind of call and
+        every next step it can meet, once, in a second or two), then the random runs under
+        the active profile (or ``settings``). The tour's report is the few steps of the
+        run that broke a rule. ``TestCase`` runs the random runs alone."""
+        take_tour(cls, cls.__name__)
+        run_state_machine_as_test(cls, settings=settings)
 
     def __init__(self) -> None:
         super().__init__()
