@@ -260,15 +260,34 @@ def test_the_lineage_stops_at_a_version_without_the_state(tmp_path: Path) -> Non
     v1 = load("outcome")
     v2 = edited(tmp_path, "v2", "outcome", without_indeterminate)
     v3 = edited(tmp_path, "v3", "outcome", unreserve_indeterminate)
-    assert lineage([v1, v3, v3], "indeterminate") == [v1, v3]
+    assert lineage([v1, v3, v3], "indeterminate") == [(v1, "indeterminate"), (v3, "indeterminate")]
     assert lineage([v1, v2, v3], "indeterminate") == []
     assert lineage([v3], "indeterminate") == []
     v4 = edited(tmp_path, "v4", "outcome", without_indeterminate)
     assert migration_breaks(v3, v4, "indeterminate", "succeeded", earlier=[]) == []
     assert any(
         EARLIER in why
-        for why in migration_breaks(v3, v4, "indeterminate", "succeeded", earlier=[v1])
+        for why in migration_breaks(
+            v3, v4, "indeterminate", "succeeded", earlier=[(v1, "indeterminate")]
+        )
     )
+
+
+def test_the_lineage_follows_a_recorded_rename(tmp_path: Path) -> None:
+    """Outsider, seventh batch: a state renamed in v2 is the one v1 knew by its old name,
+    and v1's rules judge a later map out of it (v2 had dropped the rule that only a human
+    approves an irreversible call; v3 mapped the renamed pending into approved)."""
+    v1 = load("outcome")
+    v2 = edited(tmp_path, "v2", "outcome", without_indeterminate)
+    assert lineage([v1, v2, v2], "gone", [set(), {("indeterminate", "gone")}, set()]) == []
+    assert lineage([v1, v2], "gone", [set(), {("indeterminate", "gone")}]) == [
+        (v1, "indeterminate")
+    ]
+    assert lineage([v1, v2], "gone", [set(), set()]) == []
+    assert lineage([v1, v1, v2], "gone", [set(), set(), {("in_flight", "gone")}]) == [
+        (v1, "in_flight"),
+        (v1, "in_flight"),
+    ]
 
 
 def test_the_audit_judges_a_recorded_migration_by_the_earlier_versions(tmp_path: Path) -> None:

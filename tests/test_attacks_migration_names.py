@@ -335,3 +335,42 @@ def test_exactly_once_refuses_a_result_that_may_change(tmp_path: Path) -> None:
             ExactlyOnce(store)
     finally:
         store.close()
+
+
+# -- outsider, seventh batch: the lineage follows a rename ---------------------------------
+
+
+def no_human_approval(doc: Document) -> None:
+    doc["invariants"] = [r for r in doc["invariants"] if r["id"] != "approval-by-a-human"]
+
+
+def test_a_renamed_state_is_judged_by_the_rules_it_lived_under(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v2 renamed the effect's pending to waiting (every rule of the state kept) and
+    dropped the rule that only a human approves; v3 mapped waiting=approved, judged by v2
+    alone (the lineage stopped at the rename): an irreversible call nobody approved ran."""
+    from machines.systems import EffectLog
+    from machines.systems.effectlog_errors import EffectAwaitingApproval
+
+    store = open_store(url)
+    try:
+        with pytest.raises(EffectAwaitingApproval):
+            EffectLog(store).call("wire-1", lambda: "sent", tier="irreversible")
+    finally:
+        store.close()
+
+    def v2_change(doc: Document) -> None:
+        renaming("pending", "waiting")(doc)  # type: ignore[operator]
+        no_human_approval(doc)
+
+    v2 = SpecCopy(tmp_path / "v2").edit("effect", v2_change).path
+    code, out = migrate(capsys, url, v2, "effect:pending=waiting")
+    assert code == 0, out
+    v3 = SpecCopy(tmp_path / "v3").edit("effect", no_human_approval).path
+    code, out = migrate(capsys, url, v3, "effect:waiting=approved")
+    assert code == 1, out
+    assert (
+        "rule 'approval-by-a-human' (only_actors_enter) lets only human enter 'approved' (by an "
+        "earlier version under which the entities may have lived there)"
+    ) in out

@@ -30,6 +30,7 @@ from machines.cli import main
 from machines.errors import InvalidArgument
 from machines.spec.states import RequestState
 from machines.store import open_store
+from machines.systems.transfer import TransferRefused
 from machines.testing.transfer import plan_node as node
 from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
 from tests.migration_stores import load_dir
@@ -65,10 +66,19 @@ def withdrawal_unknown(url: str) -> None:
 
 
 def test_a_weakened_derivation_cannot_make_a_release_look_safe(
-    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     withdrawal_unknown(url)
     v2 = SpecCopy(tmp_path / "v2").edit("request", completed_only).path
+    code, out = migrate(capsys, url, v2)
+    assert code == 1, out
+    assert (
+        "the new version's derivation (rule set 'money-safe') breaks context-matches-money" in out
+    )
+    # a store an earlier release migrated to v2, which did not prove the derivation:
+    import machines.store.migration as migration_module
+
+    monkeypatch.setattr(migration_module, "derivation_refusals", lambda *args: [])
     code, out = migrate(capsys, url, v2)
     assert code == 0, out
 
@@ -151,3 +161,103 @@ def test_a_url_with_a_broken_host_is_a_typed_error(
     assert main(["audit", "--from-store", bad]) == 2
     said = capsys.readouterr()
     assert "Traceback" not in said.err and "machines audit:" in said.err
+
+
+def test_a_derivation_that_forgets_a_started_node_state_is_refused(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider, seventh batch: v2 renamed the node's unknown to uncertain and left it out
+    of the request's side_effects; older versions' derivations did not know the new name,
+    so a v3 map released a request with its withdrawal uncertain."""
+    withdrawal_unknown(url)
+    copy = SpecCopy(tmp_path / "v2")
+
+    def node_renamed(doc: Document) -> None:
+        renamed = rename_everywhere(doc, "unknown", "uncertain")
+        doc.clear()
+        doc.update(renamed)
+
+    def request_forgets(doc: Document) -> None:
+        node_renamed(doc)
+        completed_only(doc)
+
+    copy.edit("node", node_renamed).edit("request", request_forgets)
+    code, out = migrate(capsys, url, copy.path, "node:unknown=uncertain")
+    assert code == 1, out
+    assert (
+        "the new version's derivation (rule set 'money-safe') breaks context-matches-money" in out
+    )
+
+
+def rewritten(db: Path, key: str, **changes: object) -> None:
+    """One raw UPDATE of a node's data from a second connection, its version raised."""
+    raw = sqlite3.connect(db)
+    data = json.loads(
+        raw.execute("SELECT data FROM node_entities WHERE key = ?", (key,)).fetchone()[0]
+    )
+    data.update(changes)
+    raw.execute(
+        "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = ?",
+        (json.dumps(data), key),
+    )
+    raw.commit()
+    raw.close()
+
+
+def test_a_node_renamed_by_raw_sql_neither_releases_nor_hides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider, seventh batch: the unknown withdrawal's data renamed (a name the plan
+    lacks) with has_side_effect false; the plan was looked up by the data's own name."""
+    db = tmp_path / "store.db"
+    url = f"sqlite:///{db}"
+    venue = FakeVenue({"w": {"submit": ["unknown"]}, "chk": {"prepare": ["retry"]}})
+    recorder = Recorder()
+    store = open_store(url)
+    try:
+        engine = engine_for(store, venue, recorder)
+        executing(engine, "t1", [node("w", "action", True), node("chk", "action", False)])
+        drive(engine, "t1", 4)
+        rewritten(db, "t1/w", name="w_gone", has_side_effect=False)
+        venue.script["chk"]["prepare"] = [RuntimeError("limit check failed")]
+        assert drive(engine, "t1", 4) is not RequestState.FAILED
+        assert "request_failed" not in recorder.names
+    finally:
+        store.close()
+    assert main(["audit", "--from-store", url]) == 1
+    assert "its data names it 'w_gone', and its key and its request's plan" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("predecessors", [[], ["ghost"]], ids=["emptied", "ghost"])
+def test_a_node_waits_for_its_planned_predecessors_whatever_its_row_says(
+    tmp_path: Path, predecessors: list[str]
+) -> None:
+    """Outsider, seventh batch: a blocked node's predecessors emptied by raw SQL woke it
+    (a side effect sent before its predecessor was confirmed); a ghost predecessor was a
+    raw KeyError. The plan's order is kept, and a ghost is a typed refusal."""
+    db = tmp_path / "store.db"
+    venue = FakeVenue({"w": {"observe": ["pending"]}, "x": {"observe": ["pending"]}})
+    store = open_store(f"sqlite:///{db}")
+    try:
+        engine = engine_for(store, venue)
+        plan = [
+            node("w", "action", True),
+            node("x", "action", False),
+            node("d", "action", True, "w"),
+        ]
+        executing(engine, "t1", plan)
+        drive(engine, "t1", 3)
+        assert engine.nodes("t1")["d"].state.value == "blocked"
+        rewritten(db, "t1/d", predecessors=predecessors)
+        venue.script["x"]["observe"] = ["completed"]  # an unrelated node completes: a wake
+        if predecessors:
+            with pytest.raises(TransferRefused, match=r"waits for \['ghost'\]"):
+                drive(engine, "t1", 3)
+        else:
+            drive(engine, "t1", 3)
+            assert engine.nodes("t1")["d"].state.value == "blocked"
+            assert venue.count("submit", "d") == 0
+    finally:
+        store.close()

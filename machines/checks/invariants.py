@@ -454,7 +454,18 @@ def no_auto_terminal_money_in_flight(
     moved: dict[str, list[Entity]] = {}
     planned = _planned_side_effects(snap)
     for n in snap.of("node"):
-        said = planned.get((n.scope or "", str(n.data.get("name", n.key))))
+        named = n.key.partition("/")[2]
+        said = planned.get((n.scope or "", named))
+        if n.scope and said is not None and n.data.get("name") != named:
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    n.machine,
+                    n.key,
+                    f"its data names it {n.data.get('name')!r}, and its key and its request's "
+                    "plan name it otherwise: its data was changed outside the engine",
+                )
+            )
         if said is not None and said != (n.data.get("has_side_effect") is True):
             out.append(
                 Breach(

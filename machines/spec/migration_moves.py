@@ -41,7 +41,7 @@ every recorded migration event the same way; both read ``migration_breaks``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -72,28 +72,30 @@ def migration_breaks(
     source: str,
     dest: str,
     context: Mapping[str, str] | None = None,
-    earlier: Sequence[MachineSpec] = (),
+    earlier: Sequence[tuple[MachineSpec, str]] = (),
 ) -> list[str]:
     """What an automatic migration move ``source`` -> ``dest`` would break: each a
     sentence naming the rule (its id and kind) or the tag. ``old`` is the version the
     entity lives under, ``new`` the one it moves to (``None``: judge by ``old`` alone).
     ``context``: the entity's context, its derived variables included; without it, the
     rules that depend on the context are not judged. ``earlier``: the versions before
-    ``old`` under which the entity may have lived in ``source`` (``lineage``); a map obeys
-    their rules and keeps their meaning too, so that no chain of versions, each harmless
-    alone, can carry an entity where none of them would have let it go."""
+    ``old`` under which the entity may have lived, each with the name the state had there
+    (``lineage``); a map obeys their rules and keeps their meaning too, so that no chain
+    of versions, each harmless alone, can carry an entity where none of them would have
+    let it go."""
     renamed = new is not None and dest in new.states and dest not in old.states
-    lived = [*earlier, old]
-    entered = [s for i, s in enumerate(lived) if all(dest in t.states for t in lived[i:])]
+    lived = [*earlier, (old, source)]
+    specs = [spec for spec, _ in lived]
+    entered = [s for i, s in enumerate(specs) if all(dest in t.states for t in specs[i:])]
     out: list[str] = []
-    for spec in lived:
+    for spec, name in lived:
         if renamed and new is not None:
-            found = list(_renamed(spec, new, source, dest))
+            found = list(_renamed(spec, new, name, dest))
         else:
-            found = [*_leaving(spec, source), *_evidence(spec, source, dest)]
+            found = [*_leaving(spec, name), *_evidence(spec, name, dest)]
         for there in dict.fromkeys([*entered, new or old]) if spec is not old else ():
-            if source in spec.states and dest in there.states:
-                found += _meaning_in(spec, there, source, dest)
+            if name in spec.states and dest in there.states:
+                found += _meaning_in(spec, there, name, dest)
         out += found if spec is old else [f"{why} {EARLIER}" for why in found]
     out += _meaning(old, new or old, source, dest)
     for there in dict.fromkeys([*entered, new or old]):
@@ -104,16 +106,28 @@ def migration_breaks(
     return [w for w in dict.fromkeys(out) if not (w.endswith(suffix) and w[: -len(suffix)] in said)]
 
 
-def lineage(versions: Sequence[MachineSpec], source: str) -> list[MachineSpec]:
+def lineage(
+    versions: Sequence[MachineSpec],
+    source: str,
+    renames: Sequence[Collection[tuple[str, str]]] = (),
+) -> list[tuple[MachineSpec, str]]:
     """The versions before the last of ``versions`` (oldest first, the last being the one
-    the entities live under) under which an entity may have entered ``source`` and stayed:
-    the unbroken run of them that have the state (a version without it held nobody
-    there)."""
-    out: list[MachineSpec] = []
-    for spec in reversed(versions[:-1]):
-        if source not in spec.states:
+    the entities live under) under which an entity may have lived in ``source``, each with
+    the name the state had there: the unbroken run of them that have the state, by its
+    name or by a name a recorded migration mapped into it. ``renames[i]``: the (old, new)
+    maps the migration that installed ``versions[i]`` recorded (a state renamed in v2 is
+    the one v1 knew by its old name, and v1's rules still judge a map out of it)."""
+    out: list[tuple[MachineSpec, str]] = []
+    names = {source}
+    for i in range(len(versions) - 1, 0, -1):
+        spec = versions[i - 1]
+        mapped = renames[i] if i < len(renames) else ()
+        before = {n for n in names if n in spec.states}
+        before |= {was for was, now in mapped if now in names and was in spec.states}
+        if not before:
             break
-        out.insert(0, spec)
+        out[:0] = [(spec, name) for name in sorted(before)]
+        names = before
     return out
 
 

@@ -47,7 +47,7 @@ from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
 from machines.store.integrity import Difference, tampered
-from machines.store.migration_maps import context_refusals, map_refusals
+from machines.store.migration_maps import context_refusals, derivation_refusals, map_refusals
 from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, shown_url
@@ -378,6 +378,15 @@ def _plan(
             spec,
         )
         problems += context_refusals(db, spec)
+        for request in specs.values():  # a derivation reads both machines: judged on either
+            derived = request.derivation
+            if (
+                derived
+                and not same
+                and machine in (request.name, derived.node_machine)
+                and derived.node_machine in specs
+            ):
+                problems += derivation_refusals(request, specs[derived.node_machine])
         changes = (
             ("the same definition, its schema regenerated",) if same else (summary(old, spec),)
         )

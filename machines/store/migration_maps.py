@@ -17,10 +17,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from machines.derive.proof import DERIVATION_INVARIANTS, check_derivation
 from machines.spec import MachineSpec
 from machines.spec.migration_moves import lineage, migration_breaks, way_out
 from machines.spec.records import derived_variables
-from machines.spec.vocabulary import NODE_NAME, NODE_SIDE_EFFECT
+from machines.spec.vocabulary import (
+    MIGRATION_ACTOR,
+    MIGRATION_TRIGGER,
+    NODE_NAME,
+    NODE_SIDE_EFFECT,
+)
 from machines.store.names import name
 
 SHOWN_KEYS = 3
@@ -44,9 +50,10 @@ def map_refusals(
     the last the one the entities live under) and of ``new``."""
     old = versions[-1]
     out = []
+    renames = _recorded_maps(db, new.name, len(versions))
     for source, dest, count in mapped:
         flag = f"--map {new.name}:{source}={dest}"
-        earlier = lineage(versions, source)
+        earlier = lineage(versions, source, renames)
         static = migration_breaks(old, new, source, dest, earlier=earlier)
         if static:
             out.append(
@@ -55,7 +62,7 @@ def map_refusals(
             )
             continue
         breaking: dict[str, list[str]] = {}
-        for key, contexts in _contexts_under(db, [*earlier, old], source).items():
+        for key, contexts in _contexts_under(db, [*(s for s, _ in earlier), old], source).items():
             found = {
                 why: None
                 for context in contexts
@@ -70,6 +77,24 @@ def map_refusals(
                 f"{flag}: {len(keys)} entities ({shown}{more}) cannot be moved into '{dest}' "
                 f"by the automatic migration actor: {why}; {way_out(old, source)}"
             )
+    return out
+
+
+def _recorded_maps(db: Rows, machine: str, versions: int) -> list[set[tuple[str, str]]]:
+    """For each stored version (1 to ``versions``, at index version - 1), the (old, new)
+    maps the migration that installed it recorded in ``machine``'s histories."""
+    out: list[set[tuple[str, str]]] = [set() for _ in range(versions)]
+    history = name(machine, "history")
+    if not db.has_table(history.strip('"')):
+        return out
+    p = db.param
+    for version, source, dest in db.execute(
+        f"SELECT DISTINCT definition_version, source, dest FROM {history} "
+        f"WHERE trigger = {p} AND actor = {p}",
+        (MIGRATION_TRIGGER, MIGRATION_ACTOR),
+    ):
+        if type(version) is int and 1 <= version <= versions:
+            out[version - 1].add((str(source), str(dest)))
     return out
 
 
@@ -145,3 +170,28 @@ def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:
                 "one they lack is added"
             )
     return out
+
+
+DERIVATION_NODES = 4
+"""The plans a migration's derivation check enumerates, up to this many nodes (0.2 s over
+the bundled kinds; ``machines check`` proves the full size)."""
+
+
+def derivation_refusals(request: MachineSpec, node: MachineSpec) -> list[str]:
+    """What the new version's default rule set breaks of the derivation invariants, over
+    every plan of up to ``DERIVATION_NODES`` nodes: a version that derives a request's
+    state from its nodes unsafely (``side_effects`` left ``none`` for a node state tagged
+    ``effect-started``, say) would make every later map and move look safe by it."""
+    derivation = request.derivation
+    if derivation is None:
+        return []
+    report = check_derivation(request, node, DERIVATION_NODES)
+    return [
+        f"the new version's derivation (rule set '{outcome.name}') breaks {c.invariant}: "
+        f"{DERIVATION_INVARIANTS[c.invariant]}; counterexample: {c.describe()}; run machines "
+        "check on the definitions"
+        for outcome in report.results
+        if outcome.name == derivation.default
+        for c in outcome.counterexamples
+        if c.invariant in DERIVATION_INVARIANTS
+    ]

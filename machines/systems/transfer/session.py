@@ -118,25 +118,34 @@ class Session:
                 f"request '{self.request_id}' has no node '{name}'; nodes: {', '.join(self.nodes)}"
             ) from None
 
-    def signature(self) -> Signature:
-        """The nodes' signature for the derivation. A node counts as having a side effect
-        when its own data or the request's plan says so: one row rewritten outside the
-        engine cannot make money in flight look idle."""
-        deriver = self.engine.deriver
+    def planned(self) -> dict[str, Mapping[str, Any]]:
+        """The request's stored plan, by node name: the second record of each node's
+        side effect and predecessors (a row's own data is the application's to write)."""
         plan = self.request.data.get("plan")
-        planned = {
-            n.get("name"): n.get("has_side_effect") is True
+        return {
+            n["name"]: n
             for n in (plan if isinstance(plan, list) else ())
             if isinstance(n, Mapping) and isinstance(n.get("name"), str)
         }
-        triples = [
-            (
-                r.data["name"],
-                r.state,
-                r.data["has_side_effect"] is True or planned.get(r.data["name"], False),
+
+    def signature(self) -> Signature:
+        """The nodes' signature for the derivation. A node counts as having a side effect
+        when its own data or the request's plan says so, or when the two do not agree on
+        which node it is (its key names it): one row rewritten outside the engine cannot
+        make money in flight look idle."""
+        deriver = self.engine.deriver
+        planned = self.planned()
+        triples = []
+        for r in self.nodes.values():
+            named = r.key.partition("/")[2]
+            entry = planned.get(named)
+            side = (
+                r.data["has_side_effect"] is True
+                or entry is None
+                or entry.get("has_side_effect") is True
+                or r.data["name"] != named
             )
-            for r in self.nodes.values()
-        ]
+            triples.append((r.data["name"], r.state, side))
         return deriver.alphabet.signature(deriver.kinds_of(triples))
 
     def move_node(
@@ -197,8 +206,16 @@ class Session:
         """Wake every blocked node whose predecessors are ALL done (completed or skipped)."""
         done = self.engine.done_states
         woken = []
+        planned = self.planned()
         for name, row in list(self.nodes.items()):
-            after = row.data["predecessors"]
+            entry = planned.get(row.key.partition("/")[2], {})
+            after = [*row.data["predecessors"], *entry.get("after", ())]
+            unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
+            if unknown:
+                raise TransferRefused(
+                    f"request '{self.request_id}': node '{name}' waits for {unknown}, which "
+                    "its request does not have: its stored data was changed outside the engine"
+                )
             if row.state == NodeState.BLOCKED and all(self.nodes[p].state in done for p in after):
                 reason = "every predecessor is completed or skipped"
                 self.move_node(row, "wake", PLANNER, said(self.engine.engine_id, reason=reason))
