@@ -23,7 +23,7 @@ from types import MappingProxyType
 
 import pytest
 
-from machines.checks.audit import judge_snapshot
+from machines.checks.audit import audit_store, judge_snapshot
 from machines.checks.invariants import Snapshot
 from machines.errors import InvalidArgument
 from machines.spec.loader import load
@@ -345,7 +345,7 @@ def no_human_approval(doc: Document) -> None:
 
 
 def test_a_renamed_state_is_judged_by_the_rules_it_lived_under(
-    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """v2 renamed the effect's pending to waiting (every rule of the state kept) and
     dropped the rule that only a human approves; v3 mapped waiting=approved, judged by v2
@@ -374,3 +374,13 @@ def test_a_renamed_state_is_judged_by_the_rules_it_lived_under(
         "rule 'approval-by-a-human' (only_actors_enter) lets only human enter 'approved' (by an "
         "earlier version under which the entities may have lived there)"
     ) in out
+    # a store an earlier release migrated so: the audit follows the entity's own renames
+    import machines.store.migration as migration_module
+
+    monkeypatch.setattr(migration_module, "map_refusals", lambda *args: [])
+    code, out = migrate(capsys, url, v3, "effect:waiting=approved")
+    assert code == 0, out
+    found = {(b.invariant, b.message) for b in audit_store(url, load_dir(v3))}
+    assert any(
+        i == "append-only-history" and "rule 'approval-by-a-human'" in m for i, m in found
+    ), found

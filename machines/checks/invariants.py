@@ -181,6 +181,7 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
         starts = versions.starts(judged[0] if judged else None)
         state: str | None = None
         last: int | None = None  # the version of the event before
+        renamed: dict[int, set[tuple[str, str]]] = {}  # version -> this entity's maps
         for i, j in enumerate(judged, start=1):
             ev, spec = j.event, j.spec or versions.current
             derived = derived_variables(spec)
@@ -205,8 +206,10 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
                 )
                 continue
             if j.migration:
-                for problem in versions.migration_problems(j, last):
+                for problem in versions.migration_problems(j, last, renamed):
                     breach(f"a migration event the versions do not allow: {problem}", (ev,))
+                if j.version is not None:
+                    renamed.setdefault(j.version, set()).add((ev.source, ev.dest))
             else:
                 if last is not None and j.version is not None and j.version < last:
                     breach(

@@ -22,8 +22,9 @@ definition; ``migration_problems`` says what makes one legal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from machines.runtime.history import TransitionEvent
@@ -122,14 +123,21 @@ class Versions:
         dest = spec.states.get(ev.dest)
         return source is not None and source.terminal and not (dest is not None and dest.terminal)
 
-    def migration_problems(self, judged: Judged, previous: int | None) -> list[str]:
+    def migration_problems(
+        self,
+        judged: Judged,
+        previous: int | None,
+        renames: Mapping[int, Collection[tuple[str, str]]] = MappingProxyType({}),
+    ) -> list[str]:
         """What is wrong with a migration event made under version b, ``previous`` being
         the version of the event before it (None: it is the first): b must be above
         ``previous``; its detail names from_version b-1, to_version b and a reason; it
         leaves a state of version b-1 that version b does not have, for one version b
         has; and the rules of both versions, and of the earlier ones under which the entity
         may have lived in the state it leaves, allow it to the automatic migration actor
-        (``machines.spec.migration_moves``). (Its place in the chain and, in
+        (``machines.spec.migration_moves``), back through ``renames`` (version ->
+        the (old, new) maps the entity's earlier migration events made). (Its place in the
+        chain and, in
         terminal-final, where it may lead from a terminal state are judged with every
         other event.)"""
         ev, b = judged.event, judged.version
@@ -162,7 +170,11 @@ class Versions:
         if ev.dest not in judged.spec.states:
             out.append(f"'{ev.dest}' is not a state of version {b}")
         if before is not None and ev.source in before.states:
-            earlier = lineage(self.upto(b - 1), ev.source)
+            lived = self.upto(b - 1)
+            first = b - len(lived)
+            earlier = lineage(
+                lived, ev.source, [renames.get(first + i, ()) for i in range(len(lived))]
+            )
             out += migration_breaks(before, judged.spec, ev.source, ev.dest, earlier=earlier)
         return out
 
