@@ -289,10 +289,8 @@ CATALOG: tuple[CodeMutant, ...] = (
         TRANSFER_PACKAGE + "session.py",
         "a node wakes when any one of its predecessors is done",
         "a node starts only after all its predecessors are done",
-        old="NodeState.BLOCKED and all(self.nodes[p].state in done for p in after):",
-        new=(
-            "NodeState.BLOCKED and (not after or any(self.nodes[p].state in done for p in after)):"
-        ),
+        old="NodeState.BLOCKED and all(n.state in done for n in waits):",
+        new="NodeState.BLOCKED and (not waits or any(n.state in done for n in waits)):",
         detectors=TRANSFER,
     ),
     CodeMutant(

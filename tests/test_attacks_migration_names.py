@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from machines.checks.audit import audit_store, judge_snapshot
 from machines.checks.invariants import Snapshot
 from machines.errors import InvalidArgument
 from machines.spec.loader import load
+from machines.spec.migration_moves import migration_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store import open_store
 from machines.systems import ExactlyOnce
@@ -384,3 +386,57 @@ def test_a_renamed_state_is_judged_by_the_rules_it_lived_under(
     assert any(
         i == "append-only-history" and "rule 'approval-by-a-human'" in m for i, m in found
     ), found
+
+
+# -- outsider, eighth batch: a state that left and came back is judged by every version -------
+
+
+def _pruned(node: Any, state: str) -> Any:
+    if isinstance(node, list):
+        return [_pruned(v, state) for v in node if v != state]
+    if isinstance(node, dict):
+        return {k: _pruned(v, state) for k, v in node.items()}
+    return node
+
+
+def without_approved(doc: Document) -> None:
+    """The effect definition with no state 'approved' (nothing left naming it)."""
+    del doc["states"]["approved"]
+    doc["transitions"] = [
+        t for t in doc["transitions"] if "approved" not in (t["source"], t["dest"])
+    ]
+    for part in ("forbidden", "invariants"):
+        kept = []
+        for item in doc.get(part, []):
+            if "approved" in (item.get("dest"), item.get("source"), item.get("state")):
+                continue
+            item = _pruned(item, "approved")
+            if not any(isinstance(v, list) and not v for v in item.values()):
+                kept.append(item)
+        doc[part] = kept
+
+
+def test_an_entry_rule_of_any_version_the_entity_lived_under_is_judged(tmp_path: Path) -> None:
+    """v2 renamed pending to waiting, v3 removed 'approved', v4 brought it back without
+    the rule that only a human enters it: a map waiting=approved was judged only by the
+    versions that had 'approved' without a gap since, and v1's rule was never asked."""
+    v1 = load("effect")
+    v2_doc = SpecCopy(tmp_path / "v2").edit("effect", renaming("pending", "waiting")).path  # type: ignore[arg-type]
+    v2 = load_dir(v2_doc)["effect"]
+
+    def v3_change(doc: Document) -> None:
+        renaming("pending", "waiting")(doc)  # type: ignore[operator]
+        without_approved(doc)
+
+    v3 = load_dir(SpecCopy(tmp_path / "v3").edit("effect", v3_change).path)["effect"]
+
+    def v4_change(doc: Document) -> None:
+        renaming("pending", "waiting")(doc)  # type: ignore[operator]
+        no_human_approval(doc)
+
+    v4 = load_dir(SpecCopy(tmp_path / "v4").edit("effect", v4_change).path)["effect"]
+    v5 = load_dir(SpecCopy(tmp_path / "v5").edit("effect", no_human_approval).path)["effect"]
+    found = migration_breaks(
+        v4, v5, "waiting", "approved", earlier=[(v1, "pending"), (v2, "waiting"), (v3, "waiting")]
+    )
+    assert any("rule 'approval-by-a-human' (only_actors_enter)" in why for why in found), found

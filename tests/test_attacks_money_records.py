@@ -18,6 +18,7 @@ sixth batch).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from machines.cli import main
-from machines.errors import InvalidArgument
+from machines.errors import InvalidArgument, MachinesError
 from machines.spec.states import RequestState
 from machines.store import open_store
 from machines.systems.transfer import TransferRefused
@@ -189,13 +190,16 @@ def test_a_derivation_that_forgets_a_started_node_state_is_refused(
     )
 
 
-def rewritten(db: Path, key: str, **changes: object) -> None:
-    """One raw UPDATE of a node's data from a second connection, its version raised."""
+def rewritten(db: Path, key: str, *, drop: tuple[str, ...] = (), **changes: object) -> None:
+    """One raw UPDATE of a node's data from a second connection (``changes`` set, ``drop``
+    removed), its version raised."""
     raw = sqlite3.connect(db)
     data = json.loads(
         raw.execute("SELECT data FROM node_entities WHERE key = ?", (key,)).fetchone()[0]
     )
     data.update(changes)
+    for gone in drop:
+        del data[gone]
     raw.execute(
         "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = ?",
         (json.dumps(data), key),
@@ -259,5 +263,64 @@ def test_a_node_waits_for_its_planned_predecessors_whatever_its_row_says(
             drive(engine, "t1", 3)
             assert engine.nodes("t1")["d"].state.value == "blocked"
             assert venue.count("submit", "d") == 0
+    finally:
+        store.close()
+
+
+def test_a_node_given_another_nodes_name_by_raw_sql_hides_nothing(tmp_path: Path) -> None:
+    """Outsider, eighth batch: a node's data renamed to the name of an observing
+    side-effect node replaced it in the engine's view (nodes were indexed by data name):
+    the request failed with the withdrawal observing. Nodes are indexed by their keys."""
+    db = tmp_path / "store.db"
+    venue = FakeVenue(
+        {"w": {"observe": ["pending"]}, "z": {"prepare": ["retry"]}, "x": {"observe": ["pending"]}}
+    )
+    recorder = Recorder()
+    store = open_store(f"sqlite:///{db}")
+    try:
+        engine = engine_for(store, venue, recorder)
+        plan = [
+            node("w", "action", True),
+            node("x", "action", False, "w"),
+            node("z", "action", False),
+        ]
+        executing(engine, "t1", plan)
+        drive(engine, "t1", 3)
+        rewritten(db, "t1/x", name="w")
+        venue.script["z"]["prepare"] = [RuntimeError("limit check failed")]
+        assert drive(engine, "t1", 4) is not RequestState.FAILED
+        assert "request_failed" not in recorder.names
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("key", "changes"),
+    [
+        ("t1/d", {"predecessors": 5}),
+        ("t1/d", {"drop": ("has_side_effect",)}),
+    ],
+    ids=["predecessors-not-a-list", "side-effect-gone"],
+)
+def test_a_node_row_rewritten_to_garbage_is_refused_typed(
+    tmp_path: Path, key: str, changes: dict[str, object]
+) -> None:
+    db = tmp_path / "store.db"
+    venue = FakeVenue({"w": {"observe": ["pending"]}, "x": {"observe": ["pending"]}})
+    store = open_store(f"sqlite:///{db}")
+    try:
+        engine = engine_for(store, venue)
+        plan = [
+            node("w", "action", True),
+            node("x", "action", False),
+            node("d", "action", True, "w"),
+        ]
+        executing(engine, "t1", plan)
+        drive(engine, "t1", 3)
+        rewritten(db, key, **changes)  # type: ignore[arg-type]
+        venue.script["x"]["observe"] = ["completed"]
+        with contextlib.suppress(MachinesError):  # a typed refusal; anything else fails
+            drive(engine, "t1", 3)
+        assert venue.count("submit", "d") == 0
     finally:
         store.close()

@@ -86,7 +86,7 @@ def migration_breaks(
     renamed = new is not None and dest in new.states and dest not in old.states
     lived = [*earlier, (old, source)]
     specs = [spec for spec, _ in lived]
-    entered = [s for i, s in enumerate(specs) if all(dest in t.states for t in specs[i:])]
+    entered = [s for s in specs if dest in s.states]  # gap or not: each judged its entry
     out: list[str] = []
     for spec, name in lived:
         if renamed and new is not None:

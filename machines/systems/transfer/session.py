@@ -101,7 +101,9 @@ class Session:
         if request is None:
             raise UnknownTransfer(f"no transfer request '{request_id}'")
         self.request = request
-        self.nodes = {row.data["name"]: row for row in tx.scope(NODE, request_id)}
+        self.nodes = {row.key.partition("/")[2]: row for row in tx.scope(NODE, request_id)}
+        """By the name the node's key carries, which no write can change (its data's
+        ``name`` is the application's to write)."""
         self.moved: list[Movement] = []
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
 
@@ -136,16 +138,15 @@ class Session:
         deriver = self.engine.deriver
         planned = self.planned()
         triples = []
-        for r in self.nodes.values():
-            named = r.key.partition("/")[2]
+        for named, r in self.nodes.items():
             entry = planned.get(named)
             side = (
-                r.data["has_side_effect"] is True
+                r.data.get("has_side_effect") is not False
                 or entry is None
-                or entry.get("has_side_effect") is True
-                or r.data["name"] != named
+                or entry.get("has_side_effect") is not False
+                or r.data.get("name") != named
             )
-            triples.append((r.data["name"], r.state, side))
+            triples.append((named, r.state, side))
         return deriver.alphabet.signature(deriver.kinds_of(triples))
 
     def move_node(
@@ -208,15 +209,16 @@ class Session:
         woken = []
         planned = self.planned()
         for name, row in list(self.nodes.items()):
-            entry = planned.get(row.key.partition("/")[2], {})
-            after = [*row.data["predecessors"], *entry.get("after", ())]
+            entry = planned.get(name, {})
+            after = [*_names(row.data.get("predecessors")), *_names(entry.get("after"))]
             unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
             if unknown:
                 raise TransferRefused(
                     f"request '{self.request_id}': node '{name}' waits for {unknown}, which "
                     "its request does not have: its stored data was changed outside the engine"
                 )
-            if row.state == NodeState.BLOCKED and all(self.nodes[p].state in done for p in after):
+            waits = [self.nodes[p] for p in after if isinstance(p, str)]
+            if row.state == NodeState.BLOCKED and all(n.state in done for n in waits):
                 reason = "every predecessor is completed or skipped"
                 self.move_node(row, "wake", PLANNER, said(self.engine.engine_id, reason=reason))
                 woken.append(name)
@@ -261,3 +263,11 @@ def required(value: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise TransferRefused(f"'{what}' must be a non-empty string; got {describe(value)}")
     return value
+
+
+def _names(value: object) -> list[object]:
+    """A list of predecessors as stored (none when absent); anything else is one unknown
+    predecessor (a row rewritten outside the engine), which the caller refuses."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
