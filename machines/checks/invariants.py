@@ -31,6 +31,7 @@ from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import DefinitionVersion, Row, Store, shown_url
 from machines.store.versions import load_versions
 from machines.systems.exactly_once import RECLAIMED_AT
+from machines.systems.transfer.plans import node_name, plan_entries
 
 
 @dataclass(frozen=True)
@@ -309,19 +310,6 @@ def fail_closed_indeterminate(
     return out
 
 
-def _planned_side_effects(snap: Snapshot) -> dict[tuple[str, str], bool]:
-    """(request key, node name) -> whether the request's stored plan says the node has a
-    side effect: a second record of what the node's own data says, so that one rewritten
-    row cannot hide money in flight."""
-    out = {}
-    for r in snap.of("request"):
-        plan = r.data.get("plan")
-        for node in plan if isinstance(plan, list) else ():
-            if isinstance(node, Mapping) and isinstance(node.get("name"), str):
-                out[(r.key, node["name"])] = node.get("has_side_effect") is True
-    return out
-
-
 def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
     """The breaches of ``exactly-once`` (``machines.spec.registry`` states it)."""
     out = []
@@ -455,10 +443,11 @@ def no_auto_terminal_money_in_flight(
     releases = request_spec.states_tagged(RELEASES)
     out = []
     moved: dict[str, list[Entity]] = {}
-    planned = _planned_side_effects(snap)
+    plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     for n in snap.of("node"):
-        named = n.key.partition("/")[2]
-        said = planned.get((n.scope or "", named))
+        named = node_name(n.key)
+        entry = plans.get(n.scope or "", {}).get(named)
+        said = None if entry is None else entry.get("has_side_effect") is True
         if n.scope and said is not None and n.data.get("name") != named:
             out.append(
                 Breach(

@@ -52,7 +52,7 @@ from machines.systems.reliance import require_reliable
 from machines.systems.transfer.driver import Driver
 from machines.systems.transfer.errors import PlanError, TransferConfigError, TransferRefused
 from machines.systems.transfer.executor import Executor, PlanNode, check_executors
-from machines.systems.transfer.plans import node_rows, validate_plan
+from machines.systems.transfer.plans import node_key, node_rows, validate_plan
 from machines.systems.transfer.policy import (
     EXECUTOR,
     OPERATOR,
@@ -161,7 +161,7 @@ class TransferEngine(Driver):
             for node, node_data in zip(nodes, node_rows(nodes), strict=True):
                 tx.insert(
                     NODE,
-                    f"{request_id}/{node['name']}",
+                    node_key(request_id, node["name"]),
                     scope=request_id,
                     context={"kind": node["kind"]},
                     data=node_data,

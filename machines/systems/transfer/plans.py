@@ -55,6 +55,29 @@ def validate_plan(
     return nodes, _listed(problems)
 
 
+def node_key(request_id: str, name: str) -> str:
+    """The store key of a request's node: the node's name, which no write to its data can
+    change, read back by ``node_name``."""
+    return f"{request_id}/{name}"
+
+
+def node_name(key: str) -> str:
+    """The name a node's store key carries (``node_key``)."""
+    return key.partition("/")[2]
+
+
+def plan_entries(request_data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """A request's stored plan, by node name: the second record of each node's side
+    effect and predecessors (a node row's own data is the application's to write). What
+    is not a plan entry is left out."""
+    plan = request_data.get("plan")
+    return {
+        n["name"]: n
+        for n in (plan if isinstance(plan, list) else ())
+        if isinstance(n, Mapping) and isinstance(n.get("name"), str)
+    }
+
+
 def node_rows(plan: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What each node row keeps of its (validated) plan entry, in plan order, with its
     successors worked out in one pass."""

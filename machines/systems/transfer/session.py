@@ -25,6 +25,7 @@ from machines.spec.vocabulary import (
 )
 from machines.store.records import Row, Transaction
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
+from machines.systems.transfer.plans import node_name, plan_entries
 from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
 
 REQUEST, NODE = "request", "node"
@@ -101,7 +102,7 @@ class Session:
         if request is None:
             raise UnknownTransfer(f"no transfer request '{request_id}'")
         self.request = request
-        self.nodes = {row.key.partition("/")[2]: row for row in tx.scope(NODE, request_id)}
+        self.nodes = {node_name(row.key): row for row in tx.scope(NODE, request_id)}
         """By the name the node's key carries, which no write can change (its data's
         ``name`` is the application's to write)."""
         self.moved: list[Movement] = []
@@ -120,23 +121,13 @@ class Session:
                 f"request '{self.request_id}' has no node '{name}'; nodes: {', '.join(self.nodes)}"
             ) from None
 
-    def planned(self) -> dict[str, Mapping[str, Any]]:
-        """The request's stored plan, by node name: the second record of each node's
-        side effect and predecessors (a row's own data is the application's to write)."""
-        plan = self.request.data.get("plan")
-        return {
-            n["name"]: n
-            for n in (plan if isinstance(plan, list) else ())
-            if isinstance(n, Mapping) and isinstance(n.get("name"), str)
-        }
-
     def signature(self) -> Signature:
         """The nodes' signature for the derivation. A node counts as having a side effect
         when its own data or the request's plan says so, or when the two do not agree on
         which node it is (its key names it): one row rewritten outside the engine cannot
         make money in flight look idle."""
         deriver = self.engine.deriver
-        planned = self.planned()
+        planned = plan_entries(self.request.data)
         triples = []
         for named, r in self.nodes.items():
             entry = planned.get(named)
@@ -207,7 +198,7 @@ class Session:
         """Wake every blocked node whose predecessors are ALL done (completed or skipped)."""
         done = self.engine.done_states
         woken = []
-        planned = self.planned()
+        planned = plan_entries(self.request.data)
         for name, row in list(self.nodes.items()):
             entry = planned.get(name, {})
             after = [*_names(row.data.get("predecessors")), *_names(entry.get("after"))]
