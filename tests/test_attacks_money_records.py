@@ -22,8 +22,9 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ from machines.cli import main
 from machines.errors import InvalidArgument, MachinesError
 from machines.spec.states import RequestState
 from machines.store import open_store
-from machines.systems.transfer import TransferRefused
+from machines.systems.transfer import TransferEngine, TransferRefused
 from machines.testing.transfer import plan_node as node
 from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
 from tests.migration_stores import load_dir
@@ -64,6 +65,48 @@ def withdrawal_unknown(url: str) -> None:
         assert engine.nodes("t1")["w"].state.value == "unknown"
     finally:
         store.close()
+
+
+def rewritten(db: Path, key: str, *, drop: tuple[str, ...] = (), **changes: object) -> None:
+    """One raw UPDATE of a node's data from a second connection (``changes`` set, ``drop``
+    removed), its version raised."""
+    raw = sqlite3.connect(db)
+    data = json.loads(
+        raw.execute("SELECT data FROM node_entities WHERE key = ?", (key,)).fetchone()[0]
+    )
+    data.update(changes)
+    for gone in drop:
+        del data[gone]
+    raw.execute(
+        "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = ?",
+        (json.dumps(data), key),
+    )
+    raw.commit()
+    raw.close()
+
+
+@contextmanager
+def started(
+    db: Path,
+    venue: FakeVenue,
+    plan: list[dict[str, Any]],
+    recorder: Recorder | None = None,
+    steps: int = 3,
+) -> Iterator[TransferEngine]:
+    """An engine on the SQLite store at ``db`` with request t1 executing ``plan``, driven
+    ``steps`` steps; the store is closed afterwards."""
+    store = open_store(f"sqlite:///{db}")
+    try:
+        engine = engine_for(store, venue, recorder)
+        executing(engine, "t1", plan)
+        drive(engine, "t1", steps)
+        yield engine
+    finally:
+        store.close()
+
+
+THEN_D = [node("w", "action", True), node("x", "action", False), node("d", "action", True, "w")]
+"""A withdrawal, an unrelated node, and a side effect planned after the withdrawal."""
 
 
 def test_a_weakened_derivation_cannot_make_a_release_look_safe(
@@ -112,28 +155,13 @@ def test_a_side_effect_flag_rewritten_by_raw_sql_neither_releases_nor_hides(
     url = f"sqlite:///{db}"
     venue = FakeVenue({"w": {"submit": ["unknown"]}, "chk": {"prepare": ["retry"]}})
     recorder = Recorder()
-    store = open_store(url)
-    try:
-        engine = engine_for(store, venue, recorder)
-        executing(engine, "t1", [node("w", "action", True), node("chk", "action", False)])
-        drive(engine, "t1", 4)
-        raw = sqlite3.connect(db)
-        data = json.loads(
-            raw.execute("SELECT data FROM node_entities WHERE key='t1/w'").fetchone()[0]
-        )
-        data["has_side_effect"] = False
-        raw.execute(
-            "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = 't1/w'",
-            (json.dumps(data),),
-        )
-        raw.commit()
-        raw.close()
+    plan = [node("w", "action", True), node("chk", "action", False)]
+    with started(db, venue, plan, recorder, steps=4) as engine:
+        rewritten(db, "t1/w", has_side_effect=False)
         venue.script["chk"]["prepare"] = [RuntimeError("limit check failed")]
         state = drive(engine, "t1", 4)
         assert state is not RequestState.FAILED, engine.nodes("t1")
         assert "request_failed" not in recorder.names
-    finally:
-        store.close()
     assert main(["audit", "--from-store", url]) == 1
     assert "its has_side_effect (False) differs from its request's plan (True)" in (
         capsys.readouterr().out
@@ -190,24 +218,6 @@ def test_a_derivation_that_forgets_a_started_node_state_is_refused(
     )
 
 
-def rewritten(db: Path, key: str, *, drop: tuple[str, ...] = (), **changes: object) -> None:
-    """One raw UPDATE of a node's data from a second connection (``changes`` set, ``drop``
-    removed), its version raised."""
-    raw = sqlite3.connect(db)
-    data = json.loads(
-        raw.execute("SELECT data FROM node_entities WHERE key = ?", (key,)).fetchone()[0]
-    )
-    data.update(changes)
-    for gone in drop:
-        del data[gone]
-    raw.execute(
-        "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = ?",
-        (json.dumps(data), key),
-    )
-    raw.commit()
-    raw.close()
-
-
 def test_a_node_renamed_by_raw_sql_neither_releases_nor_hides(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,17 +227,12 @@ def test_a_node_renamed_by_raw_sql_neither_releases_nor_hides(
     url = f"sqlite:///{db}"
     venue = FakeVenue({"w": {"submit": ["unknown"]}, "chk": {"prepare": ["retry"]}})
     recorder = Recorder()
-    store = open_store(url)
-    try:
-        engine = engine_for(store, venue, recorder)
-        executing(engine, "t1", [node("w", "action", True), node("chk", "action", False)])
-        drive(engine, "t1", 4)
+    plan = [node("w", "action", True), node("chk", "action", False)]
+    with started(db, venue, plan, recorder, steps=4) as engine:
         rewritten(db, "t1/w", name="w_gone", has_side_effect=False)
         venue.script["chk"]["prepare"] = [RuntimeError("limit check failed")]
         assert drive(engine, "t1", 4) is not RequestState.FAILED
         assert "request_failed" not in recorder.names
-    finally:
-        store.close()
     assert main(["audit", "--from-store", url]) == 1
     assert "its data names it 'w_gone', and its key and its request's plan" in (
         capsys.readouterr().out
@@ -243,16 +248,7 @@ def test_a_node_waits_for_its_planned_predecessors_whatever_its_row_says(
     raw KeyError. The plan's order is kept, and a ghost is a typed refusal."""
     db = tmp_path / "store.db"
     venue = FakeVenue({"w": {"observe": ["pending"]}, "x": {"observe": ["pending"]}})
-    store = open_store(f"sqlite:///{db}")
-    try:
-        engine = engine_for(store, venue)
-        plan = [
-            node("w", "action", True),
-            node("x", "action", False),
-            node("d", "action", True, "w"),
-        ]
-        executing(engine, "t1", plan)
-        drive(engine, "t1", 3)
+    with started(db, venue, THEN_D) as engine:
         assert engine.nodes("t1")["d"].state.value == "blocked"
         rewritten(db, "t1/d", predecessors=predecessors)
         venue.script["x"]["observe"] = ["completed"]  # an unrelated node completes: a wake
@@ -263,8 +259,6 @@ def test_a_node_waits_for_its_planned_predecessors_whatever_its_row_says(
             drive(engine, "t1", 3)
             assert engine.nodes("t1")["d"].state.value == "blocked"
             assert venue.count("submit", "d") == 0
-    finally:
-        store.close()
 
 
 def test_a_node_given_another_nodes_name_by_raw_sql_hides_nothing(tmp_path: Path) -> None:
@@ -276,22 +270,12 @@ def test_a_node_given_another_nodes_name_by_raw_sql_hides_nothing(tmp_path: Path
         {"w": {"observe": ["pending"]}, "z": {"prepare": ["retry"]}, "x": {"observe": ["pending"]}}
     )
     recorder = Recorder()
-    store = open_store(f"sqlite:///{db}")
-    try:
-        engine = engine_for(store, venue, recorder)
-        plan = [
-            node("w", "action", True),
-            node("x", "action", False, "w"),
-            node("z", "action", False),
-        ]
-        executing(engine, "t1", plan)
-        drive(engine, "t1", 3)
+    plan = [node("w", "action", True), node("x", "action", False, "w"), node("z", "action", False)]
+    with started(db, venue, plan, recorder) as engine:
         rewritten(db, "t1/x", name="w")
         venue.script["z"]["prepare"] = [RuntimeError("limit check failed")]
         assert drive(engine, "t1", 4) is not RequestState.FAILED
         assert "request_failed" not in recorder.names
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize(
@@ -307,20 +291,9 @@ def test_a_node_row_rewritten_to_garbage_is_refused_typed(
 ) -> None:
     db = tmp_path / "store.db"
     venue = FakeVenue({"w": {"observe": ["pending"]}, "x": {"observe": ["pending"]}})
-    store = open_store(f"sqlite:///{db}")
-    try:
-        engine = engine_for(store, venue)
-        plan = [
-            node("w", "action", True),
-            node("x", "action", False),
-            node("d", "action", True, "w"),
-        ]
-        executing(engine, "t1", plan)
-        drive(engine, "t1", 3)
+    with started(db, venue, THEN_D) as engine:
         rewritten(db, key, **changes)  # type: ignore[arg-type]
         venue.script["x"]["observe"] = ["completed"]
         with contextlib.suppress(MachinesError):  # a typed refusal; anything else fails
             drive(engine, "t1", 3)
         assert venue.count("submit", "d") == 0
-    finally:
-        store.close()
