@@ -183,12 +183,7 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
         )
     yield from _exits_kept(old, new, source, dest)
     yield from _rules_renamed(old, new, source, dest)
-    opened = sorted(set(new.states[dest].annotations) - set(old.states[source].annotations))
-    if old.states[source].terminal and opened:
-        yield (
-            f"'{dest}' lets {', '.join(repr(a) for a in opened)} of a finished entity's data "
-            f"change, and '{source}' does not: what it recorded would become writable"
-        )
+    yield from _annotations_kept(old, new, source, dest)
 
 
 _STATE_FIELDS = ("states", "sources", "dests", "via", "holds")
@@ -368,12 +363,7 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
         )
     if old.states[state].terminal and not new.states[state].terminal:
         out.append(f"'{state}' is no longer terminal: its finished entities could move again")
-    opened = sorted(set(new.states[state].annotations) - set(old.states[state].annotations))
-    if old.states[state].terminal and opened:
-        out.append(
-            f"'{state}' lets {', '.join(repr(a) for a in opened)} of its finished entities' "
-            "data change: what they recorded when they finished would become writable"
-        )
+    out += _annotations_kept(old, new, state, state)
     if not old.states[state].terminal and new.states[state].terminal:
         out.append(
             f"'{state}' becomes terminal: its entities would be finished where they wait, with "
@@ -381,6 +371,18 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
         )
     out += _exits_kept(old, new, state, state)
     return out
+
+
+def _annotations_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:
+    """A terminal ``state`` of ``old``, now called ``now``, may let no more of its
+    finished entities' data change (``annotations``)."""
+    opened = sorted(set(new.states[now].annotations) - set(old.states[state].annotations))
+    if old.states[state].terminal and opened:
+        called = f"'{state}'" if now == state else f"'{state}' (now '{now}')"
+        yield (
+            f"{called} lets {', '.join(repr(a) for a in opened)} of its finished entities' "
+            "data change: what they recorded when they finished would become writable"
+        )
 
 
 def _exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:

@@ -328,6 +328,7 @@ def _plan(
     work: list[_Step] = []
     unknown: list[MachinePlan] = []
     by_machine: dict[str, list[StateMap]] = {}
+    proved: set[str] = set()  # requests whose derivation this plan has judged
     for entry in maps:
         if entry.machine not in specs:  # refuses the whole migration
             why = (
@@ -383,9 +384,11 @@ def _plan(
             if (
                 derived
                 and not same
+                and request.name not in proved
                 and machine in (request.name, derived.node_machine)
                 and derived.node_machine in specs
             ):
+                proved.add(request.name)
                 problems += derivation_refusals(request, specs[derived.node_machine])
         changes = (
             ("the same definition, its schema regenerated",) if same else (summary(old, spec),)
