@@ -19,10 +19,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from benchmarks import zoo_bench
 from benchmarks.harness import Ratio, _compare, against_check, clean_check_seconds
 from machines.mutation.catalog import run_catalog
-from machines.testing.effectlog import EffectLogSuite
-from machines.testing.exactly_once import ExactlyOnceSuite
+from machines.testing.effectlog.suite import EffectLogSuite
+from machines.testing.exactly_once.suite import ExactlyOnceSuite
 from machines.testing.profiles import run_suite
-from machines.testing.transfer import TransferSuite
+from machines.testing.transfer.suite import TransferSuite
 
 STEPS = 30
 EXAMPLES = 20

@@ -76,7 +76,7 @@ def exactly_once() -> Iterator[Report]:
 def exactly_once_tour() -> Iterator[Report]:
     """The same zoo, found by the suite's tour alone (``ExactlyOnceSuite.run`` takes it
     before the random runs)."""
-    from machines.testing.exactly_once_tour import take_tour
+    from machines.testing.exactly_once.tour import take_tour
     from tests.test_zoo_exactly_once import suite_for
     from tests.zoo.exactly_once import BUGS, AttemptsAsMoves
 

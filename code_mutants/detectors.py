@@ -33,11 +33,15 @@ from machines.testing._harness.sizes import (
     TRANSFER_START,
     Size,
 )
-from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
-from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
+from machines.testing.effectlog.suite import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
+from machines.testing.exactly_once.suite import (
+    ExactlyOnceAdapter,
+    ExactlyOnceSuite,
+    ReferenceAdapter,
+)
 from machines.testing.profiles import run_suite
-from machines.testing.transfer import ReferenceTransfer, TransferAdapter, TransferSuite, Venue
-from machines.testing.transfer_scenarios import SCENARIOS, STARTS, Start
+from machines.testing.transfer.scenarios import SCENARIOS, STARTS, Start
+from machines.testing.transfer.suite import ReferenceTransfer, TransferAdapter, TransferSuite, Venue
 
 POSTGRES = "MACHINES_TEST_POSTGRES"
 """The PostgreSQL server the ``/postgres`` detectors use (as for the test suite)."""

@@ -33,7 +33,7 @@ from machines.errors import InvalidArgument, MachinesError
 from machines.spec.states import RequestState
 from machines.store import open_store
 from machines.systems.transfer import TransferEngine, TransferRefused
-from machines.testing.transfer import plan_node as node
+from machines.testing.transfer.suite import plan_node as node
 from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
 from tests.migration_stores import load_dir
 from tests.test_attacks_migration import migrate

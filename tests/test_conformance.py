@@ -33,7 +33,7 @@ from machines.testing import (
     RuntimeAdapter,
     spec_dir_under_test,
 )
-from machines.testing.conformance_oracle import (
+from machines.testing.conformance.oracle import (
     CHAIN,
     CREATED,
     ILLEGAL,

@@ -26,7 +26,7 @@ from machines.spec.loader import definition_paths, read_definition
 from machines.store import open_store
 from machines.systems.reliance import standing_for_a_buggy_implementation
 from machines.systems.transfer import ManualGate, TransferEngine
-from machines.testing.transfer import plan_node as node
+from machines.testing.transfer.suite import plan_node as node
 from tests.conftest import Document, SpecCopy
 from tests.test_transfer import FakeVenue, drive, executing
 

@@ -14,7 +14,7 @@ from hypothesis import given
 
 from machines.spec.loader import read_definition
 from machines.testing.contract import AdapterContractError, required
-from machines.testing.effectlog import (
+from machines.testing.effectlog.suite import (
     CALLS,
     RULES,
     Behaviour,

@@ -16,7 +16,8 @@ from machines.spec.loader import definition_paths, load, read_definition
 from machines.systems.exactly_once import ExactlyOnce, Verdict, verdict_of
 from machines.systems.reliance import standing_for_a_buggy_implementation
 from machines.testing.contract import AdapterContractError, required
-from machines.testing.exactly_once import (
+from machines.testing.exactly_once.oracle import Oracle, Told
+from machines.testing.exactly_once.suite import (
     LEASE,
     RULES,
     Action,
@@ -31,7 +32,6 @@ from machines.testing.exactly_once import (
     RuleBroken,
     Wait,
 )
-from machines.testing.exactly_once_oracle import Oracle, Told
 from machines.testing.faults import Fault
 from machines.testing.profiles import run_suite, scaled
 from tests.conftest import Document, SpecCopy, transition

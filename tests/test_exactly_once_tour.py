@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from machines.testing.exactly_once import ExactlyOnceSuite
-from machines.testing.exactly_once_steps import Behaviour, Call, Decide, Reclaim, Restart, Wait
-from machines.testing.exactly_once_tour import take_tour, tour_runs
+from machines.testing.exactly_once.steps import Behaviour, Call, Decide, Reclaim, Restart, Wait
+from machines.testing.exactly_once.suite import ExactlyOnceSuite
+from machines.testing.exactly_once.tour import take_tour, tour_runs
 from machines.testing.profiles import hunting
 from machines.testing.verdict import RuleBroken
 from tests.test_zoo_exactly_once import suite_for

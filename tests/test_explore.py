@@ -23,7 +23,7 @@ from machines.explore.transfer_plans import SCOPES, steps_of
 from machines.explore.worlds import World
 from machines.spec.loader import load
 from machines.testing.profiles import hunting, run_suite, scaled
-from machines.testing.transfer import PLANS, ReferenceTransfer, TransferSuite
+from machines.testing.transfer.suite import PLANS, ReferenceTransfer, TransferSuite
 from tests.conftest import Document, SpecCopy
 
 # -- the search ----------------------------------------------------------------------------

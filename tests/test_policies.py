@@ -19,8 +19,8 @@ from hypothesis import Phase, settings
 from machines.spec.registry import GUARANTEE, INVARIANTS, POLICY, kind_of, policies_of
 from machines.testing._harness.sizes import EXACTLY_ONCE
 from machines.testing.contract import AdapterContractError
-from machines.testing.exactly_once import POLICIES, ExactlyOnceAdapter, ExactlyOnceSuite
-from machines.testing.exactly_once_oracle import RULES
+from machines.testing.exactly_once.oracle import RULES
+from machines.testing.exactly_once.suite import POLICIES, ExactlyOnceAdapter, ExactlyOnceSuite
 from machines.testing.profiles import run_suite
 from machines.testing.verdict import RuleBroken
 from tests.zoo.exactly_once import (

@@ -23,10 +23,10 @@ JUDGES: dict[Layer, tuple[str, ...]] = {
     "stored state": ("checks/invariants.py",),
     "audit": ("checks/audit.py", "checks/heads.py"),
     "explorer": ("explore/outcome.py", "explore/worlds.py", "explore/transfer*.py"),
-    "exactly-once suite": ("testing/exactly_once*.py",),
-    "effect-log suite": ("testing/effectlog*.py",),
-    "transfer suite": ("testing/transfer*.py",),
-    "conformance suite": ("testing/conformance*.py",),
+    "exactly-once suite": ("testing/exactly_once/*.py",),
+    "effect-log suite": ("testing/effectlog/*.py",),
+    "transfer suite": ("testing/transfer/*.py",),
+    "conformance suite": ("testing/conformance/*.py",),
 }
 """Where each judge's code lives (globs under ``machines/``)."""
 

@@ -30,10 +30,14 @@ from machines.testing._harness.sizes import (
     TRANSFER_ON_DISK,
     TRANSFER_START,
 )
-from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
-from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
+from machines.testing.effectlog.suite import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
+from machines.testing.exactly_once.suite import (
+    ExactlyOnceAdapter,
+    ExactlyOnceSuite,
+    ReferenceAdapter,
+)
 from machines.testing.profiles import hunting
-from machines.testing.transfer import (
+from machines.testing.transfer.suite import (
     SCENARIOS,
     STARTS,
     ReferenceTransfer,

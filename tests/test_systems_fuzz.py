@@ -32,7 +32,7 @@ from machines.store import Store, StoreError, open_store
 from machines.systems import EffectLog, ExactlyOnce, Verdict
 from machines.systems.transfer import ManualGate, TransferEngine
 from machines.testing.profiles import scaled
-from machines.testing.transfer import plan_node
+from machines.testing.transfer.suite import plan_node
 from tests.garbage import garbage
 
 FUZZ = settings(scaled(60), suppress_health_check=[HealthCheck.too_slow])

@@ -33,11 +33,11 @@ from machines.testing import (
     Fire,
     RuleBroken,
 )
-from machines.testing.conformance_oracle import ILLEGAL
-from machines.testing.conformance_steps import Action, renumbered, touching
+from machines.testing.conformance.oracle import ILLEGAL
+from machines.testing.conformance.steps import Action, renumbered, touching
+from machines.testing.conformance.tour import context_classes, shortest_paths, tour
 from machines.testing.minimise import ddmin
 from machines.testing.profiles import hunting
-from machines.testing.tour import context_classes, shortest_paths, tour
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "tests" / "subscription_project"

@@ -31,7 +31,7 @@ from machines.systems.transfer import (
     UnknownTransfer,
 )
 from machines.systems.transfer.policy import NODE_MOVES, REQUEST_CALLS
-from machines.testing.transfer import plan_node as node
+from machines.testing.transfer.suite import plan_node as node
 from tests.conftest import FakeClock
 
 Answer = str | BaseException

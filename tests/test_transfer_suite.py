@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 
 from machines.testing.contract import AdapterContractError, required
-from machines.testing.transfer import (
+from machines.testing.transfer.oracle import Ledger
+from machines.testing.transfer.suite import (
     PLANS,
     RULES,
     EngineHistory,
@@ -22,7 +23,6 @@ from machines.testing.transfer import (
     TransferSuite,
     Venue,
 )
-from machines.testing.transfer_oracle import Ledger
 from tests.garbage import garbage
 from tests.zoo.transfer import ZooAdapter
 
@@ -363,7 +363,7 @@ def test_a_venue_call_that_another_engines_failure_escapes_is_no_word() -> None:
     from types import SimpleNamespace
 
     from machines.store.records import StoreError
-    from machines.testing.transfer_venue import Venue
+    from machines.testing.transfer.venue import Venue
 
     ledger = Ledger()
     ledger.planned(

@@ -18,10 +18,10 @@ from machines.runtime import EntityMachine
 from machines.spec import MachineSpec
 from machines.spec.loader import read_definition
 from machines.testing import Coverage, spec_walker
-from machines.testing.conformance_oracle import CHAIN, ILLEGAL, LEGAL, REFUSAL, RULES, TERMINAL
+from machines.testing.conformance.oracle import CHAIN, ILLEGAL, LEGAL, REFUSAL, RULES, TERMINAL
+from machines.testing.conformance.walker import judge_of
 from machines.testing.profiles import hunting, scaled
 from machines.testing.verdict import RuleBroken
-from machines.testing.walker import judge_of
 from tests.conftest import SpecCopy
 
 MACHINES = ("effect", "outcome", "node", "request")

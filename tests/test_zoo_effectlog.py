@@ -20,7 +20,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from machines.testing._harness.sizes import EFFECT_LOG, EFFECT_LOG_HUNT
-from machines.testing.effectlog import (
+from machines.testing.effectlog.suite import (
     CALLS,
     RULES,
     EffectLogAdapter,

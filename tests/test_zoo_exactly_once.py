@@ -19,7 +19,12 @@ import pytest
 from hypothesis import Phase, settings
 
 from machines.testing._harness.sizes import EXACTLY_ONCE
-from machines.testing.exactly_once import RULES, ExactlyOnceAdapter, ExactlyOnceSuite, RuleBroken
+from machines.testing.exactly_once.suite import (
+    RULES,
+    ExactlyOnceAdapter,
+    ExactlyOnceSuite,
+    RuleBroken,
+)
 from machines.testing.profiles import run_suite
 from tests.zoo import detection_table
 from tests.zoo.exactly_once import BUGS, AttemptsAsMoves, Ledger, LedgerAdapter, Unfenced

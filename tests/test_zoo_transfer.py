@@ -18,8 +18,8 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from machines.testing._harness.sizes import TRANSFER, TRANSFER_HUNT, Size
-from machines.testing.transfer import TransferAdapter, TransferSuite, Venue
-from machines.testing.transfer_oracle import RULES
+from machines.testing.transfer.oracle import RULES
+from machines.testing.transfer.suite import TransferAdapter, TransferSuite, Venue
 from machines.testing.verdict import RuleBroken
 from tests.zoo import detection_table
 from tests.zoo.transfer import BUGS, Bug, ZooAdapter, adapter_for

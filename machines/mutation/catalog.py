@@ -316,9 +316,9 @@ CATALOG: tuple[Mutation, ...] = (
 
 def _suite_for(machine: str) -> Callable[[Mapping[str, MachineSpec]], type[RuleBasedStateMachine]]:
     """The stateful suite whose system runs on ``machine``, bound to given specs."""
-    from machines.testing.effectlog import EffectLogSuite, ReferenceEffectLog
-    from machines.testing.exactly_once import ExactlyOnceSuite, ReferenceAdapter
-    from machines.testing.transfer import ReferenceTransfer, TransferSuite, Venue
+    from machines.testing.effectlog.suite import EffectLogSuite, ReferenceEffectLog
+    from machines.testing.exactly_once.suite import ExactlyOnceSuite, ReferenceAdapter
+    from machines.testing.transfer.suite import ReferenceTransfer, TransferSuite, Venue
 
     def exactly_once(specs: Mapping[str, MachineSpec]) -> type[RuleBasedStateMachine]:
         class Mutant(ExactlyOnceSuite):

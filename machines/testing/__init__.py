@@ -15,7 +15,7 @@ a ``RuleBroken`` whose message starts with the rule's name.
 """
 
 from machines.spec.files import spec_dir_under_test
-from machines.testing.conformance import (
+from machines.testing.conformance.suite import (
     ConformanceAdapter,
     ConformanceSuite,
     Create,
@@ -23,12 +23,17 @@ from machines.testing.conformance import (
     Fire,
     ResumableAdapter,
 )
+from machines.testing.conformance.walker import RuntimeAdapter, spec_walker
 from machines.testing.contract import AdapterContractError, check_adapter
 from machines.testing.coverage import Coverage, CoverageGap
-from machines.testing.effectlog import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
-from machines.testing.exactly_once import ExactlyOnceAdapter, ExactlyOnceSuite, ReferenceAdapter
+from machines.testing.effectlog.suite import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
+from machines.testing.exactly_once.suite import (
+    ExactlyOnceAdapter,
+    ExactlyOnceSuite,
+    ReferenceAdapter,
+)
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
-from machines.testing.transfer import (
+from machines.testing.transfer.suite import (
     EngineHistory,
     GateDesk,
     ReferenceTransfer,
@@ -37,7 +42,6 @@ from machines.testing.transfer import (
     Venue,
 )
 from machines.testing.verdict import Move, RuleBroken
-from machines.testing.walker import RuntimeAdapter, spec_walker
 
 __all__ = [
     "AdapterContractError",

@@ -31,7 +31,7 @@ from machines.systems.effectlog import (
     EffectRejected,
     EffectStillExecuting,
 )
-from machines.testing.effectlog import Call, EffectLogAdapter, Move
+from machines.testing.effectlog.suite import Call, EffectLogAdapter, Move
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 
 Record = dict[str, Any]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from machines.errors import EffectFailed, EffectIndeterminate, EffectInProgress, MachinesError
-from machines.testing.exactly_once import LEASE, ExactlyOnceAdapter, Move
+from machines.testing.exactly_once.suite import LEASE, ExactlyOnceAdapter, Move
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 
 SCHEMA = """

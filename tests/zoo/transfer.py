@@ -21,7 +21,7 @@ from machines import load
 from machines.errors import InvalidStateTransition, MachinesError
 from machines.store.records import StoreError
 from machines.testing.faults import Fault, SimulatedCrash
-from machines.testing.transfer import (
+from machines.testing.transfer.suite import (
     ENGINES,
     SUBMIT_TIMEOUT,
     EngineHistory,
@@ -809,7 +809,7 @@ class StopsFollowingAfterFailure(Engine):
 class Bug:
     engine: type[Engine]
     rules: tuple[str, ...]
-    """The rules of ``machines.testing.transfer_oracle.RULES`` the suite may name for it:
+    """The rules of ``machines.testing.transfer.oracle.RULES`` the suite may name for it:
     a bug can break more than one promise, the first one listed is the one it is about."""
 
 

@@ -25,7 +25,7 @@ step; a
 breach is reported by one ``machines.testing.verdict.RuleBroken`` whose message starts
 with the rule's name.
 
-The histories an engine exposes are judged as they grow (``transfer_history``), by the
+The histories an engine exposes are judged as they grow (``history``), by the
 bundled definitions, never by the definitions the engine runs on.
 """
 
@@ -37,11 +37,11 @@ from typing import Any
 
 from machines.errors import message_of
 from machines.spec.registry import judged_by, policies_of
-from machines.testing.transfer_history import (
+from machines.testing.transfer.history import (
     EngineHistory as EngineHistory,  # docs/api.md names it here
 )
-from machines.testing.transfer_history import Histories
-from machines.testing.transfer_watch import DONE_WORDS, FAILED, WORDS_OF, NodeWatch, Operation
+from machines.testing.transfer.history import Histories
+from machines.testing.transfer.watch import DONE_WORDS, FAILED, WORDS_OF, NodeWatch, Operation
 from machines.testing.verdict import Move, RuleBroken, promised
 
 RULES: Mapping[str, str] = judged_by("transfer suite")

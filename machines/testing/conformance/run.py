@@ -1,6 +1,6 @@
 """How ``ConformanceSuite.run`` runs: the tour, then the dice, then the shortest report.
 
-1. The tour (``machines.testing.tour``) fires every probe once, deterministically; a broken
+1. The tour (``tour`` beside this module) fires every probe once, deterministically; a broken
    rule there is reported without a random step.
 2. The dice: Hypothesis' random runs under the active profile, without its own shrinking
    (on a stateful suite it can take minutes).
@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 from hypothesis import Phase
 from hypothesis import settings as Settings
 
-from machines.testing.conformance_steps import Action, Create, renumbered, touching
+from machines.testing.conformance.steps import Action, Create, renumbered, touching
+from machines.testing.conformance.tour import tour
 from machines.testing.minimise import ddmin
 from machines.testing.profiles import run_suite
-from machines.testing.tour import tour
 from machines.testing.verdict import RuleBroken
 
 if TYPE_CHECKING:
-    from machines.testing.conformance import ConformanceSuite
+    from machines.testing.conformance.suite import ConformanceSuite
 
 SHRINKING = (Phase.shrink, Phase.explain)
 """Hypothesis' phases the suite replaces by its own minimiser."""

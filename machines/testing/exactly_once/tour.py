@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from machines.testing.exactly_once_steps import (
+from machines.testing.exactly_once.steps import (
     KEYS,
     LEASE,
     Action,

@@ -13,8 +13,8 @@ implementation allows exactly what the definition allows::
     def test_refunds_conform() -> None:
         RefundConformance.run()  # the tour, the active Hypothesis profile, then coverage
 
-``run()`` first takes a tour (``machines.testing.tour``): every trigger by every actor the
-suite knows, fired once from every state the definition reaches under each class of
+``run()`` first takes a tour (``machines.testing.conformance.tour``): every trigger by every
+actor the suite knows, fired once from every state the definition reaches under each class of
 contexts, each state reached by a shortest path. Then each random run creates up to
 ``MAX_ENTITIES`` entities, each under a valuation of the
 definition's context, and fires triggers at them: moves the definition allows from where
@@ -36,7 +36,7 @@ saw accepted is what the exposed history is judged against. The rules (``RULES``
 
 A failure is a ``RuleBroken`` whose message starts with the rule's name, then what the
 suite saw last, then the shortest run the suite's minimiser found (``Create`` and ``Fire``
-steps that ``replay`` replays as they stand; ``machines.testing.conformance_run``). Every
+steps that ``replay`` replays as they stand; ``machines.testing.conformance.run``). Every
 transition the suite saw taken, and every probe it fired, is recorded in the suite class's
 ``coverage``.
 """
@@ -54,7 +54,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from machines.errors import message_of
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
-from machines.testing.conformance_oracle import (
+from machines.testing.conformance.oracle import (
     RULES,
     Event,
     Exposed,
@@ -62,8 +62,8 @@ from machines.testing.conformance_oracle import (
     Tracked,
     events_of,
 )
-from machines.testing.conformance_run import breaks, roll_dice, take_tour
-from machines.testing.conformance_steps import Action, Create, Fire, checked_steps
+from machines.testing.conformance.run import breaks, roll_dice, take_tour
+from machines.testing.conformance.steps import Action, Create, Fire, checked_steps
 from machines.testing.contract import Adapter, AdapterContractError, check_adapter
 from machines.testing.coverage import Coverage
 from machines.testing.minimise import MINIMISE_SECONDS
@@ -225,7 +225,7 @@ class ConformanceSuite(RuleBasedStateMachine):
         """Take the tour (with ``tour_first``), then the random runs under the active
         Hypothesis profile (or ``settings``), without Hypothesis' shrinking: a broken rule
         is reported as the shortest run the suite's own minimiser finds within
-        ``minimise_seconds`` (``machines.testing.conformance_run``). Then, with
+        ``minimise_seconds`` (``machines.testing.conformance.run``). Then, with
         ``require_coverage``, raise ``CoverageGap`` if some transition of ``spec`` was
         never taken (across every run of this class so far), or, after a tour, some probe
         was never fired."""

@@ -23,7 +23,7 @@ from machines.systems.transfer import (
 )
 from machines.testing.contract import AdapterContractError
 from machines.testing.faults import SimulatedCrash
-from machines.testing.transfer_oracle import Ledger
+from machines.testing.transfer.oracle import Ledger
 
 # What the scripted venue may answer; an Exception subclass is raised instead.
 MEANWHILE = "meanwhile"

@@ -11,8 +11,8 @@ after each decision, so only a durable decision counts); a failed session is com
 
 The suite is the world around the log: it is the upstream (every run and send of each
 tool), the compensations, the human and every caller, and it judges the log after every
-step by what it saw alone (``machines.testing.effectlog_oracle``; each rule has a stable
-name in ``RULES``, ``machines.testing.effectlog_rules``, that a failure starts with):
+step by what it saw alone (``machines.testing.effectlog.oracle``; each rule has a stable
+name in ``RULES``, ``machines.testing.effectlog.rules``, that a failure starts with):
 
 - a signature takes effect upstream at most once, ever (``at-most-once``);
 - an irreversible call runs only right after a human approved it, once per approval
@@ -58,8 +58,8 @@ from machines.systems.exactly_once import not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter, chosen_policies
 from machines.testing.coverage import Coverage
-from machines.testing.effectlog_oracle import Attempt, Observer
-from machines.testing.effectlog_rules import (
+from machines.testing.effectlog.oracle import Attempt, Observer
+from machines.testing.effectlog.rules import (
     CANCELLATIONS,
     POLICIES,
     RULES,

@@ -4,7 +4,7 @@ The suite calls keys with effects that return, fail before sending, time out aft
 are cancelled or interrupted, or die mid-write; it expires leases on a fake clock, calls
 duplicates and other keys while an effect runs, restarts the process, and makes callers'
 reclaims and people's decisions. It judges by what it observes alone (see
-``machines.testing.exactly_once_oracle``): its fake upstream records every send with the
+``machines.testing.exactly_once.oracle``): its fake upstream records every send with the
 claim it belongs to, and it records what every caller was told. After every step it
 reports the first broken rule of ``RULES`` (at most one send per claim, no retry after a
 send, indeterminate stays indeterminate, replays are identical, an interrupted caller
@@ -49,7 +49,7 @@ from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter, check_adapter, chosen_policies
 from machines.testing.coverage import Coverage
-from machines.testing.exactly_once_oracle import (
+from machines.testing.exactly_once.oracle import (
     POLICIES,
     RULES,
     CallSeen,
@@ -57,7 +57,7 @@ from machines.testing.exactly_once_oracle import (
     StopRun,
     Told,
 )
-from machines.testing.exactly_once_steps import (
+from machines.testing.exactly_once.steps import (
     KEYS,
     LEASE,
     MACHINE,
@@ -69,7 +69,7 @@ from machines.testing.exactly_once_steps import (
     Restart,
     Wait,
 )
-from machines.testing.exactly_once_tour import take_tour
+from machines.testing.exactly_once.tour import take_tour
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
 from machines.testing.verdict import Move, RuleBroken, bundled
 
@@ -257,7 +257,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
 
     @classmethod
     def run(cls, settings: Settings | None = None) -> None:
-        """Take the tour (``machines.testing.exactly_once_tour``: every kind of call and
+        """Take the tour (``machines.testing.exactly_once.tour``: every kind of call and
         every next step it can meet, once, in a second or two), then the random runs under
         the active profile (or ``settings``). The tour's report is the few steps of the
         run that broke a rule. ``TestCase`` runs the random runs alone."""

@@ -22,8 +22,8 @@ from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
 from machines.testing.contract import Adapter
 from machines.testing.coverage import Coverage
 from machines.testing.faults import Fault
-from machines.testing.transfer_history import EngineHistory
-from machines.testing.transfer_venue import Venue
+from machines.testing.transfer.history import EngineHistory
+from machines.testing.transfer.venue import Venue
 from machines.testing.verdict import Move
 
 ENGINES = ("engine-a", "engine-b")

@@ -14,7 +14,7 @@ The suite judges by what it sees, never by what the engine says of itself: the v
 the gate desk and the limits service are the suite's, the engine's callbacks and
 reservations are delivered to it, and it knows every operation it asked for and what it
 was told. After every step it checks the rules of
-``machines.testing.transfer_oracle.RULES`` (nothing resent; money that may be moving never
+``machines.testing.transfer.oracle.RULES`` (nothing resent; money that may be moving never
 released or given up, nor sent work without evidence; nodes in plan order, nothing new
 after a failure, work in flight followed; gates only by an operator; completion only when
 every node is done; callbacks and reservations once, together; a refusal changes nothing;
@@ -40,15 +40,15 @@ from machines.store.records import StoreError
 from machines.systems.transfer import PlanNode
 from machines.testing.contract import check_adapter, chosen_policies
 from machines.testing.faults import Fault, SimulatedCrash
-from machines.testing.transfer_adapter import (
+from machines.testing.transfer.adapter import (
     ENGINES,
     SUBMIT_TIMEOUT,
     ReferenceTransfer,
     TransferAdapter,
 )
-from machines.testing.transfer_history import EngineHistory
-from machines.testing.transfer_oracle import POLICIES, RULES, Ledger
-from machines.testing.transfer_scenarios import (
+from machines.testing.transfer.history import EngineHistory
+from machines.testing.transfer.oracle import POLICIES, RULES, Ledger
+from machines.testing.transfer.scenarios import (
     BY_NODE_STATE,
     BY_REQUEST_STATE,
     LIFECYCLE,
@@ -61,7 +61,7 @@ from machines.testing.transfer_scenarios import (
     Start,
     plan_node,
 )
-from machines.testing.transfer_venue import AFTER_MEANWHILE, ANSWERS, MEANWHILE, GateDesk, Venue
+from machines.testing.transfer.venue import AFTER_MEANWHILE, ANSWERS, MEANWHILE, GateDesk, Venue
 from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import Any
 from machines.errors import message_of
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
-from machines.testing.effectlog_rules import (
+from machines.testing.effectlog.rules import (
     CANCELLATIONS,
     IRREVERSIBLE,
     POLICIES,

@@ -1,6 +1,6 @@
 """The spec walker: the conformance suite run against this package's own runtime.
 
-``spec_walker(spec)`` is ``ConformanceSuite`` (``machines.testing.conformance``) with an
+``spec_walker(spec)`` is ``ConformanceSuite`` (``machines.testing.conformance.suite``) with an
 adapter over ``spec.machine``: the same rules, the same judges, one generic walker. The
 runtime runs on ``spec``, which may be a broken copy; the suite judges by the *judging*
 definition, the bundled one of the same name when there is one (the published promise,
@@ -19,7 +19,11 @@ from machines.runtime import EntityMachine
 from machines.spec import MachineSpec
 from machines.spec.loader import load
 from machines.store import BUNDLED
-from machines.testing.conformance import ConformanceAdapter, ConformanceSuite, ResumableAdapter
+from machines.testing.conformance.suite import (
+    ConformanceAdapter,
+    ConformanceSuite,
+    ResumableAdapter,
+)
 from machines.testing.coverage import Coverage
 
 

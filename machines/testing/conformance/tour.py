@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
-from machines.testing.conformance_steps import Action, Create, Fire
+from machines.testing.conformance.steps import Action, Create, Fire
 
 Path = tuple[tuple[str, str], ...]
 """(trigger, actor) moves, in order."""

@@ -1,0 +1,28 @@
+"""``ConformanceSuite``: any implementation of any definition, judged by that definition.
+
+``suite`` holds the suite and its adapter contract, ``steps`` the steps a run is made of,
+``tour`` the walk before the dice, ``run`` how a run goes (tour, dice, shortest report),
+``oracle`` what the suite saw judged by its rules, and ``walker`` the suite run against this
+package's own runtime.
+"""
+
+from machines.testing.conformance.suite import (
+    ConformanceAdapter,
+    ConformanceSuite,
+    Create,
+    Event,
+    Fire,
+    ResumableAdapter,
+)
+from machines.testing.conformance.walker import RuntimeAdapter, spec_walker
+
+__all__ = [
+    "ConformanceAdapter",
+    "ConformanceSuite",
+    "Create",
+    "Event",
+    "Fire",
+    "ResumableAdapter",
+    "RuntimeAdapter",
+    "spec_walker",
+]
