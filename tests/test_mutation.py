@@ -20,6 +20,35 @@ def test_the_catalog_is_wide() -> None:
     assert set(Counter(m.machine for m in CATALOG)) == {"effect", "outcome", "node", "request"}
 
 
+def test_the_catalog_applies_operators_of_the_one_operator_catalog() -> None:
+    """Issue 28: one catalog of operators for both detectors. Every bundled mutation names an
+    operator ``machines mutate`` knows or one kept for the bundled catalog, and every operator
+    kept for it is used (none is dead)."""
+    from machines.mutation.edits import BUNDLED_OPERATORS, OPERATORS
+
+    used = {m.change.operator for m in CATALOG}
+    assert used <= set(OPERATORS) | set(BUNDLED_OPERATORS)
+    assert set(BUNDLED_OPERATORS) <= used
+    assert used & set(OPERATORS), "the bundled catalog shares operators with machines mutate"
+    assert not set(OPERATORS) & set(BUNDLED_OPERATORS)
+
+
+def test_an_unknown_operator_or_a_missing_move_is_refused_with_a_typed_error() -> None:
+    from machines.errors import MachinesError
+    from machines.mutation.edits import Edit, drop_guard, transition
+
+    with pytest.raises(MachinesError, match="unknown mutation operator 'drop-everything'"):
+        Edit("drop-everything", lambda doc: None)
+    doc = yaml.safe_load((Path(__file__).parents[1] / "spec" / "outcome.yaml").read_text())
+    with pytest.raises(MachinesError, match="the definition has no move rerun from succeeded"):
+        transition(doc, "succeeded", "rerun")
+    index = transition(doc, "in_flight", "succeed")
+    assert doc["transitions"][index]["trigger"] == "succeed"
+    before = yaml.safe_dump(doc)
+    drop_guard(index)  # an edit is made, not applied
+    assert yaml.safe_dump(doc) == before
+
+
 @pytest.mark.parametrize("mutation", CATALOG, ids=[m.id for m in CATALOG])
 def test_each_mutation_really_changes_its_definition(mutation, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     folder = write_mutant(mutation, tmp_path)

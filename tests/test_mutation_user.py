@@ -26,7 +26,8 @@ import yaml
 
 from machines.cli import main
 from machines.errors import SpecError
-from machines.mutation.operators import OPERATORS, mutants_of
+from machines.mutation.edits import OPERATORS
+from machines.mutation.operators import mutants_of
 from machines.mutation.user import plan
 from machines.spec.files import MUTANT_VARIABLE, SPEC_DIR_VARIABLE
 from machines.spec.loader import bundled_spec_dir

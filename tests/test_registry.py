@@ -76,7 +76,7 @@ def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() 
     bundled definition, which the mutation catalog names, or the id of a kind of change
     ``machines diff`` lists (``machines.spec.diff.CHANGE_KINDS``)."""
     from machines.mutation.catalog import CATALOG
-    from machines.mutation.operators import OPERATORS
+    from machines.mutation.edits import BUNDLED_OPERATORS, OPERATORS
     from machines.spec.diff import CHANGE_KINDS
     from machines.spec.vocabulary import TAGS
 
@@ -87,7 +87,7 @@ def test_every_id_anywhere_in_the_package_is_registered_or_a_known_other_name() 
     rules |= set(derivation.rule_sets) | {
         rule.id for rule_set in derivation.rule_sets.values() for rule in rule_set.rules
     }
-    mutations = {m.id for m in CATALOG} | set(OPERATORS)
+    mutations = {m.id for m in CATALOG} | set(OPERATORS) | set(BUNDLED_OPERATORS)
     spelled = _literals(sorted(PACKAGE.rglob("*.py")))
     unknown = spelled - set(INVARIANTS) - set(TAGS) - rules - mutations - NOT_IDS
     unknown -= set(CHANGE_KINDS)

@@ -42,7 +42,7 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
     helps += [(f"machines {name}", command.format_help()) for name, command in commands.items()]
     return SiteFacts(
         explorer=explorer,
-        mutations=[(m.id, m.machine, m.description, m.breaks) for m in CATALOG],
+        mutations=[(m.id, m.machine, m.change.operator, m.description, m.breaks) for m in CATALOG],
         helps=helps,
     )
 

@@ -25,13 +25,27 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from machines.checks.report import check
 from machines.errors import MachinesError, SpecError
 from machines.explore import build_model, explore, scopes_of
+from machines.mutation.edits import (
+    Document,
+    Edit,
+    add_transition,
+    drop_derivation_rule,
+    drop_derived_state,
+    drop_evidence,
+    drop_guard,
+    drop_tag,
+    drop_transition,
+    set_default_rule_set,
+    set_transition,
+    transition,
+)
 from machines.spec import MachineSpec
 from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
 from machines.spec.vocabulary import EFFECT_STARTED
@@ -39,8 +53,6 @@ from machines.systems.reliance import standing_for_a_buggy_implementation
 
 if TYPE_CHECKING:  # Hypothesis is needed only to run the suites (machines[testing])
     from hypothesis.stateful import RuleBasedStateMachine
-
-Document = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,8 @@ class Mutation:
     id: str
     machine: str
     description: str
-    change: Callable[[Document], None]
+    change: Edit
+    """An operator of the one catalog (``edits``) applied where the careless change lands."""
     breaks: tuple[str, ...]
     """The invariants or structural rules (by id) the mutation is meant to break."""
 
@@ -66,84 +79,32 @@ class Kill:
     seconds: float
 
 
-# -- editing a definition -------------------------------------------------------------------
+# -- where a careless change lands -----------------------------------------------------------
 
 
-def _edge(doc: Document, source: str, trigger: str) -> Document:
-    for t in doc["transitions"]:
-        sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
-        if t["trigger"] == trigger and source in sources:
-            return t  # type: ignore[no-any-return]
-    raise KeyError(f"no {source} --{trigger}--> edge")
+def _at(source: str, trigger: str, edit: Callable[[int], Edit]) -> Edit:
+    """``edit`` applied to the transition ``trigger`` fires from ``source``."""
+
+    def apply(doc: Document) -> None:
+        edit(transition(doc, source, trigger))(doc)
+
+    return Edit(edit(0).operator, apply)
 
 
-def _set(source: str, trigger: str, **values: Any) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        _edge(doc, source, trigger).update(values)
-
-    return change
+def _actor(source: str, trigger: str, actor: str) -> Edit:
+    return _at(source, trigger, lambda i: set_transition("change-actor", i, "actor", actor))
 
 
-def _drop_key(source: str, trigger: str, key: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        del _edge(doc, source, trigger)[key]
-
-    return change
-
-
-def _add(source: str, trigger: str, dest: str, actor: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        doc["transitions"].append(
-            {
-                "trigger": trigger,
-                "source": source,
-                "dest": dest,
-                "actor": actor,
-                "evidence": "mutated in on purpose",
-                "description": "A mutation.",
-            }
-        )
-
-    return change
-
-
-def _drop_edge(source: str, trigger: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        doc["transitions"].remove(_edge(doc, source, trigger))
-
-    return change
-
-
-def _untag(state: str, tag: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        doc["states"][state]["tags"].remove(tag)
-
-    return change
-
-
-def _drop_rule(rule_set: str, rule: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        rules = doc["derivation"]["rule_sets"][rule_set]["rules"]
-        rules[:] = [r for r in rules if r["id"] != rule]
-
-    return change
-
-
-def _derived_context(drop_state: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        for option in doc["derivation"]["context"]["side_effects"]:
-            for condition in option.get("when", []):
-                for test in condition.values():
-                    test["state"].remove(drop_state)
-
-    return change
-
-
-def _default_rule_set(name: str) -> Callable[[Document], None]:
-    def change(doc: Document) -> None:
-        doc["derivation"]["default"] = name
-
-    return change
+def _trigger(source: str, trigger: str, dest: str, actor: str) -> Edit:
+    added = {
+        "trigger": trigger,
+        "source": source,
+        "dest": dest,
+        "actor": actor,
+        "evidence": "mutated in on purpose",
+        "description": "A mutation.",
+    }
+    return add_transition(added, operator="add-trigger")
 
 
 CATALOG: tuple[Mutation, ...] = (
@@ -151,161 +112,161 @@ CATALOG: tuple[Mutation, ...] = (
         "outcome-auto-exit-indeterminate",
         "outcome",
         "a worker may leave indeterminate on its own (indeterminate -> failed)",
-        _add("indeterminate", "give_up", "failed", "worker"),
+        _trigger("indeterminate", "give_up", "failed", "worker"),
         ("fail-closed-indeterminate",),
     ),
     Mutation(
         "outcome-reclaim-by-worker",
         "outcome",
         "a reclaim made by an automatic actor (the worker retries a parked key)",
-        _set("indeterminate", "reclaim", actor="worker"),
+        _actor("indeterminate", "reclaim", "worker"),
         ("fail-closed-indeterminate",),
     ),
     Mutation(
         "outcome-terminal-exit",
         "outcome",
         "a terminal state with an exit (succeeded -> in_flight)",
-        _add("succeeded", "rerun", "in_flight", "caller"),
+        _trigger("succeeded", "rerun", "in_flight", "caller"),
         ("terminal-final",),
     ),
     Mutation(
         "outcome-skip-in-flight",
         "outcome",
         "a skipped state: indeterminate decided landed straight from a worker's park",
-        _set("indeterminate", "decide_landed", actor="worker"),
+        _actor("indeterminate", "decide_landed", "worker"),
         ("fail-closed-indeterminate",),
     ),
     Mutation(
         "outcome-no-decide-not-landed",
         "outcome",
         "a dropped edge: an operator can no longer decide that a parked effect did not land",
-        _drop_edge("indeterminate", "decide_not_landed"),
+        _at("indeterminate", "decide_not_landed", drop_transition),
         ("indeterminate-exits",),
     ),
     Mutation(
         "effect-execute-unguarded",
         "effect",
         "the tier guard removed from execute: an irreversible call skips approval",
-        _drop_key("pending", "execute", "when"),
+        _at("pending", "execute", drop_guard),
         ("tier-discipline",),
     ),
     Mutation(
         "effect-approve-unguarded",
         "effect",
         "the tier guard removed from approve",
-        _drop_key("pending", "approve", "when"),
+        _at("pending", "approve", drop_guard),
         ("tier-discipline",),
     ),
     Mutation(
         "effect-skip-executing",
         "effect",
         "a skipped state: pending -> committed without executing",
-        _add("pending", "commit", "committed", "proxy"),
+        _trigger("pending", "commit", "committed", "proxy"),
         ("no-skipping-commit",),
     ),
     Mutation(
         "effect-committed-exit",
         "effect",
         "a terminal state with an exit: committed effects compensated",
-        _add("committed", "compensate", "compensating", "saga"),
+        _trigger("committed", "compensate", "compensating", "saga"),
         ("terminal-final",),
     ),
     Mutation(
         "effect-no-provable-failure",
         "effect",
         "a dropped edge: a call that provably did not happen cannot go back to pending",
-        _drop_edge("executing", "fail"),
+        _at("executing", "fail", drop_transition),
         ("exactly-once",),
     ),
     Mutation(
         "node-unknown-auto-terminal",
         "node",
         "unknown auto-terminalized: the executor fails an unknown node",
-        _add("unknown", "give_up", "failed", "executor"),
+        _trigger("unknown", "give_up", "failed", "executor"),
         ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "node-reconcile-by-executor",
         "node",
         "reconciliation by an automatic actor instead of the reconciler",
-        _set("unknown", "reconcile_failed", actor="executor"),
+        _actor("unknown", "reconcile_failed", "executor"),
         ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "node-completed-without-evidence",
         "node",
         "an automatic completion that records no evidence",
-        _drop_key("submitting", "complete", "evidence"),
+        _at("submitting", "complete", drop_evidence),
         ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "node-backward",
         "node",
         "a backward move: completed -> submitting",
-        _add("completed", "resend", "submitting", "executor"),
+        _trigger("completed", "resend", "submitting", "executor"),
         ("terminal-final", "exactly-once"),
     ),
     Mutation(
         "node-submitting-not-started",
         "node",
         "submitting loses its effect-started tag (money in flight not counted)",
-        _untag("submitting", EFFECT_STARTED),
+        drop_tag("submitting", EFFECT_STARTED),
         ("context-matches-money",),
     ),
     Mutation(
         "node-observer-cannot-lose-track",
         "node",
         "a dropped edge: an observation that cannot tell has nowhere to go",
-        _drop_edge("observing", "lose_track"),
+        _at("observing", "lose_track", drop_transition),
         ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "request-fail-unguarded",
         "request",
         "the side_effects guard removed from executing -> failed",
-        _drop_key("executing", "fail", "when"),
+        _at("executing", "fail", drop_guard),
         ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "request-cancel-unguarded",
         "request",
         "the side_effects guard removed from cancel",
-        _drop_key("executing", "cancel", "when"),
+        _at("executing", "cancel", drop_guard),
         ("cancel-only-before-money-moves",),
     ),
     Mutation(
         "request-auto-confirm",
         "request",
         "manual_intervention settled by the system instead of an operator",
-        _set("manual_intervention", "confirm_failed", actor="system"),
+        _actor("manual_intervention", "confirm_failed", "system"),
         ("manual-intervention-needs-a-person",),
     ),
     Mutation(
         "derivation-no-manual-intervention-rule",
         "request",
         "a dropped manual_intervention rule: failure after money moved",
-        _drop_rule("money-safe", "stopped-after-money-moved"),
+        drop_derivation_rule("money-safe", "stopped-after-money-moved"),
         ("derivation-consistency",),
     ),
     Mutation(
         "derivation-no-in-flight-rule",
         "request",
         "a dropped rule: failure while money is in flight",
-        _drop_rule("money-safe", "stopped-with-money-in-flight"),
+        drop_derivation_rule("money-safe", "stopped-with-money-in-flight"),
         ("no-auto-terminal-money-in-flight",),
     ),
     Mutation(
         "derivation-submitting-not-money",
         "request",
         "the derived side_effects context forgets submitting nodes",
-        _derived_context("submitting"),
+        drop_derived_state("side_effects", "submitting"),
         ("context-matches-money",),
     ),
     Mutation(
         "derivation-seed-rules-default",
         "request",
         "the seed's own rules (qtg-v3) made the default",
-        _default_rule_set("qtg-v3"),
+        set_default_rule_set("qtg-v3"),
         ("no-auto-terminal-money-in-flight", "derivation-consistency"),
     ),
 )

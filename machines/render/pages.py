@@ -195,11 +195,11 @@ calls, so the proof is about the function the engine uses, not a copy of it."""
 
 def invariants_page(
     explorer: Mapping[str, Mapping[str, str]],
-    mutations: Sequence[tuple[str, str, str, tuple[str, ...]]],
+    mutations: Sequence[tuple[str, str, str, str, tuple[str, ...]]],
     rules_by_id: Mapping[str, Sequence[str]],
 ) -> str:
     """``explorer``: system -> {invariant id: what a breach is}; ``mutations``: (id,
-    machine, description, the ids it breaks) of the mutation catalog; ``rules_by_id``:
+    machine, operator, description, the ids it breaks) of the mutation catalog; ``rules_by_id``:
     structural rule id -> the machines whose definitions declare a rule with that id."""
     out = [
         "# Invariants",
@@ -223,7 +223,7 @@ def invariants_page(
             [f"`machines check` ({', '.join(rules_by_id[name])})"] if name in rules_by_id else []
         )
         layers += [f"`machines explore {s}`" for s, ids in explorer.items() if name in ids]
-        breaking = [f"`{m[0]}`" for m in mutations if name in m[3]]
+        breaking = [f"`{m[0]}`" for m in mutations if name in m[4]]
         out += [f"### {name}", "", _text(statement), "", f"Checked by: {', '.join(layers)}."]
         if breaking:
             out += ["", f"Mutations that break it on purpose: {', '.join(breaking)}."]
@@ -237,7 +237,7 @@ def invariants_page(
         _table(
             ("id", "statement", "mutations that break it"),
             (
-                (f"`{k}`", v, ", ".join(f"`{m[0]}`" for m in mutations if k in m[3]))
+                (f"`{k}`", v, ", ".join(f"`{m[0]}`" for m in mutations if k in m[4]))
                 for k, v in judged_by("derivation").items()
             ),
         ),
@@ -259,13 +259,15 @@ def invariants_page(
         "",
         "`machines mutate` applies each mutation to a copy of the definitions and runs "
         "`machines check`, the explorer and the affected system's suite until one catches "
-        "it; a mutation none catches fails CI.",
+        "it; a mutation none catches fails CI. Each applies an operator of the same catalog "
+        "`machines mutate` applies to a user's definitions, or one that only this catalog "
+        "applies (`machines.mutation.edits`).",
         "",
         _table(
-            ("mutation", "machine", "the change", "meant to break"),
+            ("mutation", "machine", "operator", "the change", "meant to break"),
             (
-                (f"`{i}`", m, d, ", ".join(f"`{b}`" for b in breaks))
-                for i, m, d, breaks in mutations
+                (f"`{i}`", m, f"`{o}`", d, ", ".join(f"`{b}`" for b in breaks))
+                for i, m, o, d, breaks in mutations
             ),
         ),
     ]

@@ -33,11 +33,11 @@ class SiteFacts:
     """What the pages say beyond the definitions.
 
     ``explorer``: per model, what a breach of each invariant it checks is (id -> text);
-    ``mutations``: (id, machine, description, the invariant ids it breaks) per catalogued
+    ``mutations``: (id, machine, operator, description, the invariant ids it breaks) per catalogued
     mutation; ``helps``: (command, its ``--help`` text), the top-level one first."""
 
     explorer: Mapping[str, Mapping[str, str]]
-    mutations: Sequence[tuple[str, str, str, tuple[str, ...]]]
+    mutations: Sequence[tuple[str, str, str, str, tuple[str, ...]]]
     helps: Sequence[tuple[str, str]]
 
 
