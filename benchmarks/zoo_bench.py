@@ -7,7 +7,10 @@ the run to the report, and the number of steps the report shows. The exactly-onc
 records the length of the shortest report known for each bug (``Expect.steps``): its
 reports are compared with it. Seconds depend on the machine, so each zoo's median is also
 given against one clean ``machines check`` in the same process (as the mutation catalog's
-detection is), and the worst and the report lengths are in the row's name.
+detection is), and the worst and the report lengths are in the row's name. The rows
+marked ``run()`` time the effect-log and transfer suites as a user's test calls them
+(``Suite.run()``: the tour, the dice without Hypothesis' shrinking, the suite's own
+minimiser; ``machines.testing.recorded``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from benchmarks.harness import Ratio, against_check, clean_check_seconds, is_quick
 from machines.testing._harness.sizes import EFFECT_LOG_HUNT, EXACTLY_ONCE, TRANSFER_HUNT
+from machines.testing.recorded import RecordedSuite
 from machines.testing.verdict import RuleBroken
 
 T = TypeVar("T")
@@ -101,6 +105,38 @@ def effect_log() -> Iterator[Report]:
         yield _hunt(bug.name, suite_for(adapter_for(bug)), run, None)
 
 
+def _run_steps(failure: RuleBroken) -> int:
+    return str(failure).count("\n      Step(")
+
+
+def _suite_run(name: str, suite: type[RecordedSuite], run: settings) -> Report:
+    """``suite.run()`` as a user's test calls it: the tour, the dice without Hypothesis'
+    shrinking, the suite's own minimiser."""
+    started = time.perf_counter()
+    try:
+        suite.run(run)
+    except RuleBroken as broken:
+        seconds = time.perf_counter() - started
+        return Report(name, broken.rule, seconds, _run_steps(broken), None)
+    raise AssertionError(f"zoo bug {name} was not caught by run()")
+
+
+def effect_log_run() -> Iterator[Report]:
+    from tests.test_zoo_effectlog import suite_for
+    from tests.zoo.effectlog import BUGS, adapter_for
+
+    for bug in _some(list(BUGS)):
+        yield _suite_run(bug.name, suite_for(adapter_for(bug)), EFFECT_LOG_HUNT.hunting())
+
+
+def transfer_run() -> Iterator[Report]:
+    from tests.test_zoo_transfer import suite_for
+    from tests.zoo.transfer import BUGS, adapter_for
+
+    for name, bug in _some(list(BUGS.items())):
+        yield _suite_run(name, suite_for(adapter_for(bug.engine)), TRANSFER_HUNT.hunting())
+
+
 def transfer() -> Iterator[Report]:
     from tests.test_zoo_transfer import suite_for
     from tests.zoo.transfer import BUGS, adapter_for
@@ -114,7 +150,9 @@ ZOOS: dict[str, Callable[[], Iterator[Report]]] = {
     "exactly-once": exactly_once,
     "exactly-once tour": exactly_once_tour,
     "effect-log": effect_log,
+    "effect-log run()": effect_log_run,
     "transfer": transfer,
+    "transfer run()": transfer_run,
 }
 
 
@@ -152,7 +190,7 @@ def run() -> list[Ratio]:
         for r in reports:
             shortest = "" if r.shortest is None else f" (shortest known {r.shortest})"
             print(
-                f"  {zoo:<13}{r.bug:<44}{r.rule:<26}{r.seconds:>7.2f} s {r.steps:>3} steps"
+                f"  {zoo:<18}{r.bug:<44}{r.rule:<26}{r.seconds:>7.2f} s {r.steps:>3} steps"
                 f"{shortest}",
                 flush=True,
             )

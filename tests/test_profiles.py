@@ -256,6 +256,7 @@ SIZED_ELSEWHERE = {
     "tests/test_conformance.py": "TOO_SHORT: a run too short to cover, what its test is about",
     "tests/test_profiles.py": "profiles of a user's own, what these tests are about",
     "tests/test_tour.py": "random runs kept tiny on purpose: what the tour finds without them",
+    "tests/test_recorded.py": "run()'s machinery at a tiny size; the suites' own sizes run apart",
 }
 """The only files that may name a number of runs or steps; each says why."""
 

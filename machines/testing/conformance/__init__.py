@@ -4,9 +4,16 @@
 ``tour`` the walk before the dice, ``run`` how a run goes (tour, dice, shortest report),
 ``oracle`` what the suite saw judged by its rules, and ``walker`` the suite run against this
 package's own runtime.
+
+The package offers every public name of ``suite``, as the one module
+``machines.testing.conformance`` did before the suite was split.
 """
 
 from machines.testing.conformance.suite import (
+    MAX_ENTITIES,
+    RULES,
+    STRANGER,
+    UNKNOWN_TRIGGER,
     ConformanceAdapter,
     ConformanceSuite,
     Create,
@@ -17,6 +24,10 @@ from machines.testing.conformance.suite import (
 from machines.testing.conformance.walker import RuntimeAdapter, spec_walker
 
 __all__ = [
+    "MAX_ENTITIES",
+    "RULES",
+    "STRANGER",
+    "UNKNOWN_TRIGGER",
     "ConformanceAdapter",
     "ConformanceSuite",
     "Create",

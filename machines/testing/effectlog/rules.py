@@ -1,5 +1,5 @@
-"""The vocabulary of ``EffectLogSuite``'s verdicts: its rules, what a caller can be told,
-and how a history a log exposes is judged against a definition.
+"""The vocabulary of ``EffectLogSuite``: the behaviours and sagas it plays, its rules, what
+a caller can be told, and how a history a log exposes is judged against a definition.
 
 Each rule has a short stable name, the first word of every failure that breaks it, so a
 user's CI can tell one broken promise from another; ``RULES`` says what each promises.
@@ -22,6 +22,44 @@ from machines.systems.effectlog import (
     EffectStillExecuting,
 )
 from machines.testing.faults import NotSent, SimulatedCrash
+
+
+class Behaviour(enum.Enum):
+    """What happens in one call: what the tool (the upstream) does when the log runs it, or
+    a fault around it."""
+
+    RETURN = "the tool returns a value"
+    NOT_SENT = "the tool fails before sending"
+    TIMEOUT = "the tool times out after sending"
+    CANCELLED = "the caller is cancelled after the tool sent"
+    INTERRUPTED = "the caller is interrupted (Ctrl-C) after the tool sent"
+    CLAIM_FAILS = "the log's first write fails"
+    CRASH_AT_CLAIM = "the process dies at the log's first write"
+    CRASH_AFTER_SENDING = "the process dies after the tool sent, before the result is stored"
+    STORE_FAILS_AFTER = "the tool returns, then the log's next write fails"
+    UNSTORABLE = "the tool returns a result JSON cannot hold"
+    DUPLICATE_DURING = "a duplicate caller arrives while the tool runs"
+    AFTER_RESTART = "the process restarted just before the call"
+
+
+TROUBLE = frozenset(
+    {
+        Behaviour.TIMEOUT,
+        Behaviour.CANCELLED,
+        Behaviour.INTERRUPTED,
+        Behaviour.CRASH_AFTER_SENDING,
+        Behaviour.STORE_FAILS_AFTER,
+        Behaviour.UNSTORABLE,
+    }
+)
+"""Behaviours after which a log may rightly say the outcome is unknown."""
+
+
+class Saga(enum.Enum):
+    WORKS = "every compensation works"
+    FAILS = "every compensation fails"
+    DIES = "the process dies inside the first compensation"
+
 
 RULES: Mapping[str, str] = judged_by("effect-log suite")
 """Every rule the suite judges by: its stable name (the start of a failure message) and

@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
 
 from machines.errors import MachinesError, storable_text
 from machines.spec.jsonvalue import describe
@@ -63,11 +62,15 @@ from machines.testing.effectlog.rules import (
     CANCELLATIONS,
     POLICIES,
     RULES,
+    TROUBLE,
+    Behaviour,
     Call,
+    Saga,
     Told,
     told_kind,
 )
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
+from machines.testing.recorded import RecordedSuite, Step, recorded
 from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
@@ -99,43 +102,6 @@ SESSIONS = ("s1", "s2")
 COMPENSATED_TOOLS = ("charge", "book")
 CAUGHT = (SimulatedCrash, *CANCELLATIONS, Exception)
 """What a call of the log may end in, as the suite sees it (anything else propagates)."""
-
-
-class Behaviour(enum.Enum):
-    """What happens in one call: what the tool (the upstream) does when the log runs it, or
-    a fault around it."""
-
-    RETURN = "the tool returns a value"
-    NOT_SENT = "the tool fails before sending"
-    TIMEOUT = "the tool times out after sending"
-    CANCELLED = "the caller is cancelled after the tool sent"
-    INTERRUPTED = "the caller is interrupted (Ctrl-C) after the tool sent"
-    CLAIM_FAILS = "the log's first write fails"
-    CRASH_AT_CLAIM = "the process dies at the log's first write"
-    CRASH_AFTER_SENDING = "the process dies after the tool sent, before the result is stored"
-    STORE_FAILS_AFTER = "the tool returns, then the log's next write fails"
-    UNSTORABLE = "the tool returns a result JSON cannot hold"
-    DUPLICATE_DURING = "a duplicate caller arrives while the tool runs"
-    AFTER_RESTART = "the process restarted just before the call"
-
-
-TROUBLE = frozenset(
-    {
-        Behaviour.TIMEOUT,
-        Behaviour.CANCELLED,
-        Behaviour.INTERRUPTED,
-        Behaviour.CRASH_AFTER_SENDING,
-        Behaviour.STORE_FAILS_AFTER,
-        Behaviour.UNSTORABLE,
-    }
-)
-"""Behaviours after which a log may rightly say the outcome is unknown."""
-
-
-class Saga(enum.Enum):
-    WORKS = "every compensation works"
-    FAILS = "every compensation fails"
-    DIES = "the process dies inside the first compensation"
 
 
 class EffectLogAdapter(Adapter):
@@ -270,7 +236,7 @@ BEHAVIOURS_IRREVERSIBLE = st.sampled_from((Behaviour.NOT_SENT, Behaviour.RETURN,
 fresh approval."""
 
 
-class EffectLogSuite(RuleBasedStateMachine):
+class EffectLogSuite(RecordedSuite):
     """Subclass and override ``make_adapter`` to test your own effect log. ``policies``:
     the rules of this package's choosing judged besides the guarantees (``POLICIES``, all
     by default; ``saga-newest-first``)."""
@@ -284,6 +250,14 @@ class EffectLogSuite(RuleBasedStateMachine):
         super().__init_subclass__(**kwargs)
         cls.policies = chosen_policies(cls, cls.policies, POLICIES)
 
+    @classmethod
+    def tour(cls) -> list[list[Step]]:
+        """Every behaviour of every kind of call and what can meet it next, once
+        (``machines.testing.effectlog.tour``); ``run()`` takes it before the dice."""
+        from machines.testing.effectlog.tour import tour_runs
+
+        return tour_runs()
+
     def __init__(self) -> None:
         super().__init__()
         adapter = self.make_adapter()
@@ -296,6 +270,7 @@ class EffectLogSuite(RuleBasedStateMachine):
     # -- calls ---------------------------------------------------------------------------
 
     @rule(signature=_signatures("compensable", "s1"), behaviour=BEHAVIOURS)
+    @recorded
     def call(self, signature: str, behaviour: Behaviour) -> None:
         """A caller calls a compensable signature of s1 (of s2, or the irreversible one, in
         the rules below: one rule each, so that each is called as often)."""
@@ -303,12 +278,16 @@ class EffectLogSuite(RuleBasedStateMachine):
         self._call(signature, behaviour.value, behaviour)
 
     @rule(signature=_signatures("compensable", "s2"), behaviour=BEHAVIOURS)
+    @recorded
     def call_in_s2(self, signature: str, behaviour: Behaviour) -> None:
-        self.call(signature, behaviour)
+        self.seen.next_step()
+        self._call(signature, behaviour.value, behaviour)
 
     @rule(signature=IRREVERSIBLE_CALLS, behaviour=BEHAVIOURS_IRREVERSIBLE)
+    @recorded
     def call_irreversible(self, signature: str, behaviour: Behaviour) -> None:
-        self.call(signature, behaviour)
+        self.seen.next_step()
+        self._call(signature, behaviour.value, behaviour)
 
     def _call(self, signature: str, label: str, behaviour: Behaviour) -> None:
         if behaviour is Behaviour.AFTER_RESTART:
@@ -382,6 +361,7 @@ class EffectLogSuite(RuleBasedStateMachine):
     # -- human decisions -----------------------------------------------------------------
 
     @rule(signature=DECIDED, approve=APPROVALS)
+    @recorded
     def human_decides(self, signature: str, approve: bool) -> None:
         self.seen.next_step()
         try:
@@ -403,6 +383,7 @@ class EffectLogSuite(RuleBasedStateMachine):
 
     @precondition(lambda self: self.seen.saga_matters())
     @rule(session=st.sampled_from(SESSIONS), saga=st.sampled_from(Saga))
+    @recorded
     def compensate(self, session: str, saga: Saga) -> None:
         self.seen.next_step()
         must = self.seen.candidates(session, COMPENSATED_TOOLS)

@@ -33,6 +33,9 @@ def plan_node(
     }
 
 
+LIVE = 2
+"""Requests in progress at once in a run; a new one is submitted when one ends."""
+
 PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
     "withdraw": [
         plan_node("withdraw", "action", True),

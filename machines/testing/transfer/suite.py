@@ -31,15 +31,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from hypothesis import event
+from hypothesis import currently_in_test_context, event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from machines.errors import MachinesError
 from machines.store.records import StoreError
 from machines.systems.transfer import PlanNode
 from machines.testing.contract import check_adapter, chosen_policies
 from machines.testing.faults import Fault, SimulatedCrash
+from machines.testing.recorded import RecordedSuite, Step, recorded
 from machines.testing.transfer.adapter import (
     ENGINES,
     SUBMIT_TIMEOUT,
@@ -52,6 +53,7 @@ from machines.testing.transfer.scenarios import (
     BY_NODE_STATE,
     BY_REQUEST_STATE,
     LIFECYCLE,
+    LIVE,
     NODES,
     NODES_ACTED_ON_IN,
     OPERATIONS,
@@ -86,11 +88,10 @@ __all__ = [
     "plan_node",
 ]
 
-LIVE = 2  # requests in progress at once; a new one is submitted when one ends
 REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))
 
 
-class TransferSuite(RuleBasedStateMachine):
+class TransferSuite(RecordedSuite):
     """Subclass and override ``make_adapter(venue)`` to test your own engine.
     ``policies``: the rules of this package's choosing judged besides the guarantees
     (``POLICIES``, all by default; ``halt-after-failure``)."""
@@ -122,6 +123,14 @@ class TransferSuite(RuleBasedStateMachine):
     starts: Sequence[Start] = STARTS
     """The starts this suite draws from; a subclass may pin one (see tests/test_suites)."""
 
+    @classmethod
+    def tour(cls) -> list[list[Step]]:
+        """Every start of ``starts`` and what can meet it next, once, on the plain paths
+        (``machines.testing.transfer.tour``); ``run()`` takes it before the dice."""
+        from machines.testing.transfer.tour import tour_runs
+
+        return tour_runs(cls.starts)
+
     @initialize(
         data=st.data(),
         plans=st.lists(st.sampled_from(sorted(PLANS)), min_size=LIVE, max_size=LIVE),
@@ -132,6 +141,7 @@ class TransferSuite(RuleBasedStateMachine):
             }
         ),
     )
+    @recorded
     def submit(
         self,
         data: st.DataObject,
@@ -152,7 +162,7 @@ class TransferSuite(RuleBasedStateMachine):
             thens = [then for s, then in self.starts if s == scenario]
             then = data.draw(st.sampled_from(thens), label="then")
             request = REQUEST_IDS[len(self.plans)]
-            if not self.set_up(scenario, plan):
+            if not self.set_up(scenario, plan) and currently_in_test_context():
                 event(f"scenario {scenario!r} did not reach its expected state")
             if then is None:
                 continue
@@ -238,6 +248,7 @@ class TransferSuite(RuleBasedStateMachine):
 
     @precondition(lambda self: len(self._live()) < LIVE and len(self.plans) < len(REQUEST_IDS))
     @rule(plan=st.sampled_from(sorted(PLANS)))
+    @recorded
     def new_request(self, plan: str) -> None:
         """A request ended: a new one comes in (the engine sees many in one run)."""
         self._submit(plan)
@@ -298,6 +309,7 @@ class TransferSuite(RuleBasedStateMachine):
             self.adapter.fail_next_write(None)
 
     @rule(data=st.data(), until=st.sampled_from(["executing", "executing", *LIFECYCLE]))
+    @recorded
     def advance(self, data: st.DataObject, until: str) -> None:
         """Take a request along the way to execution, as far as state ``until``."""
         self._approve(self._pick(data), until)
@@ -307,6 +319,7 @@ class TransferSuite(RuleBasedStateMachine):
         operation=st.sampled_from(sorted(OPERATIONS)),
         node=st.sampled_from(NODES),
     )
+    @recorded
     def operate(self, data: st.DataObject, operation: str, node: str) -> None:
         """Anything at all, mostly refused: a refusal must write nothing."""
         self._operate(data, self._pick(data), operation, node)
@@ -336,6 +349,7 @@ class TransferSuite(RuleBasedStateMachine):
             self.ledger.end("done")
 
     @rule(data=st.data())
+    @recorded
     def someone_acts(self, data: st.DataObject) -> None:
         """An operator, signer, planner or reconciler does something that fits the state
         of a request or of one of its nodes (it may still be refused)."""
@@ -363,6 +377,7 @@ class TransferSuite(RuleBasedStateMachine):
         fault=st.sampled_from([None, None, None, None, None, None, "error", "crash"]),
         wait=st.sampled_from([0.0, 0.0, 0.0, 1.0, SUBMIT_TIMEOUT + 1]),
     )
+    @recorded
     def step(
         self, data: st.DataObject, engine: str, times: int, fault: Fault | None, wait: float
     ) -> None:

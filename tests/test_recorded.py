@@ -1,0 +1,127 @@
+"""The effect-log and transfer suites' own run (issue 28): a tour before the dice, then
+Hypothesis' random runs without its shrinking, then the suites' own minimiser; a report is
+a short list of steps that ``Suite.replay`` replays as they stand.
+
+Each zoo bug is reported by ``run()`` under a rule it breaks, in a few steps, and its
+report replays to the same rule; the reference systems and the careful zoo
+implementations pass ``run()``; a replayed step that cannot be taken as recorded is
+``Diverged``, never a pass; a run that does not fail again is reported unminimised, saying
+why."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import settings
+
+from machines.errors import MachinesError
+from machines.testing._harness.sizes import EFFECT_LOG_HUNT, TRANSFER_HUNT
+from machines.testing.effectlog.rules import Behaviour, Saga
+from machines.testing.effectlog.suite import EffectLogSuite
+from machines.testing.faults import SimulatedCrash
+from machines.testing.recorded import Diverged, RecordedSuite, Step
+from machines.testing.transfer.suite import TransferSuite
+from machines.testing.verdict import RuleBroken
+from tests.test_zoo_effectlog import suite_for as effect_log_suite_for
+from tests.test_zoo_transfer import suite_for as transfer_suite_for
+from tests.zoo import effectlog as effectlog_zoo
+from tests.zoo import transfer as transfer_zoo
+
+LONGEST_REPORT = 10
+"""No zoo bug's report is longer than this (the longest is 9 steps; Hypothesis' shrunk
+report of the same bug took 8 steps and 41 s)."""
+SMALL = settings(max_examples=5, stateful_step_count=10, derandomize=True, database=None)
+
+
+def _reported(suite: type[RecordedSuite], hunt: settings) -> tuple[RuleBroken, list[Step]]:
+    with pytest.raises(RuleBroken) as failure:
+        suite.run(hunt)
+    text = str(failure.value)
+    listed = re.search(r"steps = \[(.*)\n  \]", text, re.S)
+    assert listed is not None, text
+    namespace = {"Step": Step, "Behaviour": Behaviour, "Saga": Saga}
+    namespace |= {"SimulatedCrash": SimulatedCrash}
+    steps = eval(f"[{listed.group(1)}]", namespace)  # the report is our own text
+    return failure.value, steps
+
+
+@pytest.mark.parametrize("bug", effectlog_zoo.BUGS, ids=[b.name for b in effectlog_zoo.BUGS])
+def test_each_effect_log_bug_is_reported_short_and_replays(bug: effectlog_zoo.Bug) -> None:
+    suite = effect_log_suite_for(effectlog_zoo.adapter_for(bug))
+    broken, steps = _reported(suite, EFFECT_LOG_HUNT.hunting())
+    assert broken.rule in bug.rules, str(broken)
+    assert 1 <= len(steps) <= LONGEST_REPORT, str(broken)
+    with pytest.raises(RuleBroken) as again:
+        suite.replay(steps)
+    assert again.value.rule == broken.rule
+
+
+@pytest.mark.parametrize("name", sorted(transfer_zoo.BUGS))
+def test_each_transfer_bug_is_reported_short_and_replays(name: str) -> None:
+    bug = transfer_zoo.BUGS[name]
+    suite = transfer_suite_for(transfer_zoo.adapter_for(bug.engine))
+    broken, steps = _reported(suite, TRANSFER_HUNT.hunting())
+    assert broken.rule in bug.rules, str(broken)
+    assert 1 <= len(steps) <= LONGEST_REPORT, str(broken)
+    with pytest.raises(RuleBroken) as again:
+        suite.replay(steps)
+    assert again.value.rule == broken.rule
+
+
+@pytest.mark.parametrize(
+    "suite",
+    [
+        EffectLogSuite,
+        TransferSuite,
+        effect_log_suite_for(effectlog_zoo.UserAdapter),
+        transfer_suite_for(transfer_zoo.ZooAdapter),
+    ],
+    ids=["reference log", "reference engine", "careful log", "careful engine"],
+)
+def test_a_correct_system_passes_the_tour_and_the_dice(suite: type[RecordedSuite]) -> None:
+    assert suite.tour(), "every suite of many rules takes a tour"
+    suite.run(SMALL)
+
+
+def test_the_tour_alone_reports_a_bug_of_the_plain_paths() -> None:
+    """A resend after a timeout is on the plain paths: the tour shows it in one step,
+    before any random run (the dice are given no examples at all)."""
+    bug = transfer_zoo.BUGS["resends after a timeout"]
+    suite = transfer_suite_for(transfer_zoo.adapter_for(bug.engine))
+    with pytest.raises(RuleBroken, match=r"found by the tour \(\d+ runs\)") as failure:
+        suite.run(settings(SMALL, max_examples=1))
+    assert "has 1 step(s)" in str(failure.value)
+
+
+def test_a_step_that_cannot_be_taken_as_recorded_diverges() -> None:
+    call = Step("call", {"signature": "charge-1", "behaviour": Behaviour.TIMEOUT})
+    with pytest.raises(Diverged, match="precondition of compensate"):
+        EffectLogSuite.replay([Step("compensate", {"session": "s1", "saga": Saga.WORKS})])
+    with pytest.raises(Diverged, match="no rule 'teleport'"):
+        EffectLogSuite.replay([call, Step("teleport", {})])
+    submit = TransferSuite.tour()[0][0]
+    assert submit.rule == "submit" and submit.draws is not None
+    with pytest.raises(Diverged, match="draws more than was recorded"):
+        TransferSuite.replay([submit])
+    forged = Step(submit.rule, submit.arguments, ("no such scenario", *submit.draws[1:]))
+    with pytest.raises(Diverged, match="'no such scenario' is no longer a choice"):
+        TransferSuite.replay([forged])
+    assert issubclass(Diverged, MachinesError)
+
+
+def test_a_run_that_does_not_fail_again_is_reported_unminimised() -> None:
+    """An implementation that keeps state between instances (here: every other one is
+    buggy) fails on one and passes the replay on the next: the report says its steps do
+    not fail again instead of minimising what cannot be."""
+    bug = next(b for b in effectlog_zoo.BUGS if b.name == "RetriesAfterSending")
+    buggy = effectlog_zoo.adapter_for(bug)
+    made: list[int] = []
+
+    class OnceBuggy(EffectLogSuite):
+        def make_adapter(self):  # type: ignore[no-untyped-def]
+            made.append(1)
+            return buggy() if len(made) % 2 else effectlog_zoo.UserAdapter()
+
+    with pytest.raises(RuleBroken, match="do not break the rule again when replayed"):
+        OnceBuggy.run(SMALL)
