@@ -264,7 +264,9 @@ def test_the_lineage_stops_at_a_version_without_the_state(tmp_path: Path) -> Non
     assert lineage([v1, v2, v3], "indeterminate") == []
     assert lineage([v3], "indeterminate") == []
     v4 = edited(tmp_path, "v4", "outcome", without_indeterminate)
-    assert migration_breaks(v3, v4, "indeterminate", "succeeded", earlier=[]) == []
+    alone = migration_breaks(v3, v4, "indeterminate", "succeeded", earlier=[])
+    assert not any(EARLIER in why for why in alone)  # v3's own rules only (batch 9: a
+    # migration finishes no entity the definition finishes only by a person's move)
     assert any(
         EARLIER in why
         for why in migration_breaks(
@@ -319,3 +321,31 @@ def test_the_audit_judges_a_recorded_migration_by_the_earlier_versions(tmp_path:
     )
     found = [b.message for b in judge_snapshot({"outcome": v3}, snap)]
     assert any("rule 'fail-closed-indeterminate'" in m and EARLIER in m for m in found), found
+
+
+def _parked_across(v2: Any, events_versions: tuple[int, ...], dest: str) -> list[str]:
+    events = [event("outcome", "k", 1, "in_flight", "indeterminate", "park", "worker")]
+    if dest != "indeterminate":
+        events.append(event("outcome", "k", 2, "indeterminate", dest, "retry_auto", "worker"))
+    snap = Snapshot(
+        MappingProxyType({("outcome", "k"): entity("outcome", "k", dest, events)}),
+        event_versions=MappingProxyType({("outcome", "k"): events_versions}),
+        definitions=MappingProxyType({("outcome", 1): load("outcome"), ("outcome", 2): v2}),
+    )
+    return [b.message for b in judge_snapshot({"outcome": v2}, snap)]
+
+
+def test_the_audit_names_a_version_installed_over_a_waiting_entity(tmp_path: Path) -> None:
+    """Outsider, ninth batch (f09): the schema's owner installed outcome v2 with the
+    store's own generator, skipping migrate's judgement: v2 unreserved ``indeterminate``
+    while a key was parked there, and a worker then took it out. Every event was legal
+    under its own version, so the audit passed. Now the audit judges each version an entity
+    lived through while it waited in a state as migrate would have (kept_state_breaks),
+    whether it has moved since or waits there still."""
+    v2 = edited(tmp_path, "v2", "outcome", unreserve_indeterminate)
+    moved = _parked_across(v2, (1, 2), "in_flight")
+    assert any("it waited in 'indeterminate' while version 2 was installed" in m for m in moved)
+    waiting = _parked_across(v2, (1,), "indeterminate")
+    assert any("rule 'fail-closed-indeterminate'" in m for m in waiting), waiting
+    kept = _parked_across(load("outcome"), (1,), "indeterminate")  # v2 changes nothing
+    assert not any("while version 2 was installed" in m for m in kept), kept

@@ -173,8 +173,9 @@ def test_a_state_name_an_earlier_version_used_for_another_meaning_is_refused(
     code, out = migrate(capsys, url, v3, "outcome:succeeded=failed")
     assert code == 1, out
     assert (
-        "the new version adds a state 'failed' (terminal, tags [effect-started]), and version 1 "
-        "had a state of that name that meant something else (terminal, tags [])"
+        "the new version adds a state 'failed' (terminal, tags [effect-started], entered by "
+        "automatic moves), and version 1 had a state of that name that meant something else "
+        "(terminal, tags [], entered by automatic moves)"
     ) in out
     assert raw_snapshot(url) == before
 

@@ -14,6 +14,11 @@ sixth batch).
   the two disagreeing.
 - f04, f05: ``audit --save-heads`` given the store's own file replaced it; a PostgreSQL
   URL with an unclosed ``[`` host was a traceback.
+- Ninth batch, f04, f10, f19, f23: a node row inserted in a request's scope under another
+  key naming a real node shadowed it (the deposit went out while the withdrawal was still
+  ready), and one the plan lacks failed the transfer; the audit said nothing. Now the
+  engine acts on no node of a request whose rows are not its plan, and the audit names
+  each such row.
 """
 
 from __future__ import annotations
@@ -297,3 +302,53 @@ def test_a_node_row_rewritten_to_garbage_is_refused_typed(
         with contextlib.suppress(MachinesError):  # a typed refusal; anything else fails
             drive(engine, "t1", 3)
         assert venue.count("submit", "d") == 0
+
+
+def _forge(url: str, how: str) -> None:
+    """Outsider, ninth batch (f04, f10, f19, f23): a node row written by anyone who may
+    insert rows, in the scope of request t1."""
+    store = open_store(url)
+    try:
+        if how == "shadow":  # another key naming 'w', in t1's scope: it shadowed the real one
+            data = {"name": "w", "has_side_effect": True, "executor": "venue"}
+            data |= {"predecessors": [], "successors": ["d"]}
+            row, _ = store.insert("node", "x/w", scope="t1", context={"kind": "action"}, data=data)
+            store.move(row, "skip", actor="planner", detail={"by": "app"})
+        else:  # a node the plan lacks: failing it halted and failed t1
+            data = {"name": "evil", "has_side_effect": True, "executor": "venue"}
+            data |= {"predecessors": [], "successors": []}
+            store.insert("node", "t1/evil", scope="t1", context={"kind": "action"}, data=data)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("how", ["shadow", "extra"])
+def test_a_node_row_the_plan_does_not_name_is_refused_by_the_engine_and_named(
+    url: str, how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine acts on no node of a request whose node rows are not its plan (a forged
+    row could stand in for the real withdrawal, or fail the transfer), and the audit names
+    the row; before, the request completed with its real withdrawal still ready."""
+    store = open_store(url)
+    venue = FakeVenue({"w": {"prepare": ["retry"]}})
+    try:
+        engine = engine_for(store, venue)
+        executing(engine, "t1", THEN_D)
+        drive(engine, "t1", 2)
+    finally:
+        store.close()
+    _forge(url, how)
+    store = open_store(url)
+    try:
+        engine = engine_for(store, venue)
+        with pytest.raises(TransferRefused, match="that its plan does not name"):
+            drive(engine, "t1", 4)
+        with store.transaction() as tx:
+            request, real = tx.get("request", "t1"), tx.get("node", "t1/w")
+        assert request is not None and request.state == RequestState.EXECUTING
+        assert real is not None and real.state != "completed"
+    finally:
+        store.close()
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 1
+    assert "its plan does not name it: it was written outside the engine" in capsys.readouterr().out

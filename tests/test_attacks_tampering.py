@@ -731,3 +731,26 @@ def test_postgres_a_creation_order_sequence_turned_around_is_named(tmp_path: Pat
             "MINVALUE -1000000 RESTART WITH 1000",
         )
         refused_open(victims, "table effect_entities: its creation order is not drawn, rising")
+
+
+def test_a_second_store_earlier_on_the_search_path_is_refused_not_used() -> None:
+    """Outsider, ninth batch (f18): with the default search path (``"$user", public``), a
+    schema named after the role put a clean copy of the store first; every later open,
+    the executor and the audit used the copy, and a key parked in the real store ran
+    again. Now an open refuses a search path that finds a store outside the schema its
+    tables would be those of, or finds two."""
+    from machines.store.postgres import temporary_schema
+    from machines.store.records import StoreError
+
+    server = require_postgres()
+    with temporary_schema(server) as first, temporary_schema(server) as second:
+        name_of = {url: url.rpartition("%3D")[2] for url in (first, second)}
+        open_store(second).close()  # the real store
+        both = f"{first.rpartition('%3D')[0]}%3D{name_of[first]}%2C{name_of[second]}"
+        with pytest.raises(StoreError, match=f"finds a store in '{name_of[second]}'"):
+            open_store(both)  # would have made a second store in the first schema
+        open_store(first).close()  # a copy, made where it was asked for
+        for read_only in (False, True):
+            with pytest.raises(StoreError, match="one store would stand in for another"):
+                open_store(both, read_only=read_only)
+        assert main(["audit", "--from-store", both]) == 2

@@ -25,13 +25,14 @@ from machines.derive import Deriver
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.migration_moves import kept_state_breaks
 from machines.spec.records import derived_variables
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED, FAIL_CLOSED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import DefinitionVersion, Row, Store, shown_url
 from machines.store.versions import load_versions
 from machines.systems.exactly_once import RECLAIMED_AT
-from machines.systems.transfer.plans import node_name, plan_entries
+from machines.systems.transfer.plans import node_key, node_name, plan_entries
 
 
 @dataclass(frozen=True)
@@ -218,11 +219,16 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
                         f"version {last}: versions never go back along a history",
                         (ev,),
                     )
+                for why in _waited_across(versions, ev.source, last, j.version):
+                    breach(why, (ev,))
                 why = _refused(spec, ev, fixed)
                 if why:
                     breach(f"an event the spec does not allow{_of(j)}{why}", (ev,))
             last = j.version
         else:
+            if state is not None and versions.known:
+                for why in _waited_across(versions, state, last, max(versions.known)):
+                    breach(why, e.history[-1:])
             if (state is None and e.state not in starts) or state not in (None, e.state):
                 breach(
                     f"history ends in {_either(starts if state is None else [state])} but the "
@@ -251,6 +257,26 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
     for key in previous.entities.keys() - snap.entities.keys() if previous else ():
         out.append(Breach("append-only-history", key[0], key[1], "the entity disappeared"))
     return out
+
+
+def _waited_across(
+    versions: Versions, state: str, since: int | None, until: int | None
+) -> Iterator[str]:
+    """What each version after ``since`` up to ``until`` changed in the meaning of
+    ``state``, where the entity waited all along (``kept_state_breaks``): ``machines
+    migrate`` refuses such a version while entities wait there, so one found here was
+    installed some other way (by hand, with the store's own generator)."""
+    if since is None or until is None:
+        return
+    for version in range(since + 1, until + 1):
+        before, after = versions.of(version - 1), versions.of(version)
+        if before is None or after is None:
+            continue
+        for why in kept_state_breaks(before, after, state):
+            yield (
+                f"it waited in '{state}' while version {version} was installed, which no "
+                f"migration installs over a state entities wait in: {why}"
+            )
 
 
 def _refused(spec: MachineSpec, ev: TransitionEvent, fixed: Mapping[str, str]) -> str:
@@ -430,6 +456,43 @@ def _reached(spec: MachineSpec, entity: Entity, judged: list[Judged], tag: str) 
     return found
 
 
+def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -> list[Breach]:
+    """Node rows that are not their request's plan, and plan entries with no row: the
+    engine acts on neither (it refuses the request), and a forged node could otherwise
+    stand in for a real one or end the transfer (``no-auto-terminal-money-in-flight``)."""
+    out = []
+    held: dict[str, set[str]] = {}
+    for n in snap.of("node"):
+        named = node_name(n.key)
+        planned = plans.get(n.scope or "")
+        if not planned:
+            continue  # no request, or one with no plan: not a node the engine made
+        held.setdefault(n.scope or "", set()).add(named)
+        if n.key != node_key(n.scope or "", named) or named not in planned:
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    n.machine,
+                    n.key,
+                    f"request '{n.scope}' has this node row, and its plan does not name it: "
+                    "it was written outside the engine",
+                )
+            )
+    for request, planned in plans.items():
+        missing = sorted(set(planned) - held.get(request, set()))
+        if missing:
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    "request",
+                    request,
+                    f"its plan names node(s) {', '.join(missing)} that the store does not "
+                    "hold: they were removed outside the engine",
+                )
+            )
+    return out
+
+
 def no_auto_terminal_money_in_flight(
     specs: Specs,
     snap: Snapshot,
@@ -444,6 +507,7 @@ def no_auto_terminal_money_in_flight(
     out = []
     moved: dict[str, list[Entity]] = {}
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
+    out += _nodes_not_planned(snap, plans)
     for n in snap.of("node"):
         named = node_name(n.key)
         entry = plans.get(n.scope or "", {}).get(named)

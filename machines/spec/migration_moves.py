@@ -15,6 +15,11 @@ the rules of both versions for the state it enters:
   waited, under the new name), and is allowed if the new state is final only when the old
   one was, and keeps the reserved tags and the exit rules of the old;
 - it may not make a move ``automatic_needs_evidence`` asks evidence for;
+- a map into a state the stored version already has is an automatic move there: it may
+  not enter a state only people's moves enter, follow a move the definition forbids by
+  name, or finish an entity (a state that is not terminal into one that is) except where
+  the definition has an automatic move between the two that needs no evidence; between
+  final states it lets no more of the entity's data change (``annotations``);
 - it may not enter a state ``only_actors_enter`` keeps for people, nor one that
   ``automatic_enters_only_when`` or ``only_reachable_when`` admits only under a context
   the entity does not have (a request released while a node with a side effect has
@@ -93,6 +98,8 @@ def migration_breaks(
             found = list(_renamed(spec, new, name, dest))
         else:
             found = [*_leaving(spec, name), *_evidence(spec, name, dest)]
+            if name in spec.states and dest in spec.states:
+                found += [*_forbidden(spec, name, dest), *_finishing(spec, name, dest)]
         for there in dict.fromkeys([*entered, new or old]) if spec is not old else ():
             if name in spec.states and dest in there.states:
                 found += _meaning_in(spec, there, name, dest)
@@ -100,7 +107,10 @@ def migration_breaks(
     out += _meaning(old, new or old, source, dest)
     for there in dict.fromkeys([*entered, new or old]):
         if dest in there.states:
-            found = list(_entering(there, dest, context))
+            found = [] if renamed else list(_arriving(there, dest))
+            if not renamed and source in old.states:
+                found += _annotations_kept(old, there, source, dest)
+            found += _entering(there, dest, context)
             out += found if there in (old, new) else [f"{why} {EARLIER}" for why in found]
     said, suffix = set(out), f" {EARLIER}"
     return [w for w in dict.fromkeys(out) if not (w.endswith(suffix) and w[: -len(suffix)] in said)]
@@ -295,6 +305,40 @@ def _evidence(old: MachineSpec, source: str, dest: str) -> Iterator[str]:
             )
 
 
+def _arriving(there: MachineSpec, dest: str) -> Iterator[str]:
+    """A map into a state the entity's version already has is an automatic move into it:
+    never into a state that only people enter (an approval, a decision)."""
+    if _people_enter(there, dest):
+        yield f"only people's moves enter '{dest}': nothing automatic does"
+
+
+def _finishing(spec: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    """A map from a state that is not final into a final one ends the entity's life, which
+    only the definition's own moves do: it is made only where ``spec`` has such a move by
+    an automatic actor that needs no evidence (a running call, a blocked node, an
+    unapproved transfer is never finished by a migration)."""
+    if spec.states[source].terminal or not spec.states[dest].terminal:
+        return
+    moves = [t for t in spec.transitions if t.source == source and t.dest == dest]
+    if any(t.evidence is None and any(spec.actors[a].automatic for a in t.actors) for t in moves):
+        return
+    how = ", ".join(
+        f"{t.trigger} by {'/'.join(t.actors)}{' on evidence' if t.evidence else ''}" for t in moves
+    )
+    yield (
+        f"'{source}' is not terminal and '{dest}' is, and the definition finishes such an "
+        f"entity {f'only by {how}' if how else 'by no move at all'}: a migration makes none"
+    )
+
+
+def _forbidden(spec: MachineSpec, source: str, dest: str) -> Iterator[str]:
+    """A map along a move ``spec`` forbids by name (an entry naming its destination; one
+    into ``*`` says a state is final, which a map between final states keeps)."""
+    for entry in spec.forbidden:
+        if entry.dests is not None and entry.matches(source, dest):
+            yield f"the move {source} -> {dest} is forbidden ({entry.reason})"
+
+
 def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -> Iterator[str]:
     for rule in _rules(spec, "only_actors_enter", dest):
         if MIGRATION_ACTOR not in rule.actors:
@@ -411,10 +455,11 @@ def _exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Ite
 
 def reused_name_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineSpec) -> list[str]:
     """A state ``new`` adds under a name an earlier stored version gave a state that meant
-    something else (other built-in tags, terminal or not): the store's histories, and every
-    system that reads a state by its name, would read the old entities' record in the new
-    meaning (a charge that landed, renamed away from ``succeeded``, found later in a new
-    ``failed``)."""
+    something else (other built-in tags, terminal or not, entered only by people or not):
+    the store's histories, and every system that reads a state by its name, would read the
+    old entities' record in the new meaning (a charge that landed, renamed away from
+    ``succeeded``, found later in a new ``failed``; a human's approval, in a new state of
+    the name that the proxy enters)."""
     out = []
     last = earlier[-1][1] if earlier else None
     for state in new.states:
@@ -436,10 +481,25 @@ def reused_name_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineS
     return out
 
 
-def _meaning_of(spec: MachineSpec, state: str) -> tuple[bool, frozenset[str]]:
-    return spec.states[state].terminal, frozenset(t for t in TAGS if state in spec.states_tagged(t))
+def _meaning_of(spec: MachineSpec, state: str) -> tuple[bool, frozenset[str], bool]:
+    """What a state's name says of its entities: final or not, its built-in tags, and
+    whether only people put them there (an approval reads as a person's)."""
+    tags = frozenset(t for t in TAGS if state in spec.states_tagged(t))
+    return spec.states[state].terminal, tags, _people_enter(spec, state)
 
 
-def _said(meaning: tuple[bool, frozenset[str]]) -> str:
-    terminal, tags = meaning
-    return f"{'terminal' if terminal else 'not terminal'}, tags {_tags(set(tags))}"
+def _people_enter(spec: MachineSpec, state: str) -> bool:
+    """Whether only people's moves enter ``state``: a rule keeps it for people
+    (``only_actors_enter`` naming none that is automatic), or every move into it is a
+    person's."""
+    for rule in _rules(spec, "only_actors_enter", state):
+        if all(a in spec.actors and not spec.actors[a].automatic for a in rule.actors):
+            return True
+    ways_in = [t for t in spec.transitions if t.dest == state and t.source != state]
+    return bool(ways_in) and all(not spec.actors[a].automatic for t in ways_in for a in t.actors)
+
+
+def _said(meaning: tuple[bool, frozenset[str], bool]) -> str:
+    terminal, tags, people = meaning
+    entered = ", entered only by people" if people else ", entered by automatic moves"
+    return f"{'terminal' if terminal else 'not terminal'}, tags {_tags(set(tags))}{entered}"

@@ -8,7 +8,7 @@ commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -25,7 +25,7 @@ from machines.spec.vocabulary import (
 )
 from machines.store.records import Row, Transaction
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
-from machines.systems.transfer.plans import node_name, plan_entries
+from machines.systems.transfer.plans import node_key, node_name, plan_entries
 from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
 
 REQUEST, NODE = "request", "node"
@@ -91,6 +91,33 @@ class Movement:
     actor: str
 
 
+def _planned_nodes(
+    request_id: str, request_data: Mapping[str, Any], rows: Iterable[Row]
+) -> dict[str, Row]:
+    """The request's node rows by name, exactly those of its stored plan: a row in its
+    scope whose key is not the request's own (``node_key``), or that its plan does not
+    name, or a plan entry with no row, was written outside the engine, and the engine acts
+    on none of them (a forged row could stand in for a real node, or fail the transfer)."""
+    planned = plan_entries(request_data)
+    nodes: dict[str, Row] = {}
+    for row in rows:
+        named = node_name(row.key)
+        if row.key != node_key(request_id, named) or named not in planned:
+            raise TransferRefused(
+                f"request '{request_id}' has a node row '{row.key}' that its plan does not "
+                "name: it was written outside the engine; the engine acts on no node of this "
+                "request until the row is gone (machines audit names it)"
+            )
+        nodes[named] = row
+    missing = sorted(set(planned) - set(nodes))
+    if missing:
+        raise TransferRefused(
+            f"request '{request_id}' plans node(s) {', '.join(missing)} that the store does "
+            "not hold: they were removed outside the engine (machines audit names them)"
+        )
+    return nodes
+
+
 class Session:
     """A request and its nodes inside one transaction, with the moves made so far."""
 
@@ -102,7 +129,7 @@ class Session:
         if request is None:
             raise UnknownTransfer(f"no transfer request '{request_id}'")
         self.request = request
-        self.nodes = {node_name(row.key): row for row in tx.scope(NODE, request_id)}
+        self.nodes = _planned_nodes(request_id, request.data, tx.scope(NODE, request_id))
         """By the name the node's key carries, which no write can change (its data's
         ``name`` is the application's to write)."""
         self.moved: list[Movement] = []

@@ -1,0 +1,183 @@
+"""A map is an automatic move, judged as one (issue 27, outsider's ninth batch).
+
+Each attack renamed or weakened a state in one version, while nothing lived there (so no
+event recorded the rename), then mapped live entities into it in the next:
+
+- f01: ``approved`` renamed ``cleared`` and dropped from ``approval-by-a-human``, then
+  ``pending=cleared``: an irreversible call resumable with no human. Now a map never
+  enters a state that only people's moves enter.
+- f02, f08, f13, f14, f15: a running key, a submitted node, an unapproved call, a received
+  transfer, a blocked node mapped into a final state (``succeeded`` renamed ``done``,
+  ``committed``, ``completed``). Now a map finishes an entity only where the definition
+  has an automatic move between the two states that needs no evidence, and never along a
+  move the definition forbids.
+- f06: ``committed=cached`` into a final state whose annotations include ``result``: a
+  committed effect's cached result became writable. Now a map between final states lets no
+  more of the entity's data change, whether or not it is a rename.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from machines.spec.loader import load
+from machines.spec.migration_moves import migration_breaks
+from tests.conftest import Document, rename_everywhere
+from tests.test_attacks_migration import migrate
+from tests.test_attacks_migration_chains import drop_rule, edited, url, version
+
+__all__ = ["url"]
+
+
+def _cached(doc: Document) -> None:
+    """A final state ``cached`` like ``committed``, whose ``result`` may change."""
+    doc["states"]["cached"] = {
+        "terminal": True,
+        "description": "A cached call.",
+        "tags": ["effect-started"],
+        "annotations": ["replay_count", "last_replayed_at", "result"],
+    }
+    doc["transitions"].append(
+        {
+            "trigger": "cache",
+            "source": "executing",
+            "dest": "cached",
+            "actor": "proxy",
+            "evidence": "the result",
+            "description": "Cached.",
+        }
+    )
+    doc["forbidden"].append({"source": "cached", "dest": "*", "reason": "terminal"})
+
+
+def _breaks(spec: Any, source: str, dest: str) -> str:
+    return "\n".join(migration_breaks(spec, spec, source, dest))
+
+
+def test_a_map_enters_no_state_that_only_people_enter(tmp_path: Path) -> None:
+    """f01's class: with the rule gone, the moves into ``approved`` still say who enters."""
+    weakened = edited(tmp_path, "v2", "effect", drop_rule("approval-by-a-human"))
+    said = _breaks(weakened, "pending", "approved")
+    assert "only people's moves enter 'approved': nothing automatic does" in said
+
+
+def test_a_map_finishes_no_entity_the_definition_finishes_only_on_evidence(
+    tmp_path: Path,
+) -> None:
+    """f02's class: ``failed-means-proven`` gone, ``succeed`` still needs a result."""
+    weakened = edited(tmp_path, "v2", "outcome", drop_rule("failed-means-proven"))
+    said = _breaks(weakened, "in_flight", "succeeded")
+    assert "finishes such an entity only by succeed by worker on evidence" in said
+
+
+@pytest.mark.parametrize(
+    ("machine", "source", "dest"),
+    [
+        ("effect", "pending", "committed"),
+        ("request", "received", "completed"),
+        ("node", "blocked", "completed"),
+        ("node", "submitted", "completed"),
+    ],
+)
+def test_a_map_finishes_no_entity_by_a_move_the_definition_lacks(
+    machine: str, source: str, dest: str
+) -> None:
+    """f13, f14, f15, f08: a final state with no automatic move from the state left."""
+    said = _breaks(load(machine), source, dest)
+    assert f"'{source}' is not terminal and '{dest}' is" in said
+
+
+def test_a_map_along_a_forbidden_move_is_refused() -> None:
+    said = _breaks(load("effect"), "pending", "committed")
+    assert "the move pending -> committed is forbidden (no skipping" in said
+
+
+def test_a_map_the_definition_could_make_itself_is_still_applied() -> None:
+    """A request with no money moving may fail automatically (``fail`` by ``system``
+    with no evidence): the map does so too; a safe map is not refused by the new rules."""
+    request = load("request")
+    assert migration_breaks(request, request, "executing", "failed", {"side_effects": "none"}) == []
+
+
+def test_a_map_between_final_states_lets_no_more_data_change(tmp_path: Path) -> None:
+    """f06: ``cached`` exists in v2 (so the map is not a rename), v3 drops ``committed``."""
+    v2 = edited(tmp_path, "v2", "effect", _cached)
+    said = "\n".join(migration_breaks(v2, v2, "committed", "cached"))
+    assert "'committed' (now 'cached') lets 'result' of its finished entities' data" in said
+
+
+def test_the_chain_of_f13_is_refused_end_to_end(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v2 renames ``pending`` to ``queued``; the map ``pending=committed`` of an unapproved
+    irreversible call is refused by the store's migration, on both databases."""
+    from machines.store import open_store
+
+    def renamed(doc: Document) -> None:
+        doc.update(rename_everywhere(doc, "pending", "queued"))
+
+    with closing(open_store(url)) as store:
+        store.insert("effect", "irr-1", context={"tier": "irreversible"})
+    v2 = version(tmp_path, "v2", "effect", renamed)
+    code, out = migrate(capsys, url, v2, "effect:pending=committed")
+    assert code == 1, out
+    assert "'pending' is not terminal and 'committed' is" in out
+    with closing(open_store(url)) as store, store.transaction() as tx:
+        row = tx.get("effect", "irr-1")
+        assert row is not None and row.state == "pending"
+
+
+def _auto_approved(doc: Document) -> None:
+    """``approved`` renamed ``cleared`` (rules and all), and a new ``approved``, tagged as
+    the old one was, that the proxy enters on its own."""
+    doc.update(rename_everywhere(doc, "approved", "cleared"))
+    doc["states"]["approved"] = {"description": "Approved by the proxy.", "tags": ["approval"]}
+    doc["transitions"].append(
+        {
+            "trigger": "auto_approve",
+            "source": "pending",
+            "dest": "approved",
+            "actor": "proxy",
+            "when": {"tier": ["irreversible"]},
+            "description": "The proxy approves.",
+        }
+    )
+    doc["transitions"].append(
+        {
+            "trigger": "go",
+            "source": "approved",
+            "dest": "executing",
+            "actor": "proxy",
+            "when": {"tier": ["irreversible"]},
+            "description": "The proxy runs it.",
+        }
+    )
+    for rule in doc["invariants"]:
+        if rule["id"] == "irreversible-runs-only-after-approval":
+            rule["via"] = ["cleared", "approved"]
+        if rule["id"] == "irreversible-executes-from-approved":
+            rule["sources"] = [*rule["sources"], "approved"]
+        if rule["id"] == "approval-only-irreversible":
+            rule["states"] = [*rule["states"], "approved"]
+    doc["forbidden"].append({"source": "executing", "dest": "approved", "reason": "never back"})
+
+
+def test_a_name_people_entered_is_not_reused_for_a_state_a_machine_enters(
+    tmp_path: Path,
+) -> None:
+    """f22: the tags and terminality were the same, so the reuse passed; every v1 history
+    that says a human approved would read like the proxy's approval."""
+    from machines.spec.migration_moves import reused_name_breaks
+
+    def renamed(doc: Document) -> None:
+        doc.update(rename_everywhere(doc, "approved", "cleared"))
+
+    earlier = [(1, load("effect")), (2, edited(tmp_path, "v2", "effect", renamed))]
+    v3 = edited(tmp_path, "v3", "effect", _auto_approved)
+    said = "\n".join(reused_name_breaks(earlier, v3))
+    assert "adds a state 'approved'" in said and "entered only by people" in said
+    assert reused_name_breaks(earlier, load("effect")) == []  # the old meaning comes back
