@@ -215,7 +215,9 @@ def test_a_spec_dir_reads_yaml_files_only(tmp_path: Path) -> None:
     never a second machine of one name."""
     refund = machines.load(USER_SPECS / "refund.yaml")
     exported(refund, "json", tmp_path)
-    assert check(tmp_path).unreadable == [f"{tmp_path}: no *.yaml definitions in this directory"]
+    assert check(tmp_path).unreadable == [
+        f"{tmp_path}: no *.yaml or *.yml definitions in this directory"
+    ]
     exported(refund, "yaml", tmp_path)
     report = check(tmp_path)
     assert [m.name for m in report.machines] == ["refund"] and report.exit_code == 0

@@ -372,7 +372,7 @@ def test_pytest_as_the_command(
     [
         (["--spec-dir", "nowhere", "--", "true"], "not a directory of definitions"),
         (["--spec-dir", "specs/refund.yaml", "--", "true"], "not a directory of definitions"),
-        (["--spec-dir", "empty", "--", "true"], "no *.yaml definitions"),
+        (["--spec-dir", "empty", "--", "true"], "no *.yaml or *.yml definitions"),
         (["--spec-dir", "broken", "--", "true"], "must load before they are mutated"),
         (["--spec-dir", "specs"], "give the test command after --"),
         (["--spec-dir", "specs", "--", "no-such-command-xyz"], "is not found"),

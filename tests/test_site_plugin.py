@@ -227,7 +227,7 @@ def test_a_definition_that_breaks_its_own_rule_fails_the_build(project: Project)
 
 def test_an_empty_spec_dir_fails_the_build(project: Project) -> None:
     (project.root / "specs" / "refund.yaml").unlink()
-    project.fails("machines plugin:", "no *.yaml definitions in this directory")
+    project.fails("machines plugin:", "no *.yaml or *.yml definitions in this directory")
 
 
 def test_a_page_of_the_users_own_in_the_way_fails_the_build(project: Project) -> None:

@@ -11,6 +11,8 @@ rule set's entry (a ``known_violations`` problem at its own entry).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,23 +73,36 @@ class Report:
         return 1 if self.violations else 0
 
 
-def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
-    """Check every definition in ``spec_dir`` (default: the bundled ones). ``max_nodes``
-    (1 to ``machines.derive.proof.MAX_NODES``) bounds the derivation check; a bad one is
-    ``InvalidArgument``, an unusable ``spec_dir`` is reported as unreadable."""
+def check(
+    spec_dir: str | Path | None = None,
+    max_nodes: int = 5,
+    *,
+    files: Sequence[str | Path] | None = None,
+) -> Report:
+    """Check every definition in ``spec_dir`` (default: the bundled ones), or the
+    definition ``files`` alone (each a ``.yaml``, ``.yml`` or ``.json`` file; checked
+    together, so a request's derivation is judged when its node machine is among them).
+    ``max_nodes`` (1 to ``machines.derive.proof.MAX_NODES``) bounds the derivation check;
+    a bad one is ``InvalidArgument``, an unusable ``spec_dir`` or file is reported as
+    unreadable."""
     check_max_nodes(max_nodes)
     try:
-        directory = as_path(spec_dir) if spec_dir is not None else bundled_spec_dir()
-    except SpecUnreadable as exc:
+        if files is not None:
+            paths = [as_path(f) for f in files]
+            directory = Path(os.path.commonpath([p.absolute().parent for p in paths]))
+        else:
+            directory = as_path(spec_dir) if spec_dir is not None else bundled_spec_dir()
+    except (SpecUnreadable, ValueError) as exc:
         report = Report(Path("<not a path>"))
-        report.unreadable.append(str(exc))
+        report.unreadable.append(str(exc) or "no definition given")
         return report
     report = Report(directory)
-    try:
-        paths = definition_paths(directory)
-    except SpecUnreadable as exc:
-        report.unreadable.append(str(exc))
-        return report
+    if files is None:
+        try:
+            paths = definition_paths(directory)
+        except SpecUnreadable as exc:
+            report.unreadable.append(str(exc))
+            return report
     specs: dict[str, MachineSpec] = {}
     for path in paths:
         try:
@@ -97,6 +112,12 @@ def check(spec_dir: str | Path | None = None, max_nodes: int = 5) -> Report:
             continue
         except SpecError as exc:
             report.violations.extend(_definition_problem(path, p) for p in exc.problems)
+            continue
+        if spec.name in specs:
+            report.unreadable.append(
+                f"{path}: a second definition of machine {spec.name!r} (first: "
+                f"{file_of(specs[spec.name])}); give each machine one file"
+            )
             continue
         specs[spec.name] = spec
         report.machines.append(

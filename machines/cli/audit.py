@@ -10,7 +10,8 @@ from machines.checks.invariants import Breach
 from machines.cli.command import Command, Parsers, problem
 from machines.cli.output import Document, add_format, document, failed, is_json, write_json
 from machines.errors import MachinesError
-from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec.loader import definition_paths, read_definition
+from machines.spec.project import definitions_dir
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
@@ -27,7 +28,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         "--spec-dir",
         type=Path,
         default=None,
-        help="judge against another copy of the definitions (default: the bundled ones)",
+        help="judge against these definitions (default: $MACHINES_SPEC_DIR, else "
+        "[tool.machines] spec_dir in pyproject.toml, else the bundled ones)",
     )
     command.add_argument(
         "--save-heads",
@@ -64,7 +66,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     kept: str | None = None
     checked: str | None = None
     try:
-        paths = definition_paths(args.spec_dir or bundled_spec_dir())
+        paths = definition_paths(definitions_dir(args.spec_dir).spec_dir)
         specs = {spec.name: spec for spec in map(read_definition, paths)}
         if file is not None:
             log = read_log(file)

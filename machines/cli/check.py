@@ -24,6 +24,7 @@ from machines.cli.output import (
     write_json,
 )
 from machines.derive.proof import DERIVATION_INVARIANTS, MAX_NODES, Counterexample
+from machines.spec.project import definitions_dir
 from machines.spec.structure import Violation, format_path
 
 DEFAULT_MAX_NODES = 5
@@ -31,10 +32,19 @@ DEFAULT_MAX_NODES = 5
 
 def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="check these definition files (.yaml, .yml or .json) together, instead of a "
+        "folder of them",
+    )
+    command.add_argument(
         "--spec-dir",
         type=Path,
         default=None,
-        help="check another copy of the definitions (default: the bundled ones)",
+        help="the folder of definitions to check (default: $MACHINES_SPEC_DIR, else "
+        "[tool.machines] spec_dir in pyproject.toml, else the bundled ones)",
     )
     command.add_argument(
         "--max-nodes",
@@ -74,7 +84,12 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             "--findings is for the text report: the JSON document always holds the findings; "
             f"run {command_line('check', [*_given(args), '--format', 'json'])}"
         )
-    report = check(args.spec_dir, max_nodes=args.max_nodes)
+    if args.files and args.spec_dir is not None:
+        parsers[1]["check"].error("give definition files or --spec-dir DIR, not both")
+    if args.files:
+        report = check(files=args.files, max_nodes=args.max_nodes)
+    else:
+        report = check(definitions_dir(args.spec_dir).spec_dir, max_nodes=args.max_nodes)
     if is_json(args):
         write_json(report_document(report))
     else:

@@ -21,7 +21,7 @@ from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.spec import MachineSpec
 from machines.spec.canonical import DIGEST_CHARS
 from machines.spec.diff import KINDS, DiffReport, diff_report
-from machines.spec.files import MAX_DEFINITION_BYTES
+from machines.spec.files import DIRECTORY_SUFFIXES, MAX_DEFINITION_BYTES
 from machines.spec.loader import definition_paths, read_definition, resolve
 
 DEFAULT_SPEC_DIR = Path("spec")
@@ -237,7 +237,8 @@ def _at_revision(revision: str, target: Path) -> tuple[str, Side]:
 
 
 def _listed(top: Path, revision: str, inside: str) -> Mapping[str, int]:
-    """The ``*.yaml`` files directly in ``inside`` at ``revision``, with their sizes."""
+    """The ``*.yaml`` and ``*.yml`` files directly in ``inside`` at ``revision``, with
+    their sizes."""
     pathspec = ["--", f"{inside}/"] if inside else []
     listing = _git(top, "ls-tree", "-z", "-l", "--full-tree", revision, *pathspec)
     out: dict[str, int] = {}
@@ -247,7 +248,7 @@ def _listed(top: Path, revision: str, inside: str) -> Mapping[str, int]:
         meta, path = entry.split("\t", 1)
         _mode, kind, _object, size = meta.split()
         name = path.rsplit("/", 1)[-1]
-        if kind == "blob" and name.endswith(".yaml"):
+        if kind == "blob" and name.endswith(DIRECTORY_SUFFIXES):
             out[name] = int(size)
     return out
 

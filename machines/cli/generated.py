@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from machines.cli.command import Command, Parsers, problem, shown
 from machines.errors import MachinesError
-from machines.spec.loader import bundled_spec_dir, definition_paths, read_definition
+from machines.spec.loader import definition_paths, read_definition
+from machines.spec.project import output_dir, project_definitions
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
@@ -40,7 +41,11 @@ def generator(name: str, help: str, what: str, files_of: Generator) -> Command:
 
 
 def _arguments(command: argparse.ArgumentParser, folder: str) -> None:
-    command.add_argument("--out", type=Path, help=f"where to write (default {folder}/)")
+    command.add_argument(
+        "--out",
+        type=Path,
+        help=f"where to write (default: [tool.machines] {folder}_dir, else {folder}/)",
+    )
     command.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if a file is stale"
     )
@@ -49,7 +54,13 @@ def _arguments(command: argparse.ArgumentParser, folder: str) -> None:
         action="store_true",
         help="overwrite files that machines did not generate (by default they are refused)",
     )
-    command.add_argument("--spec-dir", type=Path, default=None)
+    command.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=None,
+        help="the folder of definitions (default: $MACHINES_SPEC_DIR, else [tool.machines] "
+        "spec_dir in pyproject.toml)",
+    )
 
 
 def _generate(
@@ -59,13 +70,20 @@ def _generate(
 ) -> int:
     from machines.render.files import sync
 
-    out: Path = args.out or Path(what)
     check_only: bool = args.check
+    try:
+        spec_dir = project_definitions(
+            args.spec_dir, f"{'check' if check_only else 'write'} the {what} of"
+        )
+        out: Path = args.out or output_dir(f"{what}_dir", Path(what))
+    except MachinesError as exc:
+        print(f"machines {what}: {exc}", file=sys.stderr)
+        return 2
     if out.exists() and not out.is_dir():
         print(f"machines {what}: --out {shown(str(out))} is not a directory", file=sys.stderr)
         return 2
     try:
-        paths = definition_paths(args.spec_dir or bundled_spec_dir())
+        paths = definition_paths(spec_dir)
         specs = [read_definition(p) for p in paths]
         files = files_of(specs)
         changed = sync(files, out, check=check_only, force=args.force)

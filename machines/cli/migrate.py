@@ -15,8 +15,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--spec-dir",
         type=Path,
-        required=True,
-        help="the definitions to migrate the store to (every machine in it)",
+        default=None,
+        help="the definitions to migrate the store to, every machine in it (default: "
+        "$MACHINES_SPEC_DIR, else [tool.machines] spec_dir in pyproject.toml)",
     )
     command.add_argument(
         "--map",
@@ -31,12 +32,18 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     from machines.spec.loader import definition_paths, load
+    from machines.spec.project import project_definitions
     from machines.store.migration import StateMap, migrate
     from machines.store.records import shown_url
 
     try:
         maps = [StateMap.parse(text) for text in args.map]
-        specs = {spec.name: spec for spec in map(load, definition_paths(args.spec_dir))}
+        specs = {
+            spec.name: spec
+            for spec in map(
+                load, definition_paths(project_definitions(args.spec_dir, "migrate the store to"))
+            )
+        }
         plan = migrate(args.url, specs, maps, dry_run=args.dry_run)
     except (OSError, MachinesError) as exc:
         print(f"machines migrate: {problem(exc)}")

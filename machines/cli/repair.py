@@ -16,8 +16,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--spec-dir",
         type=Path,
-        required=True,
-        help="the definitions the store serves (every machine in it)",
+        default=None,
+        help="the definitions the store serves, every machine in it (default: "
+        "$MACHINES_SPEC_DIR, else [tool.machines] spec_dir in pyproject.toml)",
     )
     command.add_argument(
         "--by",
@@ -32,6 +33,7 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     from machines.spec.loader import definition_paths, load
+    from machines.spec.project import project_definitions
     from machines.store.records import shown_url
     from machines.store.repair import repair
 
@@ -43,7 +45,15 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             print("machines repair: no login name to record the repair by; give --by NAME")
             return 2
     try:
-        specs = {spec.name: spec for spec in map(load, definition_paths(args.spec_dir))}
+        specs = {
+            spec.name: spec
+            for spec in map(
+                load,
+                definition_paths(
+                    project_definitions(args.spec_dir, "repair the store's guards by")
+                ),
+            )
+        }
         done = repair(args.url, specs, by=by, dry_run=args.dry_run)
     except (OSError, MachinesError) as exc:
         print(f"machines repair: {problem(exc)}")

@@ -74,15 +74,21 @@ def real_path(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+DIRECTORY_SUFFIXES = (".yaml", ".yml")
+"""What a definition in a directory of them ends in (a ``.json`` export is read only when
+named alone: a folder holds a project's own YAML)."""
+
+
 def definition_paths(spec_dir: str | Path) -> list[Path]:
-    """The ``*.yaml`` files of ``spec_dir``, sorted by name; ``SpecUnreadable`` when the
-    directory cannot be listed, holds none, or holds more than ``MAX_DEFINITIONS``."""
+    """The ``*.yaml`` and ``*.yml`` files of ``spec_dir``, sorted by name; ``SpecUnreadable``
+    when the directory cannot be listed, holds none, holds more than ``MAX_DEFINITIONS``,
+    or holds one machine twice (``refund.yaml`` and ``refund.yml``)."""
     directory = as_path(spec_dir)
     names: list[str] = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                if entry.name.endswith(".yaml"):
+                if entry.name.endswith(DIRECTORY_SUFFIXES):
                     names.append(entry.name)
                     if len(names) > MAX_DEFINITIONS:
                         break
@@ -91,15 +97,24 @@ def definition_paths(spec_dir: str | Path) -> list[Path]:
     except (OSError, ValueError) as exc:
         raise SpecUnreadable(directory, [f"cannot list the directory: {os_reason(exc)}"]) from exc
     if not names:
-        raise SpecUnreadable(directory, ["no *.yaml definitions in this directory"])
+        raise SpecUnreadable(directory, ["no *.yaml or *.yml definitions in this directory"])
     if len(names) > MAX_DEFINITIONS:
         raise SpecUnreadable(
             directory,
             [
-                f"more than {MAX_DEFINITIONS} *.yaml definitions in this directory; a system "
+                f"more than {MAX_DEFINITIONS} definitions in this directory; a system "
                 "has a handful: point at the directory of one system"
             ],
         )
+    stems: dict[str, str] = {}
+    for name in sorted(names):
+        stem = name.rsplit(".", 1)[0]
+        if stem in stems:
+            raise SpecUnreadable(
+                directory,
+                [f"{stems[stem]} and {name} both define machine {stem!r}: keep one of them"],
+            )
+        stems[stem] = name
     return [directory / name for name in sorted(names)]
 
 

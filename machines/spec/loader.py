@@ -55,7 +55,8 @@ def bundled_spec_dir() -> Path:
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 """What a path to one definition may end in: a definition is YAML, and JSON is YAML (what
 ``machines export --format json`` writes loads back). A directory of definitions
-(``--spec-dir``) holds ``*.yaml`` files only, so that one machine is never two files."""
+(``--spec-dir``) holds ``*.yaml`` and ``*.yml`` files (``files.DIRECTORY_SUFFIXES``), one
+per machine."""
 
 
 @functools.cache

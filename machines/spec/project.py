@@ -1,0 +1,150 @@
+"""Where a project keeps its definitions, and where ``machines`` writes for it.
+
+Every command that reads definitions asks ``definitions_dir`` which ones, in this order:
+
+1. ``--spec-dir DIR``, given on the command line;
+2. ``$MACHINES_SPEC_DIR`` (``machines mutate`` sets it for each mutant; a user may too);
+3. ``spec_dir`` in the ``[tool.machines]`` table of the nearest ``pyproject.toml`` (in the
+   working folder or one above it), relative to that file;
+4. the definitions bundled with this package, said as such.
+
+The same table names where ``machines diagrams`` and ``machines docs`` write
+(``diagrams_dir``, ``docs_dir``). A table with a key this module does not know, a value
+that is not a non-empty string, or a ``pyproject.toml`` that is not TOML is an
+``InvalidArgument`` naming the file and the key: a misspelt ``spec-dir`` must not silently
+fall back to the bundled definitions.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from machines.errors import InvalidArgument
+from machines.spec.files import SPEC_DIR_VARIABLE, os_reason
+from machines.spec.loader import bundled_spec_dir
+
+PYPROJECT = "pyproject.toml"
+TABLE = ("tool", "machines")
+KEYS: Mapping[str, str] = {
+    "spec_dir": "the folder of the project's definitions",
+    "diagrams_dir": "where machines diagrams writes (default: diagrams)",
+    "docs_dir": "where machines docs writes (default: docs)",
+}
+"""Every key of ``[tool.machines]``, with what it names (each a folder, relative to the
+``pyproject.toml`` that holds it)."""
+
+
+@dataclass(frozen=True)
+class Definitions:
+    """The folder of definitions a command acts on, and how it was chosen (``source``, as
+    a message says it)."""
+
+    spec_dir: Path
+    source: str
+
+    @property
+    def bundled(self) -> bool:
+        """Whether these are this package's own definitions, chosen for want of any other."""
+        return self.source == BUNDLED
+
+
+BUNDLED = "the bundled definitions (no --spec-dir, MACHINES_SPEC_DIR or [tool.machines] spec_dir)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``[tool.machines]`` table of a project's ``pyproject.toml`` (``path``), its
+    folders resolved against that file's folder."""
+
+    path: Path
+    folders: Mapping[str, Path]
+
+
+def project_settings(start: Path | None = None) -> Settings | None:
+    """The ``[tool.machines]`` table of the nearest ``pyproject.toml`` at or above
+    ``start`` (default: the working folder) that has one, or None."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        path = folder / PYPROJECT
+        if not path.is_file():
+            continue
+        table = _table(path)
+        if table is not None:
+            return Settings(path, _folders(path, table))
+    return None
+
+
+def _table(path: Path) -> Mapping[str, object] | None:
+    try:
+        with path.open("rb") as file:
+            document = tomllib.load(file)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidArgument(f"{path}: not TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidArgument(f"{path}: cannot read it: {os_reason(exc)}") from None
+    found: object = document
+    for part in TABLE:
+        if not isinstance(found, dict) or part not in found:
+            return None
+        found = found[part]
+    if not isinstance(found, dict):
+        raise InvalidArgument(f"{path}: [tool.machines] must be a table")
+    return found
+
+
+def _folders(path: Path, table: Mapping[str, object]) -> dict[str, Path]:
+    out = {}
+    for key, value in table.items():
+        if key not in KEYS:
+            known = ", ".join(KEYS)
+            raise InvalidArgument(f"{path}: [tool.machines] has no key {key!r} (it knows {known})")
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidArgument(
+                f"{path}: [tool.machines] {key} must be a folder, as a non-empty string, "
+                f"not {value!r}"
+            )
+        out[key] = path.parent / value
+    return out
+
+
+def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> Definitions:
+    """The definitions a command acts on (see the module): ``given`` (``--spec-dir``),
+    else ``$MACHINES_SPEC_DIR``, else the project's ``[tool.machines] spec_dir``, else the
+    bundled ones."""
+    if given is not None:
+        return Definitions(given, "--spec-dir")
+    variable = os.environ.get(SPEC_DIR_VARIABLE, "")
+    if variable:
+        return Definitions(Path(variable), SPEC_DIR_VARIABLE)
+    settings = project_settings(start)
+    if settings is not None and "spec_dir" in settings.folders:
+        return Definitions(settings.folders["spec_dir"], f"[tool.machines] of {settings.path}")
+    return Definitions(bundled_spec_dir(), BUNDLED)
+
+
+def project_definitions(given: Path | None, doing: str) -> Path:
+    """The definitions a command that writes (``doing``: what it does, for the message)
+    acts on: as ``definitions_dir`` chooses, but never the bundled ones for want of any
+    other (a command run in a user's project must not draw, document or migrate this
+    package's machines); ``InvalidArgument`` saying how to name them."""
+    found = definitions_dir(given)
+    if found.bundled:
+        raise InvalidArgument(
+            f"which definitions should it {doing}? Give --spec-dir DIR, set "
+            f"{SPEC_DIR_VARIABLE}, or add to your pyproject.toml:\n  [tool.machines]\n"
+            '  spec_dir = "specs"'
+        )
+    return found.spec_dir
+
+
+def output_dir(key: str, default: Path, *, start: Path | None = None) -> Path:
+    """Where a command writes (``diagrams_dir``, ``docs_dir``): the project's setting, or
+    ``default``."""
+    settings = project_settings(start)
+    if settings is not None and key in settings.folders:
+        return settings.folders[key]
+    return default

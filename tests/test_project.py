@@ -1,0 +1,138 @@
+"""A user's project is theirs (issue 29): every command finds the project's definitions
+without --spec-dir (``[tool.machines]`` in its pyproject.toml, or ``$MACHINES_SPEC_DIR``),
+checks single files of any definition suffix, and never draws or documents this package's
+machines into the user's folders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.errors import InvalidArgument
+from machines.spec.files import SPEC_DIR_VARIABLE
+from machines.spec.loader import bundled_spec_dir
+from machines.spec.project import definitions_dir, project_settings
+
+REFUND = Path(__file__).parent / "user_project" / "specs" / "refund.yaml"
+
+
+def project(root: Path, table: str | None = 'spec_dir = "specs"') -> Path:
+    """A user's project at ``root``: its definition in specs/, and a pyproject.toml with
+    ``table`` as its [tool.machines] (None: no such table)."""
+    (root / "specs").mkdir(parents=True)
+    shutil.copy(REFUND, root / "specs" / "refund.yaml")
+    text = '[project]\nname = "refunds"\n'
+    if table is not None:
+        text += f"\n[tool.machines]\n{table}\n"
+    (root / "pyproject.toml").write_text(text)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def no_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SPEC_DIR_VARIABLE, raising=False)
+
+
+def test_the_definitions_are_chosen_flag_then_variable_then_project_then_bundled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path / "shop")
+    inside = root / "src" / "deep"
+    inside.mkdir(parents=True)
+    monkeypatch.chdir(inside)  # the nearest pyproject.toml above the working folder
+    found = definitions_dir()
+    assert found.spec_dir == root / "specs" and not found.bundled
+    assert str(root / "pyproject.toml") in found.source
+    monkeypatch.setenv(SPEC_DIR_VARIABLE, str(tmp_path / "mutant"))
+    assert definitions_dir().spec_dir == tmp_path / "mutant"
+    assert definitions_dir(tmp_path / "given").spec_dir == tmp_path / "given"
+    monkeypatch.delenv(SPEC_DIR_VARIABLE)
+    monkeypatch.chdir(tmp_path)
+    assert definitions_dir().bundled and definitions_dir().spec_dir == bundled_spec_dir()
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ('spec-dir = "specs"', "has no key 'spec-dir' (it knows spec_dir"),
+        ("spec_dir = 7", "spec_dir must be a folder, as a non-empty string, not 7"),
+        ('spec_dir = "  "', "spec_dir must be a folder"),
+        ("spec_dir = [", "not TOML"),
+    ],
+)
+def test_a_table_that_cannot_be_meant_is_refused_naming_the_file_and_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, said: str
+) -> None:
+    root = project(tmp_path, table)
+    monkeypatch.chdir(root)
+    with pytest.raises(InvalidArgument, match=r"pyproject\.toml") as refused:
+        project_settings()
+    assert said in str(refused.value)
+    assert main(["check"]) == 2
+
+
+def test_check_in_a_project_checks_its_definitions_and_single_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = project(tmp_path)
+    monkeypatch.chdir(root)
+    assert main(["check"]) == 0
+    said = capsys.readouterr().out
+    assert f"machines check: {root / 'specs'} (1 definition)" in said and "refund" in said
+    yml = root / "specs" / "refund.yml"
+    (root / "specs" / "refund.yaml").rename(yml)
+    assert main(["check"]) == 0  # a folder's *.yml definitions are definitions too
+    assert main(["check", str(yml)]) == 0
+    shutil.copy(yml, root / "specs" / "refund.yaml")
+    assert main(["check"]) == 2  # one machine, two files
+    assert "refund.yaml and refund.yml both define machine 'refund'" in capsys.readouterr().out
+    monkeypatch.setenv(SPEC_DIR_VARIABLE, str(bundled_spec_dir()))
+    assert main(["check", "--max-nodes", "2"]) == 0
+    assert "(4 definitions)" in capsys.readouterr().out
+
+
+def test_check_takes_files_together_and_refuses_one_machine_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node, request = bundled_spec_dir() / "node.yaml", bundled_spec_dir() / "request.yaml"
+    assert main(["check", "--max-nodes", "2", str(request), str(node)]) == 0
+    assert "derivation" in capsys.readouterr().out  # judged: both machines were given
+    twice = tmp_path / "node.yaml"  # the same machine, from another folder
+    shutil.copy(node, twice)
+    assert main(["check", str(node), str(twice)]) == 2
+    assert "a second definition of machine 'node'" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage:
+        main(["check", str(node), "--spec-dir", str(tmp_path)])
+    assert usage.value.code == 2 and "not both" in capsys.readouterr().err
+
+
+def test_diagrams_and_docs_never_write_the_bundled_machines_into_a_users_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare = project(tmp_path / "bare", table=None)
+    monkeypatch.chdir(bare)
+    for command in ("diagrams", "docs"):
+        assert main([command]) == 2
+        assert "[tool.machines]" in capsys.readouterr().err
+    assert sorted(p.name for p in bare.iterdir()) == ["pyproject.toml", "specs"]
+    root = project(tmp_path / "shop", 'spec_dir = "specs"\ndiagrams_dir = "pictures"')
+    monkeypatch.chdir(root / "specs")
+    assert main(["diagrams"]) == 0
+    drawn = sorted(p.stem for p in (root / "pictures").iterdir())
+    assert drawn and set(drawn) == {"refund"}
+    assert main(["docs"]) == 2  # this package's own pages are not the user's
+    assert not (root / "docs").exists()
+
+
+def test_migrate_and_repair_never_fall_back_to_the_bundled_definitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    for command in ("migrate", "repair"):
+        assert main([command, url, "--dry-run"]) == 2
+        assert "Give --spec-dir DIR, set MACHINES_SPEC_DIR" in capsys.readouterr().out
+    assert not (tmp_path / "store.db").exists()
