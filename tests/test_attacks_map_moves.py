@@ -18,11 +18,13 @@ event recorded the rename), then mapped live entities into it in the next:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from machines.spec.loader import load
 from machines.spec.migration_moves import migration_breaks
@@ -181,3 +183,80 @@ def test_a_name_people_entered_is_not_reused_for_a_state_a_machine_enters(
     said = "\n".join(reused_name_breaks(earlier, v3))
     assert "adds a state 'approved'" in said and "entered only by people" in said
     assert reused_name_breaks(earlier, load("effect")) == []  # the old meaning comes back
+
+
+# -- outsider, tenth batch -------------------------------------------------------------------
+
+REFUND = Path(__file__).parent / "user_project" / "specs" / "refund.yaml"
+
+
+def _refund(tmp_path: Path, name: str, change: Callable[[Document], None]) -> Any:
+    """The user project's refund machine (small, with a guard and a person), changed."""
+    doc = yaml.safe_load(REFUND.read_text())
+    change(doc)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "refund.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return load(folder / "refund.yaml")
+
+
+def _move(trigger: str, source: str, dest: str, actor: str, **more: Any) -> Document:
+    move = {"trigger": trigger, "source": source, "dest": dest, "actor": actor}
+    return move | {"description": "A move."} | more
+
+
+def _granted(doc: Document) -> None:
+    """A state ``granted`` that a person enters for large refunds and the service for small
+    ones, and from which the service sends."""
+    doc["states"]["granted"] = {"description": "Granted."}
+    doc["transitions"] += [
+        _move("grant", "awaiting_approval", "granted", "approver"),
+        _move("fast_grant", "requested", "granted", "service", when={"size": ["small"]}),
+        _move("go", "granted", "sending", "service"),
+    ]
+
+
+def test_a_rename_into_a_state_only_people_enter_is_refused(tmp_path: Path) -> None:
+    """f01, f08: a map into a state only the new version has is a rename, which skipped
+    the check that nothing automatic enters a state people alone enter: ``requested``
+    (which nothing enters but creation) "renamed" a state only a person enters."""
+
+    def people_only(doc: Document) -> None:
+        doc["states"]["cleared"] = {"description": "Cleared by a person."}
+        doc["transitions"] += [
+            _move("clear", "awaiting_approval", "cleared", "approver"),
+            _move("go", "cleared", "sending", "service"),
+        ]
+
+    v2 = _refund(tmp_path, "v2", people_only)
+    said = "\n".join(migration_breaks(load(REFUND), v2, "requested", "cleared"))
+    assert "only people's moves enter 'cleared', and automatic ones entered 'requested'" in said
+
+
+def test_only_people_enter_is_judged_under_the_entitys_context(tmp_path: Path) -> None:
+    """f02: an automatic way into a state for one context (small refunds) made every map
+    into it look automatic, one of the other context (a large refund) included."""
+    v2 = _refund(tmp_path, "v2", _granted)
+    large = "\n".join(migration_breaks(v2, v2, "requested", "granted", {"size": "large"}))
+    assert "only people's moves enter 'granted'" in large
+    small = "\n".join(migration_breaks(v2, v2, "requested", "granted", {"size": "small"}))
+    assert "only people's moves enter" not in small
+
+
+def test_a_map_into_a_state_the_new_version_makes_final_finishes_nothing(
+    tmp_path: Path,
+) -> None:
+    """f04: v2 made a state final while it was empty; a map into it then finished entities
+    with no move, judged only by the versions under which they lived, where the state was
+    not final. A move the entity's context does not admit is no move either."""
+
+    def held_for_good(doc: Document) -> None:
+        doc["states"]["awaiting_approval"] = {"terminal": True, "description": "Held."}
+        doc["transitions"] = [t for t in doc["transitions"] if t["source"] != "awaiting_approval"]
+        doc["invariants"] = [r for r in doc["invariants"] if "awaiting" not in str(r)]
+
+    v1, v2 = load(REFUND), _refund(tmp_path, "v2", held_for_good)
+    small = "\n".join(migration_breaks(v1, v2, "requested", "awaiting_approval", {"size": "small"}))
+    assert "'requested' is not terminal and 'awaiting_approval' is" in small
+    large = migration_breaks(v1, v2, "requested", "awaiting_approval", {"size": "large"})
+    assert not any("is not terminal" in why for why in large)  # hold: the service's own move

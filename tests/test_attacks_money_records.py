@@ -37,7 +37,7 @@ from machines.cli import main
 from machines.errors import InvalidArgument, MachinesError
 from machines.spec.states import RequestState
 from machines.store import open_store
-from machines.systems.transfer import TransferEngine, TransferRefused
+from machines.systems.transfer import PlanError, TransferEngine, TransferRefused
 from machines.testing.transfer.suite import plan_node as node
 from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
 from tests.migration_stores import load_dir
@@ -164,13 +164,62 @@ def test_a_side_effect_flag_rewritten_by_raw_sql_neither_releases_nor_hides(
     with started(db, venue, plan, recorder, steps=4) as engine:
         rewritten(db, "t1/w", has_side_effect=False)
         venue.script["chk"]["prepare"] = [RuntimeError("limit check failed")]
-        state = drive(engine, "t1", 4)
-        assert state is not RequestState.FAILED, engine.nodes("t1")
+        with pytest.raises(TransferRefused, match="has_side_effect is False, and the plan"):
+            drive(engine, "t1", 4)  # batch 10: a row that is not its plan's stops the engine
         assert "request_failed" not in recorder.names
     assert main(["audit", "--from-store", url]) == 1
     assert "its has_side_effect (False) differs from its request's plan (True)" in (
         capsys.readouterr().out
     )
+    code, out = migrate(capsys, url, _executing_renamed(tmp_path), "request:executing=failed")
+    assert code == 1, out  # batch 10 (f14): migrate reads the plan as the engine does
+    assert "side_effects" in out
+
+
+def _executing_renamed(tmp_path: Path) -> Path:
+    """The request definition with ``executing`` renamed ``running``: the map
+    ``executing=failed`` is then asked for."""
+
+    def renamed(doc: Document) -> None:
+        doc.update(rename_everywhere(doc, "executing", "running"))
+
+    return SpecCopy(tmp_path / "v2").edit("request", renamed).path
+
+
+def test_a_node_rows_executor_swapped_by_raw_sql_stops_the_engine_and_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider, tenth batch (f06): one raw UPDATE gave a no-side-effect check the bank's
+    executor; the bank sent money for it, the check failed the transfer and released the
+    reservation, and the audit passed. Now every plan field of a node row (executor, side
+    effect, predecessors, successors, kind) must be its plan's, or the engine acts on no
+    node of the request and the audit names the row."""
+    db = tmp_path / "store.db"
+    venue = FakeVenue({"w": {"prepare": ["retry"]}})
+    with started(db, venue, THEN_D, steps=1) as engine:
+        rewritten(db, "t1/x", executor="bank")
+        with pytest.raises(TransferRefused, match="executor is 'bank', and the plan says"):
+            drive(engine, "t1", 3)
+    capsys.readouterr()
+    assert main(["audit", "--from-store", f"sqlite:///{db}"]) == 1
+    assert "the row is not what its request's plan made it (executor is 'bank'" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_node_row_planted_before_its_request_is_not_adopted(url: str) -> None:
+    """Outsider, tenth batch (f11): a row inserted under a node's key before the request was
+    submitted was taken for the node by ``submit``. Now submit refuses it."""
+    store = open_store(url)
+    try:
+        data = {"name": "x", "has_side_effect": False, "executor": "bank"}
+        data |= {"predecessors": [], "successors": []}
+        store.insert("node", "t1/x", scope="t1", context={"kind": "action"}, data=data)
+        engine = engine_for(store, FakeVenue({}))
+        with pytest.raises(PlanError, match="a node row 't1/x' was there before the request"):
+            engine.submit("t1", THEN_D)
+    finally:
+        store.close()
 
 
 def test_save_heads_refuses_to_replace_what_is_not_a_heads_file(
@@ -236,7 +285,8 @@ def test_a_node_renamed_by_raw_sql_neither_releases_nor_hides(
     with started(db, venue, plan, recorder, steps=4) as engine:
         rewritten(db, "t1/w", name="w_gone", has_side_effect=False)
         venue.script["chk"]["prepare"] = [RuntimeError("limit check failed")]
-        assert drive(engine, "t1", 4) is not RequestState.FAILED
+        with pytest.raises(TransferRefused, match="name is 'w_gone', and the plan says 'w'"):
+            drive(engine, "t1", 4)  # batch 10: the engine stops at a row not its plan's
         assert "request_failed" not in recorder.names
     assert main(["audit", "--from-store", url]) == 1
     assert "its data names it 'w_gone', and its key and its request's plan" in (
@@ -257,13 +307,9 @@ def test_a_node_waits_for_its_planned_predecessors_whatever_its_row_says(
         assert engine.nodes("t1")["d"].state.value == "blocked"
         rewritten(db, "t1/d", predecessors=predecessors)
         venue.script["x"]["observe"] = ["completed"]  # an unrelated node completes: a wake
-        if predecessors:
-            with pytest.raises(TransferRefused, match=r"waits for \['ghost'\]"):
-                drive(engine, "t1", 3)
-        else:
-            drive(engine, "t1", 3)
-            assert engine.nodes("t1")["d"].state.value == "blocked"
-            assert venue.count("submit", "d") == 0
+        with pytest.raises(TransferRefused, match=r"predecessors is \[.*\], and the plan says"):
+            drive(engine, "t1", 3)  # batch 10: a row that is not its plan's stops the engine
+        assert venue.count("submit", "d") == 0
 
 
 def test_a_node_given_another_nodes_name_by_raw_sql_hides_nothing(tmp_path: Path) -> None:
@@ -279,7 +325,8 @@ def test_a_node_given_another_nodes_name_by_raw_sql_hides_nothing(tmp_path: Path
     with started(db, venue, plan, recorder) as engine:
         rewritten(db, "t1/x", name="w")
         venue.script["z"]["prepare"] = [RuntimeError("limit check failed")]
-        assert drive(engine, "t1", 4) is not RequestState.FAILED
+        with pytest.raises(TransferRefused, match="name is 'w', and the plan says 'x'"):
+            drive(engine, "t1", 4)
         assert "request_failed" not in recorder.names
 
 

@@ -754,3 +754,6 @@ def test_a_second_store_earlier_on_the_search_path_is_refused_not_used() -> None
             with pytest.raises(StoreError, match="one store would stand in for another"):
                 open_store(both, read_only=read_only)
         assert main(["audit", "--from-store", both]) == 2
+        spec_dir = str(bundled_spec_dir())  # batch 10 (f10): migrate and repair too
+        assert main(["migrate", both, "--spec-dir", spec_dir]) == 2
+        assert main(["repair", both, "--spec-dir", spec_dir, "--by", "owner"]) == 2

@@ -11,6 +11,7 @@ why."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -18,7 +19,7 @@ from hypothesis import settings
 from machines.errors import MachinesError
 from machines.testing._harness.sizes import EFFECT_LOG_HUNT, TRANSFER_HUNT
 from machines.testing.effectlog.rules import Behaviour, Saga
-from machines.testing.effectlog.suite import EffectLogSuite
+from machines.testing.effectlog.suite import EffectLogAdapter, EffectLogSuite, ReferenceEffectLog
 from machines.testing.faults import SimulatedCrash
 from machines.testing.recorded import Diverged, RecordedSuite, Step
 from machines.testing.transfer.suite import TransferSuite
@@ -125,3 +126,43 @@ def test_a_run_that_does_not_fail_again_is_reported_unminimised() -> None:
 
     with pytest.raises(RuleBroken, match="do not break the rule again when replayed"):
         OnceBuggy.run(SMALL)
+
+
+class _ChangesWhatItTold(ReferenceEffectLog):
+    """Outsider, tenth batch (f07): hands out its cached result object, then writes a
+    replay counter into it on every replay, so each later caller is told something else."""
+
+    def __post_init__(self) -> None:
+        self.cache: dict[str, Any] = {}
+        super().__post_init__()
+
+    def call(self, signature: str, fn: Any, call: Any) -> Any:
+        if signature in self.cache:
+            told = self.cache[signature]
+            told["replays"] = told.get("replays", 0) + 1
+            return told
+        told = super().call(signature, fn, call)
+        self.cache[signature] = told
+        return told
+
+
+def test_an_oracle_keeps_what_a_caller_was_told_not_the_object_it_was_handed() -> None:
+    """The oracle compared the object with itself, so every later caller seemed told the
+    same; it keeps a copy of each answer as it was when given."""
+
+    class Suite(EffectLogSuite):
+        def make_adapter(self) -> EffectLogAdapter:
+            return _ChangesWhatItTold()
+
+    calls = [Step("call", {"signature": "charge-1", "behaviour": Behaviour.RETURN})] * 3
+    with pytest.raises(RuleBroken, match=r"replay: .*this caller was told .*'replays': 1"):
+        Suite.replay(calls)
+
+
+def test_the_minimiser_keeps_a_runs_set_up() -> None:
+    """A transfer run without its ``submit`` (the ``@initialize`` rule) is none Hypothesis
+    makes: the shortest report of a bug found after set-up still starts with it."""
+    bug = transfer_zoo.BUGS["no compare-and-set between engines"]
+    suite = transfer_suite_for(transfer_zoo.adapter_for(bug.engine))
+    _, steps = _reported(suite, TRANSFER_HUNT.hunting())
+    assert steps[0].rule == "submit" and all(s.rule != "submit" for s in steps[1:])

@@ -32,7 +32,7 @@ from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import DefinitionVersion, Row, Store, shown_url
 from machines.store.versions import load_versions
 from machines.systems.exactly_once import RECLAIMED_AT
-from machines.systems.transfer.plans import node_key, node_name, plan_entries
+from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
 
 
 @dataclass(frozen=True)
@@ -462,6 +462,7 @@ def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -
     stand in for a real one or end the transfer (``no-auto-terminal-money-in-flight``)."""
     out = []
     held: dict[str, set[str]] = {}
+    requests = {r.key: r for r in snap.of("request")}
     for n in snap.of("node"):
         named = node_name(n.key)
         planned = plans.get(n.scope or "")
@@ -476,6 +477,23 @@ def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -
                     n.key,
                     f"request '{n.scope}' has this node row, and its plan does not name it: "
                     "it was written outside the engine",
+                )
+            )
+            continue
+        owner = requests.get(n.scope or "")
+        differs = (
+            []
+            if owner is None
+            else row_differences(owner.data, named, n.data, n.context.get("kind"))
+        )
+        if differs:
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    n.machine,
+                    n.key,
+                    f"the row is not what its request's plan made it ({'; '.join(differs)}): "
+                    "it was changed outside the engine",
                 )
             )
     for request, planned in plans.items():

@@ -92,6 +92,7 @@ def migration_breaks(
     lived = [*earlier, (old, source)]
     specs = [spec for spec, _ in lived]
     entered = [s for s in specs if dest in s.states]  # gap or not: each judged its entry
+    final = any(t.states[dest].terminal for t in (*entered, new or old) if dest in t.states)
     out: list[str] = []
     for spec, name in lived:
         if renamed and new is not None:
@@ -99,7 +100,10 @@ def migration_breaks(
         else:
             found = [*_leaving(spec, name), *_evidence(spec, name, dest)]
             if name in spec.states and dest in spec.states:
-                found += [*_forbidden(spec, name, dest), *_finishing(spec, name, dest)]
+                found += [
+                    *_forbidden(spec, name, dest),
+                    *_finishing(spec, name, dest, final, context),
+                ]
         for there in dict.fromkeys([*entered, new or old]) if spec is not old else ():
             if name in spec.states and dest in there.states:
                 found += _meaning_in(spec, there, name, dest)
@@ -107,7 +111,7 @@ def migration_breaks(
     out += _meaning(old, new or old, source, dest)
     for there in dict.fromkeys([*entered, new or old]):
         if dest in there.states:
-            found = [] if renamed else list(_arriving(there, dest))
+            found = [] if renamed else list(_arriving(there, dest, context))
             if not renamed and source in old.states:
                 found += _annotations_kept(old, there, source, dest)
             found += _entering(there, dest, context)
@@ -190,6 +194,11 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
         yield (
             f"'{source}' is not terminal and '{dest}' is: a rename would finish its entities "
             "with no move"
+        )
+    if _people_enter(new, dest) and not _people_enter(old, source):
+        yield (
+            f"only people's moves enter '{dest}', and automatic ones entered '{source}': a "
+            "rename would make its entities look put there by a person"
         )
     yield from _exits_kept(old, new, source, dest)
     yield from _rules_renamed(old, new, source, dest)
@@ -305,21 +314,30 @@ def _evidence(old: MachineSpec, source: str, dest: str) -> Iterator[str]:
             )
 
 
-def _arriving(there: MachineSpec, dest: str) -> Iterator[str]:
+def _arriving(there: MachineSpec, dest: str, context: Mapping[str, str] | None) -> Iterator[str]:
     """A map into a state the entity's version already has is an automatic move into it:
     never into a state that only people enter (an approval, a decision)."""
-    if _people_enter(there, dest):
+    if _people_enter(there, dest, context):
         yield f"only people's moves enter '{dest}': nothing automatic does"
 
 
-def _finishing(spec: MachineSpec, source: str, dest: str) -> Iterator[str]:
-    """A map from a state that is not final into a final one ends the entity's life, which
-    only the definition's own moves do: it is made only where ``spec`` has such a move by
-    an automatic actor that needs no evidence (a running call, a blocked node, an
-    unapproved transfer is never finished by a migration)."""
-    if spec.states[source].terminal or not spec.states[dest].terminal:
+def _finishing(
+    spec: MachineSpec, source: str, dest: str, final: bool, context: Mapping[str, str] | None
+) -> Iterator[str]:
+    """A map from a state that is not final into a final one (``final``: ``dest`` is final
+    in some version the map is judged by, the new one included: a state made final while
+    empty finishes whatever a map brings) ends the entity's life, which only the
+    definition's own moves do: it is made only where ``spec`` has such a move by an
+    automatic actor that needs no evidence (a running call, a blocked node, an unapproved
+    transfer is never finished by a migration); with ``context``, one whose guard admits
+    it."""
+    if spec.states[source].terminal or not (final or spec.states[dest].terminal):
         return
-    moves = [t for t in spec.transitions if t.source == source and t.dest == dest]
+    moves = [
+        t
+        for t in spec.transitions
+        if t.source == source and t.dest == dest and _admits(t.when, context)
+    ]
     if any(t.evidence is None and any(spec.actors[a].automatic for a in t.actors) for t in moves):
         return
     how = ", ".join(
@@ -488,15 +506,27 @@ def _meaning_of(spec: MachineSpec, state: str) -> tuple[bool, frozenset[str], bo
     return spec.states[state].terminal, tags, _people_enter(spec, state)
 
 
-def _people_enter(spec: MachineSpec, state: str) -> bool:
+def _people_enter(spec: MachineSpec, state: str, context: Mapping[str, str] | None = None) -> bool:
     """Whether only people's moves enter ``state``: a rule keeps it for people
     (``only_actors_enter`` naming none that is automatic), or every move into it is a
-    person's."""
+    person's; with ``context``, only the moves whose guard admits it count (an automatic
+    way in for Compensable calls is no way in for an Irreversible one)."""
     for rule in _rules(spec, "only_actors_enter", state):
         if all(a in spec.actors and not spec.actors[a].automatic for a in rule.actors):
             return True
-    ways_in = [t for t in spec.transitions if t.dest == state and t.source != state]
+    ways_in = [
+        t
+        for t in spec.transitions
+        if t.dest == state and t.source != state and _admits(t.when, context)
+    ]
     return bool(ways_in) and all(not spec.actors[a].automatic for t in ways_in for a in t.actors)
+
+
+def _admits(when: Mapping[str, Collection[str]], context: Mapping[str, str] | None) -> bool:
+    """Whether a guard admits ``context`` (a variable it does not give is not judged)."""
+    return context is None or all(
+        context[var] in allowed for var, allowed in when.items() if var in context
+    )
 
 
 def _said(meaning: tuple[bool, frozenset[str], bool]) -> str:

@@ -33,7 +33,7 @@ from machines.store.integrity_postgres_tables import (
     table_differences,
 )
 from machines.store.names import name
-from machines.store.records import DefinitionVersion
+from machines.store.records import DefinitionVersion, StoreError
 from machines.store.sql import read_versions
 
 Objects = dict[str, tuple[str, object]]
@@ -296,3 +296,30 @@ def _condition(text: str | None) -> str | None:
     if text is None:
         return None
     return re.sub(r"[\s()\"]", "", text).lower()
+
+
+def one_store_on_path(conn: Any, where: str) -> None:
+    """The session's search path finds at most one store, and it is in the schema where
+    this session creates and reads its tables (``current_schema()``). Otherwise a second
+    store, made in a schema earlier on the path (a schema named after the role is first by
+    default), would silently stand in for the real one: a key parked in one could run
+    again in the other."""
+    found = [
+        row[0]
+        for row in conn.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = %s AND n.nspname = ANY(current_schemas(false)) "
+            "ORDER BY array_position(current_schemas(false), n.nspname)",
+            (REGISTRY,),
+        )
+    ]
+    here = conn.execute("SELECT current_schema()").fetchone()
+    schema = here[0] if here else None
+    if len(found) > 1 or (found and found[0] != schema):
+        stores = " and ".join(repr(f) for f in found)
+        raise StoreError(
+            f"{where}: the search path finds a store in {stores}, and this session's tables "
+            f"are those of {schema!r}: one store would stand in for another. Name the "
+            "store's schema in the URL (?options=-csearch_path%3DSCHEMA), or remove the "
+            "store that should not be there"
+        )

@@ -119,20 +119,21 @@ def _contexts(db: Rows, spec: MachineSpec, state: str) -> list[tuple[str, dict[s
     nodes imply now."""
     p = db.param
     rows = db.execute(
-        f"SELECT key, CAST(context AS TEXT) FROM {name(spec.name, 'entities')} "
-        f"WHERE state = {p} ORDER BY key",
+        f"SELECT key, CAST(context AS TEXT), CAST(data AS TEXT) "
+        f"FROM {name(spec.name, 'entities')} WHERE state = {p} ORDER BY key",
         (state,),
     )
     derivation = spec.derivation
     nodes_table = None if derivation is None else name(derivation.node_machine, "entities")
     out = []
-    for key, stored in rows:
+    for key, stored, own in rows:
         context: dict[str, str] = dict(json.loads(stored))
         if derivation is not None and nodes_table and db.has_table(nodes_table.strip('"')):
+            planned = _planned_side_effects(json.loads(own))
             nodes = [
-                _node(state_, json.loads(data), derivation.manual_prefix)
-                for state_, data in db.execute(
-                    f"SELECT state, CAST(data AS TEXT) FROM {nodes_table} WHERE scope = {p}",
+                _node(state_, node_key, json.loads(data), derivation.manual_prefix, planned)
+                for state_, node_key, data in db.execute(
+                    f"SELECT state, key, CAST(data AS TEXT) FROM {nodes_table} WHERE scope = {p}",
                     (key,),
                 )
             ]
@@ -141,13 +142,30 @@ def _contexts(db: Rows, spec: MachineSpec, state: str) -> list[tuple[str, dict[s
     return out
 
 
-def _node(state: str, data: Mapping[str, Any], prefix: str) -> tuple[str, bool, bool]:
+def _planned_side_effects(request_data: object) -> dict[str, object]:
+    """The request's stored plan: each node's name and its ``has_side_effect``."""
+    plan = request_data.get("plan") if isinstance(request_data, dict) else None
+    return {
+        entry[NODE_NAME]: entry.get(NODE_SIDE_EFFECT)
+        for entry in (plan if isinstance(plan, list) else ())
+        if isinstance(entry, dict) and isinstance(entry.get(NODE_NAME), str)
+    }
+
+
+def _node(
+    state: str, key: str, data: Mapping[str, Any], prefix: str, planned: Mapping[str, object]
+) -> tuple[str, bool, bool]:
+    """A node as the derivation reads it: its state, whether it may move money, and
+    whether it is a manual gate. It may move money when its data or its request's plan
+    says so, or when the two disagree on which node it is (its key names it), as the
+    engine counts it: one rewritten row cannot make a map look safe. A request with no
+    stored plan (another system's) is read by its nodes' data alone."""
+    named = key.partition("/")[2]
     label = data.get(NODE_NAME)
-    return (
-        state,
-        data.get(NODE_SIDE_EFFECT) is True,
-        isinstance(label, str) and label.startswith(prefix),
-    )
+    side = data.get(NODE_SIDE_EFFECT) is True
+    if planned:
+        side = side or planned.get(named, True) is not False or label != named
+    return state, side, isinstance(label, str) and label.startswith(prefix)
 
 
 def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:

@@ -15,7 +15,7 @@ from machines.spec import MachineSpec
 from machines.store.ddl import REGISTRY
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.integrity import Difference
-from machines.store.integrity_postgres import guard_differences, served_versions
+from machines.store.integrity_postgres import guard_differences, one_store_on_path, served_versions
 from machines.store.postgres import SCHEMA_LOCK, fingerprint
 from machines.store.records import DefinitionVersion, StoreError, shown_url
 
@@ -31,6 +31,11 @@ class PostgresDatabase:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.where}: {exc}") from exc
+        try:
+            one_store_on_path(self._conn, self.where)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:

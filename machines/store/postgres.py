@@ -49,6 +49,7 @@ from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_postgres import (
     guard_differences,
     has_installed_guard,
+    one_store_on_path,
     served_versions,
 )
 from machines.store.records import Row, StaleWrite, StoreError, frozen, read_json, shown_url
@@ -85,33 +86,6 @@ def temporary_schema(server: str, prefix: str = "t") -> Iterator[str]:
 def fingerprint(spec: MachineSpec, version: int) -> str:
     """The digest of the schema generated for ``spec`` as definition version ``version``."""
     return hashlib.sha256(postgres_schema(spec, version).encode()).hexdigest()[:16]
-
-
-def _one_store_here(conn: psycopg.Connection[Any], where: str) -> None:
-    """The session's search path finds at most one store, and it is in the schema where
-    this session creates and reads its tables (``current_schema()``). Otherwise a second
-    store, made in a schema earlier on the path (a schema named after the role is first by
-    default), would silently stand in for the real one: a key parked in one could run
-    again in the other."""
-    found = [
-        row[0]
-        for row in conn.execute(
-            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relname = %s AND n.nspname = ANY(current_schemas(false)) "
-            "ORDER BY array_position(current_schemas(false), n.nspname)",
-            (REGISTRY,),
-        )
-    ]
-    here = conn.execute("SELECT current_schema()").fetchone()
-    schema = here[0] if here else None
-    if len(found) > 1 or (found and found[0] != schema):
-        stores = " and ".join(repr(f) for f in found)
-        raise StoreError(
-            f"{where}: the search path finds a store in {stores}, and this session's tables "
-            f"are those of {schema!r}: one store would stand in for another. Name the "
-            "store's schema in the URL (?options=-csearch_path%3DSCHEMA), or remove the "
-            "store that should not be there"
-        )
 
 
 def _has_table(conn: psycopg.Connection[Any], table: str) -> bool:
@@ -174,7 +148,7 @@ class PostgresStore:
             return
         with self._errors(), _connect(url) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            _one_store_here(conn, self.where)
+            one_store_on_path(conn, self.where)
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.where)
             current: dict[str, int | None] = dict.fromkeys(self._specs)  # a new registry
@@ -194,7 +168,7 @@ class PostgresStore:
         """A read-only store runs no DDL: every machine's tables must be there, made for
         the definition given."""
         with self._errors(), _connect(self.url, read_only=True) as conn:
-            _one_store_here(conn, self.where)
+            one_store_on_path(conn, self.where)
             if not _has_table(conn, REGISTRY):
                 raise (
                     legacy(self.where)

@@ -43,8 +43,10 @@ F = TypeVar("F", bound=Callable[..., None])
 SHRINKING = (Phase.shrink, Phase.explain)
 """Hypothesis' phases these suites replace by their own minimiser."""
 _RULE = "hypothesis_stateful_rule"
+_INITIALIZE = "hypothesis_stateful_initialize_rule"
 _INVARIANT = "hypothesis_stateful_invariant"
-"""Where Hypothesis keeps a rule (its preconditions) and an invariant on the method."""
+"""Where Hypothesis keeps a rule (its preconditions), an initialize rule and an invariant
+on the method."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,12 @@ def _take(suite: type[RecordedSuite], steps: Sequence[Step], *, touring: bool) -
         machine.teardown()
 
 
+def _initializes(suite: type[RecordedSuite], step: Step) -> bool:
+    """Whether ``step`` is one of the suite's ``@initialize`` rules: every run begins with
+    them, so the minimiser keeps them (a run without its set-up is none Hypothesis makes)."""
+    return getattr(getattr(suite, step.rule, None), _INITIALIZE, None) is not None
+
+
 def _breaks(suite: type[RecordedSuite], steps: Sequence[Step]) -> str | None:
     """The rule ``steps`` break on a fresh implementation, or None (any other failure
     counts as None: it is not the failure being minimised)."""
@@ -252,9 +260,12 @@ def _minimised(
             "again when replayed on a fresh implementation, so they are not minimised (does "
             "the implementation keep state between instances, or depend on time?)",
         )
-    shortest = ddmin(
-        steps, lambda kept: _breaks(suite, kept) == broken.rule, suite.minimise_seconds
+    first = [step for step in steps if _initializes(suite, step)]
+    rest = [step for step in steps if not _initializes(suite, step)]
+    kept = ddmin(
+        rest, lambda kept: _breaks(suite, [*first, *kept]) == broken.rule, suite.minimise_seconds
     )
+    shortest = [*first, *kept]
     again = broken
     try:
         _take(suite, shortest, touring=False)

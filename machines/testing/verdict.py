@@ -10,6 +10,7 @@ by one chain judge (``chain_break``) that every suite and the walker share.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Literal, NamedTuple
@@ -162,3 +163,15 @@ def show_chain(chain: Sequence[Move]) -> str:
     if not chain:
         return "(empty)"
     return chain[0].source + "".join(f" --{m.trigger}--> {m.dest}" for m in chain)
+
+
+def as_told(value: object) -> object:
+    """``value`` as it is now: what an oracle keeps of what a caller was told, or of what
+    the upstream returned. An implementation under test may hand out one object and change
+    it later (a replay counter written into a cached result); comparing that object with
+    itself would pass every later caller, so the oracle keeps a copy. A value that cannot be
+    copied is kept as it is (then its ``repr`` at the time is the best record there is)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return value

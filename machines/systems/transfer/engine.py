@@ -159,13 +159,20 @@ class TransferEngine(Driver):
                     raise PlanError(request_id, ["a different plan exists under this id"])
                 return RequestState(row.state)
             for node, node_data in zip(nodes, node_rows(nodes), strict=True):
-                tx.insert(
-                    NODE,
-                    node_key(request_id, node["name"]),
-                    scope=request_id,
-                    context={"kind": node["kind"]},
-                    data=node_data,
+                key = node_key(request_id, node["name"])
+                context = {"kind": node["kind"]}
+                found, made = tx.insert(
+                    NODE, key, scope=request_id, context=context, data=node_data
                 )
+                if not made and (found.scope, found.context, found.data) != (
+                    request_id,
+                    context,
+                    node_data,
+                ):
+                    raise PlanError(
+                        request_id,
+                        [f"a node row '{key}' was there before the request, and is not its plan's"],
+                    )
         return RequestState(row.state)
 
     def validate(self, request_id: str, *, problems: Sequence[str] = ()) -> RequestState:

@@ -78,6 +78,32 @@ def plan_entries(request_data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]
     }
 
 
+def row_differences(
+    request_data: Mapping[str, Any], name: str, data: Mapping[str, Any], kind: object
+) -> list[str]:
+    """How the node row named ``name`` (its ``data``, its context's ``kind``) differs from
+    what its request's stored plan made it (``node_rows``): each field that differs, or
+    that the plan is not one the engine wrote. A row's executor, side effect, predecessors
+    and kind are the plan's; one rewritten outside the engine (a check's executor swapped
+    for the bank's) is refused by the engine and named by the audit."""
+    plan = request_data.get("plan")
+    try:
+        expected = {row["name"]: row for row in node_rows(plan)}  # type: ignore[arg-type]
+        kinds = {entry["name"]: entry["kind"] for entry in plan}  # type: ignore[union-attr]
+    except (KeyError, TypeError, AttributeError):
+        return ["its request's stored plan is not one the engine wrote"]
+    if name not in expected:
+        return [f"its request's plan has no node '{name}'"]
+    out = [
+        f"{field} is {data.get(field)!r}, and the plan says {value!r}"
+        for field, value in expected[name].items()
+        if data.get(field) != value
+    ]
+    if kind != kinds[name]:
+        out.append(f"kind is {kind!r}, and the plan says {kinds[name]!r}")
+    return out
+
+
 def node_rows(plan: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What each node row keeps of its (validated) plan entry, in plan order, with its
     successors worked out in one pass."""

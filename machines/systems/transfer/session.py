@@ -25,7 +25,7 @@ from machines.spec.vocabulary import (
 )
 from machines.store.records import Row, Transaction
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
-from machines.systems.transfer.plans import node_key, node_name, plan_entries
+from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
 from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
 
 REQUEST, NODE = "request", "node"
@@ -107,6 +107,13 @@ def _planned_nodes(
                 f"request '{request_id}' has a node row '{row.key}' that its plan does not "
                 "name: it was written outside the engine; the engine acts on no node of this "
                 "request until the row is gone (machines audit names it)"
+            )
+        differs = row_differences(request_data, named, row.data, row.context.get("kind"))
+        if differs:
+            raise TransferRefused(
+                f"request '{request_id}': node row '{row.key}' is not what its plan made it "
+                f"({'; '.join(differs)}): it was changed outside the engine; the engine acts on "
+                "no node of this request until it is put back (machines audit names it)"
             )
         nodes[named] = row
     missing = sorted(set(planned) - set(nodes))

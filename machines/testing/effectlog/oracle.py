@@ -31,7 +31,14 @@ from machines.testing.effectlog.rules import (
     Told,
 )
 from machines.testing.faults import NotSent
-from machines.testing.verdict import RuleBroken, chain_problem, moves_of, promised, show_chain
+from machines.testing.verdict import (
+    RuleBroken,
+    as_told,
+    chain_problem,
+    moves_of,
+    promised,
+    show_chain,
+)
 
 
 class Status(enum.Enum):
@@ -216,10 +223,12 @@ class Observer:
         return error
 
     def returned(self, attempt: Attempt, value: Any) -> None:
-        attempt.returned, attempt.value = True, value
+        attempt.returned, attempt.value = True, as_told(value)
 
     def told(self, attempt: Attempt, kind: Told, value: Any = None, error: Any = None) -> None:
-        """The log answered the caller: judge the answer and learn from it."""
+        """The log answered the caller: judge the answer and learn from it (a copy of
+        ``value``: the log may change the object it handed out)."""
+        value = as_told(value)
         signature, belief = attempt.signature, self.beliefs[attempt.signature]
         said = describe(value) if kind is Told.VALUE else _error(error) if error else kind.value
         self.note(signature, f"the caller was told {said}")

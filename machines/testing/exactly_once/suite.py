@@ -71,7 +71,7 @@ from machines.testing.exactly_once.steps import (
 )
 from machines.testing.exactly_once.tour import take_tour
 from machines.testing.faults import Fault, NotSent, SimulatedCrash
-from machines.testing.verdict import Move, RuleBroken, bundled
+from machines.testing.verdict import Move, RuleBroken, as_told, bundled
 
 __all__ = [
     "KEYS",
@@ -388,7 +388,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
 def _told(run: Callable[[], Any]) -> Told:
     """What a caller of ``run`` was told."""
     try:
-        return Told("result", run())
+        return Told("result", as_told(run()))
     except SimulatedCrash:
         return Told("crashed")
     except StopRun:
