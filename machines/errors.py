@@ -25,6 +25,12 @@ class MachinesError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` as a message says them: "1 entity", "2 entities", "0 events"
+    (``plural`` where adding an s is wrong)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def message_of(error: BaseException, limit: int = 500) -> str:
     """``str(error)`` for a message or a stored record (``storable_text``), and never an
     exception of its own: an error's ``__str__`` is user code, and may raise or be huge."""

@@ -128,7 +128,7 @@ def test_a_map_out_of_indeterminate_into_an_outcome_is_refused(
     before = raw_snapshot(url)
     code, out = migrate(capsys, url, spec_dir, f"outcome:indeterminate={into}")
     assert code == 1, out
-    assert f"REFUSED: --map outcome:indeterminate={into}: 1 entities would leave" in out
+    assert f"REFUSED: --map outcome:indeterminate={into}: 1 entity would leave" in out
     assert "rule 'fail-closed-indeterminate' (only_actors_exit)" in out
     assert "rule 'indeterminate-exits' (only_triggers_exit)" in out
     assert "tagged fail-closed" in out
@@ -259,7 +259,7 @@ def test_a_map_that_releases_a_reservation_with_money_in_flight_is_refused(
     before = raw_snapshot(url)
     code, out = migrate(capsys, url, spec_dir, "request:executing=failed")
     assert code == 1, out
-    assert "--map request:executing=failed: 1 entities ('transfer-1') cannot be moved" in out
+    assert "--map request:executing=failed: 1 entity ('transfer-1') cannot be moved" in out
     assert "rule 'no-auto-release-with-money-in-flight' (automatic_enters_only_when)" in out
     assert "side_effects=started" in out
     assert raw_snapshot(url) == before
@@ -370,7 +370,7 @@ def test_stored_contexts_the_new_version_cannot_hold_are_refused_either_way(
     before = raw_snapshot(url)
     code, out = migrate(capsys, url, v2.path)
     assert code == 1, out
-    assert "1 entities have a context the new version refuses" in out
+    assert "1 entity with a context the new version refuses" in out
     assert "region" in out
     assert raw_snapshot(url) == before
 
@@ -482,10 +482,7 @@ def test_a_new_version_cannot_change_the_meaning_of_a_state_entities_live_in(
     before = raw_snapshot(url)
     code, out = migrate(capsys, url, spec_dir)
     assert code == 1, out
-    assert (
-        f"1 entities are in state 'succeeded', and the new version changes what it means: {why}"
-        in out
-    )
+    assert f"1 entity in state 'succeeded', and the new version changes what it means: {why}" in out
     assert raw_snapshot(url) == before
 
 

@@ -171,7 +171,7 @@ def test_a_new_version_keeps_a_populated_state_kept_for_people(
     code, out = migrate(capsys, url, version(tmp_path, "v2", "outcome", change))
     assert code == 1, out
     assert (
-        f"1 entities are in state 'indeterminate', and the new version changes what it means: {why}"
+        f"1 entity in state 'indeterminate', and the new version changes what it means: {why}"
     ) in out
     assert raw_snapshot(url) == before
 

@@ -109,7 +109,7 @@ def test_a_rename_that_unguards_indeterminate_is_refused(
     before = raw_snapshot(url)
     code, out = migrate(capsys, url, spec_dir, "outcome:indeterminate=unsure")
     assert code == 1, out
-    assert "REFUSED: --map outcome:indeterminate=unsure: 1 entities would leave" in out
+    assert "REFUSED: --map outcome:indeterminate=unsure: 1 entity would leave" in out
     assert why in out
     assert "rule 'indeterminate-exits' (only_triggers_exit) is dropped or widened" in out
     assert raw_snapshot(url) == before
@@ -214,7 +214,7 @@ def test_a_state_entities_wait_in_cannot_become_terminal(
     code, out = migrate(capsys, url, v3)
     assert code == 1, out
     assert (
-        "1 entities are in state 'unsure', and the new version changes what it means: 'unsure' "
+        "1 entity in state 'unsure', and the new version changes what it means: 'unsure' "
         "becomes terminal: its entities would be finished where they wait, with no move"
     ) in out
     assert raw_snapshot(url) == before

@@ -125,7 +125,11 @@ def test_the_mutate_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutate", "no-such-mutation"]) == 2
     assert "unknown mutation(s) no-such-mutation" in capsys.readouterr().err
     assert main(["mutate", "--list"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(CATALOG)
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split() == ["mutation", "machine", "operator", "the", "change"]
+    assert len(listed) == len(CATALOG) + 1  # a header, then one row per mutation
+    at = listed[0].index("machine")
+    assert all(line[at:].startswith(m.machine) for line, m in zip(listed[1:], CATALOG, strict=True))
 
 
 def test_a_survivor_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -136,3 +136,44 @@ def test_migrate_and_repair_never_fall_back_to_the_bundled_definitions(
         assert main([command, url, "--dry-run"]) == 2
         assert "Give --spec-dir DIR, set MACHINES_SPEC_DIR" in capsys.readouterr().out
     assert not (tmp_path / "store.db").exists()
+
+
+def test_a_long_machine_name_keeps_every_table_in_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29 item 7: names over 10 characters shifted the columns of ``check`` and of
+    the coverage table (``{name:<10}``); counts say their plural; a definition that did
+    not load is counted in the header."""
+    from machines import load
+    from machines.testing.coverage import Coverage
+
+    doc = REFUND.read_text().replace("machine: refund", "machine: refund_with_a_long_name")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "refund_with_a_long_name.yaml").write_text(doc)
+    assert main(["check", "--spec-dir", str(specs)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["machine", "states"])
+    row = next(line for line in lines if "refund_with_a_long_name" in line)
+    for column in ("states", "transitions", "findings"):
+        end = header.index(column) + len(column)  # numbers right-aligned under the header
+        assert row[end - 1].isdigit() and row[end] == " ", (header, row)
+    assert lines[0].endswith("(1 definition)")
+    (specs / "broken.yaml").write_text("machine: broken\n")
+    assert main(["check", "--spec-dir", str(specs)]) == 1
+    assert "(2 definitions, 1 did not load)" in capsys.readouterr().out.splitlines()[0]
+    spec = load(specs / "refund_with_a_long_name.yaml")
+    short = load(REFUND)
+    table = Coverage().table([spec, short]).splitlines()
+    rows = [line for line in table if not line.startswith(" ")]
+    assert len({line.index("/") for line in rows}) == 1, table
+
+
+def test_the_command_line_page_fits_the_sites_code_blocks() -> None:
+    """Issue 29 item 7: help was wrapped at 100 columns and clipped on the site; every line
+    of the generated command-line page's code blocks now fits in 80."""
+    page = (Path(__file__).parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    blocks = page.split("```")[1::2]
+    assert blocks
+    wide = [line for block in blocks for line in block.splitlines() if len(line) > 80]
+    assert wide == []

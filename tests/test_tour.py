@@ -298,7 +298,7 @@ def test_probes_never_fired_are_a_coverage_gap() -> None:
     toured = suite_for(subscriptions.Subscriptions, coverage=Coverage())
     toured.run(settings(DICE, max_examples=1, stateful_step_count=1))
     table = toured.coverage.table([SUBSCRIPTION])
-    assert table.startswith("subscription  11/11 edges"), table
+    assert table.startswith("subscription    11/11 edges"), table
     assert "probes: 216 (state, trigger, actor) fired: 17 moved, 199 refused" in table, table
 
 

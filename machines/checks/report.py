@@ -64,6 +64,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     known: list[KnownViolation] = field(default_factory=list)
     derivations: dict[str, DerivationReport] = field(default_factory=dict)
+    found: int = 0
+    """How many definition files were found (some may not have loaded)."""
 
     @property
     def exit_code(self) -> int:
@@ -104,6 +106,7 @@ def check(
             report.unreadable.append(str(exc))
             return report
     specs: dict[str, MachineSpec] = {}
+    report.found = len(paths)
     for path in paths:
         try:
             spec = read_definition(path)

@@ -48,8 +48,9 @@ COMMANDS = (
 """Every command, in the order ``machines --help`` lists them: a new command is a module
 with its ``COMMAND``, named here."""
 
-HELP_WIDTH = 100
-"""Help is wrapped at a fixed width, so the generated CLI page is the same everywhere."""
+HELP_WIDTH = 80
+"""Help is wrapped at a fixed width, so the generated CLI page is the same everywhere, and
+narrow enough that the site shows each line whole in a code block (about 80 columns fit)."""
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C: the shell's code for a process ended by SIGINT (128 + 2)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from machines.checks.invariants import Breach
 from machines.cli.command import Command, Parsers, problem
 from machines.cli.output import Document, add_format, document, failed, is_json, write_json
-from machines.errors import MachinesError
+from machines.errors import MachinesError, counted
 from machines.spec.loader import definition_paths, read_definition
 from machines.spec.project import definitions_dir
 
@@ -72,17 +72,17 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             log = read_log(file)
             breaches = audit_events(log, specs)
             events, entities = len(log), len({(e.machine, e.entity) for e in log})
-            what = f"{events} events of {entities} entities"
+            what = f"{counted(events, 'event')} of {counted(entities, 'entity', 'entities')}"
         else:
             assert url is not None
             if args.save_heads is not None:
                 heads.check_replaceable(args.save_heads)
             against = None if args.check_heads is None else heads.load(args.check_heads)
             if against is not None:
-                counted = sum(k[0] != heads.DEFINITIONS for k in against)
+                kept_before = sum(k[0] != heads.DEFINITIONS for k in against)
                 checked = (
-                    f"checked against the heads of {counted} entities kept in "
-                    f"{args.check_heads} "
+                    f"checked against the heads of "
+                    f"{counted(kept_before, 'entity', 'entities')} kept in {args.check_heads} "
                     f"(sha256 {heads.digest(args.check_heads)})"
                 )
             found = judge_store(url, specs, against, keep_heads=args.save_heads is not None)
@@ -91,8 +91,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 digest = heads.save(args.save_heads, found.heads)
                 entities = sum(k[0] != heads.DEFINITIONS for k in found.heads)
                 kept = (
-                    f"kept the heads of {entities} entities, the registry and the record of "
-                    f"repairs in {args.save_heads} (sha256 {digest})"
+                    f"kept the heads of {counted(entities, 'entity', 'entities')}, the registry "
+                    f"and the record of repairs in {args.save_heads} (sha256 {digest})"
                 )
             versions = {m: list(v) for m, v in found.versions.items()}
             repairs = list(found.repairs)

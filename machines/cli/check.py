@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from tabulate import tabulate
+
 from machines.checks.report import Report, check
 from machines.cli.command import Command, Parsers, whole
 from machines.cli.output import (
@@ -24,6 +26,7 @@ from machines.cli.output import (
     write_json,
 )
 from machines.derive.proof import DERIVATION_INVARIANTS, MAX_NODES, Counterexample
+from machines.errors import counted
 from machines.spec.project import definitions_dir
 from machines.spec.structure import Violation, format_path
 
@@ -116,18 +119,20 @@ def print_report(
     ``findings`` (``--findings``), else their count and the command that prints them
     (``given``: the options of this run, repeated in it)."""
     w = out.write
-    count = len(report.machines)
-    w(f"machines check: {report.spec_dir} ({count} definition{'' if count == 1 else 's'})\n\n")
+    loaded = len(report.machines)
+    failed = max(report.found - loaded, 0)
+    w(
+        f"machines check: {report.spec_dir} ({counted(report.found, 'definition')}"
+        f"{f', {failed} did not load' if failed else ''})\n\n"
+    )
     if report.machines:
-        w(
-            f"  {'machine':<10}{'states':>7}{'transitions':>13}{'rules':>7}{'forbidden':>11}"
-            f"{'findings':>10}  semantic digest\n"
-        )
-        for m in report.machines:
-            w(
-                f"  {m.name:<10}{m.states:>7}{m.transitions:>13}{m.rules:>7}{m.forbidden:>11}"
-                f"{m.findings:>10}  {m.semantic_digest}\n"
-            )
+        rows = [
+            (m.name, m.states, m.transitions, m.rules, m.forbidden, m.findings, m.semantic_digest)
+            for m in report.machines
+        ]
+        headers = ("machine", "states", "transitions", "rules", "forbidden", "findings")
+        table = tabulate(rows, (*headers, "semantic digest"), tablefmt="plain")
+        w("".join(f"  {line.rstrip()}\n" for line in table.splitlines()))
         w("\n")
     for machine, d in report.derivations.items():
         w(

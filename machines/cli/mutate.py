@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+from tabulate import tabulate
+
 from machines.cli.command import Command, Parsers, whole
 from machines.errors import InvalidArgument, install_command
 
@@ -133,8 +135,8 @@ def _run_catalog(args: argparse.Namespace) -> int:
         return 2
 
     if args.list:
-        for m in CATALOG:
-            print(f"{m.id:<42} {m.machine:<8} {m.description}")
+        rows = [(m.id, m.machine, m.change.operator, m.description) for m in CATALOG]
+        print(tabulate(rows, ("mutation", "machine", "operator", "the change"), tablefmt="plain"))
         return 0
 
     def progress(k: Kill) -> None:

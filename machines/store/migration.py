@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from machines.errors import InvalidArgument
+from machines.errors import InvalidArgument, counted
 from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
@@ -122,7 +122,7 @@ class MigrationPlan:
                 out.append(f"{m.machine}: {versions}: the same definition, schema regenerated")
             else:
                 out.append(f"{m.machine}: {versions}: {', '.join(m.changes) or 'changed'}")
-            out += [f"{m.machine}:   map {o} -> {n}: {k} entities" for o, n, k in m.mapped]
+            out += [f"{m.machine}:   map {o} -> {n}: {_entities(k)}" for o, n, k in m.mapped]
             out += [f"{m.machine}: REFUSED: {why}" for why in m.refusals]
         return out + list(self.notes)
 
@@ -360,7 +360,7 @@ def _plan(
         )
         mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
         problems += [
-            f"{count} entities are in state '{state}', and the new version changes what it "
+            f"{_entities(count)} in state '{state}', and the new version changes what it "
             f"means: {why}; keep its meaning, or add a new state for the new one"
             for state, count in sorted(counts.items())
             if count
@@ -490,7 +490,7 @@ def _mappings(
         found = given.get(state)
         if found is None:
             refusals.append(
-                f"{count} entities are in state '{state}', which the new version removes; "
+                f"{_entities(count)} in state '{state}', which the new version removes; "
                 f"map them: --map {m}:{state}=STATE"
             )
         else:
@@ -516,3 +516,7 @@ def open_database(url: str, command: str = "migrate") -> Database:
     raise InvalidArgument(
         f"machines {command} needs a sqlite:///path or postgresql://... URL, not {shown_url(url)!r}"
     )
+
+
+def _entities(count: int) -> str:
+    return counted(count, "entity", "entities")

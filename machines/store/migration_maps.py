@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from machines.derive.proof import DERIVATION_INVARIANTS, check_derivation
+from machines.errors import counted
 from machines.spec import MachineSpec
 from machines.spec.migration_moves import lineage, migration_breaks, way_out
 from machines.spec.records import derived_variables
@@ -57,7 +58,7 @@ def map_refusals(
         static = migration_breaks(old, new, source, dest, earlier=earlier)
         if static:
             out.append(
-                f"{flag}: {count} entities would leave '{source}' by the automatic "
+                f"{flag}: {_entities(count)} would leave '{source}' by the automatic "
                 f"migration actor: {'; and '.join(static)}; {way_out(old, source)}"
             )
             continue
@@ -74,7 +75,7 @@ def map_refusals(
             shown = ", ".join(f"'{k}'" for k in keys[:SHOWN_KEYS])
             more = f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else ""
             out.append(
-                f"{flag}: {len(keys)} entities ({shown}{more}) cannot be moved into '{dest}' "
+                f"{flag}: {_entities(len(keys))} ({shown}{more}) cannot be moved into '{dest}' "
                 f"by the automatic migration actor: {why}; {way_out(old, source)}"
             )
     return out
@@ -183,9 +184,9 @@ def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:
         )
         if wrong:
             out.append(
-                f"{count} entities have a context the new version refuses ({json.dumps(context)}: "
-                f"{', '.join(wrong)}); a context variable or value they hold is removed, or "
-                "one they lack is added"
+                f"{_entities(count)} with a context the new version refuses "
+                f"({json.dumps(context)}: {', '.join(wrong)}); a context variable or value they "
+                "hold is removed, or one they lack is added"
             )
     return out
 
@@ -213,3 +214,7 @@ def derivation_refusals(request: MachineSpec, node: MachineSpec) -> list[str]:
         for c in outcome.counterexamples
         if c.invariant in DERIVATION_INVARIANTS
     ]
+
+
+def _entities(count: int) -> str:
+    return counted(count, "entity", "entities")

@@ -62,10 +62,11 @@ class Coverage:
     def table(self, specs: list[MachineSpec]) -> str:
         """A short report: per machine, edges covered out of all, and the missing ones."""
         lines = []
+        width = max([10, *(len(spec.name) + 2 for spec in specs)])
         for spec in specs:
             total = len({(t.source, t.trigger, t.dest) for t in spec.transitions})
             missing = self.missing(spec)
-            lines.append(f"{spec.name:<10}{total - len(missing):>4}/{total} edges")
+            lines.append(f"{spec.name:<{width}}{total - len(missing):>4}/{total} edges")
             lines.extend(f"    missing: {s} --{t}--> {d}" for s, t, d in missing)
             probed = self.probed(spec.name)
             if probed:
