@@ -19,7 +19,7 @@ import yaml
 
 import machines
 from machines import SpecError, SpecUnreadable, SpecViolation
-from machines.spec.loader import bundled_spec_dir, read_definition
+from machines.spec.loader import bundled_spec_dir, read_definition, see_format
 from tests.conftest import rename_everywhere
 
 BUNDLED = bundled_spec_dir()
@@ -293,7 +293,7 @@ def test_a_value_yaml_misreads_gets_a_hint(
     line = line_of(text, re.escape(new.splitlines()[0]))
     (problem,) = [p for p in err.problems if p.startswith(f"line {line}, at {at}: ")]
     assert problem.startswith(f"line {line}, at {at}: {token} is read as {reads}, not a string")
-    assert problem.endswith(f"quote it: '{token}' (see machine.schema.json)") or (
+    assert problem.endswith(f"quote it: '{token}' ({see_format()})") or (
         reads == "null" and f"quote it: '{token}', or write the value" in problem
     )
     if reads.startswith("the boolean"):
@@ -307,7 +307,7 @@ def test_an_empty_value_is_null_and_says_so(tmp_path: Path) -> None:
     problem = only_problem(load_error(path))
     assert problem == (
         f"line {line_of(text, r'^title:$')}, at title: an empty value is read as null, "
-        "not a string: write the value (see machine.schema.json)"
+        f"not a string: write the value ({see_format()})"
     )
 
 
@@ -321,9 +321,7 @@ def test_no_quoting_advice_where_quoting_would_not_help(tmp_path: Path) -> None:
     edit(path, "rule: only_actors_exit, state: unknown", "rule: on, state: unknown")
     err = load_error(path)
     assert any(
-        p.endswith(
-            "at initial: ~ is read as null, not a string: write the value (see machine.schema.json)"
-        )
+        p.endswith(f"at initial: ~ is read as null, not a string: write the value ({see_format()})")
         for p in err.problems
     ), err.problems
     (rule,) = [p for p in err.problems if "invariants[3].rule" in p]
@@ -341,7 +339,7 @@ def test_two_values_read_as_one_boolean_say_why(tmp_path: Path) -> None:
     assert err.problems[0] == (
         f"line {line}, at context.size.values: [True, True] has non-unique elements: YAML "
         "read some unquoted values as booleans, null or numbers (see below); quote them "
-        "(see machine.schema.json)"
+        f"({see_format()})"
     )
     assert [p.split(" is read as")[0] for p in err.problems[1:3]] == [
         f"line {line}, at context.size.values[0]: yes",
@@ -359,9 +357,7 @@ def test_json_booleans_are_booleans(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     problem = only_problem(load_error(path))
     line = line_of(text, '"initial": true')
-    assert problem == (
-        f"line {line}, at initial: True is not of type 'string' (see machine.schema.json)"
-    )
+    assert problem == (f"line {line}, at initial: True is not of type 'string' ({see_format()})")
 
 
 # -- schema: shape and unknown keys --------------------------------------------------------
@@ -429,7 +425,7 @@ def test_missing_required_top_level_key(spec_dir: Path) -> None:
     problem = only_problem(load_error(path))
     assert problem.startswith("line 1, at <document>: ")
     assert "'title' is a required property" in problem
-    assert "add it (see machine.schema.json)" in problem
+    assert f"add it ({see_format()})" in problem
 
 
 def test_missing_required_key_in_a_transition(spec_dir: Path) -> None:

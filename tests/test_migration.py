@@ -151,7 +151,7 @@ def test_a_breaking_change_with_maps_moves_each_entity_once(
     code, out = migrate(capsys, url, spec_dir, *maps(*MAPS))
     assert code == 0, out
     assert f"effect:   map approved -> pending: {COPIES['effect', 'approved']} entities" in out
-    assert "effect:   map replayed -> duplicate: 1 entities" in out
+    assert "effect:   map replayed -> duplicate: 1 entity" in out
 
     after = store_snapshot(url, new)
     assert set(after) == set(before)
@@ -223,10 +223,10 @@ def test_a_breaking_change_without_a_map_is_refused_and_changes_nothing(
     code, out = migrate_changing_nothing(capsys, url, spec_dir)
     assert code == 1, out
     assert (
-        f"effect: REFUSED: {COPIES['effect', 'approved']} entities are in state 'approved', "
+        f"effect: REFUSED: {COPIES['effect', 'approved']} entities in state 'approved', "
         "which the new version removes; map them: --map effect:approved=STATE"
     ) in out
-    assert "effect: REFUSED: 1 entities are in state 'replayed'" in out
+    assert "effect: REFUSED: 1 entity in state 'replayed'" in out
     assert "REFUSED; nothing changed" in out
     assert isinstance(opens(url, load_dir(spec_dir)), DefinitionChanged)
 

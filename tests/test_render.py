@@ -170,7 +170,7 @@ def test_every_machine_page_has_its_tables_and_findings() -> None:
     request = pages["request.md"]
     assert "| # | `money-safe` | `qtg-v3` |" in request
     ours = package_pages(MACHINES, site_facts(MACHINES))
-    assert set(ours) == {"invariants.md", "cli.md"}
+    assert set(ours) == {"invariants.md", "cli.md", "format.md"}
     invariants = ours["invariants.md"]
     for name in ("exactly-once", "no-auto-terminal-money-in-flight", "context-matches-money"):
         assert f"`{name}`" in invariants or f"### {name}" in invariants

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import yaml
+
 from machines.cli.command import Parsers
 from machines.cli.generated import generator
 from machines.errors import InvalidArgument, install_command
@@ -29,7 +31,10 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
     from machines.explore.transfer import TransferModel
     from machines.explore.transfer_plans import SCOPES
     from machines.mutation.catalog import CATALOG
+    from machines.render.format_page import rule_examples
     from machines.render.site import SiteFacts
+    from machines.spec.files import read_text
+    from machines.spec.loader import schema
 
     by_name = {spec.name: spec for spec in specs}
     explorer: dict[str, Mapping[str, str]] = {}
@@ -40,10 +45,13 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
     parser, commands = parsers
     helps = [("machines", parser.format_help())]
     helps += [(f"machines {name}", command.format_help()) for name, command in commands.items()]
+    documents = [yaml.safe_load(read_text(p)) for p in definition_paths(bundled_spec_dir())]
     return SiteFacts(
         explorer=explorer,
         mutations=[(m.id, m.machine, m.change.operator, m.description, m.breaks) for m in CATALOG],
         helps=helps,
+        schema=schema(),
+        rule_examples=rule_examples(documents),
     )
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from machines.render.format_page import FORMAT_PAGE, format_page
 from machines.render.pages import (
     cli_page,
     findings_page,
@@ -26,6 +28,8 @@ DIAGRAMS = "diagrams"
 
 FINDINGS_PAGE = "findings.md"
 RULES_PAGE = "rules.md"
+SCHEMA_PATH = "<site-packages>/machines/_spec/machine.schema.json"
+"""Where an installed package keeps the schema, as the format page says it."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,16 @@ class SiteFacts:
 
     ``explorer``: per model, what a breach of each invariant it checks is (id -> text);
     ``mutations``: (id, machine, operator, description, the invariant ids it breaks) per catalogued
-    mutation; ``helps``: (command, its ``--help`` text), the top-level one first."""
+    mutation; ``helps``: (command, its ``--help`` text), the top-level one first; ``schema``
+    and ``rule_examples``: what the definition format page is made of."""
 
     explorer: Mapping[str, Mapping[str, str]]
     mutations: Sequence[tuple[str, str, str, str, tuple[str, ...]]]
     helps: Sequence[tuple[str, str]]
+    schema: Mapping[str, Any]
+    """The parsed JSON Schema of a definition, which the format page is made from."""
+    rule_examples: Mapping[str, Mapping[str, Any]]
+    """A rule of each kind, as a bundled definition writes it (kind -> the rule)."""
 
 
 def definition_pages(specs: Sequence[MachineSpec]) -> dict[str, str]:
@@ -60,4 +69,5 @@ def package_pages(specs: Sequence[MachineSpec], facts: SiteFacts) -> dict[str, s
     return {
         "invariants.md": invariants_page(facts.explorer, facts.mutations, rules_by_id),
         "cli.md": cli_page(facts.helps),
+        FORMAT_PAGE: format_page(facts.schema, facts.rule_examples, SCHEMA_PATH),
     }

@@ -52,6 +52,12 @@ def bundled_spec_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "spec"
 
 
+def see_format() -> str:
+    """Where a definition's author reads what a key takes: the generated format page and
+    the installed schema, as a refusal names them."""
+    return f"see the definition format page (format.md) and {bundled_spec_dir() / SCHEMA_FILE}"
+
+
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 """What a path to one definition may end in: a definition is YAML, and JSON is YAML (what
 ``machines export --format json`` writes loads back). A directory of definitions
@@ -205,7 +211,7 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
             f"allowed here: {', '.join(allowed)}. Remove or fix the spelling."
         )
     if error.validator == "required":
-        return f"{where}: {error.message}; add it (see {SCHEMA_FILE})"
+        return f"{where}: {error.message}; add it ({see_format()})"
     if (
         error.validator == "uniqueItems"
         and isinstance(error.instance, list)
@@ -213,9 +219,9 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     ):
         return (
             f"{where}: {_quoting_instance(error)}: YAML read some unquoted values as "
-            f"booleans, null or numbers (see below); quote them (see {SCHEMA_FILE})"
+            f"booleans, null or numbers (see below); quote them ({see_format()})"
         )
-    return f"{where}: {_quoting_instance(error)} (see {SCHEMA_FILE})"
+    return f"{where}: {_quoting_instance(error)} ({see_format()})"
 
 
 def _misread_text(source: YamlSource, error: jsonschema.ValidationError) -> str | None:
@@ -237,7 +243,7 @@ def _misread_text(source: YamlSource, error: jsonschema.ValidationError) -> str 
         why = misread(e.instance, token, fits)
         if why is None:
             continue
-        message = f"{source.where(key_path)}: {why} (see {SCHEMA_FILE})"
+        message = f"{source.where(key_path)}: {why} ({see_format()})"
         if fits:
             return message
         if e.instance is None and null is None:

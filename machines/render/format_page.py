@@ -1,0 +1,101 @@
+"""The definition format's reference page, generated from its JSON Schema.
+
+Every key of a definition, every kind of object it holds and every rule kind with its
+parameters come from ``spec/machine.schema.json`` (its ``description`` texts included),
+so the page cannot leave out what the loader accepts; each rule kind's example is the
+first rule of that kind in the bundled definitions (``examples``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+FORMAT_PAGE = "format.md"
+
+SECTIONS: Sequence[tuple[str, str]] = (
+    ("context_variable", "A context variable (an entry of `context`)"),
+    ("actor", "An actor (an entry of `actors`)"),
+    ("state", "A state (an entry of `states`)"),
+    ("transition", "A transition (an item of `transitions`)"),
+    ("forbidden", "A forbidden move (an item of `forbidden`)"),
+    ("finding", "A finding (an item of `findings`)"),
+    ("derivation", "A derivation (`derivation`)"),
+    ("rule_set", "A rule set (an entry of `derivation.rule_sets`)"),
+    ("derivation_rule", "A derivation rule (an item of a rule set's `rules`)"),
+    ("context_case", "A derived context case (an item of `derivation.context.VARIABLE`)"),
+    ("clause", "A clause (an item of a derivation rule's `when`)"),
+    ("nodeset", "A set of nodes (what a clause's `any`, `all` or `none` holds)"),
+)
+"""The objects a definition holds, in the order the page describes them."""
+
+
+def format_page(
+    schema: Mapping[str, Any], examples: Mapping[str, Mapping[str, Any]], schema_path: str
+) -> str:
+    """The reference page: ``schema`` is the parsed JSON Schema, ``examples`` a rule of
+    each kind (kind -> the rule as written), ``schema_path`` where the schema is installed
+    as the page says it."""
+    defs: Mapping[str, Any] = schema["$defs"]
+    out = [
+        "# Definition format",
+        "",
+        "A definition is one YAML file (`.yaml` or `.yml`; a `.json` export loads too) per "
+        "machine, named after the machine. This page is generated from the JSON Schema every "
+        "definition is validated against, `machine.schema.json`; an installed package keeps "
+        f"it at `{schema_path}`. Unknown keys are errors.",
+        "",
+        "## The top level",
+        "",
+        _keys(schema),
+    ]
+    for name, title in SECTIONS:
+        out += ["", f"## {title}", "", _keys(defs[name])]
+    out += [
+        "",
+        "## Rules",
+        "",
+        "Each item of `invariants` is a rule: an `id`, a `rule` kind, a `description`, and "
+        "the parameters of its kind. `machines check` proves each rule on the definition's "
+        "graph and prints a shortest path to any break.",
+    ]
+    for branch in defs["rule"]["allOf"]:
+        kind = branch["if"]["properties"]["rule"]["const"]
+        then = branch["then"]
+        out += ["", f"### `{kind}`", "", then.get("description", ""), "", _keys(then)]
+        example = examples.get(kind)
+        if example is not None:
+            text = yaml.safe_dump([dict(example)], sort_keys=False, width=80)
+            out += ["", "```yaml", text.rstrip(), "```"]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _keys(node: Mapping[str, Any]) -> str:
+    required = set(node.get("required", ()))
+    rows = [
+        (f"`{key}`", "yes" if key in required else "no", _what(value))
+        for key, value in node.get("properties", {}).items()
+    ]
+    lines = ["| key | required | what it is |", "|---|---|---|"]
+    lines += [f"| {k} | {r} | {w} |" for k, r, w in rows]
+    return "\n".join(lines)
+
+
+def _what(value: Mapping[str, Any]) -> str:
+    text = " ".join(str(value.get("description", "")).split())
+    return text.replace("|", "\\|")
+
+
+def rule_examples(documents: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The first rule of each kind in ``documents`` (parsed definitions), by kind."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for rule in _rules(documents):
+        found.setdefault(str(rule.get("rule")), rule)
+    return found
+
+
+def _rules(documents: Sequence[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    for document in documents:
+        yield from document.get("invariants", ())

@@ -1,0 +1,75 @@
+"""The definition format has a reference (issue 29): a page generated from the JSON Schema
+(``docs/format.md``), with every key, every rule kind with its parameters and an example of
+each; errors point to it and to the installed schema."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from machines.render.format_page import SECTIONS
+from machines.spec.loader import SCHEMA_FILE, bundled_spec_dir, load, schema, see_format
+
+PAGE = (Path(__file__).parents[1] / "docs" / "format.md").read_text(encoding="utf-8")
+
+
+def _objects(node: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every object of the schema that lists keys: the top level, each object of $defs, and
+    each rule kind's parameters."""
+    yield "top level", node
+    for name, value in node["$defs"].items():
+        if "properties" in value and name != "rule":
+            yield name, value
+    for branch in node["$defs"]["rule"]["allOf"]:
+        yield branch["if"]["properties"]["rule"]["const"], branch["then"]
+
+
+def test_every_object_of_the_schema_has_a_section_and_every_key_a_description() -> None:
+    described = {name for name, _ in SECTIONS}
+    for name, node in _objects(schema()):
+        if name != "top level" and "allOf" not in node and name not in described:
+            assert name in {
+                b["if"]["properties"]["rule"]["const"] for b in schema()["$defs"]["rule"]["allOf"]
+            }, f"$defs.{name} has keys and no section of the format page: add it to SECTIONS"
+        for key, value in node["properties"].items():
+            assert value.get("description"), f"{name}.{key} has no description in the schema"
+            assert f"| `{key}` |" in PAGE, f"{name}.{key} is not on docs/format.md"
+
+
+def test_every_rule_kind_has_a_section_a_description_and_an_example_that_loads() -> None:
+    for branch in schema()["$defs"]["rule"]["allOf"]:
+        kind = branch["if"]["properties"]["rule"]["const"]
+        section = PAGE[PAGE.index(f"### `{kind}`") :]
+        section = section[: section.find("\n### ", 4) if "\n### " in section[4:] else None]
+        assert branch["then"]["description"] in section
+        assert f"rule: {kind}" in section, f"no example of {kind}"
+
+
+def test_a_refusal_points_to_the_page_and_to_the_installed_schema(tmp_path: Path) -> None:
+    said = see_format()
+    assert "format.md" in said and str(bundled_spec_dir() / SCHEMA_FILE) in said
+    assert (bundled_spec_dir() / SCHEMA_FILE).is_file()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec_version: 1\nmachine: broken\n")
+    try:
+        load(broken)
+    except Exception as refused:
+        assert said in str(refused)
+    else:
+        raise AssertionError("an incomplete definition loaded")
+
+
+def test_the_api_reference_shows_every_name_the_package_exports() -> None:
+    """Issue 29 item 6: EntityMachine, AsyncEntityMachine, Hooks, History and
+    TransitionEvent, which the README shows first, were missing from the API reference."""
+    import machines
+
+    page = (Path(__file__).parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    whole_modules = {"machines.errors"}  # documented as a whole module
+    missing = [
+        name
+        for name in machines.__all__
+        if f"{name}" not in page and getattr(machines, name).__module__ not in whole_modules
+    ]
+    assert missing == []
