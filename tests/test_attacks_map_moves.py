@@ -260,3 +260,90 @@ def test_a_map_into_a_state_the_new_version_makes_final_finishes_nothing(
     assert "'requested' is not terminal and 'awaiting_approval' is" in small
     large = migration_breaks(v1, v2, "requested", "awaiting_approval", {"size": "large"})
     assert not any("is not terminal" in why for why in large)  # hold: the service's own move
+
+
+# -- outsider, eleventh batch ----------------------------------------------------------------
+
+
+def _cleared_by_size(doc: Document) -> None:
+    """A state ``cleared`` the service enters for small refunds, a person for any."""
+    doc["states"]["cleared"] = {"description": "Cleared."}
+    doc["transitions"] += [
+        _move("fast_clear", "requested", "cleared", "service", when={"size": ["small"]}),
+        _move("clear", "awaiting_approval", "cleared", "approver"),
+        _move("go", "cleared", "sending", "service"),
+    ]
+
+
+def test_a_rename_keeps_who_puts_entities_there_under_the_entitys_context(
+    tmp_path: Path,
+) -> None:
+    """f02: the rename check read who enters the new state for every context at once: for
+    a large refund, only a person enters ``cleared``."""
+    v1, v2 = load(REFUND), _refund(tmp_path, "v2", _cleared_by_size)
+    large = "\\n".join(migration_breaks(v1, v2, "requested", "cleared", {"size": "large"}))
+    assert "only people's moves enter 'cleared', and automatic ones entered 'requested'" in large
+    small = "\\n".join(migration_breaks(v1, v2, "requested", "cleared", {"size": "small"}))
+    assert "only people's moves enter" not in small
+
+
+def test_a_map_into_a_state_no_move_enters_for_the_entity_is_refused(tmp_path: Path) -> None:
+    """f03: with no way in for the entity's context, the "only people enter" check passed
+    by default."""
+
+    def small_only(doc: Document) -> None:
+        doc["states"]["granted"] = {"description": "Granted."}
+        doc["transitions"] += [
+            _move("fast_grant", "requested", "granted", "service", when={"size": ["small"]}),
+            _move("go", "granted", "sending", "service"),
+        ]
+
+    v2 = _refund(tmp_path, "v2", small_only)
+    large = "\\n".join(migration_breaks(v2, v2, "requested", "granted", {"size": "large"}))
+    assert "no move of the definition enters 'granted' for such an entity" in large
+    small = "\\n".join(migration_breaks(v2, v2, "requested", "granted", {"size": "small"}))
+    assert "no move of the definition enters" not in small
+
+
+def test_a_kept_state_does_not_become_one_only_people_enter(tmp_path: Path) -> None:
+    """f04: v2 kept ``awaiting_approval`` (where the service puts large refunds) and made
+    it a person's, with a rule: the waiting refunds would look put there by a person."""
+    from machines.spec.migration_moves import kept_state_breaks
+
+    def asked_by_a_person(doc: Document) -> None:
+        doc["transitions"] = [t for t in doc["transitions"] if t["trigger"] != "hold"]
+        doc["transitions"].append(
+            _move("ask", "requested", "awaiting_approval", "approver", when={"size": ["large"]})
+        )
+        doc["invariants"].append(
+            {
+                "id": "a-person-asks",
+                "rule": "only_actors_enter",
+                "states": ["awaiting_approval"],
+                "actors": ["approver"],
+                "description": "Only a person asks.",
+            }
+        )
+
+    v2 = _refund(tmp_path, "v2", asked_by_a_person)
+    said = "\\n".join(kept_state_breaks(load(REFUND), v2, "awaiting_approval"))
+    assert "'awaiting_approval' gains a rule that only people enter it" in said
+    assert kept_state_breaks(load(REFUND), load(REFUND), "awaiting_approval") == []
+
+
+def test_a_name_brought_back_is_judged_under_every_context(tmp_path: Path) -> None:
+    """f13: ``cleared``, which the service entered for every size, came back entered by a
+    person for large refunds: old large refunds would read as a person's approval."""
+    from machines.spec.migration_moves import reused_name_breaks
+
+    def cleared_by_the_service(doc: Document) -> None:
+        doc["states"]["cleared"] = {"description": "Cleared."}
+        doc["transitions"] += [
+            _move("fast_clear", "requested", "cleared", "service", when={"size": ["small"]}),
+            _move("clear", "awaiting_approval", "cleared", "service"),
+            _move("go", "cleared", "sending", "service"),
+        ]
+
+    earlier = [(1, _refund(tmp_path, "v1", cleared_by_the_service)), (2, load(REFUND))]
+    said = "\\n".join(reused_name_breaks(earlier, _refund(tmp_path, "v3", _cleared_by_size)))
+    assert "entered only by people when size=large" in said

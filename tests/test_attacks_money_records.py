@@ -399,3 +399,42 @@ def test_a_node_row_the_plan_does_not_name_is_refused_by_the_engine_and_named(
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 1
     assert "its plan does not name it: it was written outside the engine" in capsys.readouterr().out
+
+
+def test_a_node_row_planted_and_moved_before_its_request_is_not_adopted(url: str) -> None:
+    """Outsider, eleventh batch (f01): a row with exactly the plan's data, moved on through
+    legal moves before the request existed, was taken for the node: the withdrawal never
+    ran and the request completed. A pre-existing row must be the untouched node."""
+    store = open_store(url)
+    try:
+        data = {"name": "x", "has_side_effect": False, "executor": "venue"}
+        data |= {"predecessors": [], "successors": []}
+        row, _ = store.insert("node", "t1/x", scope="t1", context={"kind": "action"}, data=data)
+        store.move(row, "skip", actor="planner", detail={"by": "app"})
+        engine = engine_for(store, FakeVenue({}))
+        with pytest.raises(PlanError, match="untouched node"):
+            engine.submit("t1", THEN_D)
+    finally:
+        store.close()
+
+
+def test_a_stored_plan_erased_by_raw_sql_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider, eleventh batch (f09): a request whose plan was replaced by a string was
+    taken for another system's, and its nodes went unjudged."""
+    db = tmp_path / "store.db"
+    with started(db, FakeVenue({"w": {"prepare": ["retry"]}}), THEN_D, steps=1):
+        pass
+    raw = sqlite3.connect(db)
+    data = json.loads(raw.execute("SELECT data FROM request_entities WHERE key='t1'").fetchone()[0])
+    data["plan"] = "erased"
+    raw.execute(
+        "UPDATE request_entities SET data = ?, version = version + 1 WHERE key = 't1'",
+        (json.dumps(data),),
+    )
+    raw.commit()
+    raw.close()
+    capsys.readouterr()
+    assert main(["audit", "--from-store", f"sqlite:///{db}"]) == 1
+    assert "its stored plan is not one the engine wrote" in capsys.readouterr().out

@@ -757,3 +757,44 @@ def test_a_second_store_earlier_on_the_search_path_is_refused_not_used() -> None
         spec_dir = str(bundled_spec_dir())  # batch 10 (f10): migrate and repair too
         assert main(["migrate", both, "--spec-dir", spec_dir]) == 2
         assert main(["repair", both, "--spec-dir", spec_dir, "--by", "owner"]) == 2
+
+
+def test_a_store_made_later_earlier_on_the_path_never_takes_over_an_open_store() -> None:
+    """Outsider, eleventh batch (f05): a store opened on ``"$user", public`` checked the
+    search path once; a second store made afterwards in a schema earlier on the path took
+    over the open store's next session, and a key ran twice. Every session is now pinned to
+    the schema the store was found in."""
+    import threading
+
+    import psycopg
+
+    from machines.store.postgres import temporary_schema
+
+    server = require_postgres()
+    with temporary_schema(server) as first, temporary_schema(server) as second:
+        early, late = (url.rpartition("%3D")[2] for url in (first, second))
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {early}")  # not there yet when the store opens
+        both = f"{first.rpartition('%3D')[0]}%3D{early}%2C{late}"
+        store = open_store(both)  # made in the later schema, the only one that exists
+        try:
+            with psycopg.connect(server, autocommit=True) as admin:
+                admin.execute(f"CREATE SCHEMA {early}")
+            open_store(first).close()  # a clean copy, earlier on the store's path
+            found: list[str] = []
+
+            def another_session() -> None:  # a new thread opens a new session
+                with store.transaction() as tx:
+                    tx.insert("outcome", "order-1", data={})
+                found.append("done")
+
+            worker = threading.Thread(target=another_session)
+            worker.start()
+            worker.join()
+            assert found == ["done"]
+        finally:
+            store.close()
+        with psycopg.connect(server, autocommit=True) as admin:
+            keys = [r[0] for r in admin.execute(f"SELECT key FROM {late}.outcome_entities")]
+            copied = [r[0] for r in admin.execute(f"SELECT key FROM {early}.outcome_entities")]
+        assert keys == ["order-1"] and copied == []

@@ -166,3 +166,37 @@ def test_the_minimiser_keeps_a_runs_set_up() -> None:
     suite = transfer_suite_for(transfer_zoo.adapter_for(bug.engine))
     _, steps = _reported(suite, TRANSFER_HUNT.hunting())
     assert steps[0].rule == "submit" and all(s.rule != "submit" for s in steps[1:])
+
+
+def test_an_oracle_compares_what_was_told_by_its_json_shape_not_its_own_eq() -> None:
+    """Outsider, eleventh batch (f06, f07): the effect-log oracle compared with ``==``, so
+    ``1.0`` passed for ``1`` and ``mock.ANY`` for anything; it now compares as the
+    exactly-once oracle does (``same_value``)."""
+    from unittest import mock
+
+    from machines.testing.verdict import same_value
+
+    assert not same_value({"n": 1.0}, {"n": 1}) and not same_value(mock.ANY, {"n": 1})
+    assert same_value({"n": [1, "a"]}, {"n": [1, "a"]})
+
+    class Floats(ReferenceEffectLog):
+        def call(self, signature: str, fn: Any, call: Any) -> Any:
+            told = super().call(signature, fn, call)
+            return {k: float(v) for k, v in told.items()} if isinstance(told, dict) else told
+
+    class Suite(EffectLogSuite):
+        def make_adapter(self) -> EffectLogAdapter:
+            return Floats()
+
+    with pytest.raises(RuleBroken, match="replay: "):
+        Suite.run(SMALL)
+
+
+def test_the_effect_log_tour_catches_an_approval_that_outlives_its_run() -> None:
+    """Outsider, eleventh batch (f17): at the ci size a fresh suite missed the bug; the
+    tour's irreversible runs now start with a call the log records and a person decides."""
+    bug = next(b for b in effectlog_zoo.BUGS if b.name == "ApprovalOutlivesItsRun")
+    suite = effect_log_suite_for(effectlog_zoo.adapter_for(bug))
+    with pytest.raises(RuleBroken, match=r"found by the tour") as failure:
+        suite.run(settings(SMALL, max_examples=1))
+    assert failure.value.rule in bug.rules

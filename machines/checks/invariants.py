@@ -496,6 +496,17 @@ def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -
                     "it was changed outside the engine",
                 )
             )
+    for r in snap.of("request"):
+        if "plan" in r.data and not plans.get(r.key):
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    "request",
+                    r.key,
+                    "its stored plan is not one the engine wrote: it was changed outside the "
+                    "engine, and what its nodes may be moving cannot be read",
+                )
+            )
     for request, planned in plans.items():
         missing = sorted(set(planned) - held.get(request, set()))
         if missing:

@@ -46,6 +46,7 @@ every recorded migration event the same way; both read ``migration_breaks``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -96,7 +97,7 @@ def migration_breaks(
     out: list[str] = []
     for spec, name in lived:
         if renamed and new is not None:
-            found = list(_renamed(spec, new, name, dest))
+            found = list(_renamed(spec, new, name, dest, context))
         else:
             found = [*_leaving(spec, name), *_evidence(spec, name, dest)]
             if name in spec.states and dest in spec.states:
@@ -178,7 +179,13 @@ def _leaving(old: MachineSpec, source: str) -> Iterator[str]:
             yield f"{_named(rule)} lets only {', '.join(rule.triggers)} leave '{source}'"
 
 
-def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
+def _renamed(
+    old: MachineSpec,
+    new: MachineSpec,
+    source: str,
+    dest: str,
+    context: Mapping[str, str] | None = None,
+) -> Iterator[str]:
     """A rename carries the entities to a new name where they wait as they waited: the new
     state keeps whether it is final and everything that kept the old one for people (the
     reserved tags, the rules naming who or what alone leaves it)."""
@@ -195,7 +202,7 @@ def _renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
             f"'{source}' is not terminal and '{dest}' is: a rename would finish its entities "
             "with no move"
         )
-    if _people_enter(new, dest) and not _people_enter(old, source):
+    if _people_enter_more(old, source, new, dest, context):
         yield (
             f"only people's moves enter '{dest}', and automatic ones entered '{source}': a "
             "rename would make its entities look put there by a person"
@@ -319,6 +326,8 @@ def _arriving(there: MachineSpec, dest: str, context: Mapping[str, str] | None) 
     never into a state that only people enter (an approval, a decision)."""
     if _people_enter(there, dest, context):
         yield f"only people's moves enter '{dest}': nothing automatic does"
+    elif context is not None and dest != there.initial and not _ways_in(there, dest, context):
+        yield f"no move of the definition enters '{dest}' for such an entity"
 
 
 def _finishing(
@@ -431,6 +440,11 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
             f"'{state}' becomes terminal: its entities would be finished where they wait, with "
             "no move"
         )
+    if _kept_for_people(new, state) and not _kept_for_people(old, state):
+        out.append(
+            f"'{state}' gains a rule that only people enter it, while automatic moves put "
+            "its entities there: they would look put there by a person"
+        )
     out += _exits_kept(old, new, state, state)
     return out
 
@@ -499,11 +513,52 @@ def reused_name_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineS
     return out
 
 
-def _meaning_of(spec: MachineSpec, state: str) -> tuple[bool, frozenset[str], bool]:
+Meaning = tuple[bool, frozenset[str], frozenset[tuple[tuple[str, str], ...]]]
+"""What a state's name says of its entities: final or not, its built-in tags, and the
+contexts under which only people put them there."""
+
+
+def _meaning_of(spec: MachineSpec, state: str) -> Meaning:
     """What a state's name says of its entities: final or not, its built-in tags, and
-    whether only people put them there (an approval reads as a person's)."""
+    under which contexts only people put them there (an approval reads as a person's)."""
     tags = frozenset(t for t in TAGS if state in spec.states_tagged(t))
-    return spec.states[state].terminal, tags, _people_enter(spec, state)
+    return spec.states[state].terminal, tags, _people_only(spec, state)
+
+
+def _people_only(spec: MachineSpec, state: str) -> frozenset[tuple[tuple[str, str], ...]]:
+    """Every valuation of ``spec``'s context under which only people's moves enter
+    ``state`` (``_people_enter``)."""
+    names = sorted(spec.context)
+    valuations = itertools.product(*(spec.context[n].values for n in names))
+    return frozenset(
+        tuple(zip(names, values, strict=True))
+        for values in valuations
+        if _people_enter(spec, state, dict(zip(names, values, strict=True)))
+    )
+
+
+def _people_enter_more(
+    old: MachineSpec,
+    source: str,
+    new: MachineSpec,
+    dest: str,
+    context: Mapping[str, str] | None,
+) -> bool:
+    """Whether only people enter ``dest`` of ``new`` where automatic moves entered
+    ``source`` of ``old``: under ``context``, or under some context when it is not known."""
+    if context is not None:
+        return _people_enter(new, dest, context) and not _people_enter(old, source, context)
+    return not _people_only(new, dest) <= _people_only(old, source)
+
+
+def _kept_for_people(spec: MachineSpec, state: str) -> bool:
+    """Whether a rule says only people enter ``state`` (``only_actors_enter`` naming no
+    automatic actor). A kept state may lose an automatic way in (a move removed) without
+    changing what its entities' record says; a rule that declares it a person's may not."""
+    return any(
+        all(a in spec.actors and not spec.actors[a].automatic for a in rule.actors)
+        for rule in _rules(spec, "only_actors_enter", state)
+    )
 
 
 def _people_enter(spec: MachineSpec, state: str, context: Mapping[str, str] | None = None) -> bool:
@@ -511,15 +566,19 @@ def _people_enter(spec: MachineSpec, state: str, context: Mapping[str, str] | No
     (``only_actors_enter`` naming none that is automatic), or every move into it is a
     person's; with ``context``, only the moves whose guard admits it count (an automatic
     way in for Compensable calls is no way in for an Irreversible one)."""
-    for rule in _rules(spec, "only_actors_enter", state):
-        if all(a in spec.actors and not spec.actors[a].automatic for a in rule.actors):
-            return True
-    ways_in = [
+    if _kept_for_people(spec, state):
+        return True
+    ways_in = _ways_in(spec, state, context)
+    return bool(ways_in) and all(not spec.actors[a].automatic for t in ways_in for a in t.actors)
+
+
+def _ways_in(spec: MachineSpec, state: str, context: Mapping[str, str] | None) -> list[Any]:
+    """The transitions into ``state`` from another state whose guard admits ``context``."""
+    return [
         t
         for t in spec.transitions
         if t.dest == state and t.source != state and _admits(t.when, context)
     ]
-    return bool(ways_in) and all(not spec.actors[a].automatic for t in ways_in for a in t.actors)
 
 
 def _admits(when: Mapping[str, Collection[str]], context: Mapping[str, str] | None) -> bool:
@@ -529,7 +588,18 @@ def _admits(when: Mapping[str, Collection[str]], context: Mapping[str, str] | No
     )
 
 
-def _said(meaning: tuple[bool, frozenset[str], bool]) -> str:
+def _said(meaning: Meaning) -> str:
     terminal, tags, people = meaning
-    entered = ", entered only by people" if people else ", entered by automatic moves"
-    return f"{'terminal' if terminal else 'not terminal'}, tags {_tags(set(tags))}{entered}"
+    if not people:
+        entered = "entered by automatic moves"
+    elif people == frozenset({()}):
+        entered = "entered only by people"
+    else:
+        entered = f"entered only by people when {_contexts(people)}"
+    return f"{'terminal' if terminal else 'not terminal'}, tags {_tags(set(tags))}, {entered}"
+
+
+def _contexts(valuations: frozenset[tuple[tuple[str, str], ...]]) -> str:
+    return " or ".join(
+        ", ".join(f"{var}={value}" for var, value in valuation) for valuation in sorted(valuations)
+    )

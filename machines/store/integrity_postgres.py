@@ -298,12 +298,12 @@ def _condition(text: str | None) -> str | None:
     return re.sub(r"[\s()\"]", "", text).lower()
 
 
-def one_store_on_path(conn: Any, where: str) -> None:
-    """The session's search path finds at most one store, and it is in the schema where
-    this session creates and reads its tables (``current_schema()``). Otherwise a second
-    store, made in a schema earlier on the path (a schema named after the role is first by
-    default), would silently stand in for the real one: a key parked in one could run
-    again in the other."""
+def one_store_on_path(conn: Any, where: str) -> str | None:
+    """The schema the store is in, or is made in (``current_schema()``; None when the
+    search path names no schema that exists). The session's search path finds at most one
+    store, and it is in that schema. Otherwise a second store, made in a schema earlier on
+    the path (a schema named after the role is first by default), would silently stand in
+    for the real one: a key parked in one could run again in the other."""
     found = [
         row[0]
         for row in conn.execute(
@@ -323,3 +323,4 @@ def one_store_on_path(conn: Any, where: str) -> None:
             "store's schema in the URL (?options=-csearch_path%3DSCHEMA), or remove the "
             "store that should not be there"
         )
+    return None if schema is None else str(schema)

@@ -143,9 +143,13 @@ def _contexts(db: Rows, spec: MachineSpec, state: str) -> list[tuple[str, dict[s
     return out
 
 
-def _planned_side_effects(request_data: object) -> dict[str, object]:
-    """The request's stored plan: each node's name and its ``has_side_effect``."""
-    plan = request_data.get("plan") if isinstance(request_data, dict) else None
+def _planned_side_effects(request_data: object) -> dict[str, object] | None:
+    """The request's stored plan: each node's name and its ``has_side_effect``; None when
+    the request keeps no plan (another system's), and ``{}`` when what it keeps is not a
+    plan (rewritten outside the engine: then every node counts as moving money)."""
+    if not isinstance(request_data, dict) or "plan" not in request_data:
+        return None
+    plan = request_data["plan"]
     return {
         entry[NODE_NAME]: entry.get(NODE_SIDE_EFFECT)
         for entry in (plan if isinstance(plan, list) else ())
@@ -154,17 +158,22 @@ def _planned_side_effects(request_data: object) -> dict[str, object]:
 
 
 def _node(
-    state: str, key: str, data: Mapping[str, Any], prefix: str, planned: Mapping[str, object]
+    state: str,
+    key: str,
+    data: Mapping[str, Any],
+    prefix: str,
+    planned: Mapping[str, object] | None,
 ) -> tuple[str, bool, bool]:
     """A node as the derivation reads it: its state, whether it may move money, and
     whether it is a manual gate. It may move money when its data or its request's plan
     says so, or when the two disagree on which node it is (its key names it), as the
     engine counts it: one rewritten row cannot make a map look safe. A request with no
-    stored plan (another system's) is read by its nodes' data alone."""
+    stored plan (another system's) is read by its nodes' data alone; one whose plan was
+    erased counts every node as moving money."""
     named = key.partition("/")[2]
     label = data.get(NODE_NAME)
     side = data.get(NODE_SIDE_EFFECT) is True
-    if planned:
+    if planned is not None:
         side = side or planned.get(named, True) is not False or label != named
     return state, side, isinstance(label, str) and label.startswith(prefix)
 

@@ -103,7 +103,12 @@ CONNECT_TIMEOUT = 10
 (``?connect_timeout=N``): an unreachable host is an error, not a wait for TCP to give up."""
 
 
-def _connect(url: str, read_only: bool = False) -> psycopg.Connection[Any]:
+def _connect(
+    url: str, read_only: bool = False, schema: str | None = None
+) -> psycopg.Connection[Any]:
+    """A session on ``url``; with ``schema``, its search path pinned to that schema (and
+    ``pg_temp``), so that a store made later in a schema earlier on the path never stands
+    in for this one in a session opened after it."""
     try:
         if "connect_timeout" in url:
             conn = psycopg.connect(url, autocommit=True)
@@ -112,6 +117,15 @@ def _connect(url: str, read_only: bool = False) -> psycopg.Connection[Any]:
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to PostgreSQL at {shown_url(url)}: {exc}") from exc
     set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
+    if schema is not None:
+        try:
+            conn.execute(
+                "SELECT set_config('search_path', format('%%I, pg_temp', %s::text), false)",
+                (schema,),
+            )
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(f"{shown_url(url)}: cannot pin the search path: {exc}") from exc
     if read_only:
         try:
             conn.execute(_READ_ONLY)
@@ -143,12 +157,15 @@ class PostgresStore:
         self._connections: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
             psycopg.Connection.close
         )
+        self._schema: str | None = None
+        """The schema this store's tables are in, found at open: every later session is
+        pinned to it."""
         if read_only:
             self._require_schema()
             return
         with self._errors(), _connect(url) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            one_store_on_path(conn, self.where)
+            self._schema = one_store_on_path(conn, self.where)
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.where)
             current: dict[str, int | None] = dict.fromkeys(self._specs)  # a new registry
@@ -168,7 +185,7 @@ class PostgresStore:
         """A read-only store runs no DDL: every machine's tables must be there, made for
         the definition given."""
         with self._errors(), _connect(self.url, read_only=True) as conn:
-            one_store_on_path(conn, self.where)
+            self._schema = one_store_on_path(conn, self.where)
             if not _has_table(conn, REGISTRY):
                 raise (
                     legacy(self.where)
@@ -199,7 +216,7 @@ class PostgresStore:
         savepoint, and a one-write transaction would silently join the outer one)."""
         conn = self._connections.current()
         if conn is None or conn.closed or conn.info.transaction_status == _LOST:
-            conn = self._connections.keep(_connect(self.url, self.read_only))
+            conn = self._connections.keep(_connect(self.url, self.read_only, self._schema))
         if conn.info.transaction_status != _IDLE:
             raise StoreError(
                 f"{self.where}: a transaction is already open in this thread; "

@@ -175,3 +175,25 @@ def as_told(value: object) -> object:
         return copy.deepcopy(value)
     except Exception:
         return value
+
+
+def same_value(told: object, recorded: object) -> bool:
+    """Whether a caller was told ``recorded``: the same value, of the same JSON shape all the
+    way down (every oracle compares by this, so none trusts a value's own ``__eq__`` to
+    say a float is the int it replaced) (``1.0`` is not ``1``,
+    ``True`` is not ``1``, a tuple is not the list it was); a value whose comparison raises
+    or nests too deep is not the same."""
+    try:
+        return _exact(told, recorded)
+    except Exception:  # a hostile __eq__ or __iter__, a RecursionError: user values
+        return False
+
+
+def _exact(a: object, b: object) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_exact(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)

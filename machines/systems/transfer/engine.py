@@ -164,14 +164,18 @@ class TransferEngine(Driver):
                 found, made = tx.insert(
                     NODE, key, scope=request_id, context=context, data=node_data
                 )
-                if not made and (found.scope, found.context, found.data) != (
+                if not made and (found.scope, found.context, found.data, found.moves) != (
                     request_id,
                     context,
                     node_data,
+                    0,
                 ):
                     raise PlanError(
                         request_id,
-                        [f"a node row '{key}' was there before the request, and is not its plan's"],
+                        [
+                            f"a node row '{key}' was there before the request, and is not its "
+                            "plan's untouched node (another's data, or moved already)"
+                        ],
                     )
         return RequestState(row.state)
 

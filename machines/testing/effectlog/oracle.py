@@ -37,6 +37,7 @@ from machines.testing.verdict import (
     chain_problem,
     moves_of,
     promised,
+    same_value,
     show_chain,
 )
 
@@ -109,14 +110,6 @@ class Belief:
         if self.saga_passed:
             return frozenset({"executing", "compensating", "compensation_failed"})
         return frozenset({"executing"})
-
-
-def _same(a: Any, b: Any) -> bool:
-    """``a == b`` that never raises (a value a log returns is user code)."""
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
 
 
 def _error(error: BaseException) -> str:
@@ -245,7 +238,7 @@ class Observer:
             elif kind is not Told.UNKNOWN and not excused:
                 self.breach("told-truth", signature, f"a duplicate caller was told {said}")
         elif belief.status is Status.COMMITTED:
-            if not (kind is Told.VALUE and _same(value, belief.result)) and not excused:
+            if not (kind is Told.VALUE and same_value(value, belief.result)) and not excused:
                 self.breach(
                     "replay",
                     signature,
@@ -271,7 +264,7 @@ class Observer:
     ) -> None:
         signature = attempt.signature
         if kind is Told.VALUE:
-            if not (attempt.sent and attempt.returned and _same(value, attempt.value)):
+            if not (attempt.sent and attempt.returned and same_value(value, attempt.value)):
                 self.breach("replay", signature, f"a caller was told {said}, which no run returned")
             belief.status, belief.result = Status.COMMITTED, value
             return

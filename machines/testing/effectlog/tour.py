@@ -7,8 +7,9 @@ behaviour of a compensable call alone; each followed by a second call of every b
 by a call of the signature that has no compensation, by the saga of its session in each
 way it can go, and by a human's decision on it (which the log must refuse); two unknown
 calls undone by the saga, twice, in each way it can go; then the irreversible call, alone,
-after a rejection, and after an approval, followed by every behaviour of a second call. A
-run whose next step cannot be taken (the saga has nothing to do) ends there.
+after a rejection, and after an approval, followed by every behaviour of a second call or a
+person's decision either way. A run whose next step cannot be taken (the saga has nothing
+to do) ends there.
 """
 
 from __future__ import annotations
@@ -46,12 +47,18 @@ def tour_runs() -> list[list[Step]]:
     runs += [[call, then] for call in first for then in follows]
     unknown = [_call("charge-1", Behaviour.TIMEOUT), _call("book-1", Behaviour.TIMEOUT)]
     runs += [[*unknown, _saga("s1", saga), _saga("s1", again)] for saga in Saga for again in Saga]
-    approved = [_decide("wire-1", True)]
-    runs += [[_decide("wire-1", False), _call("wire-1", b)] for b in Behaviour]
+    asked = _call("wire-1", Behaviour.RETURN)  # the log records the call; it awaits a person
+    approved = [asked, _decide("wire-1", True)]
+    runs += [[asked, _decide("wire-1", False), _call("wire-1", b)] for b in Behaviour]
     runs += [[*approved, _call("wire-1", b)] for b in Behaviour]
     runs += [
         [*approved, _call("wire-1", b), then]
         for b in Behaviour
-        for then in [*(_call("wire-1", b2) for b2 in Behaviour), _saga("s1", Saga.WORKS)]
+        for then in [
+            *(_call("wire-1", b2) for b2 in Behaviour),
+            _decide("wire-1", True),
+            _decide("wire-1", False),
+            _saga("s1", Saga.WORKS),
+        ]
     ]
     return runs

@@ -26,6 +26,7 @@ from machines.testing.verdict import (
     chain_problem,
     moves_of,
     promised,
+    same_value,
     show_chain,
 )
 
@@ -328,7 +329,7 @@ class Oracle:
                 )
             record.phase, record.holder, record.error = Phase.FAILED, None, told.value
             return None
-        if record.sends == 1 and _same(told.value, record.answer):
+        if record.sends == 1 and same_value(told.value, record.answer):
             record.phase, record.holder, record.result = Phase.SUCCEEDED, None, told.value
             return None
         upstream = describe(record.answer) if record.sends else "nothing (no send)"
@@ -360,7 +361,7 @@ class Oracle:
             return None
         if told.kind == "in progress":
             return "in-progress-means-held", "was told its own interrupted run is in progress"
-        if record.sends == 1 and _same(told.value, record.answer):
+        if record.sends == 1 and same_value(told.value, record.answer):
             record.phase, record.holder, record.result = Phase.SUCCEEDED, None, told.value
             return None
         return "result-from-upstream", (
@@ -369,13 +370,13 @@ class Oracle:
 
     def _replay_problem(self, record: KeyRecord, told: Told) -> tuple[str, str] | None:
         if record.phase is Phase.SUCCEEDED and told.kind == "result":
-            if _same(told.value, record.result):
+            if same_value(told.value, record.result):
                 return None
         elif record.phase is Phase.FAILED and told.kind == "failed":
             if record.error is None:  # decided "did not land": its first replay fixes it
                 record.error = told.value
                 return None
-            if _same(told.value, record.error):
+            if same_value(told.value, record.error):
                 return None
         acknowledged = (
             f"result {describe(record.result)}"
@@ -483,23 +484,3 @@ def _rule_behind(record: KeyRecord) -> str:
     if record.phase in SETTLED:
         return "replay-identical"
     return "legal-history"
-
-
-def _same(told: object, recorded: object) -> bool:
-    """The same value, of the same JSON shape all the way down (``1.0`` is not ``1``,
-    ``True`` is not ``1``, a tuple is not the list it was); a value whose comparison raises
-    or nests too deep is not the same."""
-    try:
-        return _exact(told, recorded)
-    except Exception:  # a hostile __eq__ or __iter__, a RecursionError: user values
-        return False
-
-
-def _exact(a: object, b: object) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_exact(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
