@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
@@ -309,3 +311,31 @@ def test_names_a_yaml_1_1_reader_takes_for_booleans_are_quoted(tmp_path: Path) -
     assert not re.search(r"[\s\[,:]([yn])(,|\]|:|$)", text, re.MULTILINE), text
     assert "'y'" in text and "'n':" in text
     assert_same(spec, machines.load(exported(spec, "yaml", tmp_path)))
+
+
+def test_typed_names_make_a_trigger_typo_a_mypy_error(tmp_path: Path) -> None:
+    """Issue 29: triggers are found by ``__getattr__``, so a typo was a runtime error mypy
+    could not see. ``machines export NAME --format python`` writes the names as types."""
+    from mypy import api
+
+    refund = machines.load(USER_SPECS / "refund.yaml")
+    (tmp_path / "refund_names.py").write_text(export(refund, "python"), encoding="utf-8")
+    good = (
+        "import machines\n"
+        "from refund_names import Refund, RefundActor, RefundState\n"
+        f"spec = machines.load({str(USER_SPECS / 'refund.yaml')!r})\n"
+        "refund = Refund(spec.machine(size='small'))\n"
+        "refund.send(actor=RefundActor.SERVICE)\n"
+        'assert refund.state == "sending"\n'
+    )
+    (tmp_path / "good.py").write_text(good, encoding="utf-8")
+    (tmp_path / "typo.py").write_text(good.replace("refund.send(", "refund.snd("), encoding="utf-8")
+    options = ["--strict", "--ignore-missing-imports", "--no-incremental", "--cache-dir=/dev/null"]
+    out, _, code = api.run([*options, str(tmp_path / "good.py"), str(tmp_path / "refund_names.py")])
+    assert code == 0, out
+    out, _, code = api.run([*options, str(tmp_path / "typo.py"), str(tmp_path / "refund_names.py")])
+    assert code == 1 and '"Refund" has no attribute "snd"' in out, out
+    ran = subprocess.run(
+        [sys.executable, str(tmp_path / "good.py")], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr

@@ -177,3 +177,46 @@ def test_the_command_line_page_fits_the_sites_code_blocks() -> None:
     assert blocks
     wide = [line for block in blocks for line in block.splitlines() if len(line) > 80]
     assert wide == []
+
+
+def test_mutate_with_a_test_command_mutates_the_projects_definitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: ``machines mutate -- COMMAND`` needed --spec-dir in a user's project."""
+    root = project(tmp_path / "shop")
+    monkeypatch.chdir(root)
+    assert main(["mutate", "--list", "--", "true"]) == 0
+    listed = capsys.readouterr().out
+    assert "refund.yaml:" in listed and "mutants of 1 definition" in listed
+    monkeypatch.chdir(tmp_path)  # no project: the words are taken for catalog ids
+    assert main(["mutate", "--", "true"]) == 2
+    assert "unknown mutation(s) true" in capsys.readouterr().err
+
+
+def test_init_writes_a_machine_that_checks_clean_and_a_test_that_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: ``machines init NAME`` starts a user from green."""
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "ticket"]) == 0
+    assert "[tool.machines]" in capsys.readouterr().out
+    assert main(["check", "--spec-dir", "specs"]) == 0
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci"}
+    env.pop(SPEC_DIR_VARIABLE, None)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
+    ran = subprocess.run(
+        [*command, "test_ticket.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    before = (tmp_path / "specs" / "ticket.yaml").read_text()
+    (tmp_path / "specs" / "ticket.yaml").write_text(before + "# mine\n")
+    assert main(["init", "ticket"]) == 2  # nothing written over what is there
+    assert "already there; nothing written" in capsys.readouterr().err
+    assert (tmp_path / "specs" / "ticket.yaml").read_text().endswith("# mine\n")
+    with pytest.raises(SystemExit):
+        main(["init", "Ticket!"])

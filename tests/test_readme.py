@@ -42,11 +42,13 @@ def test_the_definition_format_example_loads_as_copied(tmp_path: Path) -> None:
 
 def test_quick_start_installs_into_a_virtual_environment() -> None:
     """A user is told to create and activate a virtual environment and install the
-    distribution (which is not called ``machines`` on the index), before the clone's
-    commands that CI runs."""
+    package from a clone (issue 29: ``pip install effect-machines`` cannot work until the
+    distribution is published, and the README says so), before the clone's commands that
+    CI runs."""
     text = section("Quick start")
-    user = f"python -m venv .venv && . .venv/bin/activate && pip install {DISTRIBUTION}"
-    assert user in text
+    user = "python -m venv .venv && . .venv/bin/activate && pip install 'PATH[testing,site]'"
+    assert user in text and "not on PyPI yet" in text
+    assert f"pip install {DISTRIBUTION}\n" not in text
     ci_commands = (
         "pip install . && machines check",
         "pip install -e '.[dev]' && python -m pytest",

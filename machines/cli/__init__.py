@@ -21,6 +21,7 @@ from machines.cli import (
     docs,
     explore,
     export,
+    init,
     migrate,
     mutate,
     repair,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from machines.spec import MachineSpec
 
 COMMANDS = (
+    init.COMMAND,
     check.COMMAND,
     diff.COMMAND,
     export.COMMAND,

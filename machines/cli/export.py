@@ -22,7 +22,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         default="json",
         help="yaml, json: the definition itself (machines.load reads it back, saved as "
         "NAME.yaml or NAME.json); sql, postgresql: the store schema; mermaid, dot: the "
-        "diagram (default: json)",
+        "diagram; python: typed names (enums of the states, triggers and actors, and a "
+        "class with a method per trigger) that make a typo a mypy error (default: json)",
     )
 
 
@@ -43,7 +44,7 @@ COMMAND = Command(
     "export",
     help="print one machine: yaml or json (the definition, for any language, and loadable "
     "again), sql or postgresql (the store schema for SQLite or PostgreSQL), mermaid or dot "
-    "(its diagram)",
+    "(its diagram), python (its typed names)",
     description=None,
     arguments=_arguments,
     run=_run,

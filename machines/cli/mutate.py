@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shutil
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from tabulate import tabulate
 
 from machines.cli.command import Command, Parsers, whole
 from machines.errors import InvalidArgument, install_command
+from machines.spec.project import definitions_dir
 
 MAX_EXAMPLES = 1_000_000
 """The largest ``mutate --examples``: the work grows linearly with it, and a larger count
@@ -68,7 +70,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="mutate your own definitions, the *.yaml files of DIR",
+        help="mutate your own definitions, the *.yaml and *.yml files of DIR (default, "
+        "when a test command is given: $MACHINES_SPEC_DIR, else [tool.machines] spec_dir "
+        "in pyproject.toml)",
     )
     yours.add_argument(
         "--timeout",
@@ -109,6 +113,10 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    if args.spec_dir is None and _a_command(args.ids):
+        found = definitions_dir(None)  # in a project: its definitions, as every command
+        if not found.bundled:
+            args.spec_dir = found.spec_dir
     if args.spec_dir is not None:
         return _run_yours(args)
     for given, option in (
@@ -121,6 +129,17 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         if given:
             raise InvalidArgument(f"{option} is for your own definitions: give --spec-dir DIR")
     return _run_catalog(args)
+
+
+def _a_command(ids: list[str]) -> bool:
+    """Whether the words after the options are a test command rather than mutation ids:
+    the first is a program to run (on the PATH, or a file) and names no mutation of the
+    catalog (a misspelt id stays one, and is refused as unknown)."""
+    from machines.mutation.catalog import CATALOG
+
+    if not ids or ids[0] in {m.id for m in CATALOG}:
+        return False
+    return shutil.which(ids[0]) is not None or Path(ids[0]).is_file()
 
 
 def _run_catalog(args: argparse.Namespace) -> int:

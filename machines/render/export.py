@@ -15,7 +15,7 @@ from machines.spec.document import as_document, as_json
 
 __all__ = ["DEFINITION_FORMATS", "FORMATS", "as_document", "as_json", "as_yaml", "export"]
 
-FORMATS = ("yaml", "json", "sql", "postgresql", "mermaid", "dot")
+FORMATS = ("yaml", "json", "sql", "postgresql", "mermaid", "dot", "python")
 
 DEFINITION_FORMATS = ("yaml", "json")
 """The formats that write the definition itself: saved as ``NAME.yaml`` or ``NAME.json``,
@@ -91,4 +91,8 @@ def export(spec: MachineSpec, fmt: str) -> str:
         return to_mermaid(spec)
     if fmt == "dot":
         return to_dot(spec)
+    if fmt == "python":
+        from machines.render.python_names import python_names
+
+        return python_names(spec)
     raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")

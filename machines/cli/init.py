@@ -1,0 +1,137 @@
+"""``machines init NAME``: a first machine that checks clean and a test that passes.
+
+It writes ``specs/NAME.yaml`` (two actors, a guard, the three rules every machine keeps)
+and ``test_NAME.py`` (the conformance suite, run against this package's own runtime as a
+stand-in for your service until you give it an adapter of your own), into the working
+folder, never over a file that is there, and says how to name the folder in
+``pyproject.toml``. From there ``machines check`` and ``python -m pytest`` are green.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from machines.cli.command import Command, Parsers
+
+NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+DEFINITION = """\
+spec_version: 1
+machine: {name}
+title: {title}
+origin: our team
+description: One {name}, from opened to closed. Describe what one entity is here.
+
+initial: opened
+
+context:
+  priority:
+    values: [normal, urgent]
+    description: An urgent one is closed by a person only.
+
+actors:
+  service:
+    automatic: true
+    description: Our service, a program.
+  person:
+    automatic: false
+    description: A person on our team.
+
+states:
+  opened:
+    description: Just created; waiting for work.
+  working:
+    description: Someone works on it.
+  closed:
+    terminal: true
+    description: Done; it never moves again.
+
+transitions:
+  - {{trigger: start, source: opened, dest: working, actor: [service, person],
+     description: Work begins.}}
+  - {{trigger: close, source: working, dest: closed, actor: person,
+     description: A person closes it.}}
+  - {{trigger: auto_close, source: working, dest: closed, actor: service,
+     when: {{priority: [normal]}}, description: The service closes a normal one.}}
+
+invariants:
+  - {{id: terminal-final, rule: terminal_final, description: A closed one stays closed.}}
+  - {{id: every-state-reachable, rule: all_reachable, description: Every state can happen.}}
+  - {{id: always-can-close, rule: can_terminate, description: Every one can be closed.}}
+  - {{id: urgent-closed-by-a-person, rule: automatic_enters_only_when, states: [closed],
+     when: {{priority: [normal]}}, description: The service closes normal ones only.}}
+"""
+
+TEST = '''\
+"""The {name} service judged by its definition (machines' conformance suite)."""
+
+from pathlib import Path
+
+import machines
+from machines.testing import ConformanceSuite, RuntimeAdapter, spec_dir_under_test
+
+OURS = Path(__file__).parent / "specs"
+
+
+class {title_id}Conformance(ConformanceSuite):
+    spec = machines.load(spec_dir_under_test(OURS) / "{name}.yaml")
+    also_try = machines.load(OURS / "{name}.yaml")
+
+    def make_adapter(self):
+        # A stand-in: machines' own runtime on the definition. Replace it with a
+        # ConformanceAdapter over your service (create, fire, state, history).
+        return RuntimeAdapter(self.spec)
+
+
+def test_{name}_conforms_to_its_definition():
+    {title_id}Conformance.run()
+'''
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("name", help="the machine's name, lower_snake (ticket, refund, ...)")
+
+
+def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    name: str = args.name
+    if not NAME.match(name):
+        parsers[1]["init"].error(f"{name!r} is not a lower_snake name (ticket, refund_request)")
+    title = name.replace("_", " ").capitalize()
+    title_id = "".join(part.capitalize() for part in name.split("_"))
+    files = {
+        Path("specs") / f"{name}.yaml": DEFINITION.format(name=name, title=title),
+        Path(f"test_{name}.py"): TEST.format(name=name, title_id=title_id),
+    }
+    there = [str(path) for path in files if path.exists()]
+    if there:
+        print(f"machines init: {', '.join(there)} already there; nothing written", file=sys.stderr)
+        return 2
+    try:
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8") as file:
+                file.write(text)
+    except OSError as exc:
+        print(f"machines init: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for path in files:
+        print(f"machines init: wrote {path}")
+    print(
+        'next: add to your pyproject.toml\n  [tool.machines]\n  spec_dir = "specs"\n'
+        f"then run: machines check, and python -m pytest test_{name}.py"
+    )
+    return 0
+
+
+COMMAND = Command(
+    "init",
+    help="write a first machine (specs/NAME.yaml) that checks clean, and a conformance "
+    "test of it (test_NAME.py) that passes",
+    description="Writes nothing over a file that is there. Exit 0 when written, 2 when a "
+    "file is there or cannot be written.",
+    arguments=_arguments,
+    run=_run,
+)
