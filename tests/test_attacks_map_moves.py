@@ -99,10 +99,13 @@ def test_a_map_along_a_forbidden_move_is_refused() -> None:
 
 
 def test_a_map_the_definition_could_make_itself_is_still_applied() -> None:
-    """A request with no money moving may fail automatically (``fail`` by ``system``
-    with no evidence): the map does so too; a safe map is not refused by the new rules."""
-    request = load("request")
-    assert migration_breaks(request, request, "executing", "failed", {"side_effects": "none"}) == []
+    """A small refund may be sent by the service at once (``send``, no evidence): the map
+    ``requested=sending`` does so too; a large one goes through approval (``only_via``,
+    batch 12), and a map does not skip it."""
+    refund = load(REFUND)
+    assert migration_breaks(refund, refund, "requested", "sending", {"size": "small"}) == []
+    large = "\n".join(migration_breaks(refund, refund, "requested", "sending", {"size": "large"}))
+    assert "lets 'sending' be reached only by way of 'awaiting_approval'" in large
 
 
 def test_a_map_between_final_states_lets_no_more_data_change(tmp_path: Path) -> None:
@@ -347,3 +350,112 @@ def test_a_name_brought_back_is_judged_under_every_context(tmp_path: Path) -> No
     earlier = [(1, _refund(tmp_path, "v1", cleared_by_the_service)), (2, load(REFUND))]
     said = "\\n".join(reused_name_breaks(earlier, _refund(tmp_path, "v3", _cleared_by_size)))
     assert "entered only by people when size=large" in said
+
+
+# -- outsider, twelfth batch -----------------------------------------------------------------
+
+
+def test_a_map_does_not_skip_a_state_every_path_must_pass_through() -> None:
+    """f01: ``pending=executing`` (``pending`` renamed) put an unapproved irreversible call
+    in ``executing``: ``irreversible-runs-only-after-approval`` (only_via) was not judged."""
+    effect = load("effect")
+    said = "\\n".join(
+        migration_breaks(effect, effect, "pending", "executing", {"tier": "irreversible"})
+    )
+    assert "lets 'executing' be reached only by way of 'approved'" in said
+
+
+def test_an_actor_keeps_its_nature_across_versions(tmp_path: Path) -> None:
+    """f10, f13: a person made automatic (or the reverse) changed what every history and
+    every rule naming the actor says, and migrate let it through."""
+    from machines.spec.migration_moves import actor_breaks
+
+    def approver_automatic(doc: Document) -> None:
+        doc["actors"]["approver"]["automatic"] = True
+
+    def service_a_person(doc: Document) -> None:
+        doc["actors"]["service"]["automatic"] = False
+
+    earlier = [(1, load(REFUND))]
+    for change, actor in ((approver_automatic, "approver"), (service_a_person, "service")):
+        try:
+            changed = _refund(tmp_path, change.__name__, change)
+        except Exception:
+            continue
+        said = "\\n".join(actor_breaks(earlier, changed))
+        assert f"makes actor '{actor}'" in said and "add a new actor instead" in said
+    assert actor_breaks(earlier, load(REFUND)) == []
+
+
+def test_a_system_refuses_a_definition_whose_people_are_programs(tmp_path: Path) -> None:
+    """f15: ``ExactlyOnce`` ran on an outcome whose ``operator`` and ``caller`` were
+    automatic (its fail-closed state then left by programs)."""
+    from machines.errors import InvalidArgument
+    from machines.store import open_store
+    from machines.systems import ExactlyOnce
+
+    def people_automatic(doc: Document) -> None:
+        for actor in ("operator", "caller"):
+            doc["actors"][actor]["automatic"] = True
+
+    try:
+        outcome = edited(tmp_path, "v2", "outcome", people_automatic)
+    except Exception:
+        return
+    store = open_store("memory://", {"outcome": outcome})
+    with pytest.raises(InvalidArgument, match=r"actor '(operator|caller)' is automatic"):
+        ExactlyOnce(store)
+
+
+def test_a_rule_stating_what_was_already_true_is_no_change_of_meaning(tmp_path: Path) -> None:
+    """f02, a false refusal: a rule that only people enter a state only people's moves
+    already entered was refused while entities waited there."""
+    from machines.spec.migration_moves import kept_state_breaks
+
+    def escalated(doc: Document) -> None:
+        doc["states"]["escalated"] = {"description": "Escalated to a person."}
+        doc["transitions"] += [
+            _move("escalate", "awaiting_approval", "escalated", "approver"),
+            _move("settle", "escalated", "declined", "approver"),
+        ]
+
+    def ruled(doc: Document) -> None:
+        escalated(doc)
+        doc["invariants"].append(
+            {
+                "id": "people-escalate",
+                "rule": "only_actors_enter",
+                "states": ["escalated"],
+                "actors": ["approver"],
+                "description": "Only a person escalates.",
+            }
+        )
+
+    v1, v2 = _refund(tmp_path, "v1", escalated), _refund(tmp_path, "v2", ruled)
+    assert kept_state_breaks(v1, v2, "escalated") == []
+
+
+def test_a_renamed_rule_may_list_its_states_in_another_order(tmp_path: Path) -> None:
+    """f16, a false refusal: a rule renamed with its states listed in another order was
+    taken for a rule left behind."""
+
+    def evidence(doc: Document) -> None:
+        doc["invariants"].append(
+            {
+                "id": "sent-ends-on-evidence",
+                "rule": "automatic_needs_evidence",
+                "sources": ["sending"],
+                "dests": ["refunded", "declined"],
+                "description": "A sent refund ends only on the network's word.",
+            }
+        )
+
+    def renamed_and_reordered(doc: Document) -> None:
+        evidence(doc)
+        doc.update(rename_everywhere(doc, "declined", "refused"))
+        doc["invariants"][-1]["dests"] = ["refused", "refunded"]
+
+    v1 = _refund(tmp_path, "v1", evidence)
+    v2 = _refund(tmp_path, "v2", renamed_and_reordered)
+    said = migration_breaks(v1, v2, "declined", "refused")
+    assert not any("has no such rule" in why for why in said), said

@@ -139,8 +139,8 @@ def test_a_weakened_derivation_cannot_make_a_release_look_safe(
 
     v3 = SpecCopy(tmp_path / "v3").edit("request", v3_change).path
     code, out = migrate(capsys, url, v3, "request:executing=failed")
-    assert code == 1, out
-    assert "admits 'failed' only when side_effects in [none], not side_effects=started" in out
+    assert code == 1, out  # batch 12: refused before its context is read, as derived
+    assert "'executing' is derived from its node entities" in out
 
 
 def test_the_engine_refuses_a_request_definition_with_another_derivation(tmp_path: Path) -> None:
@@ -172,8 +172,8 @@ def test_a_side_effect_flag_rewritten_by_raw_sql_neither_releases_nor_hides(
         capsys.readouterr().out
     )
     code, out = migrate(capsys, url, _executing_renamed(tmp_path), "request:executing=failed")
-    assert code == 1, out  # batch 10 (f14): migrate reads the plan as the engine does
-    assert "side_effects" in out
+    assert code == 1, out  # batch 12: a derived state is left by the derivation alone
+    assert "'executing' is derived from its node entities" in out
 
 
 def _executing_renamed(tmp_path: Path) -> Path:

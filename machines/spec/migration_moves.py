@@ -16,10 +16,12 @@ the rules of both versions for the state it enters:
   one was, and keeps the reserved tags and the exit rules of the old;
 - it may not make a move ``automatic_needs_evidence`` asks evidence for;
 - a map into a state the stored version already has is an automatic move there: it may
-  not enter a state only people's moves enter, follow a move the definition forbids by
-  name, or finish an entity (a state that is not terminal into one that is) except where
-  the definition has an automatic move between the two that needs no evidence; between
-  final states it lets no more of the entity's data change (``annotations``);
+  not enter a state only people's moves enter (for the entity's context), nor one no move
+  enters for it, follow a move the definition forbids by name, skip a state ``only_via``
+  or ``only_from`` requires, leave a state the definition derives from other entities,
+  or finish an entity (a state that is not terminal into one that is) except where the
+  definition has an automatic move between the two that needs no evidence; between final
+  states it lets no more of the entity's data change (``annotations``);
 - it may not enter a state ``only_actors_enter`` keeps for people, nor one that
   ``automatic_enters_only_when`` or ``only_reachable_when`` admits only under a context
   the entity does not have (a request released while a node with a side effect has
@@ -37,8 +39,8 @@ the rules of both versions for the state it enters:
   lived in the state it leaves (``lineage``), not only the last: a rule dropped, or a tag
   added, in one version cannot open a map in the next;
 - a new version keeps what a state in which entities live means (``kept_state_breaks``),
-  and gives no new state a name an earlier version used for another meaning
-  (``reused_name_breaks``).
+  gives no new state a name an earlier version used for another meaning
+  (``reused_name_breaks``), and keeps every actor's nature (``actor_breaks``).
 
 The store's migration refuses such a map before it writes anything, and the audit judges
 every recorded migration event the same way; both read ``migration_breaks``.
@@ -99,11 +101,12 @@ def migration_breaks(
         if renamed and new is not None:
             found = list(_renamed(spec, new, name, dest, context))
         else:
-            found = [*_leaving(spec, name), *_evidence(spec, name, dest)]
+            found = [*_leaving(spec, name), *_evidence(spec, name, dest), *_derived(spec, name)]
             if name in spec.states and dest in spec.states:
                 found += [
                     *_forbidden(spec, name, dest),
                     *_finishing(spec, name, dest, final, context),
+                    *_only_by_way_of(spec, name, dest, context),
                 ]
         for there in dict.fromkeys([*entered, new or old]) if spec is not old else ():
             if name in spec.states and dest in there.states:
@@ -225,11 +228,16 @@ def _rules_renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -
 
     def renamed(rule: Rule) -> Rule:
         fields: dict[str, Any] = {
-            f: tuple(dest if x == source else x for x in getattr(rule, f)) for f in _STATE_FIELDS
+            f: tuple(sorted(dest if x == source else x for x in getattr(rule, f)))
+            for f in _STATE_FIELDS
         }
         return replace(rule, id="", description="", **fields)
 
-    kept = [replace(r, id="", description="") for r in new.invariants]
+    def listed(rule: Rule) -> Rule:  # the states of a rule, in any order
+        fields: dict[str, Any] = {f: tuple(sorted(getattr(rule, f))) for f in _STATE_FIELDS}
+        return replace(rule, id="", description="", **fields)
+
+    kept = [listed(r) for r in new.invariants]
     for rule in old.invariants:
         if rule.kind in _WIDER_OK or not any(source in getattr(rule, f) for f in _STATE_FIELDS):
             continue
@@ -358,6 +366,37 @@ def _finishing(
     )
 
 
+def _derived(spec: MachineSpec, source: str) -> Iterator[str]:
+    """A state the definition derives from other entities (a request's ``executing``,
+    from its nodes) is left only by the derivation: a map out of it into another state
+    would decide what only the nodes decide (a transfer completed with its withdrawal in
+    flight). A rename keeps it where it is, and is judged apart."""
+    derivation = spec.derivation
+    if derivation is not None and source in derivation.applied_in:
+        yield (
+            f"'{source}' is derived from its {derivation.node_machine} entities: only the "
+            "derivation moves an entity out of it, and a map would decide in its place"
+        )
+
+
+def _only_by_way_of(
+    spec: MachineSpec, source: str, dest: str, context: Mapping[str, str] | None
+) -> Iterator[str]:
+    """A map into a state ``only_from`` lets in from named states only, or ``only_via``
+    lets in only by way of named states (an execution only after an approval): the map
+    comes straight from ``source``."""
+    for rule in _rules(spec, "only_from", dest):
+        if source not in rule.sources:
+            yield f"{_named(rule)} lets '{dest}' be entered only from {_either_of(rule.sources)}"
+    for rule in _rules(spec, "only_via", dest):
+        if source not in rule.via and _admits(rule.when, context):
+            yield f"{_named(rule)} lets '{dest}' be reached only by way of {_either_of(rule.via)}"
+
+
+def _either_of(states: Sequence[str]) -> str:
+    return " or ".join(f"'{s}'" for s in states)
+
+
 def _forbidden(spec: MachineSpec, source: str, dest: str) -> Iterator[str]:
     """A map along a move ``spec`` forbids by name (an entry naming its destination; one
     into ``*`` says a state is final, which a map between final states keeps)."""
@@ -440,7 +479,7 @@ def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[st
             f"'{state}' becomes terminal: its entities would be finished where they wait, with "
             "no move"
         )
-    if _kept_for_people(new, state) and not _kept_for_people(old, state):
+    if _kept_for_people(new, state) and not _people_only_always(old, state):
         out.append(
             f"'{state}' gains a rule that only people enter it, while automatic moves put "
             "its entities there: they would look put there by a person"
@@ -483,6 +522,26 @@ def _exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Ite
                 f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.triggers)} "
                 f"leave {called}"
             )
+
+
+def actor_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineSpec) -> list[str]:
+    """An actor of ``new`` whose nature (automatic or a person) an earlier stored version
+    gave the other way: every history event that names it, and every rule that keeps a
+    state for people, would read in the new nature (a refund settled by a person would
+    read as settled by a program, or the reverse)."""
+    out = []
+    for actor, record in new.actors.items():
+        for version, spec in earlier:
+            was = spec.actors.get(actor)
+            if was is not None and was.automatic != record.automatic:
+                nature = "automatic" if record.automatic else "a person"
+                out.append(
+                    f"the new version makes actor '{actor}' {nature}, and version {version} "
+                    "had it the other way: its histories would read in the new nature; add "
+                    "a new actor instead"
+                )
+                break
+    return out
 
 
 def reused_name_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineSpec) -> list[str]:
@@ -549,6 +608,14 @@ def _people_enter_more(
     if context is not None:
         return _people_enter(new, dest, context) and not _people_enter(old, source, context)
     return not _people_only(new, dest) <= _people_only(old, source)
+
+
+def _people_only_always(spec: MachineSpec, state: str) -> bool:
+    """Whether only people's moves enter ``state`` under every context (a rule that says
+    so later states what was already true)."""
+    names = sorted(spec.context)
+    every = itertools.product(*(spec.context[n].values for n in names))
+    return _people_only(spec, state) == {tuple(zip(names, v, strict=True)) for v in every}
 
 
 def _kept_for_people(spec: MachineSpec, state: str) -> bool:

@@ -42,7 +42,7 @@ from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
-from machines.spec.migration_moves import kept_state_breaks, reused_name_breaks
+from machines.spec.migration_moves import actor_breaks, kept_state_breaks, reused_name_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
@@ -370,14 +370,13 @@ def _plan(
             lived[(machine, v.version)] for v in every[machine] if v.version < current.version
         ]
         problems += map_refusals(db, [*earlier, old], spec, mapped)
-        problems += reused_name_breaks(
-            [
-                (v.version, lived[(machine, v.version)])
-                for v in every[machine]
-                if v.version <= current.version
-            ],
-            spec,
-        )
+        stored = [
+            (v.version, lived[(machine, v.version)])
+            for v in every[machine]
+            if v.version <= current.version
+        ]
+        problems += reused_name_breaks(stored, spec)
+        problems += actor_breaks(stored, spec)
         problems += context_refusals(db, spec)
         for request in specs.values():  # a derivation reads both machines: judged on either
             derived = request.derivation

@@ -93,6 +93,13 @@ def standing_for_a_buggy_implementation() -> Iterator[None]:
 def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
     yield from _moves_changed(given, bundled)
     yield from _meanings_changed(given, bundled)
+    for actor, record in bundled.actors.items():
+        if actor in given.actors and given.actors[actor].automatic != record.automatic:
+            yield (
+                f"actor '{actor}' is {'' if given.actors[actor].automatic else 'not '}automatic, "
+                f"and the bundled one is {'' if record.automatic else 'not '}automatic: the "
+                "rules that keep a state for people read it"
+            )
     yield from _rules_broken(given, bundled)
     if given.derivation != bundled.derivation:
         yield (
