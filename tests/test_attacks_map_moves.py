@@ -176,7 +176,7 @@ def test_a_name_people_entered_is_not_reused_for_a_state_a_machine_enters(
 ) -> None:
     """f22: the tags and terminality were the same, so the reuse passed; every v1 history
     that says a human approved would read like the proxy's approval."""
-    from machines.spec.migration_moves import reused_name_breaks
+    from machines.spec.version_changes import reused_name_breaks
 
     def renamed(doc: Document) -> None:
         doc.update(rename_everywhere(doc, "approved", "cleared"))
@@ -311,7 +311,7 @@ def test_a_map_into_a_state_no_move_enters_for_the_entity_is_refused(tmp_path: P
 def test_a_kept_state_does_not_become_one_only_people_enter(tmp_path: Path) -> None:
     """f04: v2 kept ``awaiting_approval`` (where the service puts large refunds) and made
     it a person's, with a rule: the waiting refunds would look put there by a person."""
-    from machines.spec.migration_moves import kept_state_breaks
+    from machines.spec.version_changes import kept_state_breaks
 
     def asked_by_a_person(doc: Document) -> None:
         doc["transitions"] = [t for t in doc["transitions"] if t["trigger"] != "hold"]
@@ -337,7 +337,7 @@ def test_a_kept_state_does_not_become_one_only_people_enter(tmp_path: Path) -> N
 def test_a_name_brought_back_is_judged_under_every_context(tmp_path: Path) -> None:
     """f13: ``cleared``, which the service entered for every size, came back entered by a
     person for large refunds: old large refunds would read as a person's approval."""
-    from machines.spec.migration_moves import reused_name_breaks
+    from machines.spec.version_changes import reused_name_breaks
 
     def cleared_by_the_service(doc: Document) -> None:
         doc["states"]["cleared"] = {"description": "Cleared."}
@@ -368,7 +368,7 @@ def test_a_map_does_not_skip_a_state_every_path_must_pass_through() -> None:
 def test_an_actor_keeps_its_nature_across_versions(tmp_path: Path) -> None:
     """f10, f13: a person made automatic (or the reverse) changed what every history and
     every rule naming the actor says, and migrate let it through."""
-    from machines.spec.migration_moves import actor_breaks
+    from machines.spec.version_changes import actor_breaks
 
     def approver_automatic(doc: Document) -> None:
         doc["actors"]["approver"]["automatic"] = True
@@ -410,7 +410,7 @@ def test_a_system_refuses_a_definition_whose_people_are_programs(tmp_path: Path)
 def test_a_rule_stating_what_was_already_true_is_no_change_of_meaning(tmp_path: Path) -> None:
     """f02, a false refusal: a rule that only people enter a state only people's moves
     already entered was refused while entities waited there."""
-    from machines.spec.migration_moves import kept_state_breaks
+    from machines.spec.version_changes import kept_state_breaks
 
     def escalated(doc: Document) -> None:
         doc["states"]["escalated"] = {"description": "Escalated to a person."}

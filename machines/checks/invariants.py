@@ -25,8 +25,8 @@ from machines.derive import Deriver
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
-from machines.spec.migration_moves import kept_state_breaks
 from machines.spec.records import derived_variables
+from machines.spec.version_changes import kept_state_breaks
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED, FAIL_CLOSED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.store.records import DefinitionVersion, Row, Store, shown_url

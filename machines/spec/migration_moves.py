@@ -38,9 +38,9 @@ the rules of both versions for the state it enters:
 - a map obeys, and keeps the meaning of, every version under which the entity may have
   lived in the state it leaves (``lineage``), not only the last: a rule dropped, or a tag
   added, in one version cannot open a map in the next;
-- a new version keeps what a state in which entities live means (``kept_state_breaks``),
-  gives no new state a name an earlier version used for another meaning
-  (``reused_name_breaks``), and keeps every actor's nature (``actor_breaks``).
+- a new version keeps what a state in which entities live means, gives no new state a name
+  an earlier version used for another meaning, and keeps every actor's nature
+  (``machines.spec.version_changes``).
 
 The store's migration refuses such a map before it writes anything, and the audit judges
 every recorded migration event the same way; both read ``migration_breaks``.
@@ -48,11 +48,11 @@ every recorded migration event the same way; both read ``migration_breaks``.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from machines.spec.entering import admits, people_enter, people_enter_more, ways_in
 from machines.spec.records import MachineSpec, Rule
 from machines.spec.vocabulary import (
     CONSUMES_RESERVATION,
@@ -117,7 +117,7 @@ def migration_breaks(
         if dest in there.states:
             found = [] if renamed else list(_arriving(there, dest, context))
             if not renamed and source in old.states:
-                found += _annotations_kept(old, there, source, dest)
+                found += annotations_kept(old, there, source, dest)
             found += _entering(there, dest, context)
             out += found if there in (old, new) else [f"{why} {EARLIER}" for why in found]
     said, suffix = set(out), f" {EARLIER}"
@@ -174,12 +174,12 @@ def _leaving(old: MachineSpec, source: str) -> Iterator[str]:
     exits = [t for t in old.transitions if t.source == source]
     if exits and all(not old.actors[a].automatic for t in exits for a in t.actors):
         yield f"every way out of '{source}' is a person's: nothing automatic leaves it"
-    for rule in _rules(old, "only_actors_exit", source):
+    for rule in rules_of(old, "only_actors_exit", source):
         if MIGRATION_ACTOR not in rule.actors:
-            yield f"{_named(rule)} lets only {', '.join(rule.actors)} leave '{source}'"
-    for rule in _rules(old, "only_triggers_exit", source):
+            yield f"{named(rule)} lets only {', '.join(rule.actors)} leave '{source}'"
+    for rule in rules_of(old, "only_triggers_exit", source):
         if MIGRATION_TRIGGER not in rule.triggers:
-            yield f"{_named(rule)} lets only {', '.join(rule.triggers)} leave '{source}'"
+            yield f"{named(rule)} lets only {', '.join(rule.triggers)} leave '{source}'"
 
 
 def _renamed(
@@ -205,19 +205,19 @@ def _renamed(
             f"'{source}' is not terminal and '{dest}' is: a rename would finish its entities "
             "with no move"
         )
-    if _people_enter_more(old, source, new, dest, context):
+    if people_enter_more(old, source, new, dest, context):
         yield (
             f"only people's moves enter '{dest}', and automatic ones entered '{source}': a "
             "rename would make its entities look put there by a person"
         )
-    yield from _exits_kept(old, new, source, dest)
+    yield from exits_kept(old, new, source, dest)
     yield from _rules_renamed(old, new, source, dest)
-    yield from _annotations_kept(old, new, source, dest)
+    yield from annotations_kept(old, new, source, dest)
 
 
 _STATE_FIELDS = ("states", "sources", "dests", "via", "holds")
 _WIDER_OK = ("only_actors_exit", "only_triggers_exit")
-"""Kinds ``_exits_kept`` judges, where a narrower rule keeps the promise too."""
+"""Kinds ``exits_kept`` judges, where a narrower rule keeps the promise too."""
 
 
 def _rules_renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iterator[str]:
@@ -243,7 +243,7 @@ def _rules_renamed(old: MachineSpec, new: MachineSpec, source: str, dest: str) -
             continue
         if renamed(rule) not in kept:
             yield (
-                f"{_named(rule)} names '{source}', and the new version has no such rule naming "
+                f"{named(rule)} names '{source}', and the new version has no such rule naming "
                 f"'{dest}': a rename keeps every rule of the state"
             )
     for entry in old.forbidden:
@@ -274,23 +274,23 @@ def _meaning(old: MachineSpec, new: MachineSpec, source: str, dest: str) -> Iter
         return
     for entered in dict.fromkeys(s for s in (old, new) if dest in s.states):
         yield from _meaning_in(old, entered, source, dest)
-    fate = _fate(old, source)
-    if dest not in old.states and dest in new.states and _fate(new, dest) != fate:
+    kept = fate(old, source)
+    if dest not in old.states and dest in new.states and fate(new, dest) != kept:
         yield (
-            f"'{source}' gives its reservation the fate {_tags(fate)} and '{dest}' "
-            f"{_tags(_fate(new, dest))}: a rename never changes a reservation's fate (only "
+            f"'{source}' gives its reservation the fate {tags_shown(kept)} and '{dest}' "
+            f"{tags_shown(fate(new, dest))}: a rename never changes a reservation's fate (only "
             "the definition's own moves hold, consume or release one)"
         )
-    was, now = _fate(old, dest), _fate(new, dest)
+    was, now = fate(old, dest), fate(new, dest)
     if dest in old.states and dest in new.states and was != now:
         yield (
-            f"the new version changes what '{dest}' does to a reservation ({_tags(was)} to "
-            f"{_tags(now)}): no map into it can be judged; migrate that change with no entity "
+            f"the new version changes what '{dest}' does to a reservation ({tags_shown(was)} to "
+            f"{tags_shown(now)}): no map into it can be judged; migrate that change with no entity "
             "mapped into it"
         )
 
 
-def _fate(spec: MachineSpec, state: str) -> set[str]:
+def fate(spec: MachineSpec, state: str) -> set[str]:
     return {t for t in RESERVATION_TAGS if state in spec.states_tagged(t)}
 
 
@@ -308,11 +308,12 @@ def _meaning_in(old: MachineSpec, entered: MachineSpec, source: str, dest: str) 
         if was != then:
             yield (
                 f"'{source}' is terminal, and what it records differs from '{dest}' (tags "
-                f"{_tags(was)} against {_tags(then)}): a finished entity keeps how it ended"
+                f"{tags_shown(was)} against {tags_shown(then)}): a finished entity keeps how it "
+                "ended"
             )
 
 
-def _tags(tags: set[str]) -> str:
+def tags_shown(tags: set[str]) -> str:
     return "[" + ", ".join(t for t in TAGS if t in tags) + "]"
 
 
@@ -324,7 +325,7 @@ def _evidence(old: MachineSpec, source: str, dest: str) -> Iterator[str]:
             and dest in rule.dests
         ):
             yield (
-                f"{_named(rule)} moves '{source}' to '{dest}' only on evidence, and a "
+                f"{named(rule)} moves '{source}' to '{dest}' only on evidence, and a "
                 "migration has none"
             )
 
@@ -332,9 +333,9 @@ def _evidence(old: MachineSpec, source: str, dest: str) -> Iterator[str]:
 def _arriving(there: MachineSpec, dest: str, context: Mapping[str, str] | None) -> Iterator[str]:
     """A map into a state the entity's version already has is an automatic move into it:
     never into a state that only people enter (an approval, a decision)."""
-    if _people_enter(there, dest, context):
+    if people_enter(there, dest, context):
         yield f"only people's moves enter '{dest}': nothing automatic does"
-    elif context is not None and dest != there.initial and not _ways_in(there, dest, context):
+    elif context is not None and dest != there.initial and not ways_in(there, dest, context):
         yield f"no move of the definition enters '{dest}' for such an entity"
 
 
@@ -353,7 +354,7 @@ def _finishing(
     moves = [
         t
         for t in spec.transitions
-        if t.source == source and t.dest == dest and _admits(t.when, context)
+        if t.source == source and t.dest == dest and admits(t.when, context)
     ]
     if any(t.evidence is None and any(spec.actors[a].automatic for a in t.actors) for t in moves):
         return
@@ -385,12 +386,12 @@ def _only_by_way_of(
     """A map into a state ``only_from`` lets in from named states only, or ``only_via``
     lets in only by way of named states (an execution only after an approval): the map
     comes straight from ``source``."""
-    for rule in _rules(spec, "only_from", dest):
+    for rule in rules_of(spec, "only_from", dest):
         if source not in rule.sources:
-            yield f"{_named(rule)} lets '{dest}' be entered only from {_either_of(rule.sources)}"
-    for rule in _rules(spec, "only_via", dest):
-        if source not in rule.via and _admits(rule.when, context):
-            yield f"{_named(rule)} lets '{dest}' be reached only by way of {_either_of(rule.via)}"
+            yield f"{named(rule)} lets '{dest}' be entered only from {_either_of(rule.sources)}"
+    for rule in rules_of(spec, "only_via", dest):
+        if source not in rule.via and admits(rule.when, context):
+            yield f"{named(rule)} lets '{dest}' be reached only by way of {_either_of(rule.via)}"
 
 
 def _either_of(states: Sequence[str]) -> str:
@@ -406,13 +407,13 @@ def _forbidden(spec: MachineSpec, source: str, dest: str) -> Iterator[str]:
 
 
 def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -> Iterator[str]:
-    for rule in _rules(spec, "only_actors_enter", dest):
+    for rule in rules_of(spec, "only_actors_enter", dest):
         if MIGRATION_ACTOR not in rule.actors:
-            yield f"{_named(rule)} lets only {', '.join(rule.actors)} enter '{dest}'"
+            yield f"{named(rule)} lets only {', '.join(rule.actors)} enter '{dest}'"
     if context is None:
         return
     for kind in ("automatic_enters_only_when", "only_reachable_when"):
-        for rule in (*_rules(spec, kind, dest), *_releasing_rules(spec, kind, dest)):
+        for rule in (*rules_of(spec, kind, dest), *_releasing_rules(spec, kind, dest)):
             outside = {
                 var: context.get(var)
                 for var, allowed in rule.when.items()
@@ -421,7 +422,7 @@ def _entering(spec: MachineSpec, dest: str, context: Mapping[str, str] | None) -
             if outside:
                 now = ", ".join(f"{var}={value}" for var, value in outside.items())
                 yield (
-                    f"{_named(rule)} admits '{dest}' only when {describe_guard(rule.when)}, "
+                    f"{named(rule)} admits '{dest}' only when {describe_guard(rule.when)}, "
                     f"not {now}"
                 )
 
@@ -439,56 +440,15 @@ def _releasing_rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]
             yield rule
 
 
-def _rules(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
+def rules_of(spec: MachineSpec, kind: str, state: str) -> Iterator[Rule]:
     return (r for r in spec.invariants if r.kind == kind and state in r.states)
 
 
-def _named(rule: Rule) -> str:
+def named(rule: Rule) -> str:
     return f"rule '{rule.id}' ({rule.kind})"
 
 
-def kept_state_breaks(old: MachineSpec, new: MachineSpec, state: str) -> list[str]:
-    """What a new version would change in the meaning of ``state``, which both versions
-    have and in which entities live: it may not stop saying the effect may have run, change
-    what it does to a reservation, let a finished entity move again or finish a waiting one
-    with no move, or give up what keeps the state for people (a reserved tag, a rule naming
-    who or what alone leaves it; a new way out is the owner's to add, say an expiry of an
-    approval, and the rules judge it). Such a change would reach every entity already there
-    with no move, and a later map out of the state would then be judged by the weaker
-    meaning."""
-    if state not in old.states or state not in new.states:
-        return []
-    out = []
-    if state in old.states_tagged(EFFECT_STARTED) and state not in new.states_tagged(
-        EFFECT_STARTED
-    ):
-        out.append(
-            f"'{state}' loses the tag {EFFECT_STARTED}: its entities' effects may have run, and "
-            "the state would say they did not"
-        )
-    if _fate(old, state) != _fate(new, state):
-        out.append(
-            f"'{state}' changes what it does to a reservation ({_tags(_fate(old, state))} to "
-            f"{_tags(_fate(new, state))})"
-        )
-    if old.states[state].terminal and not new.states[state].terminal:
-        out.append(f"'{state}' is no longer terminal: its finished entities could move again")
-    out += _annotations_kept(old, new, state, state)
-    if not old.states[state].terminal and new.states[state].terminal:
-        out.append(
-            f"'{state}' becomes terminal: its entities would be finished where they wait, with "
-            "no move"
-        )
-    if _kept_for_people(new, state) and not _people_only_always(old, state):
-        out.append(
-            f"'{state}' gains a rule that only people enter it, while automatic moves put "
-            "its entities there: they would look put there by a person"
-        )
-    out += _exits_kept(old, new, state, state)
-    return out
-
-
-def _annotations_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:
+def annotations_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:
     """A terminal ``state`` of ``old``, now called ``now``, may let no more of its
     finished entities' data change (``annotations``)."""
     opened = sorted(set(new.states[now].annotations) - set(old.states[state].annotations))
@@ -500,7 +460,7 @@ def _annotations_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) 
         )
 
 
-def _exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:
+def exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Iterator[str]:
     """What ``new`` gives up, for ``state`` of ``old`` now called ``now``, of what kept it
     for people."""
     called = f"'{state}'" if now == state else f"'{state}' (now '{now}')"
@@ -510,163 +470,15 @@ def _exits_kept(old: MachineSpec, new: MachineSpec, state: str, now: str) -> Ite
                 f"{called} loses the tag {tag}: its entities wait for a person's decision, and "
                 "the state would no longer say so"
             )
-    for rule in _rules(old, "only_actors_exit", state):
-        if not any(set(r.actors) <= set(rule.actors) for r in _rules(new, rule.kind, now)):
+    for rule in rules_of(old, "only_actors_exit", state):
+        if not any(set(r.actors) <= set(rule.actors) for r in rules_of(new, rule.kind, now)):
             yield (
-                f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.actors)} "
+                f"{named(rule)} is dropped or widened: it lets only {', '.join(rule.actors)} "
                 f"leave {called}"
             )
-    for rule in _rules(old, "only_triggers_exit", state):
-        if not any(set(r.triggers) <= set(rule.triggers) for r in _rules(new, rule.kind, now)):
+    for rule in rules_of(old, "only_triggers_exit", state):
+        if not any(set(r.triggers) <= set(rule.triggers) for r in rules_of(new, rule.kind, now)):
             yield (
-                f"{_named(rule)} is dropped or widened: it lets only {', '.join(rule.triggers)} "
+                f"{named(rule)} is dropped or widened: it lets only {', '.join(rule.triggers)} "
                 f"leave {called}"
             )
-
-
-def actor_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineSpec) -> list[str]:
-    """An actor of ``new`` whose nature (automatic or a person) an earlier stored version
-    gave the other way: every history event that names it, and every rule that keeps a
-    state for people, would read in the new nature (a refund settled by a person would
-    read as settled by a program, or the reverse)."""
-    out = []
-    for actor, record in new.actors.items():
-        for version, spec in earlier:
-            was = spec.actors.get(actor)
-            if was is not None and was.automatic != record.automatic:
-                nature = "automatic" if record.automatic else "a person"
-                out.append(
-                    f"the new version makes actor '{actor}' {nature}, and version {version} "
-                    "had it the other way: its histories would read in the new nature; add "
-                    "a new actor instead"
-                )
-                break
-    return out
-
-
-def reused_name_breaks(earlier: Sequence[tuple[int, MachineSpec]], new: MachineSpec) -> list[str]:
-    """A state ``new`` adds under a name an earlier stored version gave a state that meant
-    something else (other built-in tags, terminal or not, entered only by people or not):
-    the store's histories, and every system that reads a state by its name, would read the
-    old entities' record in the new meaning (a charge that landed, renamed away from
-    ``succeeded``, found later in a new ``failed``; a human's approval, in a new state of
-    the name that the proxy enters)."""
-    out = []
-    last = earlier[-1][1] if earlier else None
-    for state in new.states:
-        if last is not None and state in last.states:
-            continue
-        for version, spec in earlier:
-            if state not in spec.states:
-                continue
-            was = _meaning_of(spec, state)
-            now = _meaning_of(new, state)
-            if was != now:
-                out.append(
-                    f"the new version adds a state '{state}' ({_said(now)}), and version "
-                    f"{version} had a state of that name that meant something else "
-                    f"({_said(was)}): its history and every reader of the name would take the "
-                    "one for the other; give the new state a name of its own"
-                )
-                break
-    return out
-
-
-Meaning = tuple[bool, frozenset[str], frozenset[tuple[tuple[str, str], ...]]]
-"""What a state's name says of its entities: final or not, its built-in tags, and the
-contexts under which only people put them there."""
-
-
-def _meaning_of(spec: MachineSpec, state: str) -> Meaning:
-    """What a state's name says of its entities: final or not, its built-in tags, and
-    under which contexts only people put them there (an approval reads as a person's)."""
-    tags = frozenset(t for t in TAGS if state in spec.states_tagged(t))
-    return spec.states[state].terminal, tags, _people_only(spec, state)
-
-
-def _people_only(spec: MachineSpec, state: str) -> frozenset[tuple[tuple[str, str], ...]]:
-    """Every valuation of ``spec``'s context under which only people's moves enter
-    ``state`` (``_people_enter``)."""
-    names = sorted(spec.context)
-    valuations = itertools.product(*(spec.context[n].values for n in names))
-    return frozenset(
-        tuple(zip(names, values, strict=True))
-        for values in valuations
-        if _people_enter(spec, state, dict(zip(names, values, strict=True)))
-    )
-
-
-def _people_enter_more(
-    old: MachineSpec,
-    source: str,
-    new: MachineSpec,
-    dest: str,
-    context: Mapping[str, str] | None,
-) -> bool:
-    """Whether only people enter ``dest`` of ``new`` where automatic moves entered
-    ``source`` of ``old``: under ``context``, or under some context when it is not known."""
-    if context is not None:
-        return _people_enter(new, dest, context) and not _people_enter(old, source, context)
-    return not _people_only(new, dest) <= _people_only(old, source)
-
-
-def _people_only_always(spec: MachineSpec, state: str) -> bool:
-    """Whether only people's moves enter ``state`` under every context (a rule that says
-    so later states what was already true)."""
-    names = sorted(spec.context)
-    every = itertools.product(*(spec.context[n].values for n in names))
-    return _people_only(spec, state) == {tuple(zip(names, v, strict=True)) for v in every}
-
-
-def _kept_for_people(spec: MachineSpec, state: str) -> bool:
-    """Whether a rule says only people enter ``state`` (``only_actors_enter`` naming no
-    automatic actor). A kept state may lose an automatic way in (a move removed) without
-    changing what its entities' record says; a rule that declares it a person's may not."""
-    return any(
-        all(a in spec.actors and not spec.actors[a].automatic for a in rule.actors)
-        for rule in _rules(spec, "only_actors_enter", state)
-    )
-
-
-def _people_enter(spec: MachineSpec, state: str, context: Mapping[str, str] | None = None) -> bool:
-    """Whether only people's moves enter ``state``: a rule keeps it for people
-    (``only_actors_enter`` naming none that is automatic), or every move into it is a
-    person's; with ``context``, only the moves whose guard admits it count (an automatic
-    way in for Compensable calls is no way in for an Irreversible one)."""
-    if _kept_for_people(spec, state):
-        return True
-    ways_in = _ways_in(spec, state, context)
-    return bool(ways_in) and all(not spec.actors[a].automatic for t in ways_in for a in t.actors)
-
-
-def _ways_in(spec: MachineSpec, state: str, context: Mapping[str, str] | None) -> list[Any]:
-    """The transitions into ``state`` from another state whose guard admits ``context``."""
-    return [
-        t
-        for t in spec.transitions
-        if t.dest == state and t.source != state and _admits(t.when, context)
-    ]
-
-
-def _admits(when: Mapping[str, Collection[str]], context: Mapping[str, str] | None) -> bool:
-    """Whether a guard admits ``context`` (a variable it does not give is not judged)."""
-    return context is None or all(
-        context[var] in allowed for var, allowed in when.items() if var in context
-    )
-
-
-def _said(meaning: Meaning) -> str:
-    terminal, tags, people = meaning
-    if not people:
-        entered = "entered by automatic moves"
-    elif people == frozenset({()}):
-        entered = "entered only by people"
-    else:
-        entered = f"entered only by people when {_contexts(people)}"
-    return f"{'terminal' if terminal else 'not terminal'}, tags {_tags(set(tags))}, {entered}"
-
-
-def _contexts(valuations: frozenset[tuple[tuple[str, str], ...]]) -> str:
-    return " or ".join(
-        ", ".join(f"{var}={value}" for var, value in valuation) for valuation in sorted(valuations)
-    )

@@ -42,7 +42,7 @@ from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
-from machines.spec.migration_moves import actor_breaks, kept_state_breaks, reused_name_breaks
+from machines.spec.version_changes import actor_breaks, kept_state_breaks, reused_name_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY
