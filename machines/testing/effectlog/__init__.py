@@ -8,34 +8,7 @@ The package offers every public name of ``suite``, as the one module
 ``machines.testing.effectlog`` did before the suite was split.
 """
 
-from machines.testing.effectlog.suite import (
-    CALLS,
-    POLICIES,
-    RULES,
-    Behaviour,
-    Call,
-    EffectLogAdapter,
-    EffectLogSuite,
-    Move,
-    NotSent,
-    ReferenceEffectLog,
-    RuleBroken,
-    Saga,
-    SimulatedCrash,
-)
+from machines.testing.effectlog.suite import *  # noqa: F403 - the suite's public names, listed there
+from machines.testing.effectlog.suite import __all__ as _suite_names
 
-__all__ = [
-    "CALLS",
-    "POLICIES",
-    "RULES",
-    "Behaviour",
-    "Call",
-    "EffectLogAdapter",
-    "EffectLogSuite",
-    "Move",
-    "NotSent",
-    "ReferenceEffectLog",
-    "RuleBroken",
-    "Saga",
-    "SimulatedCrash",
-]
+__all__ = list(_suite_names)

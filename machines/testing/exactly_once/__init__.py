@@ -8,34 +8,7 @@ The package offers every public name of ``suite``, as the one module
 ``machines.testing.exactly_once`` did before the suite was split.
 """
 
-from machines.testing.exactly_once.suite import (
-    KEYS,
-    LEASE,
-    POLICIES,
-    RULES,
-    Behaviour,
-    ExactlyOnceAdapter,
-    ExactlyOnceSuite,
-    Fault,
-    Move,
-    NotSent,
-    ReferenceAdapter,
-    RuleBroken,
-    SimulatedCrash,
-)
+from machines.testing.exactly_once.suite import *  # noqa: F403 - the suite's public names, listed there
+from machines.testing.exactly_once.suite import __all__ as _suite_names
 
-__all__ = [
-    "KEYS",
-    "LEASE",
-    "POLICIES",
-    "RULES",
-    "Behaviour",
-    "ExactlyOnceAdapter",
-    "ExactlyOnceSuite",
-    "Fault",
-    "Move",
-    "NotSent",
-    "ReferenceAdapter",
-    "RuleBroken",
-    "SimulatedCrash",
-]
+__all__ = list(_suite_names)

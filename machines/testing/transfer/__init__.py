@@ -9,46 +9,7 @@ The package offers every public name of ``suite``, as the one module
 ``machines.testing.transfer`` did before the suite was split.
 """
 
-from machines.testing.transfer.suite import (
-    ENGINES,
-    OPERATIONS,
-    PLANS,
-    POLICIES,
-    REQUEST_IDS,
-    RULES,
-    SUBMIT_TIMEOUT,
-    EngineHistory,
-    Fault,
-    GateDesk,
-    Move,
-    ReferenceTransfer,
-    RuleBroken,
-    SimulatedCrash,
-    StoreError,
-    TransferAdapter,
-    TransferSuite,
-    Venue,
-    plan_node,
-)
+from machines.testing.transfer.suite import *  # noqa: F403 - the suite's public names, listed there
+from machines.testing.transfer.suite import __all__ as _suite_names
 
-__all__ = [
-    "ENGINES",
-    "OPERATIONS",
-    "PLANS",
-    "POLICIES",
-    "REQUEST_IDS",
-    "RULES",
-    "SUBMIT_TIMEOUT",
-    "EngineHistory",
-    "Fault",
-    "GateDesk",
-    "Move",
-    "ReferenceTransfer",
-    "RuleBroken",
-    "SimulatedCrash",
-    "StoreError",
-    "TransferAdapter",
-    "TransferSuite",
-    "Venue",
-    "plan_node",
-]
+__all__ = list(_suite_names)
