@@ -367,3 +367,26 @@ def test_the_check_hint_repeats_the_users_flags_quoted_for_a_shell(
     assert shlex.split(said.rstrip().split("run: ", 1)[1]) == ["machines", *argv]
     assert main(argv) == 0 and main([*argv, "--check"]) == 0
     capsys.readouterr()
+
+
+def test_an_entitys_picture_shows_where_it_is_and_the_way_it_came() -> None:
+    """Issue 29: the object runtime's entity drawn with its current state and the path so
+    far highlighted, shown by Jupyter as SVG (``_repr_svg_``)."""
+    import shutil
+
+    import machines
+    from machines.render.dot import CURRENT_FILL, TAKEN_COLOR
+    from machines.render.picture import entity_picture
+
+    effect = machines.load("effect").machine(tier="compensable")
+    effect.trigger("execute", actor="proxy")
+    picture = entity_picture(effect)
+    lines = picture.dot.splitlines()
+    current = [line for line in lines if CURRENT_FILL in line]
+    assert len(current) == 1 and current[0].lstrip().startswith('"executing"')
+    taken = [line for line in lines if TAKEN_COLOR in line]
+    assert len(taken) == 1 and '"pending" -> "executing"' in taken[0]
+    assert CURRENT_FILL not in machines.render.dot.to_dot(effect.spec)  # a plain diagram
+    if shutil.which("dot"):
+        svg = picture._repr_svg_()
+        assert svg is not None and svg.lstrip().startswith(("<?xml", "<svg", "<!--"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from machines.render.view import (
     FAIL_CLOSED_COLOR,
     FAIL_CLOSED_FILL,
@@ -16,7 +18,19 @@ from machines.spec import MachineSpec
 FONT = "Helvetica"
 
 
-def to_dot(spec: MachineSpec) -> str:
+CURRENT_FILL = "#fde68a"
+"""The fill of the state an entity is in, on its picture."""
+TAKEN_COLOR = "#15803d"
+"""The color of the moves an entity took, on its picture."""
+
+
+def to_dot(
+    spec: MachineSpec,
+    current: str | None = None,
+    taken: Collection[tuple[str, str, str]] = (),
+) -> str:
+    """The machine's diagram; with ``current`` (a state) and ``taken`` ((source, trigger,
+    dest) moves), one entity's picture: where it is, and the way it came."""
     view = DiagramView.of(spec)
     lines = [
         f"digraph {_quote(view.name)} {{",
@@ -27,10 +41,17 @@ def to_dot(spec: MachineSpec) -> str:
         '  "__initial__" [shape=point, width=0.18, label=""];',
     ]
     for state in view.states:
-        lines.append(f"  {_quote(state)}{_state_style(view, state)};")
+        style = _state_style(view, state)
+        if state == current:
+            here = f'fillcolor="{CURRENT_FILL}", penwidth=3'
+            style = f" [{style[2:-1]}, {here}]" if style else f" [{here}]"
+        lines.append(f"  {_quote(state)}{style};")
     lines.append(f'  "__initial__" -> {_quote(view.initial)};')
     for edge in view.edges:
-        lines.append(f"  {_quote(edge.source)} -> {_quote(edge.dest)} [{_edge_style(edge)}];")
+        style = _edge_style(edge)
+        if (edge.source, edge.trigger, edge.dest) in taken:
+            style += f', color="{TAKEN_COLOR}", fontcolor="{TAKEN_COLOR}", penwidth=3'
+        lines.append(f"  {_quote(edge.source)} -> {_quote(edge.dest)} [{style}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
