@@ -284,3 +284,26 @@ def test_every_mutant_of_the_users_definition_is_killed(user: User) -> None:
     assert mutated.code == 0, mutated
     rows = [line for line in mutated.out.splitlines() if line.startswith("refund.yaml:")]
     assert len(rows) >= 80 and all(" killed " in row for row in rows), mutated
+
+
+def test_a_trigger_typo_in_the_users_code_fails_mypy_with_the_typed_names(user: User) -> None:
+    """Issue 29: triggers are found by name at run time; the typed names the wheel's
+    ``machines export --format python`` writes make a typo a mypy error in the user's own
+    project and environment."""
+    installed = user.run("pip", "install", "-q", "mypy")
+    assert installed.code == 0, installed
+    names = user.run("machines", "export", "specs/refund.yaml", "--format", "python")
+    assert names.code == 0, names
+    (user.project / "refund_names.py").write_text(names.out, encoding="utf-8")
+    code = (
+        "import machines\n"
+        "from refund_names import Refund, RefundActor\n"
+        "refund = Refund(machines.load('specs/refund.yaml').machine(size='small'))\n"
+        "refund.send(actor=RefundActor.SERVICE)\n"
+    )
+    (user.project / "uses_names.py").write_text(code, encoding="utf-8")
+    (user.project / "typo.py").write_text(code.replace(".send(", ".sned("), encoding="utf-8")
+    clean = user.run("mypy", "--strict", "--no-incremental", "uses_names.py", "refund_names.py")
+    assert clean.code == 0, clean
+    typo = user.run("mypy", "--strict", "--no-incremental", "typo.py", "refund_names.py")
+    assert typo.code == 1 and '"Refund" has no attribute "sned"' in typo.out, typo
