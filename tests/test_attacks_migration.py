@@ -162,12 +162,7 @@ def test_a_rename_into_a_final_state_or_dropping_the_tag_is_refused(
             t for t in renamed_doc["transitions"] if t["source"] != "settled"
         ]
         renamed_doc["invariants"] = [
-            r
-            for r in renamed_doc["invariants"]
-            if r.get("state") != "settled" or r["rule"] != "only_triggers_exit"
-        ]
-        renamed_doc["invariants"] = [
-            r for r in renamed_doc["invariants"] if r.get("state") != "settled"
+            r for r in renamed_doc["invariants"] if r.get("states") != ["settled"]
         ]
         doc.clear()
         doc.update(renamed_doc)

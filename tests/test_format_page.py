@@ -73,3 +73,41 @@ def test_the_api_reference_shows_every_name_the_package_exports() -> None:
         if f"{name}" not in page and getattr(machines, name).__module__ not in whole_modules
     ]
     assert missing == []
+
+
+def test_rules_name_their_states_one_way_and_the_old_spelling_still_loads(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: ``only_actors_exit`` took ``state`` where ``only_actors_enter`` took
+    ``states``. Every rule now takes ``states``; ``state:`` loads to the same rule, and
+    ``machines check`` notes it; ``machines diff`` sees no change between the two."""
+    import yaml
+
+    from machines.checks.report import check
+    from machines.cli import main
+    from machines.errors import SpecError
+    from machines.spec.canonical import semantic_digest
+
+    refund = Path(__file__).parent / "user_project" / "specs" / "refund.yaml"
+    old = refund.read_text(encoding="utf-8")
+    assert "state: unknown, actors" in old  # the user project keeps the old spelling
+    new_dir = tmp_path / "new"
+    new_dir.mkdir()
+    new = old.replace("state: unknown, actors", "states: [unknown], actors").replace(
+        "state: sending, via", "states: [sending], via"
+    )
+    (new_dir / "refund.yaml").write_text(new, encoding="utf-8")
+    assert semantic_digest(load(refund)) == semantic_digest(load(new_dir / "refund.yaml"))
+    notes = check(refund.parent).notes
+    assert len(notes) == 2 and "writes state: unknown, the old spelling" in notes[0]
+    assert check(new_dir).notes == []
+    assert main(["diff", str(refund), str(new_dir / "refund.yaml")]) == 0
+    both = yaml.safe_load(new)
+    both["invariants"][3]["state"] = "unknown"  # both spellings at once: which one?
+    (new_dir / "refund.yaml").write_text(yaml.safe_dump(both), encoding="utf-8")
+    try:
+        load(new_dir / "refund.yaml")
+    except SpecError:
+        pass
+    else:
+        raise AssertionError("a rule giving both state and states loaded")

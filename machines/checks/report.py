@@ -66,6 +66,8 @@ class Report:
     derivations: dict[str, DerivationReport] = field(default_factory=dict)
     found: int = 0
     """How many definition files were found (some may not have loaded)."""
+    notes: list[str] = field(default_factory=list)
+    """What loads but is written an old way (a rule's ``state:``, now ``states:``)."""
 
     @property
     def exit_code(self) -> int:
@@ -137,10 +139,27 @@ def check(
         )
         report.findings.extend(spec.findings)
         report.violations.extend(check_structure(spec))
+        report.notes.extend(_old_spellings(spec, path))
     for spec in specs.values():
         if spec.derivation is not None and spec.derivation.node_machine in specs:
             _judge_derivation(report, spec, specs[spec.derivation.node_machine], max_nodes)
     return report
+
+
+def _old_spellings(spec: MachineSpec, path: Path) -> list[str]:
+    """Each rule written with ``state:``, the old spelling of ``states:`` (it still loads,
+    to the same rule: ``machines diff`` sees no change between the two)."""
+    lines = spec.source.lines if spec.source is not None else {}
+    out = []
+    for i, rule in enumerate(spec.invariants):
+        line = lines.get(("invariants", i, "state"))
+        if line is not None:
+            state = rule.states[0]
+            out.append(
+                f"{path}:{line}: rule '{rule.id}' writes state: {state}, the old spelling; "
+                f"write states: [{state}] (the same rule)"
+            )
+    return out
 
 
 def _definition_problem(path: Path, problem: str) -> Violation:

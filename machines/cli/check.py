@@ -176,6 +176,10 @@ def print_report(
             f"findings: {len(report.findings)} recorded in the definitions; "
             f"{command_line('check', [*given, '--findings'])} prints them\n\n"
         )
+    if report.notes:
+        w(f"notes ({len(report.notes)}):\n")
+        w("".join(f"  {note}\n" for note in report.notes))
+        w("\n")
     for problem in report.unreadable:
         w(f"UNREADABLE: {problem}\n")
     if report.violations:

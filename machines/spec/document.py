@@ -139,22 +139,10 @@ def _forbidden(spec: MachineSpec, f: Forbidden) -> dict[str, Any]:
     return {"source": side(f.sources), "dest": side(f.dests), "reason": f.reason}
 
 
-def _rule_keys(kind: str) -> frozenset[str]:
-    """The keys the schema allows on a rule of ``kind`` (a kind names its one state as
-    ``state``, or its states as ``states``)."""
-    for case in schema()["$defs"]["rule"]["allOf"]:
-        if case["if"]["properties"]["rule"]["const"] == kind:
-            return frozenset(case["then"]["properties"])
-    raise ValueError(f"the schema has no rule kind {kind!r}")
-
-
 def _rule(spec: MachineSpec, r: Rule) -> dict[str, Any]:
     out: dict[str, Any] = {"id": r.id, "rule": r.kind}
     if r.states:
-        if "state" in _rule_keys(r.kind) and len(r.states) == 1:
-            out["state"] = r.states[0]
-        else:
-            out["states"] = list(r.states)
+        out["states"] = list(r.states)
     for key, values in (
         ("actors", r.actors),
         ("triggers", r.triggers),

@@ -343,21 +343,21 @@ def _can_terminate(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Viol
 
 
 def _only_via(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
-    (state,) = rule.states
-    for i, context in enumerate(graph.valuations):
-        if not _within(context, rule.when):
-            continue
-        path = graph.path_to(state, i, avoid=frozenset(rule.via))
-        if path is not None:
-            yield Violation(
-                spec.name,
-                rule.id,
-                rule.kind,
-                f"'{state}' is reachable without passing through {', '.join(rule.via)}",
-                path,
-                context,
-            )
-            return
+    for state in rule.states:
+        for i, context in enumerate(graph.valuations):
+            if not _within(context, rule.when):
+                continue
+            path = graph.path_to(state, i, avoid=frozenset(rule.via))
+            if path is not None:
+                yield Violation(
+                    spec.name,
+                    rule.id,
+                    rule.kind,
+                    f"'{state}' is reachable without passing through {', '.join(rule.via)}",
+                    path,
+                    context,
+                )
+                break
 
 
 def _only_reachable_when(spec: MachineSpec, rule: Rule, graph: Graph) -> Iterable[Violation]:
