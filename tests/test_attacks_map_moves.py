@@ -459,3 +459,58 @@ def test_a_renamed_rule_may_list_its_states_in_another_order(tmp_path: Path) -> 
     v2 = _refund(tmp_path, "v2", renamed_and_reordered)
     said = migration_breaks(v1, v2, "declined", "refused")
     assert not any("has no such rule" in why for why in said), said
+
+
+# -- outsider, thirteenth batch --------------------------------------------------------------
+
+
+def test_a_map_is_judged_by_the_new_versions_only_via_and_from_the_path_it_came(
+    tmp_path: Path,
+) -> None:
+    """B1/B3: the new version's own ``only_via`` on the destination was never judged, nor a
+    rename into a guarded state; F1/F2, false refusals: a rule limited by ``when`` refused
+    entities outside it, and a source past the via state was taken for one before it."""
+
+    def dispatched(doc: Document) -> None:
+        doc["states"]["dispatched"] = {"description": "Sent.", "tags": ["effect-started"]}
+        doc["transitions"] += [
+            _move("dispatch", "awaiting_approval", "dispatched", "approver"),
+            _move("dispatch_small", "requested", "dispatched", "service", when={"size": ["small"]}),
+            _move("confirm2", "dispatched", "refunded", "service", evidence="the network"),
+        ]
+        doc["invariants"].append(
+            {
+                "id": "large-dispatch-approved",
+                "rule": "only_via",
+                "states": ["dispatched"],
+                "via": ["awaiting_approval"],
+                "when": {"size": ["large"]},
+                "description": "A large refund is dispatched only after approval.",
+            }
+        )
+
+    v1, v2 = load(REFUND), _refund(tmp_path, "v2", dispatched)
+    large = "\\n".join(migration_breaks(v1, v2, "requested", "dispatched", {"size": "large"}))
+    assert "lets 'dispatched' be reached only by way of 'awaiting_approval'" in large
+    small = "\\n".join(migration_breaks(v1, v2, "requested", "dispatched", {"size": "small"}))
+    assert "only by way of" not in small  # F1: the rule is for large refunds
+    assert not any(
+        "only by way of" in why for why in migration_breaks(v1, v2, "requested", "dispatched")
+    )  # without a context, a rule limited by when waits for each entity's own
+    past = "\\n".join(migration_breaks(v1, v2, "unknown", "dispatched", {"size": "large"}))
+    assert "only by way of" not in past  # F2: every way to 'unknown' passed the approval
+
+
+def test_a_rename_keeps_an_only_from_rule_judged_by_how_the_state_was_entered(
+    tmp_path: Path,
+) -> None:
+    """A false refusal the thirteenth batch found: renaming ``executing`` (entered only from
+    ``pending`` or ``approved``) was refused by its own renamed ``only_from`` rule."""
+
+    def running(doc: Document) -> None:
+        doc.update(rename_everywhere(doc, "executing", "running"))
+
+    effect, renamed = load("effect"), edited(tmp_path, "v2", "effect", running)
+    for tier in ("compensable", "irreversible"):
+        said = migration_breaks(effect, renamed, "executing", "running", {"tier": tier})
+        assert not any("entered only from" in why for why in said), said

@@ -106,7 +106,6 @@ def migration_breaks(
                 found += [
                     *_forbidden(spec, name, dest),
                     *_finishing(spec, name, dest, final, context),
-                    *_only_by_way_of(spec, name, dest, context),
                 ]
         for there in dict.fromkeys([*entered, new or old]) if spec is not old else ():
             if name in spec.states and dest in there.states:
@@ -114,6 +113,8 @@ def migration_breaks(
         out += found if spec is old else [f"{why} {EARLIER}" for why in found]
     out += _meaning(old, new or old, source, dest)
     for there in dict.fromkeys([*entered, new or old]):
+        if dest in there.states and source in old.states:
+            out += _only_by_way_of(old, source, there, dest, context)
         if dest in there.states:
             found = [] if renamed else list(_arriving(there, dest, context))
             if not renamed and source in old.states:
@@ -381,17 +382,51 @@ def _derived(spec: MachineSpec, source: str) -> Iterator[str]:
 
 
 def _only_by_way_of(
-    spec: MachineSpec, source: str, dest: str, context: Mapping[str, str] | None
+    lived: MachineSpec,
+    source: str,
+    ruler: MachineSpec,
+    dest: str,
+    context: Mapping[str, str] | None,
 ) -> Iterator[str]:
-    """A map into a state ``only_from`` lets in from named states only, or ``only_via``
-    lets in only by way of named states (an execution only after an approval): the map
-    comes straight from ``source``."""
-    for rule in rules_of(spec, "only_from", dest):
-        if source not in rule.sources:
+    """A map into a state that ``ruler`` (a version with ``dest``: one the entity lived
+    under, or the new one) lets in only from named states (``only_from``), or only by way
+    of named states (``only_via``: an execution only after an approval). The entity came
+    from ``source`` of ``lived``: it passed a via state when ``source`` is one, or when no
+    path of ``lived`` reaches ``source`` without one (under its context); a rename (``dest``
+    new) entered ``dest`` when it entered ``source``, by the moves of ``lived`` into it. A
+    rule limited by ``when`` is judged only with the entity's context."""
+    renamed = dest not in lived.states  # the entity entered it as source: judge that entry
+    for rule in rules_of(ruler, "only_from", dest):
+        entries = {t.source for t in ways_in(lived, source, context)} if renamed else {source}
+        if not entries or not entries <= set(rule.sources):
             yield f"{named(rule)} lets '{dest}' be entered only from {_either_of(rule.sources)}"
-    for rule in rules_of(spec, "only_via", dest):
-        if source not in rule.via and admits(rule.when, context):
+    for rule in rules_of(ruler, "only_via", dest):
+        if rule.when and context is None:
+            continue  # judged per entity, under its own context
+        if not admits(rule.when, context) or source in rule.via:
+            continue
+        if _reached_avoiding(lived, source, frozenset(rule.via), context):
             yield f"{named(rule)} lets '{dest}' be reached only by way of {_either_of(rule.via)}"
+
+
+def _reached_avoiding(
+    spec: MachineSpec, target: str, avoid: frozenset[str], context: Mapping[str, str] | None
+) -> bool:
+    """Whether some path of ``spec`` from its initial state reaches ``target`` without
+    passing any state of ``avoid``, by moves whose guard admits ``context``."""
+    if spec.initial in avoid or target not in spec.states:
+        return spec.initial == target
+    seen, frontier = {spec.initial}, [spec.initial]
+    while frontier:
+        state = frontier.pop()
+        if state == target:
+            return True
+        for t in spec.transitions:
+            onward = t.source == state and t.dest not in avoid and t.dest not in seen
+            if onward and admits(t.when, context):
+                seen.add(t.dest)
+                frontier.append(t.dest)
+    return False
 
 
 def _either_of(states: Sequence[str]) -> str:
