@@ -252,3 +252,28 @@ def test_connections_close_with_their_thread_and_with_the_store() -> None:
     assert closed == ["a", "b", "main"] and connections.current() == "main again"
     connections.close_all()
     assert closed[-1] == "main again" and connections.current() is None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_a_store_is_closed_at_the_end_of_a_with_block(kind: str, tmp_path: Path) -> None:
+    """Noticed this session: ``with open_store(url) as store:`` failed (no context
+    manager), so every test wrapped stores in ``contextlib.closing``."""
+    from contextlib import ExitStack
+
+    from tests.conftest import postgres_schema, store_url
+
+    with ExitStack() as cleanup:
+        url = (
+            cleanup.enter_context(postgres_schema())
+            if kind == "postgres"
+            else store_url(kind, tmp_path)
+        )
+        closed: list[bool] = []
+        with open_store(url) as store:
+            store.insert("outcome", "k", data={})
+            real = store.close
+            store.close = lambda: (closed.append(True), real())[1]  # type: ignore[method-assign]
+        assert closed == [True]
+        if kind != "memory":
+            with open_store(url) as again, again.transaction() as tx:
+                assert tx.get("outcome", "k") is not None

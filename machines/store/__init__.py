@@ -22,6 +22,7 @@ from machines.spec.loader import load
 from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.memory import MemoryStore
 from machines.store.records import (
+    OpenedStore,
     RecordExists,
     Row,
     StaleWrite,
@@ -37,6 +38,7 @@ BUNDLED = ("effect", "outcome", "node", "request")
 __all__ = [
     "InvalidArgument",
     "MemoryStore",
+    "OpenedStore",
     "RecordExists",
     "Row",
     "SQLiteStore",
@@ -55,7 +57,7 @@ def open_store(
     *,
     clock: Clock | None = None,
     read_only: bool = False,
-) -> Store:
+) -> OpenedStore:
     """Open the store at ``url`` for ``specs`` (default: the four bundled machines).
 
     ``specs`` is an iterable of loaded specs, or a mapping of each spec's own name to it;

@@ -30,6 +30,7 @@ from machines.store.arguments import (
     spec_for,
 )
 from machines.store.records import (
+    ClosedOnExit,
     OneWriteTransactions,
     Row,
     StaleWrite,
@@ -47,7 +48,7 @@ _Stored = tuple[Row, str]  # a row and the JSON text of its data, which every re
 _Event = tuple[TransitionEvent, str | None]  # the event and the JSON text of its detail
 
 
-class MemoryStore(OneWriteTransactions):
+class MemoryStore(OneWriteTransactions, ClosedOnExit):
     def __init__(self, specs: Mapping[str, MachineSpec], clock: Clock = time.time) -> None:
         self.url = "memory://"
         self._specs = dict(specs)

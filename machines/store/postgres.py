@@ -52,7 +52,15 @@ from machines.store.integrity_postgres import (
     one_store_on_path,
     served_versions,
 )
-from machines.store.records import Row, StaleWrite, StoreError, frozen, read_json, shown_url
+from machines.store.records import (
+    ClosedOnExit,
+    Row,
+    StaleWrite,
+    StoreError,
+    frozen,
+    read_json,
+    shown_url,
+)
 from machines.store.sql import (
     Dialect,
     SQLTransaction,
@@ -135,7 +143,7 @@ def _connect(
     return conn
 
 
-class PostgresStore:
+class PostgresStore(ClosedOnExit):
     def __init__(
         self,
         url: str,

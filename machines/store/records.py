@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
@@ -227,6 +227,28 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the connections (a store may be reopened with ``open_store``)."""
+
+
+class OpenedStore(Store, Protocol):
+    """What ``open_store`` returns: a ``Store`` that a ``with`` block closes at its end.
+    A store of your own that the systems take need only be a ``Store``."""
+
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class ClosedOnExit:
+    """``with open_store(url) as store:``: the store, closed when the block ends (an error
+    in the block goes on after the close)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class OneWriteTransactions:

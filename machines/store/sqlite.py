@@ -36,7 +36,7 @@ from machines.store.ddl import (
 )
 from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_sqlite import guard_differences, served_versions
-from machines.store.records import OneWriteTransactions, StoreError, decode
+from machines.store.records import ClosedOnExit, OneWriteTransactions, StoreError, decode
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
 from machines.store.versions import legacy, no_registry, no_tables
 
@@ -46,7 +46,7 @@ def fingerprint(spec: MachineSpec, version: int) -> str:
     return hashlib.sha256(sqlite_schema(spec, version).encode()).hexdigest()[:16]
 
 
-class SQLiteStore(OneWriteTransactions):
+class SQLiteStore(OneWriteTransactions, ClosedOnExit):
     """``open_store("sqlite:///path/to/file.db")``."""
 
     def __init__(
