@@ -207,14 +207,19 @@ def test_a_node_rows_executor_swapped_by_raw_sql_stops_the_engine_and_is_named(
     )
 
 
+def _planted_x(store: Any, executor: str) -> Any:
+    """THEN_D's node 'x', inserted under its key before request t1 exists."""
+    data = {"name": "x", "has_side_effect": False, "executor": executor}
+    data |= {"predecessors": [], "successors": []}
+    return store.insert("node", "t1/x", scope="t1", context={"kind": "action"}, data=data)[0]
+
+
 def test_a_node_row_planted_before_its_request_is_not_adopted(url: str) -> None:
     """Outsider, tenth batch (f11): a row inserted under a node's key before the request was
     submitted was taken for the node by ``submit``. Now submit refuses it."""
     store = open_store(url)
     try:
-        data = {"name": "x", "has_side_effect": False, "executor": "bank"}
-        data |= {"predecessors": [], "successors": []}
-        store.insert("node", "t1/x", scope="t1", context={"kind": "action"}, data=data)
+        _planted_x(store, executor="bank")
         engine = engine_for(store, FakeVenue({}))
         with pytest.raises(PlanError, match="a node row 't1/x' was there before the request"):
             engine.submit("t1", THEN_D)
@@ -407,9 +412,7 @@ def test_a_node_row_planted_and_moved_before_its_request_is_not_adopted(url: str
     ran and the request completed. A pre-existing row must be the untouched node."""
     store = open_store(url)
     try:
-        data = {"name": "x", "has_side_effect": False, "executor": "venue"}
-        data |= {"predecessors": [], "successors": []}
-        row, _ = store.insert("node", "t1/x", scope="t1", context={"kind": "action"}, data=data)
+        row = _planted_x(store, executor="venue")  # exactly what the plan makes of 'x'
         store.move(row, "skip", actor="planner", detail={"by": "app"})
         engine = engine_for(store, FakeVenue({}))
         with pytest.raises(PlanError, match="untouched node"):

@@ -21,13 +21,7 @@ Valuations = frozenset[tuple[tuple[str, str], ...]]
 def people_only(spec: MachineSpec, state: str) -> Valuations:
     """Every valuation of ``spec``'s context under which only people's moves enter
     ``state`` (``people_enter``)."""
-    names = sorted(spec.context)
-    valuations = itertools.product(*(spec.context[n].values for n in names))
-    return frozenset(
-        tuple(zip(names, values, strict=True))
-        for values in valuations
-        if people_enter(spec, state, dict(zip(names, values, strict=True)))
-    )
+    return frozenset(v for v in _valuations(spec) if people_enter(spec, state, dict(v)))
 
 
 def people_enter_more(
@@ -47,9 +41,14 @@ def people_enter_more(
 def people_only_always(spec: MachineSpec, state: str) -> bool:
     """Whether only people's moves enter ``state`` under every context (a rule that says
     so later states what was already true)."""
+    return people_only(spec, state) == _valuations(spec)
+
+
+def _valuations(spec: MachineSpec) -> Valuations:
+    """Every valuation of ``spec``'s context (one, empty, for a machine with none)."""
     names = sorted(spec.context)
     every = itertools.product(*(spec.context[n].values for n in names))
-    return people_only(spec, state) == {tuple(zip(names, v, strict=True)) for v in every}
+    return frozenset(tuple(zip(names, values, strict=True)) for values in every)
 
 
 def kept_for_people(spec: MachineSpec, state: str) -> bool:
