@@ -57,7 +57,13 @@ class Run:
     errors: list[Exception] = field(default_factory=list)
     window: tuple[float, float] | None = None
     committed: float | None = None
+    ended: set[str] = field(default_factory=set)  # workers that could not open
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def written(self, key: str, after: float = 0.0) -> int:
+        """How many writes on ``key`` began after ``after``."""
+        with self.lock:
+            return sum(w.key == key and w.started > after for w in self.writes)
 
     def boundary(self, name: str) -> None:
         """The migration's hook: at the first boundary after the triggers were dropped
@@ -74,8 +80,15 @@ def worker(
     url: str, old: Mapping[str, MachineSpec], key: str, run: Run, stop: threading.Event
 ) -> None:
     """Moves the Compensable effect ``key`` back and forth (execute, fail) until told to
-    stop, recording each write's return time and each error."""
-    store = open_store(url, old)
+    stop, recording each write's return time and each error (one raised by opening the
+    store too: it ends the worker, and the checks judge it)."""
+    try:
+        store = open_store(url, old)
+    except Exception as error:
+        with run.lock:
+            run.errors.append(error)
+            run.ended.add(key)
+        return
     try:
         row: Row | None = store.insert("effect", key, context={"tier": "compensable"})[0]
         while not stop.is_set():
@@ -107,14 +120,16 @@ def race(url: str, migration: Callable[[Callable[[str], None]], object], keys: l
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30
-    while len(run.writes) < 5 * len(keys) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not all(
+        k in run.ended or run.written(k) >= 5 for k in keys
+    ):
         time.sleep(0.01)  # every worker is writing
     try:
         migration(run.boundary)
     finally:
-        returned = time.monotonic()
+        returned, deadline = time.monotonic(), time.monotonic() + 10
         while time.monotonic() < deadline and not all(
-            sum(w.key == k and w.started > returned for w in run.writes) >= AFTER for k in keys
+            k in run.ended or run.written(k, returned) >= AFTER for k in keys
         ):
             time.sleep(0.01)
         stop.set()
@@ -150,14 +165,15 @@ def problems(url: str, run: Run, versions: Versions) -> list[str]:
             for row in tx.rows("effect"):
                 history = tx.history("effect", row.key)
                 out += chain_problems(row, history, tx.event_versions("effect", row.key), versions)
+            numbers_of: dict[str, Sequence[int]] = {}
             for w in run.writes:
-                numbers = tx.event_versions("effect", w.key)
+                if run.committed is None or w.started <= run.committed:
+                    continue
+                if w.key not in numbers_of:
+                    numbers_of[w.key] = tx.event_versions("effect", w.key)
+                numbers = numbers_of[w.key]
                 number = numbers[w.seq - 1] if w.seq <= len(numbers) else None
-                if (
-                    run.committed is not None
-                    and w.started > run.committed
-                    and number != max(versions)
-                ):
+                if number != max(versions):
                     out.append(
                         f"{w.key} move {w.seq}, begun after the commit, is under version {number}"
                     )
@@ -222,6 +238,7 @@ def test_workers_wait_for_the_migration_and_never_write_under_half_a_schema(
     maps = [StateMap.parse(m) for m in MAPS] if change == "breaking" else []
     run = race(url, lambda hook: migrate(url, new, maps, boundary=hook), KEYS)
     assert problems(url, run, {1: bundled_specs(), 2: new}) == []
+    assert not run.ended, run.errors
     assert run.window is not None and run.committed is not None
     waited = [w for w in run.writes if w.started < run.window[1] < w.returned]
     assert waited, "no worker was writing while the migration held its lock"
