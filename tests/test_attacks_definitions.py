@@ -149,3 +149,36 @@ def test_a_rule_that_names_what_the_definition_lacks_cannot_be_kept(
     )
     with pytest.raises(InvalidArgument, match="EffectLog cannot run"):
         EffectLog(opener(renamed))
+
+
+@pytest.mark.parametrize(
+    ("system", "machine"),
+    [
+        ("ExactlyOnce", "outcome"),
+        ("EffectLog", "effect"),
+        ("TransferEngine", "node"),
+        ("TransferEngine", "request"),
+    ],
+)
+def test_a_new_initial_state_before_the_bundled_one_is_refused(
+    opener: Callable[..., Store], system: str, machine: str
+) -> None:
+    """Outsider batch 14: a copy that only adds a state before the initial one keeps every
+    bundled move, tag and rule, yet the system's first move is refused there, after the
+    effect ran, and the key is left where nothing records it."""
+    specs = {name: machines.load(name) for name in ("outcome", "effect", "request", "node")}
+    given = specs[machine]
+    first = given.initial
+    template = next(t for t in given.transitions if t.source == first)
+    queued = replace(given.states[first], name="queued", db_value="queued", tags=())
+    start = replace(template, trigger="start_queue", source="queued", dest=first, when={})
+    specs[machine] = replace(
+        given,
+        initial="queued",
+        states={"queued": queued, **given.states},
+        transitions=(start, *given.transitions),
+    )
+    store = opener(*specs.values())
+    with pytest.raises(InvalidArgument, match=rf"{system} cannot run .*'{machine}'") as refused:
+        build(system, store)
+    assert f"its initial state is 'queued', and the bundled one's '{first}'" in str(refused.value)

@@ -211,22 +211,28 @@ def test_triggers_disabled_on_postgres_are_named(
         repaired(victims, capsys, audit_line("trigger outcome_entities_guard: disabled"))
 
 
-def test_postgres_a_guard_function_made_security_definer_is_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "attribute", ["SECURITY DEFINER", "IMMUTABLE", "STABLE", "STRICT", "LEAKPROOF", "PARALLEL SAFE"]
+)
+def test_postgres_a_guard_functions_attribute_changed_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], attribute: str
 ) -> None:
-    """Same body, same search path, but running as its owner: whoever moves would read and
-    write through the guard with the owner's rights. Named, and repair puts it back."""
+    """Same body, same search path, another attribute. Running as its owner, whoever moves
+    would read and write through the guard with the owner's rights; ``IMMUTABLE`` (outsider
+    batch 14) opened clean, the audit passed, and every later move failed after its effect
+    ran, leaving the key in flight. Named, and repair puts it back."""
     with attacked("postgres", tmp_path) as victims:
         victims.store.close()
-        sql(victims, 'ALTER FUNCTION "outcome_entities_guard"() SECURITY DEFINER')
+        sql(victims, f'ALTER FUNCTION "outcome_entities_guard"() {attribute}')
         where = "function outcome_entities_guard(): changed from the one generated"
         refused_open(victims, where)
         repaired(victims, capsys, audit_line(where))
-        (definer,) = victims.raw.pg.execute(
-            "SELECT prosecdef FROM pg_proc WHERE proname = 'outcome_entities_guard' AND "
-            "pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+        found = victims.raw.pg.execute(
+            "SELECT prosecdef, provolatile::text, proisstrict, proleakproof, proparallel::text "
+            "FROM pg_proc WHERE proname = 'outcome_entities_guard' AND pronamespace = "
+            "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
         ).fetchone()
-        assert definer is False
+        assert found == (False, "v", False, False, "u")
 
 
 @contextmanager

@@ -401,6 +401,9 @@ def test_a_fifo_given_as_the_heads_file_is_refused_not_waited_on(
     os.mkfifo(fifo)
     code, out = audit(capsys, "--from-store", url, "--check-heads", str(fifo))
     assert code == 2 and "not a regular file" in out, out
+    # outsider batch 14: saving to it waited for a reader forever
+    code, out = audit(capsys, "--from-store", url, "--save-heads", str(fifo))
+    assert code == 2 and "not a regular file" in out, out
 
 
 def test_a_definition_rewritten_in_the_registry_is_named(

@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 import machines
-from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
+from machines.errors import (
+    ContextError,
+    InvalidArgument,
+    InvalidStateTransition,
+    MachinesError,
+    UnknownName,
+)
 from machines.runtime import Hooks
 from machines.runtime.history import History
 from machines.spec import MachineSpec
@@ -271,6 +277,14 @@ class TestDetailIsJson:
         with pytest.raises(MachinesError, match="nothing was written"):
             history.write_jsonl(out)
         assert out.getvalue() == ""
+
+    @pytest.mark.parametrize("out", [None, 3, b"x", "/tmp/history.jsonl", io.BytesIO(), []])
+    def test_write_jsonl_refuses_what_is_not_a_text_stream(self, out: Any) -> None:
+        """Outsider batch 14: ``write_jsonl(None)`` raised a raw ``AttributeError``."""
+        history = History("effect", "e", clock=lambda: 1.0)
+        history.record("a", "b", "t", "x", {"tier": "compensable"})
+        with pytest.raises(InvalidArgument, match="writes to a text stream"):
+            history.write_jsonl(out)
 
 
 def _calls(spec: MachineSpec, bad: Any) -> dict[str, Callable[[], object]]:

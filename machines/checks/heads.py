@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -287,7 +288,20 @@ def _opening(kept_format: str) -> bytes:
 def check_replaceable(path: Path) -> None:
     """``HeadsError`` unless ``path`` is free or holds heads this release wrote: saving
     replaces the file, and a path given by mistake (the store's own database file, say)
-    would be lost. Checked before the audit starts, and again as the heads are saved."""
+    would be lost. Checked before the audit starts, and again as the heads are saved. A
+    FIFO, a device or a socket is refused before it is opened (opening a FIFO waits for a
+    writer that never comes)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise HeadsError(f"{path}: cannot read what is there: {exc.strerror or exc}") from exc
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise HeadsError(
+            f"{path}: is not a regular file (a FIFO, a device or a socket); --save-heads needs "
+            "a path for a new file, or an earlier heads file"
+        )
     try:
         with open(path, "rb") as handle:
             start = handle.read(len(_opening(FORMAT)))

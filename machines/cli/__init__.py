@@ -7,6 +7,7 @@ Nothing in the package imports it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import sys
@@ -31,6 +32,8 @@ from machines.cli.output import failed
 from machines.errors import MachinesError
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
     from machines.render.site import SiteFacts
     from machines.spec import MachineSpec
 
@@ -72,9 +75,18 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.HelpFormatter(prog, width=HELP_WIDTH)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that its help, version and usage text is not lost in
+    silence: argparse drops an ``OSError`` writing it (a full disk) and exits 0."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:
+            (file or sys.stderr).write(message)
+
+
 def build_parser() -> Parsers:
     """The ``machines`` parser and each command's own (for the generated CLI page)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="machines",
         description="Formally tested state machine definitions for side effects.",
         epilog=EPILOG,
@@ -128,12 +140,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit:  # --help, --version or a usage error: its text is out, flush it
             sys.stdout.flush()
             raise
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # the help or the version could not be written
+            return _unwritten(exc)
         code = _reported(parsers, args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return code
     except BrokenPipeError:  # from the output or from a message about a failure
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def _unwritten(exc: OSError) -> int:
+    """Exit 2, saying on stderr (when it can) that the text asked for was not written."""
+    with contextlib.suppress(OSError, AttributeError):
+        print(f"machines: cannot write the text asked for: {problem(exc)}", file=sys.stderr)
+    return 2
 
 
 def _reported(parsers: Parsers, args: argparse.Namespace) -> int:

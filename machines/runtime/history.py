@@ -13,6 +13,7 @@ time is a finite number. So ``write_jsonl`` has nothing left to refuse.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
@@ -177,7 +178,14 @@ class HistoryView:
 
         All or nothing: every line is encoded before the first is written, so an event
         that cannot be written (``UnstorableValue``) leaves ``out`` untouched. The text
-        goes out in one ``write``; an I/O error there is the stream's own."""
+        goes out in one ``write``; an I/O error there is the stream's own. Anything but a
+        text stream (None, a path, a binary file) is ``InvalidArgument``, before anything."""
+        write = getattr(out, "write", None)
+        if not callable(write) or isinstance(out, io.RawIOBase | io.BufferedIOBase):
+            raise InvalidArgument(
+                f"write_jsonl writes to a text stream (an open file in text mode, sys.stdout, "
+                f"io.StringIO), not {describe(out)}"
+            )
         lines = []
         for event in self:
             try:

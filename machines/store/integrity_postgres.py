@@ -1,9 +1,10 @@
 """The PostgreSQL store's check of its own guards (``machines.store.integrity``).
 
 What is expected is read from the generated scripts: each trigger function's body (which
-PostgreSQL keeps as written, in ``pg_proc.prosrc``), the search path it is pinned to and
-that it runs as its caller (not ``SECURITY DEFINER``); each trigger's table, timing and
-events, function, arguments and condition. The catalog of the store's schema must hold
+PostgreSQL keeps as written, in ``pg_proc.prosrc``), the search path it is pinned to, that
+it runs as its caller (not ``SECURITY DEFINER``) and its other attributes
+(``_ATTRIBUTES``); each trigger's table, timing and events, function, arguments and
+condition. The catalog of the store's schema must hold
 exactly those, every trigger enabled as installed (``ALTER TABLE ... DISABLE TRIGGER`` or
 ``ENABLE REPLICA TRIGGER`` differ), no other trigger on the tables, and the session must
 fire ordinary triggers (``session_replication_role`` set to ``replica`` for a role or a
@@ -55,6 +56,10 @@ HERE = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
 name again, and miss a schema called ``"Tenant"``)."""
 _UNPINNED = frozenset({f"{REGISTRY}_refuse", f"{REPAIRS}_refuse"})
 """The generated functions without a pinned search path (they read no table)."""
+_ATTRIBUTES = ("plpgsql", "v", False, False, "u", False, "trigger")
+"""What every generated function is besides its body (``pg_proc``): in PL/pgSQL, volatile
+(an ``IMMUTABLE`` guard may not write its history event), not strict, not leakproof,
+parallel unsafe, returning one ``trigger``. Its cost, a planner's hint, is not compared."""
 _INVOKER = "SECURITY INVOKER"
 """How every generated function runs: as whoever moves, never as its owner (``ALTER
 FUNCTION ... SECURITY DEFINER`` would let a guard read and write as its owner)."""
@@ -228,7 +233,7 @@ def _expected(script: str, pinned: str) -> Objects:
     for match in _FUNCTION.finditer(script):
         function = match.group(1).strip('"')
         config = None if function in _UNPINNED else (pinned,)
-        out[f"{function}()"] = ("function", (match.group(2), config, _INVOKER))
+        out[f"{function}()"] = ("function", (match.group(2), config, _INVOKER, _ATTRIBUTES))
     for match in _TRIGGER.finditer(script):
         trigger, timing, events, table, level, when, function, args = match.groups()
         bits = (_TYPE["ROW"] if level == "ROW" else 0) + (
@@ -246,15 +251,18 @@ def _expected(script: str, pinned: str) -> Objects:
 def _found(conn: Any, tables: list[str], expected: Objects) -> Objects:
     out: Objects = {}
     functions = [n[:-2] for n, (kind, _) in expected.items() if kind == "function"]
-    for proname, prosrc, proconfig, definer in conn.execute(
-        "SELECT proname, prosrc, proconfig, prosecdef FROM pg_proc "
-        f"WHERE pronamespace = {HERE} "
-        "AND proname = ANY(%s) AND pronargs = 0",
+    for proname, prosrc, proconfig, definer, *attributes in conn.execute(
+        "SELECT p.proname, p.prosrc, p.proconfig, p.prosecdef, l.lanname, "
+        "p.provolatile::text, p.proisstrict, p.proleakproof, p.proparallel::text, "
+        "p.proretset, p.prorettype::regtype::text "
+        "FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+        f"WHERE p.pronamespace = {HERE} "
+        "AND p.proname = ANY(%s) AND p.pronargs = 0",
         (functions,),
     ):
         config = None if proconfig is None else tuple(proconfig)
         security = "SECURITY DEFINER" if definer else _INVOKER
-        out[f"{proname}()"] = ("function", (prosrc, config, security))
+        out[f"{proname}()"] = ("function", (prosrc, config, security, tuple(attributes)))
     for relname, tgname, enabled, bits, function, here, args, definition in conn.execute(
         "SELECT c.relname, t.tgname, t.tgenabled, t.tgtype::int "
         "+ 128 * (t.tgattr::text <> '')::int + 256 * t.tgdeferrable::int "

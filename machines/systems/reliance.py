@@ -9,8 +9,9 @@ caller that a charge which timed out after it was sent did not happen.
 
 So a system is built only on a definition that
 
-1. makes every move of the bundled one, by the same actor, to the same state, under every
-   context the bundled one admits for it;
+1. starts every entity in the bundled one's initial state and makes every move of the
+   bundled one, by the same actor, to the same state, under every context the bundled one
+   admits for it;
 2. gives each of the bundled one's states the meaning it has there: terminal or not, the
    same built-in tags (a system reads a state by its name: ``failed`` tagged
    ``effect-started`` would be read as "did not happen" while saying it may have), and no
@@ -91,6 +92,12 @@ def standing_for_a_buggy_implementation() -> Iterator[None]:
 
 
 def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    if given.initial != bundled.initial:
+        yield (
+            f"its initial state is '{given.initial}', and the bundled one's '{bundled.initial}': "
+            "the system makes its first move from the bundled initial state (an entity born "
+            "elsewhere could be left, its effect done, where no move of the system records it)"
+        )
     yield from _moves_changed(given, bundled)
     yield from _meanings_changed(given, bundled)
     for actor, record in bundled.actors.items():
