@@ -215,12 +215,17 @@ BREAKAGES = [
         ("--cancel (operator)--> cancelled",),
     ),
     Breakage(
-        "required-rule-dropped",
+        "baseline-rule-implied-when-dropped",
         "outcome",
-        _drop_rule("terminal-final"),
-        "required-rules",
-        "required",
-        ("no invariant of kind 'terminal_final'",),
+        lambda d: (
+            _drop_rule("terminal-final")(d),
+            add_transition(
+                d, trigger="revive", source="succeeded", dest="in_flight", actor="operator"
+            ),
+        ),
+        "terminal-final",
+        "terminal_final",
+        ("'succeeded' -> 'in_flight' (trigger revive",),
     ),
     Breakage(
         "dropped-executing-to-manual-intervention",

@@ -190,6 +190,7 @@ def test_equality_sees_every_field() -> None:
         "invariants": first_dropped(spec.invariants),
         "findings": first_dropped(spec.findings),
         "derivation": replace(spec.derivation, default="qtg-v3"),
+        "opt_out": MappingProxyType({"can_terminate": "A request never ends."}),
     }
     compared = [f.name for f in fields(MachineSpec) if f.compare]
     assert sorted(changed) == sorted(compared), "a field of MachineSpec is not tested here"

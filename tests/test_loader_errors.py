@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ import yaml
 
 import machines
 from machines import SpecError, SpecUnreadable, SpecViolation
-from machines.spec.loader import bundled_spec_dir, read_definition, see_format
+from machines.spec.loader import bundled_spec_dir, load, read_definition, see_format
+from machines.spec.structure import check_structure
 from tests.conftest import rename_everywhere
 
 BUNDLED = bundled_spec_dir()
@@ -371,7 +373,7 @@ def test_unknown_top_level_key(spec_dir: Path) -> None:
     assert "unknown key(s) 'colour'" in problem
     assert (
         "allowed here: actors, context, derivation, description, findings, forbidden, "
-        "initial, invariants, machine, origin, spec_version, states, title, transitions"
+        "initial, invariants, machine, opt_out, origin, spec_version, states, title, transitions"
     ) in problem
     assert "Remove or fix the spelling" in problem
 
@@ -421,10 +423,10 @@ def test_unknown_key_in_a_transition(spec_dir: Path) -> None:
 
 def test_missing_required_top_level_key(spec_dir: Path) -> None:
     path = spec_dir / "effect.yaml"
-    edit(path, "title: Effect log entry\n", "")
+    edit(path, "initial: pending\n", "")
     problem = only_problem(load_error(path))
     assert problem.startswith("line 1, at <document>: ")
-    assert "'title' is a required property" in problem
+    assert "'initial' is a required property" in problem
     assert f"add it ({see_format()})" in problem
 
 
@@ -896,7 +898,9 @@ def test_structural_violation_raises_spec_violation(spec_dir: Path) -> None:
     assert terminal.endswith("--> committed --reopen (proxy)--> executing")
 
 
-def test_missing_required_rule_kind_raises_spec_violation(spec_dir: Path) -> None:
+def test_a_baseline_rule_left_out_is_implied_and_one_built_without_it_is_refused(
+    spec_dir: Path,
+) -> None:
     path = spec_dir / "outcome.yaml"
     rewrite(
         path,
@@ -904,9 +908,13 @@ def test_missing_required_rule_kind_raises_spec_violation(spec_dir: Path) -> Non
             "invariants", [r for r in doc["invariants"] if r["rule"] != "can_terminate"]
         ),
     )
-    read_definition(path)
-    problem = only_problem(load_error(path, SpecViolation))
-    assert "no invariant of kind 'can_terminate' is declared" in problem
+    spec = load(path)
+    assert [r.id for r in spec.invariants if r.kind == "can_terminate"] == ["can-terminate"]
+    built = replace(spec, invariants=tuple(r for r in spec.invariants if r.kind != "can_terminate"))
+    (problem,) = [v for v in check_structure(built) if v.rule == "required-rules"]
+    assert "no invariant of kind 'can_terminate' is declared" in problem.message
+    opted = replace(built, opt_out={"can_terminate": "It never ends."})
+    assert check_structure(opted) == []
 
 
 def test_bundled_definitions_load_cleanly(spec_dir: Path) -> None:

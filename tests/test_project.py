@@ -74,6 +74,31 @@ def test_a_table_that_cannot_be_meant_is_refused_naming_the_file_and_key(
     assert main(["check"]) == 2
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe[tool.machines]\n", "not UTF-8 text"),
+        (b"x = " + b"[" * 50_000 + b"]" * 50_000 + b"\n", "nested too deep"),
+    ],
+    ids=["not-utf8", "deep"],
+)
+def test_a_pyproject_toml_that_cannot_be_read_is_refused_without_a_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    said: str,
+) -> None:
+    """Outsider batch 14: a pyproject.toml not in UTF-8, or nested 50,000 deep, ended
+    check, docs, diagrams and audit in a traceback."""
+    (tmp_path / "pyproject.toml").write_bytes(content)
+    monkeypatch.chdir(tmp_path)
+    for command in (["check"], ["docs"], ["diagrams"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "pyproject.toml" in err and said in err and "Traceback" not in err
+
+
 def test_check_in_a_project_checks_its_definitions_and_single_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,8 +148,45 @@ def test_diagrams_and_docs_never_write_the_bundled_machines_into_a_users_folders
     assert main(["diagrams"]) == 0
     drawn = sorted(p.stem for p in (root / "pictures").iterdir())
     assert drawn and set(drawn) == {"refund"}
-    assert main(["docs"]) == 2  # this package's own pages are not the user's
-    assert not (root / "docs").exists()
+    assert main(["docs"]) == 0  # the pages about the user's machines, nothing of ours
+    written = sorted(str(p.relative_to(root / "docs")) for p in (root / "docs").rglob("*.*"))
+    assert written == [
+        "machines/diagrams/refund.dot",
+        "machines/diagrams/refund.mmd",
+        "machines/diagrams/refund.svg",
+        "machines/findings.md",
+        "machines/refund.md",
+        "machines/rules.md",
+    ]
+    page = (root / "docs" / "machines" / "refund.md").read_text(encoding="utf-8")
+    assert "](diagrams/refund.svg)" in page and "awaiting_approval" in page
+    assert main(["docs", "--check"]) == 0
+
+
+def test_docs_writes_this_packages_pages_only_in_its_own_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of the bundled machines in a project of one's own is one's own: its pages,
+    never this package's command line or format reference."""
+    copy = tmp_path / "spec"
+    shutil.copytree(bundled_spec_dir(), copy)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "payments"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["docs", "--spec-dir", str(copy), "--out", str(tmp_path / "yours")]) == 0
+    written = {str(p.relative_to(tmp_path / "yours")) for p in (tmp_path / "yours").rglob("*.md")}
+    assert written == {
+        f"machines/{name}.md" for name in ("effect", "node", "outcome", "request")
+    } | {
+        "machines/findings.md",
+        "machines/rules.md",
+    }
+    monkeypatch.chdir(Path(__file__).parents[1])
+    assert main(["docs", "--spec-dir", str(copy), "--out", str(tmp_path / "ours")]) == 0
+    assert {p.name for p in (tmp_path / "ours").iterdir()} == {
+        "cli.md",
+        "invariants.md",
+        "format.md",
+    }
 
 
 def test_migrate_and_repair_never_fall_back_to_the_bundled_definitions(

@@ -182,7 +182,7 @@ def test_a_machine_without_findings_or_rules_says_none() -> None:
     bare = dataclasses.replace(load("effect"), findings=(), invariants=())
     pages = definition_pages([bare])
     assert pages["findings.md"].rstrip().endswith("None.")
-    assert "## Findings\n\nNone." in pages["effect.md"]
+    assert "## Findings" not in pages["effect.md"]
     assert "## Structural rules" in pages["effect.md"]
     assert pages["rules.md"].rstrip().endswith("## [effect](effect.md)\n\nNone.")
 
@@ -239,20 +239,27 @@ def test_a_hand_written_file_is_refused_named_and_unchanged_unless_forced(
     capsys.readouterr()
 
 
-def test_docs_refuses_a_users_definitions_and_points_to_the_plugin(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_docs_writes_a_users_machine_pages_never_this_packages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """issue 16: for a user's --spec-dir, machines docs wrote this package's cli.md, an
-    invariants page about the bundled systems and an empty findings page."""
+    invariants page about the bundled systems and an empty findings page. Issue 29: it
+    writes the pages about the user's machines instead."""
     specs = tmp_path / "specs"
     specs.mkdir()
     shutil.copy(ROOT / "tests" / "user_project" / "specs" / "refund.yaml", specs)
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "docs"
-    for check in ([], ["--check"]):
-        assert main(["docs", "--spec-dir", str(specs), "--out", str(out), *check]) == 2
-        err = capsys.readouterr().err
-        assert "refund" in err and "mkdocs plugin" in err and "spec_dir" in err
-        assert "effect-machines[site]" in err and not out.exists()
+    assert main(["docs", "--spec-dir", str(specs), "--out", str(out), "--check"]) == 1
+    assert not out.exists()
+    assert main(["docs", "--spec-dir", str(specs), "--out", str(out)]) == 0
+    assert {p.name for p in (out / "machines").iterdir()} == {
+        "refund.md",
+        "findings.md",
+        "rules.md",
+        "diagrams",
+    }
+    assert not list(out.glob("*.md"))
     assert main(["diagrams", "--spec-dir", str(specs), "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} >= {"refund.dot", "refund.mmd"}
     capsys.readouterr()

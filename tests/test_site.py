@@ -142,6 +142,17 @@ def test_every_machine_page_draws_its_diagram(browser: Any, server: str) -> None
         )
         assert size is not None, f"{name}: no loaded diagram"
         assert all(v > 0 for v in size), f"{name}: diagram drawn at {size}"
+        natural_width, _, shown_width, _ = size
+        assert shown_width >= 0.99 * natural_width, (
+            f"{name}: diagram shrunk to {shown_width / natural_width:.0%}: its labels would "
+            "be a few pixels high"
+        )
+    browser.get(f"{server}/machines/request.html")
+    scroll = browser.execute_script(
+        "const p = document.querySelector(`img[src$='request.svg']`).closest('p');"
+        "return [p.scrollWidth, p.clientWidth, getComputedStyle(p).overflowX];"
+    )
+    assert scroll[0] > scroll[1] and scroll[2] == "auto", scroll  # wider than the page: scrolled
     browser.get(f"{server}/machines/effect.html")
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOT))

@@ -82,8 +82,6 @@ def expected_key_path(breakage: Breakage, v: Violation, doc: Document) -> tuple[
         match = re.search(r"reaches '(\w+)'|^from '(\w+)'", v.message)
         assert match is not None, v.message
         return ("states", match.group(1) or match.group(2))
-    if breakage.kind == "required":
-        return ("invariants",)
     if breakage.kind == "derivation":
         return ("derivation", "rule_sets", v.rule.split("/")[1])
     ids = [r["id"] for r in doc["invariants"]]

@@ -1,10 +1,12 @@
-"""``machines docs``: this package's own reference pages (the invariants of its bundled
-systems, its command line), and the facts they state beyond the definitions.
+"""``machines docs``: the pages about a project's definitions, or this package's own
+reference pages, and the facts they state beyond the definitions.
 
-They are about this package, so they are made only from its bundled definitions (or an
-edited copy of them, which ``--spec-dir`` names for a test): for a user's own definitions
-they would be wrong, and the command says to publish those with the mkdocs plugin instead.
-The pages about each machine are the plugin's too (``machines.render.mkdocs_plugin``)."""
+For a user's definitions it writes what the mkdocs plugin would add to a site, as files:
+``machines/<name>.md`` each, with its diagrams under ``machines/diagrams/``, and the
+findings and rules pages (``machines.render.site.definition_pages``). This package's own
+pages (the invariants of its systems, its command line, the format reference) are made
+only from this package's own machines in its own checkout: in any other project they would
+be wrong, and they never land in a user's folder."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import yaml
 
 from machines.cli.command import Parsers
 from machines.cli.generated import generator
-from machines.errors import InvalidArgument, install_command
+from machines.errors import MachinesError
 from machines.spec.loader import bundled_spec_dir, definition_paths
+from machines.spec.project import in_this_package
 
 if TYPE_CHECKING:
     from machines.render.site import SiteFacts
@@ -58,24 +61,40 @@ def facts(specs: Sequence[MachineSpec], parsers: Parsers) -> SiteFacts:
 def _pages(specs: Sequence[MachineSpec], parsers: Parsers) -> dict[str, str]:
     from machines.render.site import package_pages
 
+    if _bundled(specs):
+        return package_pages(specs, facts(specs, parsers))
+    return project_pages(specs)
+
+
+def _bundled(specs: Sequence[MachineSpec]) -> bool:
+    """Whether ``specs`` are this package's own machines, in its own checkout (where a
+    maintainer edits them, and the reference pages must follow)."""
     ours = sorted(path.stem for path in definition_paths(bundled_spec_dir()))
-    theirs = sorted(spec.name for spec in specs)
-    if theirs != ours:
-        raise InvalidArgument(
-            f"--spec-dir holds {', '.join(theirs)}, not this package's machines "
-            f"({', '.join(ours)}); machines docs writes this package's own pages (the "
-            "invariants of its systems, its command line), nothing about yours. Publish your "
-            "definitions with the mkdocs plugin: add '- machines: {spec_dir: <your spec "
-            f"dir>}}' to the plugins of your mkdocs.yml ({install_command('site')}; guide: "
-            "docs/guide/site.md)"
-        )
-    return package_pages(specs, facts(specs, parsers))
+    return sorted(spec.name for spec in specs) == ours and in_this_package()
+
+
+PAGES_FOLDER = "machines"
+"""The folder, under the docs folder, that a project's machine pages go into: where the
+mkdocs plugin puts them on a site by default, so the links between the pages are the same."""
+
+
+def project_pages(specs: Sequence[MachineSpec]) -> dict[str, str]:
+    """The pages about a user's ``specs`` and their diagrams, by their path under the docs
+    folder; a ``MachinesError`` when Graphviz cannot draw the SVG the pages show."""
+    from machines.render.files import INSTALL_GRAPHVIZ, diagram_files
+    from machines.render.site import DIAGRAMS, definition_pages
+
+    drawings, drawn = diagram_files(specs)
+    if not drawn:
+        raise MachinesError(f"cannot draw the diagrams the pages show: {INSTALL_GRAPHVIZ}")
+    pages = {f"{PAGES_FOLDER}/{name}": text for name, text in definition_pages(specs).items()}
+    return pages | {f"{PAGES_FOLDER}/{DIAGRAMS}/{name}": text for name, text in drawings.items()}
 
 
 COMMAND = generator(
     "docs",
-    help="write this package's own reference pages (its systems' invariants, its command "
-    "line) into docs/; publish your definitions with the mkdocs plugin",
+    help="write a page per machine, with its diagram, and the findings and rules pages "
+    "into docs/machines/ (the pages the mkdocs plugin adds to a site, as files)",
     what="page",
     files_of=_pages,
 )

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from machines.cli.command import Command, Parsers
-from machines.errors import SpecError, SpecUnreadable
+from machines.errors import InvalidArgument, SpecError, SpecUnreadable
 from machines.render.export import FORMATS, export
 from machines.spec.loader import load
+from machines.spec.project import machine_file
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "machine", help="a bundled machine name or a path to a definition (.yaml or .json)"
+        "machine",
+        help="a machine of your definitions (--spec-dir, MACHINES_SPEC_DIR or "
+        "[tool.machines] spec_dir; else a bundled one), or a path to a definition file",
+    )
+    command.add_argument(
+        "--spec-dir", type=Path, default=None, help="the folder of definitions to look in"
     )
     command.add_argument(
         "--format",
@@ -29,8 +36,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     try:
-        spec = load(args.machine)
-    except SpecUnreadable as exc:
+        spec = load(machine_file(args.machine, args.spec_dir))
+    except (SpecUnreadable, InvalidArgument) as exc:
         print(f"machines export: {exc}", file=sys.stderr)
         return 2
     except SpecError as exc:

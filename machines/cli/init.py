@@ -21,8 +21,6 @@ NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 DEFINITION = """\
 spec_version: 1
 machine: {name}
-title: {title}
-origin: our team
 description: One {name}, from opened to closed. Describe what one entity is here.
 
 initial: opened
@@ -43,11 +41,9 @@ actors:
 states:
   opened:
     description: Just created; waiting for work.
-  working:
-    description: Someone works on it.
+  working: {{}}
   closed:
     terminal: true
-    description: Done; it never moves again.
 
 transitions:
   - {{trigger: start, source: opened, dest: working, actor: [service, person],
@@ -57,10 +53,8 @@ transitions:
   - {{trigger: auto_close, source: working, dest: closed, actor: service,
      when: {{priority: [normal]}}, description: The service closes a normal one.}}
 
+# terminal_final, all_reachable and can_terminate are implied; opt_out says otherwise.
 invariants:
-  - {{id: terminal-final, rule: terminal_final, description: A closed one stays closed.}}
-  - {{id: every-state-reachable, rule: all_reachable, description: Every state can happen.}}
-  - {{id: always-can-close, rule: can_terminate, description: Every one can be closed.}}
   - {{id: urgent-closed-by-a-person, rule: automatic_enters_only_when, states: [closed],
      when: {{priority: [normal]}}, description: The service closes normal ones only.}}
 """
@@ -99,10 +93,9 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     name: str = args.name
     if not NAME.match(name):
         parsers[1]["init"].error(f"{name!r} is not a lower_snake name (ticket, refund_request)")
-    title = name.replace("_", " ").capitalize()
     title_id = "".join(part.capitalize() for part in name.split("_"))
     files = {
-        Path("specs") / f"{name}.yaml": DEFINITION.format(name=name, title=title),
+        Path("specs") / f"{name}.yaml": DEFINITION.format(name=name),
         Path(f"test_{name}.py"): TEST.format(name=name, title_id=title_id),
     }
     there = [str(path) for path in files if path.exists()]

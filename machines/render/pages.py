@@ -4,7 +4,8 @@ Everything a page says about a machine comes from its definition (and the invari
 findings from the code and specs that own them), so no table on a site can drift from the
 definitions. The mkdocs plugin (``machines.render.mkdocs_plugin``) adds the pages about a
 set of definitions to a site as it builds; ``machines docs`` writes this package's own
-reference pages (the invariants of its systems, its command line) under ``docs/``.
+reference pages (the invariants of its systems, its command line) under ``docs/``, or a
+user's machine pages as files.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from machines.render.view import DiagramView
 from machines.spec import Clause, Finding, MachineSpec, Rule
 from machines.spec.registry import judged_by
 from machines.spec.vocabulary import describe_guard
+
+DIAGRAM_ALT_END = " state machine"
+"""How the alternative text of a machine page's diagram ends (``The effect state machine``):
+what the site's style sheet finds the diagram by."""
 
 
 def machine_page(spec: MachineSpec, diagrams: str) -> str:
@@ -29,18 +34,19 @@ def machine_page(spec: MachineSpec, diagrams: str) -> str:
     dagger = (
         " A dagger (\u2020) marks an amendment of the seed (see the findings)." if amended else ""
     )
+    origin = f"Origin: {spec.origin}. " if spec.origin else ""
     out = [
         f"# {spec.name}: {spec.title}",
         "",
         _text(spec.description),
         "",
-        f"*Origin: {spec.origin}. Initial state: `{spec.initial}`.*",
+        f"*{origin}Initial state: `{spec.initial}`.*",
         "",
-        f"[![The {spec.name} state machine]({diagram('svg')})]({diagram('svg')})",
+        f"[![The {spec.name}{DIAGRAM_ALT_END}]({diagram('svg')})]({diagram('svg')})",
         "",
         "Double borders mark terminal states, red ones the fail-closed states and their "
         f"only ways out; dashed blue arrows are moves a person makes.{dagger} "
-        "Click the diagram for full size. Sources: "
+        "Click the diagram to open it alone, at full size. Sources: "
         f"[Graphviz]({diagram('dot')}), [Mermaid]({diagram('mmd')}).",
         "",
         "## States",
@@ -120,11 +126,12 @@ def machine_page(spec: MachineSpec, diagrams: str) -> str:
         "",
         _rules(spec),
     ]
+    for kind, reason in spec.opt_out.items():
+        out += ["", f"Opts out of `{kind}`: {_text(reason)}"]
     if spec.derivation is not None:
         out += ["", *_derivation(spec)]
-    out += ["", "## Findings", ""]
-    if not spec.findings:
-        out.append("None.")
+    if spec.findings:
+        out += ["", "## Findings", ""]
     for f in spec.findings:
         out += _finding(f"### {f.id}", f)
     return "\n".join(out).rstrip() + "\n"

@@ -37,6 +37,7 @@ from machines.spec.records import (
 )
 from machines.spec.routing import suggest
 from machines.spec.vocabulary import (
+    BASELINE_RULES,
     RESERVED_ACTORS,
     RESERVED_CONTEXT,
     RESERVED_TRIGGER_PREFIXES,
@@ -56,7 +57,9 @@ class Builder:
         self.doc: dict[str, Any] = source.data
         self.read_nodes = read_nodes
         self.problems: list[str] = []
-        self.states: Mapping[str, Any] = self.doc["states"]
+        self.states: Mapping[str, Any] = {
+            name: raw if raw is not None else {} for name, raw in self.doc["states"].items()
+        }
         self.actors: Mapping[str, Any] = self.doc["actors"]
         self.context: Mapping[str, Any] = self.doc.get("context", {})
         self.finding_ids = {f["id"] for f in self.doc.get("findings", [])}
@@ -85,8 +88,8 @@ class Builder:
         self.check_ambiguity(transitions)
         spec = MachineSpec(
             name=self.name,
-            title=self.doc["title"],
-            origin=self.doc["origin"],
+            title=self.doc.get("title", default_title(self.name)),
+            origin=self.doc.get("origin", ""),
             description=self.doc["description"],
             initial=self.doc["initial"],
             context=context,
@@ -97,6 +100,7 @@ class Builder:
             transitions=transitions,
             forbidden=self.build_forbidden(),
             invariants=self.build_rules(),
+            opt_out=self.build_opt_out(),
             findings=self.build_findings(),
             derivation=self.build_derivation(),
             path=self.src.path,
@@ -223,7 +227,7 @@ class Builder:
                 )
             out[name] = State(
                 name,
-                raw["description"],
+                raw.get("description", ""),
                 raw.get("terminal", False),
                 db_value,
                 self.state_tags(name, raw.get("tags", [])),
@@ -311,7 +315,7 @@ class Builder:
         out = []
         seen: set[str] = set()
         triggers = {t["trigger"] for t in self.doc["transitions"]}
-        for i, raw in enumerate(self.doc["invariants"]):
+        for i, raw in enumerate(self.doc.get("invariants", [])):
             at: KeyPath = ("invariants", i)
             if raw["id"] in seen:
                 self.problem((*at, "id"), f"invariant id {quote(raw['id'])} is used twice")
@@ -343,7 +347,37 @@ class Builder:
                     when=self.guard((*at, "when"), raw.get("when")),
                 )
             )
+        return tuple(out) + self.implied_rules(out)
+
+    def implied_rules(self, declared: list[Rule]) -> tuple[Rule, ...]:
+        """The baseline rules the definition neither declares nor opts out of, under
+        their own ids (``BASELINE_RULES``), which no declared rule may take."""
+        kinds = {r.kind for r in declared}
+        ids = {r.id: r.kind for r in declared}
+        opted = self.doc.get("opt_out", {})
+        out = []
+        for kind, baseline in BASELINE_RULES.items():
+            if kind in opted and kind in kinds:
+                self.problem(
+                    ("opt_out", kind),
+                    f"the definition both declares a {kind} rule and opts out of it: "
+                    "remove one of the two",
+                )
+            if kind in kinds or kind in opted:
+                continue
+            if baseline.id in ids:
+                self.problem(
+                    ("invariants",),
+                    f"invariant id {quote(baseline.id)} names a {ids[baseline.id]} rule, "
+                    f"but it is the id of the implied {kind} rule: rename yours, or declare "
+                    f"a {kind} rule yourself",
+                )
+                continue
+            out.append(Rule(baseline.id, baseline.kind, baseline.description))
         return tuple(out)
+
+    def build_opt_out(self) -> Mapping[str, str]:
+        return MappingProxyType(dict(self.doc.get("opt_out", {})))
 
     def build_findings(self) -> tuple[Finding, ...]:
         out = []
@@ -479,3 +513,8 @@ def _as_list(value: str | list[str]) -> list[str]:
 
 def _guards_overlap(a: Guard, b: Guard) -> bool:
     return all(a[var] & b[var] for var in a.keys() & b.keys())
+
+
+def default_title(name: str) -> str:
+    """The title of a definition that gives none: its name, capitalised, words spaced."""
+    return name.replace("_", " ").capitalize()

@@ -40,8 +40,10 @@ Form = dict[str, Any]
 
 
 def semantic_form(spec: MachineSpec) -> Form:
-    """What ``spec`` does and allows, as canonical JSON data."""
-    return {
+    """What ``spec`` does and allows, as canonical JSON data. The baseline rules a machine
+    opts out of appear only when there are any, so a definition written before
+    ``opt_out`` existed keeps its digest."""
+    form: Form = {
         "machine": spec.name,
         "initial": spec.initial,
         "states": {
@@ -63,12 +65,15 @@ def semantic_form(spec: MachineSpec) -> Form:
         "rules": sorted((_rule(r) for r in spec.invariants), key=lambda r: str(r["id"])),
         "derivation": None if spec.derivation is None else _derivation(spec.derivation),
     }
+    if spec.opt_out:
+        form["opt_out"] = sorted(spec.opt_out)
+    return form
 
 
 def presentation_form(spec: MachineSpec) -> Form:
     """What a person reads in ``spec`` and nothing acts on, as canonical JSON data."""
     derivation = spec.derivation
-    return {
+    form: Form = {
         "title": spec.title,
         "origin": spec.origin,
         "description": spec.description,
@@ -102,6 +107,9 @@ def presentation_form(spec: MachineSpec) -> Form:
             }
         },
     }
+    if spec.opt_out:
+        form["opt_out"] = dict(sorted(spec.opt_out.items()))
+    return form
 
 
 def semantic_digest(spec: MachineSpec) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from machines.spec.builder import default_title
 from machines.spec.loader import schema
 from machines.spec.records import (
     Clause,
@@ -23,6 +24,7 @@ from machines.spec.records import (
     State,
     Transition,
 )
+from machines.spec.vocabulary import BASELINE_RULES
 
 
 def as_document(spec: MachineSpec) -> dict[str, Any]:
@@ -33,11 +35,13 @@ def as_document(spec: MachineSpec) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "spec_version": schema()["properties"]["spec_version"]["const"],
         "machine": spec.name,
-        "title": spec.title,
-        "origin": spec.origin,
-        "description": spec.description,
-        "initial": spec.initial,
     }
+    if spec.title != default_title(spec.name):
+        doc["title"] = spec.title
+    if spec.origin:
+        doc["origin"] = spec.origin
+    doc["description"] = spec.description
+    doc["initial"] = spec.initial
     if spec.context:
         doc["context"] = {name: _variable(v) for name, v in spec.context.items()}
     doc["actors"] = {
@@ -48,7 +52,11 @@ def as_document(spec: MachineSpec) -> dict[str, Any]:
     doc["transitions"] = [_transition(spec, group) for group in _grouped(spec.transitions)]
     if spec.forbidden:
         doc["forbidden"] = [_forbidden(spec, f) for f in spec.forbidden]
-    doc["invariants"] = [_rule(spec, r) for r in spec.invariants]
+    rules = [_rule(spec, r) for r in spec.invariants if not _implied(r)]
+    if rules:
+        doc["invariants"] = rules
+    if spec.opt_out:
+        doc["opt_out"] = dict(spec.opt_out)
     if spec.findings:
         doc["findings"] = [
             {"id": f.id, "seed": f.seed, "text": f.text, "resolution": f.resolution}
@@ -77,8 +85,15 @@ def _state(s: State) -> dict[str, Any]:
         out["tags"] = list(s.tags)
     if s.annotations:
         out["annotations"] = list(s.annotations)
-    out["description"] = s.description
+    if s.description:
+        out["description"] = s.description
     return out
+
+
+def _implied(r: Rule) -> bool:
+    """Whether ``r`` is the baseline rule the loader adds when none of its kind is written."""
+    baseline = BASELINE_RULES.get(r.kind)
+    return baseline is not None and r == Rule(baseline.id, baseline.kind, baseline.description)
 
 
 def _grouped(transitions: Iterable[Transition]) -> list[list[Transition]]:

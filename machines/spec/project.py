@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from machines.errors import InvalidArgument
-from machines.spec.files import SPEC_DIR_VARIABLE, os_reason
-from machines.spec.loader import bundled_spec_dir
+from machines.errors import DISTRIBUTION, InvalidArgument, SpecUnreadable
+from machines.spec.files import SPEC_DIR_VARIABLE, definition_paths, os_reason
+from machines.spec.loader import DEFINITION_SUFFIXES, bundled_spec_dir
+from machines.spec.routing import suggest
 
 PYPROJECT = "pyproject.toml"
 TABLE = ("tool", "machines")
@@ -78,15 +79,35 @@ def project_settings(start: Path | None = None) -> Settings | None:
     return None
 
 
-def _table(path: Path) -> Mapping[str, object] | None:
+def in_this_package(start: Path | None = None) -> bool:
+    """Whether the nearest ``pyproject.toml`` at or above ``start`` (default: the working
+    folder) is this package's own: its checkout, where ``machines docs`` writes the
+    package's reference pages."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        path = folder / PYPROJECT
+        if path.is_file():
+            project = _document(path).get("project")
+            return isinstance(project, dict) and project.get("name") == DISTRIBUTION
+    return False
+
+
+def _document(path: Path) -> Mapping[str, object]:
     try:
         with path.open("rb") as file:
-            document = tomllib.load(file)
+            return tomllib.load(file)
     except tomllib.TOMLDecodeError as exc:
         raise InvalidArgument(f"{path}: not TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"{path}: not TOML: not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise InvalidArgument(f"{path}: not TOML this reader can take: nested too deep") from None
     except OSError as exc:
         raise InvalidArgument(f"{path}: cannot read it: {os_reason(exc)}") from None
-    found: object = document
+
+
+def _table(path: Path) -> Mapping[str, object] | None:
+    found: object = _document(path)
     for part in TABLE:
         if not isinstance(found, dict) or part not in found:
             return None
@@ -126,6 +147,32 @@ def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> 
     return Definitions(bundled_spec_dir(), BUNDLED)
 
 
+def machine_file(name: str, given: Path | None = None) -> str | Path:
+    """The definition a command names by ``name``: a path when it is one (it has a
+    definition's suffix or exists), else the machine of that name among the definitions
+    ``definitions_dir(given)`` chooses (the bundled ones only for want of any other);
+    ``SpecUnreadable`` naming the folder and its machines when none is called so."""
+    candidate = Path(name)
+    try:
+        if candidate.suffix in DEFINITION_SUFFIXES or candidate.exists():
+            return candidate
+    except OSError:  # a name too long for the file system: the loader says so
+        return candidate
+    found = definitions_dir(given)
+    if found.bundled:
+        return name
+    paths = {p.stem: p for p in definition_paths(found.spec_dir)}
+    if name not in paths:
+        raise SpecUnreadable(
+            found.spec_dir,
+            [
+                f"no machine {name!r} here{suggest(name, paths)} (chosen by {found.source}); "
+                f"its machines: {', '.join(sorted(paths))}"
+            ],
+        )
+    return paths[name]
+
+
 def project_definitions(given: Path | None, doing: str) -> Path:
     """The definitions a command that writes (``doing``: what it does, for the message)
     acts on: as ``definitions_dir`` chooses, but never the bundled ones for want of any
@@ -143,8 +190,9 @@ def project_definitions(given: Path | None, doing: str) -> Path:
 
 def output_dir(key: str, default: Path, *, start: Path | None = None) -> Path:
     """Where a command writes (``diagrams_dir``, ``docs_dir``): the project's setting, or
-    ``default``."""
+    ``default`` in the project's folder (the one its ``pyproject.toml`` is in, wherever in
+    the project the command runs), or ``default`` in the working folder outside a project."""
     settings = project_settings(start)
-    if settings is not None and key in settings.folders:
-        return settings.folders[key]
-    return default
+    if settings is None:
+        return default
+    return settings.folders.get(key, settings.path.parent / default)

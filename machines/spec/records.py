@@ -312,6 +312,8 @@ class MachineSpec:
     invariants: tuple[Rule, ...]
     findings: tuple[Finding, ...]
     derivation: Derivation | None = None
+    opt_out: Mapping[str, str] = field(default_factory=_no_names)
+    """Baseline rules (``BASELINE_RULES``) the machine does not keep, each with its reason."""
     path: Path | None = field(default=None, compare=False)
     source: SourceLines | None = field(default=None, compare=False, repr=False)
     """Where each entry is in ``path``, for messages; not part of the definition."""

@@ -15,12 +15,12 @@ from types import MappingProxyType
 from typing import Literal
 
 from machines.spec.records import Guard, KeyPath, MachineSpec, Rule, Transition
-from machines.spec.vocabulary import describe_guard
+from machines.spec.vocabulary import BASELINE_RULES, describe_guard
 
 Context = Mapping[str, str]
 Path = tuple[Transition, ...]
 
-REQUIRED_KINDS = ("terminal_final", "all_reachable", "can_terminate")
+REQUIRED_KINDS = tuple(BASELINE_RULES)
 
 
 @dataclass(frozen=True)
@@ -148,14 +148,15 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
     out: list[Violation] = []
     declared = {r.kind for r in spec.invariants}
     for kind in REQUIRED_KINDS:
-        if kind not in declared:
+        if kind not in declared and kind not in spec.opt_out:
             out.append(
                 Violation(
                     spec.name,
                     "required-rules",
                     kind,
-                    f"no invariant of kind '{kind}' is declared; every machine "
-                    "must declare terminal_final, all_reachable and can_terminate",
+                    f"no invariant of kind '{kind}' is declared; every machine keeps "
+                    "terminal_final, all_reachable and can_terminate unless its "
+                    "definition opts out of one under opt_out, with a reason",
                     line=line_of(spec, ("invariants",)),
                 )
             )

@@ -171,6 +171,41 @@ RESERVED_ACTORS = frozenset({MIGRATION_ACTOR})
 """Actor names a definition may not declare."""
 
 
+@dataclass(frozen=True)
+class BaselineRule:
+    """A rule every machine keeps unless its definition opts out of it (``opt_out:``, with
+    a reason): the loader adds it, under ``id``, when the definition declares no rule of
+    its kind."""
+
+    kind: Literal["terminal_final", "all_reachable", "can_terminate"]
+    id: str
+    description: str
+
+
+BASELINE_RULES: Mapping[str, BaselineRule] = MappingProxyType(
+    {
+        rule.kind: rule
+        for rule in (
+            BaselineRule(
+                "terminal_final",
+                "terminal-final",
+                "Nothing leaves a terminal state: an entity that has ended stays ended.",
+            ),
+            BaselineRule(
+                "all_reachable",
+                "all-reachable",
+                "Every state is reached by some path from the initial state.",
+            ),
+            BaselineRule(
+                "can_terminate",
+                "can-terminate",
+                "From every state some path reaches a terminal state: no entity is stuck.",
+            ),
+        )
+    }
+)
+
+
 GuardForm = Literal["text", "markdown", "label"]
 
 
