@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks import (
+    desk_bench,
     explore_bench,
     harness,
     postgres_bench,
@@ -29,6 +30,7 @@ SUITES = {
     "suites": suite_bench.run,
     "explore": explore_bench.run,
     "postgres": postgres_bench.run,
+    "desk": desk_bench.run,
 }
 
 

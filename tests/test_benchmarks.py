@@ -169,3 +169,16 @@ def test_postgres_benchmark_sides_do_their_work(monkeypatch: pytest.MonkeyPatch)
         assert all(side() > 0 for side in sides)
     with pytest.raises(RuntimeError, match="left 3 keys"):
         postgres_bench._did_the_work(1, ["succeeded"] * 3)
+
+
+def test_desk_benchmark_runs_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The desk's page against the raw query (issue 30), one round on a small store: a
+    check that both sides read the waiting rows, not a measurement."""
+    pytest.importorskip("starlette")
+    out = tmp_path / "desk.json"
+    try:
+        assert main(["--only", "desk", "--quick", "--json", str(out)]) == 0
+    finally:
+        harness.quick(False)
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["name"].startswith("desk: what waits") and result["goal"] == 3.0

@@ -30,9 +30,22 @@ JUDGES: dict[Layer, tuple[str, ...]] = {
 }
 """Where each judge's code lives (globs under ``machines/``)."""
 
-NOT_IDS = {"engine-a", "engine-b", "suite-human", DISTRIBUTION, "rev-parse", "ls-tree"}
+NOT_IDS = {
+    "engine-a",
+    "engine-b",
+    "suite-human",
+    DISTRIBUTION,
+    "rev-parse",
+    "ls-tree",
+    "add-account",
+    "no-store",
+    "no-referrer",
+    "sec-fetch-site",
+    "same-origin",
+}
 """Kebab-case strings in the package that are not invariant ids (names of test actors, the
-name the package is published under, the git commands ``machines diff --base`` runs)."""
+name the package is published under, the git commands ``machines diff --base`` runs, the
+desk's subcommand and the HTTP header names and values it sends and reads)."""
 
 
 def _literals(paths: list[Path]) -> set[str]:

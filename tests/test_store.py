@@ -3,6 +3,7 @@ on their own (raw SQL, no Python in the way) is in tests/test_raw_sql_attacks.py
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from machines.store import RecordExists, StaleWrite, Store, StoreError, open_sto
 from machines.store.ddl import sqlite_schema
 from machines.store.records import Row
 from machines.store.versions import DefinitionChanged
+from tests.conftest import postgres_schema, store_url
 
 
 def compensable(store: Store, key: str = "sig-1", scope: str | None = "session-1") -> None:
@@ -277,3 +279,32 @@ def test_a_store_is_closed_at_the_end_of_a_with_block(kind: str, tmp_path: Path)
         if kind != "memory":
             with open_store(url) as again, again.transaction() as tx:
                 assert tx.get("outcome", "k") is not None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_in_states_lists_the_longest_waiting_first_in_pages_and_counts_every_state(
+    tmp_path: Path, kind: str
+) -> None:
+    """What the desk lists (issue 30): rows in any of the states, by the time of their
+    last write then creation order, in pages; and the count of each state."""
+    with ExitStack() as stack:
+        url = (
+            stack.enter_context(postgres_schema())
+            if kind == "postgres"
+            else store_url(kind, tmp_path)
+        )
+        ticks = iter(range(1, 1000))
+        store = stack.enter_context(open_store(url, clock=lambda: next(ticks)))
+        rows = {k: store.insert("outcome", k)[0] for k in ("a", "b", "c", "d")}
+        for k in ("c", "a", "b"):  # parked in this order: c has waited longest
+            store.move(rows[k], "park", actor="worker", detail={"why": "timeout"})
+        with store.transaction() as tx:
+            waiting = tx.in_states("outcome", ["indeterminate"], limit=2)
+            assert [r.key for r in waiting] == ["c", "a"]
+            page = tx.in_states("outcome", ["indeterminate"], limit=2, offset=2)
+            assert [r.key for r in page] == ["b"]
+            assert tx.in_states("outcome", [], limit=5) == []
+            both = tx.in_states("outcome", ["in_flight", "indeterminate"], limit=10)
+            assert [r.key for r in both] == ["d", "c", "a", "b"]
+            assert tx.counts("outcome") == {"in_flight": 1, "indeterminate": 3}
+            assert tx.counts("effect") == {}

@@ -158,6 +158,11 @@ METHODS: dict[str, tuple[dict[str, Any], Call]] = {
             a["machine"], a["state"], field=a["field"], before=a["before"], limit=a["limit"]
         ),
     ),
+    "in_states": (
+        {"machine": "outcome", "states": ["in_flight"], "limit": 5, "offset": 0},
+        lambda tx, a: tx.in_states(a["machine"], a["states"], limit=a["limit"], offset=a["offset"]),
+    ),
+    "counts": ({"machine": "outcome"}, lambda tx, a: tx.counts(a["machine"])),
     "move": (
         {
             "row": READ,

@@ -291,6 +291,51 @@ def audit_events(
 
 
 @dataclass(frozen=True)
+class PersonMove:
+    """One move a person made: on which entity, which move, as which actor, and who
+    (the ``by`` of its detail, when it names one)."""
+
+    machine: str
+    key: str
+    seq: int
+    trigger: str
+    actor: str
+    by: str | None
+    at: float
+
+    def describe(self) -> str:
+        who = f"by {self.by} " if self.by else ""
+        return f"{self.machine} {self.key!r}: {self.trigger} {who}as {self.actor}"
+
+
+def people_moves(specs: Mapping[str, MachineSpec], snap: Snapshot) -> tuple[PersonMove, ...]:
+    """Every move in ``snap`` by an actor its machine's definition says is a person."""
+    out = []
+    for (machine, key), entity in snap.entities.items():
+        spec = specs.get(machine)
+        if spec is None:
+            continue
+        for event in entity.history:
+            actor = spec.actors.get(event.actor)
+            if actor is None or actor.automatic:
+                continue
+            by = (event.detail or {}).get("by")
+            out.append(
+                PersonMove(
+                    machine,
+                    key,
+                    event.seq,
+                    event.trigger,
+                    event.actor,
+                    by if isinstance(by, str) else None,
+                    event.at,
+                )
+            )
+    out.sort(key=lambda m: (m.at, m.machine, m.key, m.seq))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class StoreAudit:
     """What ``judge_store`` found: the breaches, by which definition versions, and the
     repairs of the store's guards it records."""
@@ -304,6 +349,9 @@ class StoreAudit:
     heads: Mapping[tuple[str, str], Head] = default(default_factory=dict)
     """Every entity's head (``machines.checks.heads``), to keep for a later check (asked
     for with ``keep_heads``; else empty)."""
+    people: tuple[PersonMove, ...] = ()
+    """Every move a person made (an actor its definition says is not automatic), oldest
+    first: what the desk and every other person's call decided, named."""
 
     def judged_by(self) -> str:
         """The versions as a person reads them: ``outcome v1-v2, effect v1``."""
@@ -369,6 +417,7 @@ def judge_store(
         {m: tuple(v) for m, v in versions.items()},
         repairs,
         heads(specs, snap, repairs, registry) if keep_heads else {},
+        people_moves(specs, snap),
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from machines.cli import (
     audit,
     check,
+    desk,
     diagrams,
     diff,
     docs,
@@ -25,6 +26,7 @@ from machines.cli import (
     init,
     migrate,
     mutate,
+    pending,
     repair,
 )
 from machines.cli.command import Parsers, package_version, problem, shown
@@ -47,6 +49,8 @@ COMMANDS = (
     audit.COMMAND,
     migrate.COMMAND,
     repair.COMMAND,
+    pending.COMMAND,
+    desk.COMMAND,
     diagrams.COMMAND,
     docs.COMMAND,
 )

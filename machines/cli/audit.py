@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from machines.checks.audit import PersonMove
 from machines.checks.invariants import Breach
 from machines.cli.command import Command, Parsers, problem
 from machines.cli.output import Document, add_format, document, failed, is_json, write_json
@@ -65,6 +66,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     repairs: list[str] = []
     kept: str | None = None
     checked: str | None = None
+    people: list[Document] = []
+    said_people: list[str] = []
     try:
         paths = definition_paths(definitions_dir(args.spec_dir).spec_dir)
         specs = {spec.name: spec for spec in map(read_definition, paths)}
@@ -96,6 +99,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 )
             versions = {m: list(v) for m, v in found.versions.items()}
             repairs = list(found.repairs)
+            people = [_person(m) for m in found.people]
+            said_people = [m.describe() for m in found.people]
             what = f"the store {shown_url(url)}, judged by {found.judged_by()}"
     except (OSError, MachinesError) as exc:
         return failed(args, problem(exc), 2)
@@ -113,6 +118,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 repairs=repairs,
                 kept=kept,
                 checked=checked,
+                people=people,
                 breaches=[_breach(b) for b in breaches],
             )
         )
@@ -122,11 +128,31 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     for said in (checked, kept):
         if said is not None:
             print(said)
+    if people:
+        print(f"moves by people: {len(people)} (the last {min(len(people), SHOWN_PEOPLE)}):")
+        for line in said_people[-SHOWN_PEOPLE:]:
+            print(f"  {line}")
     for breach in breaches:
         print(breach.describe())
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"
     print(f"machines audit: {what}: {verdict}")
     return code
+
+
+SHOWN_PEOPLE = 20
+"""The most moves by people the text report lists (the JSON report has every one)."""
+
+
+def _person(move: PersonMove) -> Document:
+    return {
+        "machine": move.machine,
+        "key": move.key,
+        "seq": move.seq,
+        "trigger": move.trigger,
+        "actor": move.actor,
+        "by": move.by,
+        "at": move.at,
+    }
 
 
 def _breach(breach: Breach) -> Document:

@@ -263,3 +263,37 @@ def specs_by_name(specs: object) -> dict[str, MachineSpec]:
         if by_name.setdefault(spec.name, spec) is not spec:
             raise InvalidArgument(f"specs hold two different machines named '{spec.name}'")
     return by_name
+
+
+MAX_PAGE = 1000
+"""The most rows ``Transaction.in_states`` returns at once."""
+MAX_OFFSET = 2**31 - 1
+"""The most rows ``Transaction.in_states`` skips: more than any store holds in one state."""
+
+
+def check_page(
+    spec: MachineSpec, states: object, limit: object, offset: object
+) -> tuple[tuple[str, ...], int, int]:
+    """``Transaction.in_states``' arguments, checked: (states, limit, offset)."""
+    if isinstance(states, str) or not isinstance(states, list | tuple | frozenset | set):
+        raise InvalidArgument(
+            f"{spec.name}: states must be a list of state names, not {describe(states)}"
+        )
+    names = []
+    for state in states:
+        state = text(state, "a state", spec.name)
+        if state not in spec.states:
+            raise InvalidArgument(
+                f"{describe(state)} is not a state of machine '{spec.name}'; states: "
+                f"{', '.join(spec.states)}"
+            )
+        names.append(state)
+    if type(limit) is not int or not 0 < limit <= MAX_PAGE:
+        raise InvalidArgument(
+            f"{spec.name}: limit must be an int from 1 to {MAX_PAGE}, not {describe(limit)}"
+        )
+    if type(offset) is not int or not 0 <= offset <= MAX_OFFSET:
+        raise InvalidArgument(
+            f"{spec.name}: offset must be an int from 0 to {MAX_OFFSET}, not {describe(offset)}"
+        )
+    return tuple(sorted(set(names))), limit, offset

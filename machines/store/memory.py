@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -25,6 +25,7 @@ from machines.store.arguments import (
     check_insert,
     check_key,
     check_move,
+    check_page,
     check_update,
     decide_move,
     spec_for,
@@ -256,6 +257,21 @@ class _MemoryTransaction:
         spec = spec_for(self._store._specs, machine)
         scope = check_key(scope, spec.name, "scope")
         return [r for r in self.rows(machine) if r.scope == scope]
+
+    def in_states(
+        self, machine: str, states: Collection[str], *, limit: int, offset: int = 0
+    ) -> list[Row]:
+        spec = spec_for(self._store._specs, machine)
+        wanted, limit, offset = check_page(spec, states, limit, offset)
+        found = [r for r in self.rows(machine) if r.state in wanted]
+        found.sort(key=lambda r: (r.updated_at, r.ordinal))
+        return found[offset : offset + limit]
+
+    def counts(self, machine: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.rows(machine):
+            out[row.state] = out.get(row.state, 0) + 1
+        return out
 
     def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
         spec = spec_for(self._store._specs, machine)

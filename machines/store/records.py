@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -177,6 +177,17 @@ class Transaction(Protocol):
 
     def rows(self, machine: str) -> list[Row]:
         """Every row of a machine, oldest first (audits, invariant checks)."""
+
+    def in_states(
+        self, machine: str, states: Collection[str], *, limit: int, offset: int = 0
+    ) -> list[Row]:
+        """Up to ``limit`` rows in any of ``states`` (a list of names; none for an empty
+        one), skipping the first ``offset``: those that have waited longest first (by the
+        time of their last write, then creation order), for a person's list of what waits
+        on them (``machines desk``). ``limit`` is 1 to ``MAX_PAGE``."""
+
+    def counts(self, machine: str) -> dict[str, int]:
+        """How many rows of ``machine`` are in each state that holds any."""
 
     def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
         """Up to ``limit`` rows in ``state`` whose number ``data[field]`` is below

@@ -7,7 +7,7 @@ its ``last_*`` columns; the database checks it and writes its history event itse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ from machines.store.arguments import (
     check_insert,
     check_key,
     check_move,
+    check_page,
     check_update,
     decide_move,
     spec_for,
@@ -346,6 +347,33 @@ class SQLTransaction:
 
     def rows(self, machine: str) -> list[Row]:
         return self._select(spec_for(self._specs, machine).name, "", ())
+
+    def in_states(
+        self, machine: str, states: Collection[str], *, limit: int, offset: int = 0
+    ) -> list[Row]:
+        spec = spec_for(self._specs, machine)
+        wanted, limit, offset = check_page(spec, states, limit, offset)
+        if not wanted:
+            return []
+        p = self.dialect.param
+        return [
+            self._row(spec.name, values)
+            for values in self._fetchall(
+                f"SELECT {self._columns()} FROM {name(spec.name, 'entities')} "
+                f"WHERE state IN ({', '.join([p] * len(wanted))}) "
+                f"ORDER BY updated_at, {self.dialect.ordinal} LIMIT {limit} OFFSET {offset}",
+                wanted,
+            )
+        ]
+
+    def counts(self, machine: str) -> dict[str, int]:
+        m = spec_for(self._specs, machine).name
+        return {
+            str(state): int(count)
+            for state, count in self._fetchall(
+                f"SELECT state, count(*) FROM {name(m, 'entities')} GROUP BY state", ()
+            )
+        }
 
     def due(self, machine: str, state: str, *, field: str, before: float, limit: int) -> list[Row]:
         spec = spec_for(self._specs, machine)

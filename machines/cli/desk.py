@@ -1,0 +1,112 @@
+"""``machines desk``: the desk, a web application where people act on what waits on them
+(``machines.desk``); and ``machines desk add-account``, which adds a person to its accounts."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from machines.cli.command import Command, Parsers, problem, whole
+from machines.errors import MachinesError, install_command
+
+ADD = "add-account"
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "target",
+        metavar="URL|add-account",
+        help="the store to serve (sqlite:///path or postgresql://...), or add-account",
+    )
+    command.add_argument("name", nargs="?", help="with add-account: the person's name")
+    command.add_argument(
+        "--accounts", type=Path, required=True, help="the accounts file (JSON; made by add-account)"
+    )
+    command.add_argument(
+        "--roles",
+        help="with add-account: the actors the person may act as, comma-separated "
+        "(operator,human): actors the definitions say are not automatic",
+    )
+    command.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    command.add_argument(
+        "--port", type=whole(1, 65535), default=8750, help="the port (default: 8750)"
+    )
+    command.add_argument(
+        "--session-minutes",
+        type=whole(1, 24 * 60),
+        default=30,
+        help="a session ends after this many minutes unused (default: 30)",
+    )
+    command.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=None,
+        help="the definitions the store was made for (default: $MACHINES_SPEC_DIR, else "
+        "[tool.machines] spec_dir in pyproject.toml, else the bundled ones)",
+    )
+
+
+def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    try:
+        if args.target == ADD:
+            return _add(args, parsers)
+        if args.name is not None or args.roles is not None:
+            parsers[1]["desk"].error("a name and --roles go with add-account only")
+        return _serve(args)
+    except (MachinesError, OSError) as exc:
+        print(f"machines desk: {problem(exc)}", file=sys.stderr)
+        return 2
+
+
+def _add(args: argparse.Namespace, parsers: Parsers) -> int:
+    from machines.desk.accounts import add_account
+
+    if args.name is None or not args.roles:
+        parsers[1]["desk"].error("add-account needs a NAME and --roles ROLE[,ROLE]")
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    password = _password()
+    account = add_account(args.accounts, args.name, roles, password)
+    print(f"machines desk: {account.name} may act as {', '.join(account.roles)} ({args.accounts})")
+    return 0
+
+
+def _password() -> str:
+    """The new password: asked twice on a terminal, else one line of standard input."""
+    if sys.stdin is not None and sys.stdin.isatty():
+        first = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != first:
+            raise MachinesError("the two passwords differ; nothing was written")
+        return first
+    line = sys.stdin.readline() if sys.stdin is not None else ""
+    return line.removesuffix("\n").removesuffix("\r")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from machines.desk.serving import desk_for, serve
+
+    app, store = desk_for(args.target, args.accounts, args.spec_dir, args.session_minutes)
+    try:
+        print(
+            f"machines desk: serving {store.url} on http://{args.host}:{args.port}/ "
+            "(Ctrl-C to stop)",
+            file=sys.stderr,
+        )
+        serve(app, args.host, args.port)
+    finally:
+        store.close()
+    return 0
+
+
+COMMAND = Command(
+    "desk",
+    help="serve the desk: what waits on a person, and the moves the definitions let them "
+    f"make, signed in ({install_command('desk')}); add-account adds a person",
+    description="Exit 0 when stopped, 2 when it cannot start (no accounts, a store that "
+    "cannot be opened, a role no definition has).",
+    arguments=_arguments,
+    run=_run,
+)

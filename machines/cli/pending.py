@@ -1,0 +1,76 @@
+"""``machines pending``: what waits on a person in a store, for a script or a runbook (the
+desk's list, ``machines.desk.waiting``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from machines.cli.command import Command, Parsers, problem, whole
+from machines.errors import MachinesError
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("url", help="the store (sqlite:///path or postgresql://...)")
+    command.add_argument("--machine", help="only this machine")
+    command.add_argument("--state", help="only this waiting state (with --machine)")
+    command.add_argument(
+        "--limit", type=whole(1, 1000), default=50, help="at most this many (default: 50)"
+    )
+    command.add_argument("--offset", type=whole(0), default=0, help="skip this many first")
+    command.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=None,
+        help="the definitions the store was made for (default: $MACHINES_SPEC_DIR, else "
+        "[tool.machines] spec_dir in pyproject.toml, else the bundled ones)",
+    )
+    command.add_argument(
+        "--format", dest="output", choices=("text", "json"), default="text", help="text or json"
+    )
+
+
+def _run(args: argparse.Namespace, parsers: Parsers) -> int:
+    from machines.desk.app import pending_entry
+    from machines.desk.serving import opened
+    from machines.desk.waiting import counts, waiting
+
+    try:
+        with opened(args.url, args.spec_dir, read_only=True) as store:
+            found = waiting(
+                store, machine=args.machine, state=args.state, limit=args.limit, offset=args.offset
+            )
+            counted = counts(store)
+    except (MachinesError, OSError) as exc:
+        print(f"machines pending: {problem(exc)}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        document = {
+            "counts": [
+                {"machine": c.machine, "state": c.state, "entities": c.entities} for c in counted
+            ],
+            "pending": [pending_entry(w) for w in found],
+        }
+        print(json.dumps(document, indent=1, sort_keys=True))
+        return 0
+    for c in counted:
+        print(f"{c.machine} {c.state}: {c.entities:,}")
+    for w in found:
+        waited = time.strftime("%H:%M:%S", time.gmtime(w.seconds))
+        print(f"  {w.machine} {w.row.key} in {w.row.state} for {waited} (version {w.row.version})")
+    if not counted:
+        print("nothing waits on a person")
+    return 0
+
+
+COMMAND = Command(
+    "pending",
+    help="list what waits on a person in a store (states only people leave, or tagged "
+    "needs-human), the longest waiting first",
+    description="Exit 0 when listed, 2 when the store cannot be read.",
+    arguments=_arguments,
+    run=_run,
+)

@@ -1,0 +1,183 @@
+"""A person's move, made through the same path as any other.
+
+On a machine a reference system runs (the outcome of ``ExactlyOnce``, the effect of the
+``EffectLog``, a transfer's request and nodes), the desk acts through the system's own call
+(``decide``, ``approve``, ``confirm_failed``...), which writes what the system keeps beside
+the move (a decided result, a cleared lease): a bare move would leave that data behind. The
+system is used only when it accepts the store's definition (``machines.systems.reliance``);
+on any other machine the move is a plain ``Store.move``. Either way the store, and the
+database under it, judges the move, and its history records the actor the person acted as
+and their name (``by``) and reason.
+
+A page is acted on as it was read: the entity's version when the page was shown comes with
+the move, and a newer version refuses it (``DeskError``), so two people deciding one entity
+get one winner and a message for the other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from machines.desk.waiting import DeskError, moves_for
+from machines.errors import InvalidArgument, MachinesError
+from machines.store.records import Row, Store
+
+MAX_REASON = 2000
+"""The longest reason a person may give (characters)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a person asks: a move on one entity as read at ``version``, as ``actor``, with
+    their reason (and, for a decided outcome, the result that landed, as JSON text)."""
+
+    machine: str
+    key: str
+    version: int
+    trigger: str
+    actor: str
+    person: str
+    reason: str
+    result: str = ""
+
+
+Route = Callable[[Store, Row, Decision], None]
+
+
+def _exactly_once(store: Store, row: Row, d: Decision) -> None:
+    from machines.systems import ExactlyOnce
+
+    system = ExactlyOnce(store)
+    if d.trigger == "reclaim":
+        system.reclaim(row.key, by=d.person, reason=d.reason)
+    else:
+        landed = d.trigger == "decide_landed"
+        system.decide(
+            row.key,
+            landed=landed,
+            by=d.person,
+            reason=d.reason,
+            result=_result(d) if landed else None,
+        )
+
+
+def _effect_log(store: Store, row: Row, d: Decision) -> None:
+    from machines.systems import EffectLog
+
+    system = EffectLog(store)
+    (system.approve if d.trigger == "approve" else system.reject)(
+        row.key, by=d.person, reason=d.reason
+    )
+
+
+def _request(store: Store, row: Row, d: Decision) -> None:
+    from machines.systems import TransferEngine
+
+    engine = TransferEngine(store, {})
+    if d.trigger in ("confirm_failed", "confirm_completed"):
+        getattr(engine, d.trigger)(row.key, by=d.person, evidence=d.reason)
+    else:
+        getattr(engine, d.trigger)(row.key, by=d.person, reason=d.reason)
+
+
+def _node(store: Store, row: Row, d: Decision) -> None:
+    from machines.systems import TransferEngine
+    from machines.systems.transfer.plans import node_name
+
+    engine = TransferEngine(store, {})
+    request = row.scope or row.key.partition("/")[0]
+    if d.trigger == "sign":
+        engine.sign(request, node_name(row.key), by=d.person)
+    else:
+        engine.refuse_signature(request, node_name(row.key), by=d.person, reason=d.reason)
+
+
+ROUTES: Mapping[tuple[str, str], Route] = {
+    ("outcome", "reclaim"): _exactly_once,
+    ("outcome", "decide_landed"): _exactly_once,
+    ("outcome", "decide_not_landed"): _exactly_once,
+    ("effect", "approve"): _effect_log,
+    ("effect", "reject"): _effect_log,
+    **{
+        ("request", t): _request
+        for t in ("approve", "reject", "cancel", "resume", "confirm_failed", "confirm_completed")
+    },
+    ("node", "sign"): _node,
+    ("node", "fail"): _node,
+}
+"""The moves a reference system makes for a person, by (machine, trigger)."""
+
+
+def _system_runs(store: Store, machine: str) -> bool:
+    """Whether the reference system of ``machine`` accepts the store's definition of it."""
+    from machines.systems.reliance import require_reliable
+
+    system = {"outcome": "ExactlyOnce", "effect": "EffectLog"}.get(machine, "TransferEngine")
+    try:
+        require_reliable(store.specs(), machine, system)
+    except InvalidArgument:
+        return False
+    return True
+
+
+def _result(d: Decision) -> Any:
+    if not d.result.strip():
+        return None
+    try:
+        return json.loads(d.result)
+    except (ValueError, RecursionError):
+        raise DeskError(
+            'the result must be JSON (a number, "text", an object...), or empty'
+        ) from None
+
+
+def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
+    """Make the move ``d`` asks for, if the definition lets one of ``roles`` make it on the
+    entity as it was read; the entity's row afterwards."""
+    specs = store.specs()
+    if d.machine not in specs:
+        raise DeskError(f"no machine {d.machine!r} in this store")
+    reason = d.reason.strip()
+    if not reason:
+        raise DeskError("give a reason: the history keeps it with your name")
+    if len(reason) > MAX_REASON or "\x00" in reason:
+        raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
+    d = Decision(d.machine, d.key, d.version, d.trigger, d.actor, d.person, reason, d.result)
+    with store.transaction() as tx:
+        row = tx.get(d.machine, d.key)
+    if row is None:
+        raise DeskError(f"no {d.machine} {d.key!r} in this store")
+    if row.version != d.version:
+        raise _changed(d, row)
+    allowed = {(m.trigger, m.actor) for m in moves_for(specs[d.machine], row, roles)}
+    if (d.trigger, d.actor) not in allowed:
+        raise DeskError(
+            f"you may not {d.trigger} {d.machine} {d.key!r} as {d.actor} in {row.state}: the "
+            "definition does not let your roles make that move now"
+        )
+    route = ROUTES.get((d.machine, d.trigger))
+    try:
+        if route is not None and _system_runs(store, d.machine):
+            route(store, row, d)
+        else:
+            store.move(row, d.trigger, actor=d.actor, detail={"by": d.person, "reason": reason})
+    except MachinesError:
+        with store.transaction() as tx:
+            now = tx.get(d.machine, d.key)
+        if now is not None and now.version != row.version:  # someone acted first
+            raise _changed(d, now) from None
+        raise
+    with store.transaction() as tx:
+        after = tx.get(d.machine, d.key)
+    assert after is not None
+    return after
+
+
+def _changed(d: Decision, now: Row) -> DeskError:
+    return DeskError(
+        f"{d.machine} {d.key!r} changed since the page was shown: it is now {now.state} "
+        "(someone else acted, or its system moved it); look at it again"
+    )

@@ -1,0 +1,402 @@
+"""The desk as a web application (Starlette; ``machines desk URL`` serves it with uvicorn).
+
+Starlette is small, typed and well kept, runs plain functions in a thread pool (the stores
+are synchronous and safe to share between threads) and has a test client; Jinja2 escapes
+everything a page shows. No request holds a transaction or a lock beyond its own reads
+and the one move it makes.
+
+Routes: ``/login`` (GET, POST), ``/logout`` (POST), ``/`` (what waits: counts and a page
+of entities, filtered by machine and state), ``/entity/{machine}/{key}`` (GET: its
+context, history, picture and the moves the person may make; POST ``.../act``: make one),
+``/api/token`` (POST: name and password for a bearer token), ``/api/pending`` (GET) and
+``/api/act`` (POST). Every POST from a browser carries the session's CSRF token, and one
+whose ``Origin`` is another site is refused. Every page is sent with headers that forbid
+framing, sniffing, referrers, caching and any script.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from machines.desk.accounts import Accounts, verify
+from machines.desk.acting import Decision, act
+from machines.desk.sessions import Session, Sessions, same_token
+from machines.desk.waiting import PAGE, DeskError, counts, moves_for, waiting, waiting_states
+from machines.errors import MachinesError
+from machines.render.dot import to_dot
+from machines.render.files import render_svg
+from machines.store.records import Store
+
+COOKIE = "machines_desk"
+FAILED = "the desk failed to answer this request; nothing more is said here (see its log)"
+MAX_FORM = 64 * 1024
+"""The largest form or JSON body the desk reads (bytes)."""
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; img-src 'self' data:; style-src 'self' "
+    "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def desk_app(store: Store, accounts: Accounts, *, sessions: Sessions | None = None) -> Starlette:
+    """The desk over ``store``, for ``accounts``."""
+    desk = _Desk(store, accounts, sessions or Sessions())
+    routes = [
+        Route("/login", desk.login_page, methods=["GET"]),
+        Route("/login", desk.login, methods=["POST"]),
+        Route("/logout", desk.logout, methods=["POST"]),
+        Route("/", desk.waiting_page, methods=["GET"]),
+        Route("/entity/{machine}/{key:path}", desk.entity_or_act, methods=["GET", "POST"]),
+        Route("/api/token", desk.api_token, methods=["POST"]),
+        Route("/api/pending", desk.api_pending, methods=["GET"]),
+        Route("/api/act", desk.api_act, methods=["POST"]),
+    ]
+
+    async def secured(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        try:
+            response = await call_next(request)
+        except Exception:  # never a traceback on a page
+            response = desk.page("error.html", None, status=500, message=FAILED)
+        response.headers.update(HEADERS)
+        return response
+
+    app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=secured)])
+    return app
+
+
+class _Desk:
+    def __init__(self, store: Store, accounts: Accounts, sessions: Sessions) -> None:
+        self.store = store
+        self.accounts = accounts
+        self.sessions = sessions
+        folder = Path(__file__).parent / "templates"
+        self.templates = Environment(
+            loader=FileSystemLoader(folder), autoescape=select_autoescape(default=True)
+        )
+
+    # -- pages -----------------------------------------------------------------------------
+
+    def page(
+        self, name: str, session: Session | None, *, status: int = 200, **values: Any
+    ) -> HTMLResponse:
+        text = self.templates.get_template(name).render(
+            session=session, csrf=session.csrf if session else "", **values
+        )
+        return HTMLResponse(text, status_code=status)
+
+    def session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(COOKIE))
+
+    def login_page(self, request: Request) -> Response:
+        return self.page("login.html", None, message=request.query_params.get("said", ""))
+
+    async def login(self, request: Request) -> Response:
+        form = await _form(request)
+        if form is None:
+            return self.page("login.html", None, status=413, message="that form is too large")
+        name, password = str(form.get("name", "")), str(form.get("password", ""))
+        address = request.client.host if request.client else "unknown"
+        if self.sessions.refused(f"address:{address}", f"name:{name}"):
+            return self.page(
+                "login.html",
+                None,
+                status=429,
+                message="too many failed sign-ins; wait a few minutes",
+            )
+        account = verify(self.accounts, name, password)
+        if account is None:
+            self.sessions.failed(f"address:{address}", f"name:{name}")
+            return self.page("login.html", None, status=401, message="wrong name or password")
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            self.sessions.start(account),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = self.session(request)
+        form = await _form(request)
+        if (
+            session is not None
+            and form is not None
+            and _posted_here(request)
+            and same_token(form.get("csrf"), session.csrf)
+        ):
+            self.sessions.end(request.cookies.get(COOKIE))
+        response = RedirectResponse("/login?said=signed+out", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    def waiting_page(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return _to_login()
+        machine = request.query_params.get("machine") or None
+        state = request.query_params.get("state") or None
+        number = _page_number(request.query_params.get("page"))
+        try:
+            listed = waiting(
+                self.store, machine=machine, state=state, limit=PAGE + 1, offset=(number - 1) * PAGE
+            )
+            counted = counts(self.store)
+        except MachinesError as exc:
+            return self.page("error.html", session, status=400, message=str(exc))
+        query = {k: v for k, v in (("machine", machine), ("state", state)) if v}
+        return self.page(
+            "waiting.html",
+            session,
+            counts=counted,
+            waiting=listed[:PAGE],
+            machine=machine or "",
+            state=state or "",
+            number=number,
+            previous=urlencode({**query, "page": number - 1}) if number > 1 else None,
+            next=urlencode({**query, "page": number + 1}) if len(listed) > PAGE else None,
+            machines={m: waiting_states(s) for m, s in sorted(self.store.specs().items())},
+            quote=quote,
+        )
+
+    async def entity_or_act(self, request: Request) -> Response:
+        session = self.session(request)
+        if session is None:
+            return _to_login()
+        machine, key = request.path_params["machine"], request.path_params["key"]
+        if request.method == "POST":
+            if not key.endswith("/act"):
+                return self.page("error.html", session, status=404, message="no such page")
+            return await self.act(request, session, machine, key.removesuffix("/act"))
+        return self.entity(session, machine, key)
+
+    def entity(
+        self, session: Session, machine: str, key: str, *, status: int = 200, message: str = ""
+    ) -> Response:
+        specs = self.store.specs()
+        if machine not in specs:
+            return self.page(
+                "error.html", session, status=404, message=f"no machine {machine!r} here"
+            )
+        try:
+            with self.store.transaction() as tx:
+                row = tx.get(machine, key)
+                history = tx.history(machine, key) if row is not None else []
+        except MachinesError as exc:
+            return self.page("error.html", session, status=400, message=str(exc))
+        if row is None:
+            return self.page(
+                "error.html", session, status=404, message=f"no {machine} {key!r} here"
+            )
+        spec = specs[machine]
+        moves = moves_for(spec, row, session.account.roles)
+        taken = [(e.source, e.trigger, e.dest) for e in history]
+        return self.page(
+            "entity.html",
+            session,
+            status=status,
+            message=message,
+            machine=machine,
+            row=row,
+            spec=spec,
+            history=history,
+            moves=moves,
+            picture=_picture(to_dot(spec, row.state, taken)),
+            action=f"/entity/{quote(machine, safe='')}/{quote(key, safe='')}/act",
+            detail=_detail,
+        )
+
+    async def act(self, request: Request, session: Session, machine: str, key: str) -> Response:
+        form = await _form(request)
+        if form is None:
+            return self.entity(session, machine, key, status=413, message="that form is too large")
+        if not _posted_here(request) or not same_token(form.get("csrf"), session.csrf):
+            return self.page(
+                "error.html",
+                session,
+                status=403,
+                message="this form was not sent from the desk's own page; open the page again",
+            )
+        try:
+            decision = Decision(
+                machine,
+                key,
+                _whole(form.get("version")),
+                str(form.get("trigger", "")),
+                str(form.get("actor", "")),
+                session.account.name,
+                str(form.get("reason", "")),
+                str(form.get("result", "")),
+            )
+            act(self.store, decision, frozenset(session.account.roles))
+        except MachinesError as exc:
+            return self.entity(session, machine, key, status=409, message=str(exc))
+        target = f"/entity/{quote(machine, safe='')}/{quote(key, safe='')}"
+        return RedirectResponse(target, status_code=303)
+
+    # -- the API ---------------------------------------------------------------------------
+
+    async def api_token(self, request: Request) -> Response:
+        body = await _json(request)
+        address = request.client.host if request.client else "unknown"
+        name = str(body.get("name", "")) if isinstance(body, dict) else ""
+        if self.sessions.refused(f"address:{address}", f"name:{name}"):
+            return JSONResponse({"error": "too many failed sign-ins; wait"}, status_code=429)
+        password = body.get("password") if isinstance(body, dict) else None
+        account = verify(self.accounts, name, password) if isinstance(password, str) else None
+        if account is None:
+            self.sessions.failed(f"address:{address}", f"name:{name}")
+            return JSONResponse({"error": "wrong name or password"}, status_code=401)
+        return JSONResponse(
+            {"token": self.sessions.start(account), "expires_in": self.sessions.seconds}
+        )
+
+    def bearer(self, request: Request) -> Session | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return self.sessions.get(token.strip()) if scheme.lower() == "bearer" else None
+
+    def api_pending(self, request: Request) -> Response:
+        if self.bearer(request) is None:
+            return JSONResponse(
+                {"error": "a bearer token is needed: POST /api/token"}, status_code=401
+            )
+        try:
+            limit = _whole(request.query_params.get("limit", str(PAGE)))
+            offset = _whole(request.query_params.get("offset", "0"))
+            listed = waiting(
+                self.store,
+                machine=request.query_params.get("machine") or None,
+                state=request.query_params.get("state") or None,
+                limit=max(1, min(limit, 1000)),
+                offset=offset,
+            )
+        except MachinesError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"pending": [pending_entry(w) for w in listed]})
+
+    async def api_act(self, request: Request) -> Response:
+        session = self.bearer(request)
+        if session is None:
+            return JSONResponse(
+                {"error": "a bearer token is needed: POST /api/token"}, status_code=401
+            )
+        body = await _json(request)
+        if not isinstance(body, dict):
+            return JSONResponse({"error": "send a JSON object"}, status_code=400)
+        try:
+            decision = Decision(
+                _text(body, "machine"),
+                _text(body, "key"),
+                _whole(body.get("version")),
+                _text(body, "trigger"),
+                _text(body, "actor"),
+                session.account.name,
+                _text(body, "reason"),
+                json.dumps(body["result"]) if "result" in body else "",
+            )
+            row = act(self.store, decision, frozenset(session.account.roles))
+        except MachinesError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        return JSONResponse(
+            {"machine": row.machine, "key": row.key, "state": row.state, "version": row.version}
+        )
+
+
+def pending_entry(w: Any) -> dict[str, Any]:
+    """One waiting entity as the API and ``machines pending --format json`` give it."""
+    return {
+        "machine": w.machine,
+        "key": w.row.key,
+        "state": w.row.state,
+        "version": w.row.version,
+        "waited_seconds": round(w.seconds, 3),
+        "context": dict(w.row.context),
+    }
+
+
+def _to_login() -> Response:
+    return RedirectResponse("/login", status_code=303)
+
+
+def _posted_here(request: Request) -> bool:
+    """A browser's POST from this desk's own page: its ``Origin`` (sent by browsers on every
+    POST) is this host, and the browser does not say it came from another site."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
+
+
+async def _form(request: Request) -> dict[str, Any] | None:
+    body = await request.body()
+    if len(body) > MAX_FORM:
+        return None
+    form = await request.form(max_files=0, max_fields=20)
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+async def _json(request: Request) -> object:
+    body = await request.body()
+    if len(body) > MAX_FORM:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _whole(text: object) -> int:
+    try:
+        value = int(str(text))
+    except ValueError:
+        raise DeskError(f"not a whole number: {str(text)[:40]!r}") from None
+    if not 0 <= value < 2**62:
+        raise DeskError("a number out of range")
+    return value
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise DeskError(f"{key!r} must be a string")
+    return value
+
+
+def _page_number(text: str | None) -> int:
+    try:
+        return max(1, min(int(text or "1"), 10**6))
+    except ValueError:
+        return 1
+
+
+def _picture(dot: str) -> str | None:
+    """The entity's picture as a data URL of its SVG (shown by an ``img``, so nothing in it
+    runs), or None without Graphviz."""
+    svg = render_svg(dot)
+    if svg is None:
+        return None
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+def _detail(event: Any) -> dict[str, str]:
+    detail = getattr(event, "detail", None) or {}
+    return {str(k): str(v) for k, v in dict(detail).items()}

@@ -1,0 +1,62 @@
+"""Starting the desk: the store opened for the project's definitions, the accounts checked
+against them, and the application served with uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from machines.desk.accounts import AccountsError, read_accounts
+from machines.desk.sessions import Sessions
+from machines.errors import install_command
+from machines.spec.loader import definition_paths, read_definition
+from machines.spec.project import definitions_dir
+from machines.store import open_store
+from machines.store.records import OpenedStore
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+
+def opened(url: str, spec_dir: Path | None, *, read_only: bool = False) -> OpenedStore:
+    """The store at ``url``, for the definitions ``definitions_dir(spec_dir)`` chooses."""
+    paths = definition_paths(definitions_dir(spec_dir).spec_dir)
+    return open_store(url, [read_definition(p) for p in paths], read_only=read_only)
+
+
+def desk_for(
+    url: str, accounts_file: Path, spec_dir: Path | None, session_minutes: int
+) -> tuple[Starlette, OpenedStore]:
+    """The desk application over the store at ``url``, and the store; ``AccountsError``
+    when there are no accounts, or one has a role no definition's person has."""
+    try:
+        from machines.desk.app import desk_app
+    except ImportError:
+        raise AccountsError(f"the desk needs its libraries: {install_command('desk')}") from None
+    accounts = read_accounts(accounts_file)
+    if not accounts.by_name:
+        raise AccountsError(f"{accounts_file}: no accounts; add one with add-account")
+    store = opened(url, spec_dir)
+    people = {
+        name
+        for spec in store.specs().values()
+        for name, a in spec.actors.items()
+        if not a.automatic
+    }
+    unknown = sorted(accounts.roles() - people)
+    if unknown:
+        store.close()
+        raise AccountsError(
+            f"{accounts_file}: role(s) {', '.join(unknown)} are no person of these definitions; "
+            f"the people are: {', '.join(sorted(people)) or 'none'}"
+        )
+    app = desk_app(store, accounts, sessions=Sessions(seconds=session_minutes * 60.0))
+    return app, store
+
+
+def serve(app: Starlette, host: str, port: int) -> None:
+    """Serve ``app`` until interrupted (uvicorn; no server header, no access log of
+    bodies: it logs the request line and status only)."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, server_header=False, log_level="info")

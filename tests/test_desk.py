@@ -1,0 +1,458 @@
+"""The desk over HTTP (issue 30): every route refuses without a session, with a wrong
+role, with a missing, foreign or replayed CSRF token and from another site; hostile input
+is refused or shown escaped; a stale page cannot act; two people racing get one winner;
+sessions end; sign-in is rate limited; and what a person does is a move the store judges,
+which the audit finds clean. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+from starlette.testclient import TestClient
+
+from machines.checks.audit import judge_store
+from machines.desk.accounts import FORMAT, AccountsError, add_account, read_accounts, verify
+from machines.desk.app import HEADERS, desk_app
+from machines.desk.sessions import FAILURES, Sessions
+from machines.spec.loader import load
+from machines.store import Store, open_store
+from machines.systems import ExactlyOnce
+from tests.conftest import postgres_schema, store_url
+
+PASSWORD = "correct horse battery"
+BUNDLED = [load(name) for name in ("effect", "outcome", "node", "request")]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Desk:
+    store: Store
+    accounts: Path
+    clock: Clock
+    app: Any
+
+    def client(self) -> TestClient:
+        return TestClient(self.app, base_url="http://desk.test", follow_redirects=True)
+
+    def signed_in(self, name: str = "olga") -> TestClient:
+        client = self.client()
+        page = client.post("/login", data={"name": name, "password": PASSWORD})
+        assert page.status_code == 200 and f'id="person">{name}<' in page.text, page.text
+        return client
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def desk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Desk]:
+    with ExitStack() as stack:
+        url = (
+            stack.enter_context(postgres_schema())
+            if request.param == "postgres"
+            else store_url("sqlite", tmp_path)
+        )
+        store = stack.enter_context(open_store(url, BUNDLED))
+        accounts = tmp_path / "accounts.json"
+        add_account(accounts, "olga", ["operator"], PASSWORD)
+        add_account(accounts, "carl", ["caller"], PASSWORD)
+        clock = Clock()
+        sessions = Sessions(seconds=600, clock=clock)
+        yield Desk(
+            store, accounts, clock, desk_app(store, read_accounts(accounts), sessions=sessions)
+        )
+
+
+def parked(store: Store, key: str) -> None:
+    row = store.insert("outcome", key)[0]
+    store.move(row, "park", actor="worker", detail={"evidence": "lease expired"})
+
+
+def state_of(store: Store, key: str) -> str:
+    with store.transaction() as tx:
+        row = tx.get("outcome", key)
+    assert row is not None
+    return row.state
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+def form(client: TestClient, key: str, trigger: str, **fields: str) -> dict[str, str]:
+    page = client.get(f"/entity/outcome/{key}")
+    version = re.search(r'name="version" value="(\d+)"', page.text)
+    assert version is not None, page.text
+    return {
+        "csrf": csrf_of(page.text),
+        "version": version.group(1),
+        "trigger": trigger,
+        "actor": "operator",
+        "reason": "the bank statement shows it",
+        **fields,
+    }
+
+
+ROUTES = [
+    ("GET", "/"),
+    ("GET", "/entity/outcome/k"),
+    ("POST", "/entity/outcome/k/act"),
+    ("POST", "/logout"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_page_without_a_session_goes_to_sign_in(desk: Desk, method: str, path: str) -> None:
+    parked(desk.store, "k")
+    answer = desk.client().request(method, path, follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"].startswith("/login")
+    assert state_of(desk.store, "k") == "indeterminate"
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/api/pending"), ("POST", "/api/act")])
+def test_every_api_route_without_a_token_is_401(desk: Desk, method: str, path: str) -> None:
+    for headers in ({}, {"authorization": "Bearer forged"}, {"authorization": "Basic b2xnYQ=="}):
+        answer = desk.client().request(method, path, headers=headers, json={})
+        assert answer.status_code == 401
+
+
+def test_every_answer_carries_the_security_headers(desk: Desk) -> None:
+    client = desk.signed_in()
+    for path in ("/login", "/", "/entity/outcome/none", "/nowhere", "/api/pending"):
+        answer = client.get(path, follow_redirects=False)
+        for header, value in HEADERS.items():
+            assert answer.headers.get(header) == value, (path, header)
+
+
+def test_a_person_settles_a_parked_charge_and_the_history_names_them(desk: Desk) -> None:
+    parked(desk.store, "charge-1")
+    client = desk.signed_in()
+    listed = client.get("/")
+    assert "charge-1" in listed.text and "indeterminate" in listed.text
+    fields = form(client, "charge-1", "decide_landed", result='{"id": "tx-7"}')
+    page = client.post("/entity/outcome/charge-1/act", data=fields)
+    assert page.status_code == 200 and 'id="state">succeeded<' in page.text
+    row = ExactlyOnce(desk.store).outcome("charge-1")
+    assert row is not None and row.data["result"] == {"id": "tx-7"}
+    last = desk.store.transaction
+    with last() as tx:
+        event = tx.history("outcome", "charge-1")[-1]
+    assert (event.actor, event.detail["by"]) == ("operator", "olga")
+    assert event.detail["reason"] == "the bank statement shows it"
+    assert "charge-1" not in client.get("/").text  # nothing waits any more
+    assert judge_store(desk.store.url, {s.name: s for s in BUNDLED}).breaches == []
+
+
+def test_a_person_without_the_role_sees_no_such_move_and_is_refused(desk: Desk) -> None:
+    parked(desk.store, "charge-2")
+    carl = desk.signed_in("carl")  # a caller: may reclaim, may not decide
+    page = carl.get("/entity/outcome/charge-2")
+    assert re.findall(r'data-trigger="(\w+)"', page.text) == ["reclaim"]
+    fields = form(carl, "charge-2", "decide_not_landed")
+    refused = carl.post("/entity/outcome/charge-2/act", data=fields)
+    assert refused.status_code == 409 and "you may not decide_not_landed" in refused.text
+    assert state_of(desk.store, "charge-2") == "indeterminate"
+
+
+def test_forms_without_the_sessions_token_or_from_another_site_are_refused(desk: Desk) -> None:
+    parked(desk.store, "charge-3")
+    olga, other = desk.signed_in(), desk.signed_in()
+    fields = form(olga, "charge-3", "decide_landed")
+    attempts = [
+        ({k: v for k, v in fields.items() if k != "csrf"}, {}),
+        ({**fields, "csrf": "forged"}, {}),
+        ({**fields, "csrf": csrf_of(other.get("/").text)}, {}),  # another session's token
+        (fields, {"origin": "https://evil.example"}),
+        (fields, {"sec-fetch-site": "cross-site"}),
+    ]
+    for data, headers in attempts:
+        answer = olga.post("/entity/outcome/charge-3/act", data=data, headers=headers)
+        assert answer.status_code == 403, (data, headers)
+    assert state_of(desk.store, "charge-3") == "indeterminate"
+
+
+def test_hostile_reasons_are_refused_or_shown_escaped(desk: Desk) -> None:
+    parked(desk.store, "charge-4")
+    client = desk.signed_in()
+    huge = client.post(
+        "/entity/outcome/charge-4/act",
+        data=form(client, "charge-4", "reclaim", reason="x" * 100_000),
+    )
+    assert huge.status_code == 413
+    for reason, said in (
+        ("a\x00b", "no NUL"),
+        ("x" * 2001, "at most 2000"),
+        ("   ", "give a reason"),
+    ):
+        fields = {**form(client, "charge-4", "decide_landed"), "reason": reason}
+        answer = client.post("/entity/outcome/charge-4/act", data=fields)
+        assert answer.status_code == 409 and said in answer.text
+    bad_result = {**form(client, "charge-4", "decide_landed"), "result": "{not json"}
+    assert client.post("/entity/outcome/charge-4/act", data=bad_result).status_code == 409
+    script = "<script>alert(1)</script> & <img src=x onerror=alert(2)>"
+    fields = {**form(client, "charge-4", "decide_not_landed"), "reason": script}
+    page = client.post("/entity/outcome/charge-4/act", data=fields)
+    assert page.status_code == 200 and "<script>alert" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img" in page.text
+
+
+def test_a_stale_page_cannot_act_and_two_people_racing_get_one_winner(desk: Desk) -> None:
+    parked(desk.store, "charge-5")
+    olga, olga_again = desk.signed_in(), desk.signed_in()
+    first = form(olga, "charge-5", "decide_landed")
+    second = form(olga_again, "charge-5", "decide_not_landed")
+    answers: list[Any] = []
+
+    def post(client: TestClient, data: dict[str, str]) -> None:
+        answers.append(client.post("/entity/outcome/charge-5/act", data=data))
+
+    threads = [
+        threading.Thread(target=post, args=(olga, first)),
+        threading.Thread(target=post, args=(olga_again, second)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200, 409], codes
+    loser = next(a for a in answers if a.status_code == 409)
+    assert "changed since the page was shown" in loser.text
+    with desk.store.transaction() as tx:
+        decided = [e for e in tx.history("outcome", "charge-5") if e.actor == "operator"]
+    assert len(decided) == 1
+    again = olga.post("/entity/outcome/charge-5/act", data=first)  # the page as it was
+    assert again.status_code == 409 and "changed since the page was shown" in again.text
+
+
+def test_a_session_ends_when_unused_and_when_signed_out(desk: Desk) -> None:
+    client = desk.signed_in()
+    desk.clock.now += 601
+    assert client.get("/", follow_redirects=False).status_code == 303
+    client = desk.signed_in()
+    cookie = client.cookies.get("machines_desk")
+    page = client.get("/")
+    client.post("/logout", data={"csrf": csrf_of(page.text)})
+    replay = desk.client()
+    replay.cookies.set("machines_desk", cookie or "")
+    assert replay.get("/", follow_redirects=False).status_code == 303
+
+
+def test_signing_in_is_rate_limited_per_name_and_address(desk: Desk) -> None:
+    client = desk.client()
+    for _ in range(FAILURES):
+        assert (
+            client.post("/login", data={"name": "olga", "password": "nope nope nope"}).status_code
+            == 401
+        )
+    refused = client.post("/login", data={"name": "olga", "password": PASSWORD})
+    assert refused.status_code == 429 and "too many" in refused.text
+    desk.clock.now += 301
+    assert desk.signed_in()
+
+
+def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
+    parked(desk.store, "charge-6")
+    client = desk.client()
+    assert (
+        client.post("/api/token", json={"name": "olga", "password": "wrong one!!!!"}).status_code
+        == 401
+    )
+    token = client.post("/api/token", json={"name": "olga", "password": PASSWORD}).json()["token"]
+    auth = {"authorization": f"Bearer {token}"}
+    pending = client.get("/api/pending", headers=auth).json()["pending"]
+    (entry,) = [p for p in pending if p["key"] == "charge-6"]
+    body = {
+        "machine": "outcome",
+        "key": "charge-6",
+        "version": entry["version"],
+        "trigger": "decide_not_landed",
+        "actor": "operator",
+        "reason": "the bank never received it",
+    }
+    done = client.post("/api/act", json=body, headers=auth)
+    assert done.status_code == 200 and done.json()["state"] == "failed"
+    assert client.post("/api/act", json=body, headers=auth).status_code == 409  # stale now
+    for hostile in ([], "x", {**body, "version": "NaN"}, {**body, "reason": 5}):
+        assert client.post("/api/act", json=hostile, headers=auth).status_code in (400, 409)
+
+
+def test_a_store_error_is_a_page_never_a_traceback(desk: Desk) -> None:
+    client = desk.signed_in()
+    for path in (
+        "/entity/nomachine/k",
+        "/entity/outcome/" + "k" * 5000,
+        "/?machine=outcome&state=x",
+    ):
+        answer = client.get(path)
+        assert answer.status_code in (400, 404) and "Traceback" not in answer.text, path
+
+    def broken() -> Any:
+        raise RuntimeError("the database went away: password=hunter2")
+
+    desk.store.transaction = broken  # type: ignore[method-assign]
+    answer = client.get("/")
+    assert (
+        answer.status_code == 500
+        and "hunter2" not in answer.text
+        and "Traceback" not in answer.text
+    )
+
+
+def test_accounts_keep_only_a_hash_and_refuse_bad_entries(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.json"
+    add_account(path, "ana", ["operator"], PASSWORD)
+    text = path.read_text()
+    assert PASSWORD not in text and "$argon2id$" in text
+    assert path.stat().st_mode & 0o077 == 0
+    accounts = read_accounts(path)
+    assert verify(accounts, "ana", PASSWORD) is not None
+    assert verify(accounts, "ana", PASSWORD + "!") is None
+    assert verify(accounts, "nobody", PASSWORD) is None
+    for name, roles, password in (
+        ("a b", ["operator"], PASSWORD),
+        ("ana", ["Op"], PASSWORD),
+        ("ana", ["operator"], "short"),
+    ):
+        with pytest.raises(AccountsError):
+            add_account(path, name, roles, password)
+    forged = {"format": FORMAT, "accounts": {"x": {"roles": ["operator"], "hash": "plain"}}}
+    path.write_text(json.dumps(forged))
+    with pytest.raises(AccountsError, match="not an Argon2id hash"):
+        read_accounts(path)
+
+
+def test_an_operator_settles_a_parked_charge_and_a_stuck_transfer_and_the_audit_names_them(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's test: a charge parked by a lease that expired, and a transfer stopped in
+    manual_intervention with its withdrawal's fate unknown; the operator finds both, settles
+    each through the definitions, and the audit is clean and names both decisions."""
+    from machines.cli import main
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, drive, engine_for, executing
+
+    parked(desk.store, "charge-9")
+    venue = FakeVenue(
+        {
+            "withdraw": {"submit": [TimeoutError("no answer from the exchange")]},
+            "balance_check": {"observe": ["pending", "failed"]},
+        }
+    )
+    engine = engine_for(desk.store, venue)
+    plan = [
+        plan_node("withdraw", "action", True),
+        plan_node("balance_check", "observe", False),
+        plan_node("deposit_observe", "observe", False, "withdraw", "balance_check"),
+    ]
+    executing(engine, "t-1", plan)
+    assert drive(engine, "t-1") == "manual_intervention"
+    olga = desk.signed_in()
+    listed = olga.get("/").text
+    assert "charge-9" in listed and "t-1" in listed and "manual_intervention" in listed
+    olga.post("/entity/outcome/charge-9/act", data=form(olga, "charge-9", "decide_not_landed"))
+    page = olga.get("/entity/request/t-1")
+    assert re.findall(r'data-trigger="(\w+)"', page.text) == [
+        "resume",
+        "confirm_failed",
+        "confirm_completed",
+    ]
+    version = re.search(r'name="version" value="(\d+)"', page.text)
+    assert version is not None
+    fields = {
+        "csrf": csrf_of(page.text),
+        "version": version.group(1),
+        "trigger": "confirm_failed",
+        "actor": "operator",
+        "reason": "the exchange confirms the withdrawal was returned",
+    }
+    settled = olga.post("/entity/request/t-1/act", data=fields)
+    assert 'id="state">failed<' in settled.text
+    assert "t-1" not in olga.get("/").text and "charge-9" not in olga.get("/").text
+    capsys.readouterr()
+    code = main(["audit", "--from-store", desk.store.url, "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["breaches"] == []
+    named = {(p["machine"], p["key"], p["trigger"], p["by"]) for p in report["people"]}
+    assert ("outcome", "charge-9", "decide_not_landed", "olga") in named
+    assert ("request", "t-1", "confirm_failed", "olga") in named
+    assert main(["audit", "--from-store", desk.store.url]) == 0
+    said = capsys.readouterr().out
+    assert "request 't-1': confirm_failed by olga as operator" in said
+
+
+def test_what_waits_is_derived_from_the_definitions_per_entity_context(desk: Desk) -> None:
+    """A state waits on a person when a person may move it and a program can only end it
+    (or it is tagged needs-human), judged under each entity's own context: an Irreversible
+    call pending waits for a human, a Compensable one is the proxy's to run."""
+    from machines.desk.waiting import waiting, waiting_states
+
+    specs = desk.store.specs()
+    assert {m: waiting_states(specs[m]) for m in sorted(specs)} == {
+        "effect": ("pending",),
+        "node": (),
+        "outcome": ("indeterminate",),
+        "request": ("pending_approval", "waiting_manual_action", "manual_intervention"),
+    }
+    desk.store.insert("effect", "rm -rf", context={"tier": "irreversible"})
+    desk.store.insert("effect", "write tmp", context={"tier": "compensable"})
+    parked(desk.store, "charge-w")
+    listed = {(w.machine, w.row.key) for w in waiting(desk.store)}
+    assert listed == {("effect", "rm -rf"), ("outcome", "charge-w")}
+    page = desk.signed_in().get("/").text
+    assert "rm -rf" in page and "write tmp" not in page
+
+
+def test_a_users_own_machine_waits_and_moves_by_its_own_definition(tmp_path: Path) -> None:
+    """No list is kept by hand: a user's machine gets its waiting states and its people's
+    moves from its definition, and a move of the store records the person."""
+    (tmp_path / "refund.yaml").write_text(
+        (Path(__file__).parent / "user_project" / "specs" / "refund.yaml").read_text()
+    )
+    refund = load(tmp_path / "refund.yaml")
+    accounts = tmp_path / "accounts.json"
+    add_account(accounts, "ann", [a for a, r in refund.actors.items() if not r.automatic], PASSWORD)
+    with open_store(store_url("sqlite", tmp_path), [refund]) as store:
+        from machines.desk.waiting import waiting_states
+
+        states = waiting_states(refund)
+        assert states, "the refund machine has states only people move on"
+        assert states == ("awaiting_approval", "unknown")
+        row = store.insert("refund", "r-1", context={"size": "large"})[0]
+        store.move(row, "hold", actor="service", detail={"why": "large"})
+        client = TestClient(desk_app(store, read_accounts(accounts)), base_url="http://desk.test")
+        client.post("/login", data={"name": "ann", "password": PASSWORD})
+        assert "r-1" in client.get("/").text
+        page = client.get("/entity/refund/r-1")
+        assert re.findall(r'data-trigger="(\w+)"', page.text) == ["approve", "reject"]
+        fields = {
+            "csrf": csrf_of(page.text),
+            "version": "2",
+            "trigger": "approve",
+            "actor": "approver",
+            "reason": "the customer's receipt checks out",
+        }
+        done = client.post("/entity/refund/r-1/act", data=fields)
+        assert 'id="state">sending<' in done.text
+        with store.transaction() as tx:
+            event = tx.history("refund", "r-1")[-1]
+        assert (event.actor, event.detail) == (
+            "approver",
+            {"by": "ann", "reason": "the customer's receipt checks out"},
+        )
