@@ -117,15 +117,11 @@ def test_opting_out_needs_a_reason_and_changes_the_digest(tmp_path: Path) -> Non
     spec = load(
         written(
             tmp_path / "out",
-            forever + "opt_out:\n  can_terminate: A door is never taken away.\n"
-            "  terminal_final: It has no end, so nothing to keep ended.\n",
+            forever + "opt_out:\n  can_terminate: A door is never taken away.\n",
         )
     )
-    assert {r.kind for r in spec.invariants} == {"all_reachable"}
-    assert dict(spec.opt_out) == {
-        "can_terminate": "A door is never taken away.",
-        "terminal_final": "It has no end, so nothing to keep ended.",
-    }
+    assert {r.kind for r in spec.invariants} == {"all_reachable", "terminal_final"}
+    assert dict(spec.opt_out) == {"can_terminate": "A door is never taken away."}
     assert "Opts out of `can_terminate`: A door is never taken away." in machine_page(
         spec, "diagrams"
     )
@@ -192,3 +188,32 @@ def test_export_finds_a_machine_of_the_project(
     assert main(["export", "dor"]) == 2
     said = capsys.readouterr().err
     assert "no machine 'dor' here (did you mean 'door'?)" in said and "[tool.machines]" in said
+
+
+def test_terminal_final_is_never_opted_out_of(tmp_path: Path) -> None:
+    """Outsider batch 15: a v2 that opted out of terminal_final and added an automatic
+    exit from a terminal state was accepted by check, the store and migrate, and then
+    called a breach by the audit. A terminal state is one nothing leaves, always."""
+    reopened = MINIMAL + ("opt_out:\n  terminal_final: Jobs may be reopened.\n")
+    with pytest.raises(SpecError, match="opt_out"):
+        load(written(tmp_path, reopened))
+    exit_from_terminal = (
+        MINIMAL.replace(
+            "description: Take it.}",
+            "description: Take it.}\n  - {trigger: back, source: gone, dest: shut, "
+            "actor: hand, description: Back.}",
+        )
+        + "opt_out:\n  can_terminate: Not needed.\n"
+    )
+    (tmp_path / "two").mkdir()
+    with pytest.raises(SpecViolation, match="terminal-final"):
+        load(written(tmp_path / "two", exit_from_terminal))
+
+
+@pytest.mark.parametrize("name", ["findings", "rules"])
+def test_a_machine_may_not_take_the_name_of_a_page_beside_it(tmp_path: Path, name: str) -> None:
+    """Outsider batch 15: a machine named findings or rules lost its page to the findings
+    or rules page, on the site and in machines docs, with exit 0."""
+    text = MINIMAL.replace("machine: door", f"machine: {name}")
+    with pytest.raises(SpecError, match=f"machine name '{name}' is taken by a page"):
+        load(written(tmp_path, text, name))

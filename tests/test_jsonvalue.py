@@ -65,7 +65,7 @@ def test_plain_json_values_come_back_equal(value: Any) -> None:
         ("\ud800", "lone surrogate"),
         ({"k": "a\x00b"}, "NUL"),
         (_nested(MAX_DEPTH + 1), "levels deep"),
-        (_nested(5000), "nests too deeply"),
+        (_nested(5000), "nests (too deeply|5000 levels deep)"),  # as the recursion limit lets
         (Hostile(), "JSON cannot hold it"),
         (object(), "JSON cannot hold it"),
     ],

@@ -282,3 +282,71 @@ def test_init_writes_a_machine_that_checks_clean_and_a_test_that_passes(
     assert (tmp_path / "specs" / "ticket.yaml").read_text().endswith("# mine\n")
     with pytest.raises(SystemExit):
         main(["init", "Ticket!"])
+
+
+def test_a_file_or_folder_in_the_working_folder_never_stands_in_for_a_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 15: a file called ``outcome`` in the working folder replaced the
+    bundled definition (and ExactlyOnce ran on a weaker one); a folder called like a
+    project's machine hid it from ``machines export``."""
+    import machines
+    from machines.spec.loader import resolve
+
+    monkeypatch.chdir(tmp_path)
+    weaker = (bundled_spec_dir() / "outcome.yaml").read_text()
+    (tmp_path / "outcome").write_text(weaker.replace("dest: indeterminate", "dest: failed"))
+    (tmp_path / "request").mkdir()
+    assert resolve("outcome") == bundled_spec_dir() / "outcome.yaml"
+    assert machines.load("outcome").step("in_flight", "park", actor="worker") == "indeterminate"
+    assert resolve("./outcome") == Path("outcome")  # said as a path, it is one
+    root = project(tmp_path / "shop")
+    (root / "refund").mkdir()  # a folder named like the project's machine
+    monkeypatch.chdir(root)
+    assert main(["export", "refund", "--format", "yaml"]) == 0
+    assert "machine: refund" in capsys.readouterr().out
+
+
+def test_output_folders_stay_inside_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 15: ``docs_dir = "../../../escaped"`` wrote pages outside the
+    project. The folders a command writes into stay inside it; where definitions are read
+    from may be anywhere."""
+    for key in ("docs_dir", "diagrams_dir"):
+        for value in ("../escaped", "/tmp/escaped"):
+            root = project(tmp_path / f"{key}-{value.count('/')}", f'{key} = "{value}"')
+            with pytest.raises(InvalidArgument, match="outside the project's folder"):
+                project_settings(root)
+    shared = project(tmp_path / "mono" / "app", 'spec_dir = "../shared-specs"')
+    settings = project_settings(shared)
+    assert settings is not None and settings.folders["spec_dir"].name == "shared-specs"
+
+
+@pytest.mark.parametrize("thing", ["dangling-link", "fifo", "folder", "link-to-folder"])
+def test_docs_never_writes_through_a_link_or_into_a_fifo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], thing: str
+) -> None:
+    """Outsider batch 15: ``machines docs`` followed a dangling symbolic link in
+    ``docs/machines/`` and made a file outside the project, and hung on a FIFO."""
+    import os
+
+    root = project(tmp_path / "shop")
+    monkeypatch.chdir(root)
+    pages = root / "docs" / "machines"
+    pages.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    if thing == "dangling-link":
+        (pages / "refund.md").symlink_to(outside / "planted.md")
+        outside.mkdir()
+    elif thing == "fifo":
+        os.mkfifo(pages / "refund.md")
+    elif thing == "folder":
+        (pages / "refund.md").mkdir()
+    else:
+        outside.mkdir()
+        (pages / "diagrams").symlink_to(outside, target_is_directory=True)
+    assert main(["docs"]) == 2
+    said = capsys.readouterr().err
+    assert "machines docs:" in said and ("symbolic link" in said or "not a regular file" in said)
+    assert not outside.exists() or list(outside.iterdir()) == []

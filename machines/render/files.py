@@ -10,7 +10,9 @@ does not (someone else's), unless forced.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -113,7 +115,7 @@ def sync(
         path = folder / name
         new = marked(name, text)
         # A file that is not UTF-8 is stale too (it differs), not a crash.
-        old = path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
+        old = _read_ours(folder, name, len(new.encode()))
         if old is None or _comparable(name, old) != _comparable(name, new):
             changed.append((path, new))
             if old is not None and not is_generated(old):
@@ -123,8 +125,48 @@ def sync(
     if not check:
         for path, new in changed:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(new, encoding="utf-8")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8") as handle:
+                handle.write(new)
     return tuple(path for path, _ in changed)
+
+
+class NotAFile(MachinesError):
+    """Something at a path ``sync`` writes that is no regular file of its own: a symbolic
+    link (a dangling one would be followed out of the folder), a FIFO (reading it waits for
+    ever), a device or a folder. Nothing was written."""
+
+
+def _read_ours(folder: Path, name: str, size: int) -> str | None:
+    """What is at ``folder / name`` now (None when nothing is), read only when it is a
+    regular file, and never more than what could be ours; ``NotAFile`` when it, or a folder
+    between it and ``folder``, is something else (a symbolic link among them)."""
+    path = folder
+    for part in Path(name).parts:
+        path = path / part
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            return None
+        last = path == folder / name
+        if stat.S_ISLNK(mode) or (not last and not stat.S_ISDIR(mode)):
+            raise NotAFile(
+                f"{path}: is a symbolic link, or no folder where one is written into; "
+                "machines writes only regular files of its own: remove it, or choose "
+                "another --out"
+            )
+    if not stat.S_ISREG(mode):
+        raise NotAFile(
+            f"{path}: is not a regular file (a FIFO, a device or a folder); remove it, or "
+            "choose another --out"
+        )
+    with path.open("rb") as handle:
+        data = handle.read(size + _SLACK)
+    return data.decode("utf-8", errors="replace")
+
+
+_SLACK = 64 * 1024
+"""Bytes read past the size of the file we would write: enough to see it differs."""
 
 
 def _comparable(name: str, text: str) -> str:

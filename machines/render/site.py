@@ -22,12 +22,13 @@ from machines.render.pages import (
     rules_page,
 )
 from machines.spec import MachineSpec
+from machines.spec.vocabulary import FINDINGS_PAGE_NAME, RULES_PAGE_NAME
 
 DIAGRAMS = "diagrams"
 """The folder, beside the definition pages, that their diagrams go into."""
 
-FINDINGS_PAGE = "findings.md"
-RULES_PAGE = "rules.md"
+FINDINGS_PAGE = f"{FINDINGS_PAGE_NAME}.md"
+RULES_PAGE = f"{RULES_PAGE_NAME}.md"
 SCHEMA_PATH = "<site-packages>/machines/_spec/machine.schema.json"
 """Where an installed package keeps the schema, as the format page says it."""
 

@@ -40,6 +40,7 @@ from machines.spec.vocabulary import (
     BASELINE_RULES,
     RESERVED_ACTORS,
     RESERVED_CONTEXT,
+    RESERVED_MACHINES,
     RESERVED_TRIGGER_PREFIXES,
     RESERVED_TRIGGERS,
     TAGS,
@@ -74,6 +75,13 @@ class Builder:
         if self.name != stem:
             self.problem(
                 ("machine",), f"machine {quote(self.name)} must equal the file name {quote(stem)}"
+            )
+        if self.name in RESERVED_MACHINES:
+            self.problem(
+                ("machine",),
+                f"machine name {quote(self.name)} is taken by a page the site and machines "
+                f"docs make beside the machine pages ({', '.join(sorted(RESERVED_MACHINES))}); "
+                "choose another name",
             )
         self.state_ref(("initial",), self.doc["initial"])
         for actor in self.actors:

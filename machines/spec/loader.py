@@ -80,9 +80,13 @@ def _schema_validator() -> jsonschema.protocols.Validator:
 def resolve(name_or_path: str | Path) -> Path:
     """A bundled machine name (``"effect"``) or a path to a definition file (``.yaml``,
     ``.yml`` or ``.json``, or any file that exists). The file is not judged here: reading
-    it says what is wrong with it."""
+    it says what is wrong with it. A bundled machine's bare name (a ``str``, no folder, no
+    suffix) is always the bundled definition: a file or folder of that name in the working
+    folder never stands in for it (``./outcome`` does)."""
     candidate = as_path(name_or_path)
     name = str(name_or_path)
+    if isinstance(name_or_path, str) and name in _bundled_names(bundled_spec_dir()):
+        return bundled_spec_dir() / f"{name}.yaml"
     try:
         is_path = candidate.suffix in DEFINITION_SUFFIXES or candidate.exists()
     except OSError as exc:  # a name too long for the file system, say

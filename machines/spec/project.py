@@ -128,8 +128,25 @@ def _folders(path: Path, table: Mapping[str, object]) -> dict[str, Path]:
                 f"{path}: [tool.machines] {key} must be a folder, as a non-empty string, "
                 f"not {value!r}"
             )
-        out[key] = path.parent / value
+        folder = path.parent / value
+        if key in WRITTEN and not _inside(folder, path.parent):
+            raise InvalidArgument(
+                f"{path}: [tool.machines] {key} = {value!r} is outside the project's folder "
+                f"({path.parent}); machines writes only inside it: give a folder in it"
+            )
+        out[key] = folder
     return out
+
+
+WRITTEN = frozenset({"diagrams_dir", "docs_dir"})
+"""The keys that name where a command writes, which must stay inside the project."""
+
+
+def _inside(folder: Path, root: Path) -> bool:
+    try:
+        return folder.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        return False
 
 
 def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> Definitions:
@@ -148,21 +165,24 @@ def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> 
 
 
 def machine_file(name: str, given: Path | None = None) -> str | Path:
-    """The definition a command names by ``name``: a path when it is one (it has a
-    definition's suffix or exists), else the machine of that name among the definitions
-    ``definitions_dir(given)`` chooses (the bundled ones only for want of any other);
-    ``SpecUnreadable`` naming the folder and its machines when none is called so."""
+    """The definition a command names by ``name``: a path when it says so (a definition's
+    suffix, or a folder in it), else the machine of that name among the definitions
+    ``definitions_dir(given)`` chooses (the bundled ones only for want of any other), else
+    a file of that name; ``SpecUnreadable`` naming the folder and its machines when none
+    is called so. A file or folder in the working folder never hides a machine."""
     candidate = Path(name)
-    try:
-        if candidate.suffix in DEFINITION_SUFFIXES or candidate.exists():
-            return candidate
-    except OSError:  # a name too long for the file system: the loader says so
+    if candidate.suffix in DEFINITION_SUFFIXES or len(candidate.parts) > 1:
         return candidate
     found = definitions_dir(given)
     if found.bundled:
         return name
     paths = {p.stem: p for p in definition_paths(found.spec_dir)}
     if name not in paths:
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:  # a name too long for the file system: the loader says so
+            return candidate
         raise SpecUnreadable(
             found.spec_dir,
             [

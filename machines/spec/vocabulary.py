@@ -170,6 +170,12 @@ The transfer engine writes them; a migration and the audit read them back."""
 RESERVED_ACTORS = frozenset({MIGRATION_ACTOR})
 """Actor names a definition may not declare."""
 
+FINDINGS_PAGE_NAME = "findings"
+RULES_PAGE_NAME = "rules"
+RESERVED_MACHINES = frozenset({FINDINGS_PAGE_NAME, RULES_PAGE_NAME})
+"""Machine names a definition may not take: the pages about a set of definitions sit beside
+the machines' own (``<machine>.md``), and these two are the findings and rules pages."""
+
 
 @dataclass(frozen=True)
 class BaselineRule:

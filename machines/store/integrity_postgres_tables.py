@@ -95,7 +95,9 @@ def table_differences(conn: Any, owners: Sequence[tuple[str | None, Expected]]) 
     for table, column, kind, not_null, default in conn.execute(
         "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) || CASE WHEN "
         "a.attcollation = ty.typcollation THEN '' ELSE ' COLLATE ' || "
-        "coalesce(co.collname, a.attcollation::text) END, a.attnotnull, "
+        "coalesce(co.collname, a.attcollation::text) END || CASE WHEN a.attidentity <> '' "
+        "THEN ' GENERATED AS IDENTITY' ELSE '' END || CASE WHEN a.attgenerated <> '' THEN "
+        "' GENERATED ALWAYS AS (...) STORED' ELSE '' END, a.attnotnull, "
         "pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
         "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_type ty ON ty.oid = a.atttypid "
         "LEFT JOIN pg_collation co ON co.oid = a.attcollation "

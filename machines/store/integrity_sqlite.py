@@ -80,7 +80,27 @@ def guard_differences(
         cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}")
         columns = [c[0] for c in cursor.description]
         out += moves_differences(spec, columns, cursor.fetchall())
-    return out
+    return out + _shadows(conn)
+
+
+SHADOWED = ("json_each", "json_tree")
+"""The table-valued functions the guards call: a table or view of the same name in the
+database would be read in their place, and change what every guard decides."""
+
+
+def _shadows(conn: sqlite3.Connection) -> list[Difference]:
+    marks = ", ".join("?" * len(SHADOWED))
+    return [
+        Difference(
+            None,
+            f"{kind} {found}",
+            f"has the name of the function {found.lower()}() the guards call, and would be "
+            "read in its place: rename or drop it",
+        )
+        for kind, found in conn.execute(
+            f"SELECT type, name FROM sqlite_master WHERE lower(name) IN ({marks})", SHADOWED
+        )
+    ]
 
 
 def _without_reporting(conn: sqlite3.Connection, expected: Objects, found: Objects) -> Objects:
@@ -94,6 +114,8 @@ def _without_reporting(conn: sqlite3.Connection, expected: Objects, found: Objec
 
 
 def _plain(conn: sqlite3.Connection, index: str) -> bool:
+    """An index on columns alone, compared as stored (``BINARY``: a collation of its own
+    is code every write runs, and one SQLite lacks refuses every write)."""
     table = conn.execute(
         "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND name = ?", (index,)
     ).fetchone()
@@ -103,8 +125,12 @@ def _plain(conn: sqlite3.Connection, index: str) -> bool:
         row[1]: (row[2], row[4]) for row in conn.execute(f"PRAGMA index_list({quote(table[0])})")
     }
     unique, partial = listed.get(index, (1, 1))
-    columns = conn.execute(f"PRAGMA index_info({quote(index)})").fetchall()
-    return not unique and not partial and all(row[1] >= 0 for row in columns)
+    columns = [row for row in conn.execute(f"PRAGMA index_xinfo({quote(index)})") if row[5]]
+    return (
+        not unique
+        and not partial
+        and all(row[1] >= 0 and str(row[4]).upper() == "BINARY" for row in columns)
+    )
 
 
 def _without_upgrade(expected: Objects, found: Objects) -> Objects:

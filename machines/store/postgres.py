@@ -188,6 +188,10 @@ class PostgresStore(ClosedOnExit):
                     spec = self._specs[machine]
                     conn.execute(postgres_schema(spec, 1).encode())
                     record_version(conn, "%s", spec, 1, fingerprint(spec, 1), time.time())
+            if None in current.values():  # what was just installed is checked as well
+                differences = self._checked_versions(conn)[1]
+                if differences:
+                    raise tampered(self.where, differences)
 
     def _require_schema(self) -> None:
         """A read-only store runs no DDL: every machine's tables must be there, made for

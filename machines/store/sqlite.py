@@ -178,7 +178,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         """The registry, and the tables of every machine the database does not have yet
         (as version 1 of its definition); the others must be made for the definition given
         (``machines.store.versions``), with their guards as generated
-        (``machines.store.integrity``: ``StoreTampered`` otherwise)."""
+        (``machines.store.integrity``: ``StoreTampered`` otherwise). What it installs is
+        checked the same way before it commits: an object planted in the file beforehand
+        under a guard's name survives ``IF NOT EXISTS``, and must not serve a first session."""
         conn.execute("BEGIN IMMEDIATE")
         try:
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
@@ -200,6 +202,10 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                     for statement in statements(sqlite_schema(spec, 1)):
                         conn.execute(statement)
                     record_version(conn, "?", spec, 1, fingerprint(spec, 1), time.time())
+            if None in current.values():  # what was just installed is checked as well
+                differences = self._checked_versions(conn)[1]
+                if differences:
+                    raise tampered(self.url, differences)
             conn.execute("COMMIT")
         except BaseException:
             self._rollback(conn)
