@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -456,3 +457,116 @@ def test_a_users_own_machine_waits_and_moves_by_its_own_definition(tmp_path: Pat
             "approver",
             {"by": "ann", "reason": "the customer's receipt checks out"},
         )
+
+
+def moves_on(client: TestClient, machine: str, key: str) -> list[tuple[str, str]]:
+    page = client.get(f"/entity/{machine}/{quote(key, safe='')}").text
+    return re.findall(r'data-trigger="(\w+)"(?: data-gate="(\w+)")?', page)
+
+
+def act_on(
+    desk: Desk, client: TestClient, machine: str, key: str, trigger: str, **fields: str
+) -> Any:
+    """Post a move as the entity's page would, also one the page does not offer."""
+    path = f"/entity/{machine}/{quote(key, safe='')}"
+    page = client.get(path).text
+    with desk.store.transaction() as tx:
+        row = tx.get(machine, key)
+    assert row is not None
+    data = {
+        "csrf": csrf_of(page),
+        "version": str(row.version),
+        "trigger": trigger,
+        "actor": "operator",
+        "reason": "done by hand, ticket 42",
+        **fields,
+    }
+    return client.post(f"{path}/act", data=data)
+
+
+def test_a_transfer_is_cancelled_only_while_no_money_moves_as_its_engine_derives(
+    desk: Desk,
+) -> None:
+    """cancel's guard reads side_effects, which the engine derives from the nodes: the
+    desk offers it while nothing with a side effect started, and not after; a lone node's
+    cancel (part of cancelling its request) is not offered on the node's page."""
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    engine = engine_for(desk.store, FakeVenue({"withdraw": {"observe": ["pending"]}}))
+    plan = [plan_node("check", "observe", False), plan_node("withdraw", "action", True, "check")]
+    executing(engine, "t-idle", plan)
+    executing(engine, "t-moving", plan)
+    for _ in range(4):
+        engine.step("t-moving")
+    assert engine.nodes("t-moving")["withdraw"].state.value in ("submitted", "observing")
+    olga = desk.signed_in()
+    assert ("cancel", "") in moves_on(olga, "request", "t-idle")
+    assert moves_on(olga, "node", "t-idle/withdraw") == []  # blocked: cancel is the request's
+    assert ("cancel", "") not in moves_on(olga, "request", "t-moving")
+    refused = act_on(desk, olga, "request", "t-moving", "cancel")
+    assert refused.status_code == 409 and "may not cancel" in refused.text
+    done = act_on(desk, olga, "request", "t-idle", "cancel")
+    assert done.status_code == 200 and 'id="state">cancelled<' in done.text
+    assert {n.state.value for n in engine.nodes("t-idle").values()} == {"cancelled"}
+    assert judge_store(desk.store.url, {s.name: s for s in BUNDLED}).breaches == []
+
+
+def test_a_transfer_waiting_on_a_gate_resumes_by_the_gate_and_its_engine_runs_it_on(
+    desk: Desk,
+) -> None:
+    """In waiting_manual_action a bare resume would go straight back: the desk offers one
+    resume per ready gate, records the person's action on the gate, and the service's
+    engine (which has the executors) passes it on its next step."""
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    engine = engine_for(desk.store, FakeVenue())
+    plan = [
+        plan_node("withdraw", "action", True),
+        plan_node("manual_confirm", "action", False, "withdraw", executor="gate"),
+        plan_node("deposit_observe", "observe", False, "manual_confirm"),
+    ]
+    executing(engine, "t-gate", plan)
+    assert engine.run("t-gate") == "waiting_manual_action"
+    olga = desk.signed_in()
+    assert moves_on(olga, "request", "t-gate") == [("resume", "manual_confirm")]
+    forged = act_on(desk, olga, "request", "t-gate", "resume", gate="deposit_observe")
+    assert forged.status_code == 409 and "by gate &#39;deposit_observe&#39;" in forged.text
+    bare = act_on(desk, olga, "request", "t-gate", "resume")
+    assert bare.status_code == 409
+    done = act_on(desk, olga, "request", "t-gate", "resume", gate="manual_confirm")
+    assert done.status_code == 200 and 'id="state">executing<' in done.text
+    assert engine.nodes("t-gate")["manual_confirm"].data["manual"]["by"] == "olga"
+    assert engine.run("t-gate") == "completed"
+    assert judge_store(desk.store.url, {s.name: s for s in BUNDLED}).breaches == []
+
+
+def test_machines_pending_lists_what_waits_as_text_and_as_its_schemas_document(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import jsonschema
+
+    from machines.cli import main
+    from machines.cli.output import schema
+    from machines.store.records import shown_url
+
+    parked(desk.store, "charge-p")
+    desk.store.insert("effect", "drop table", context={"tier": "irreversible"})
+    assert main(["pending", desk.store.url]) == 0
+    said = capsys.readouterr().out
+    assert "outcome indeterminate: 1" in said and "charge-p in indeterminate" in said
+    assert main(["pending", desk.store.url, "--format", "json", "--machine", "effect"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(schema("pending")).validate(doc)
+    assert [(p["machine"], p["key"]) for p in doc["pending"]] == [("effect", "drop table")]
+    assert {(c["machine"], c["state"], c["entities"]) for c in doc["counts"]} == {
+        ("effect", "pending", 1),
+        ("outcome", "indeterminate", 1),
+    }
+    assert doc["store"] == shown_url(desk.store.url)
+    for argv in (["--machine", "nope"], ["--state", "pending"]):
+        assert main(["pending", desk.store.url, "--format", "json", *argv]) == 2
+        failure = json.loads(capsys.readouterr().out)
+        jsonschema.Draft202012Validator(schema("pending")).validate(failure)
+        assert failure["exit_code"] == 2 and failure["error"]

@@ -39,7 +39,6 @@ NOT_IDS = {
     "ls-tree",
     "add-account",
     "no-store",
-    "no-referrer",
     "sec-fetch-site",
     "same-origin",
 }

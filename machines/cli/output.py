@@ -1,10 +1,10 @@
-"""How the report commands (``check``, ``diff``, ``audit``, ``explore``) print: ``--format
-text`` for a person, ``--format json`` for CI. A JSON run prints exactly one document on
-stdout, even when it fails with exit 2 (then a document with ``error``), so a pipeline can
-parse every run that got past argparse; the one-line message of a failure still goes to
-stderr. Each document's shape is a JSON Schema shipped beside this module (``schemas/``),
-which the tests hold every real output to; ``format_version`` changes when a field is
-removed or changes its meaning, never for an added one."""
+"""How the report commands (``check``, ``diff``, ``audit``, ``explore``, ``pending``) print:
+``--format text`` for a person, ``--format json`` for CI. A JSON run prints exactly one
+document on stdout, even when it fails with exit 2 (then a document with ``error``), so a
+pipeline can parse every run that got past argparse; the one-line message of a failure still
+goes to stderr. Each document's shape is a JSON Schema shipped beside this module
+(``schemas/``), which the tests hold every real output to; ``format_version`` changes when a
+field is removed or changes its meaning, never for an added one."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ FORMAT_VERSION = 1
 """The version of every JSON document's shape (its ``format_version``)."""
 
 Document = dict[str, Any]
-Reporter = Literal["check", "diff", "audit", "explore"]
-REPORTERS: tuple[Reporter, ...] = ("check", "diff", "audit", "explore")
+Reporter = Literal["check", "diff", "audit", "explore", "pending"]
+REPORTERS: tuple[Reporter, ...] = ("check", "diff", "audit", "explore", "pending")
 """The commands with a JSON report, each with its ``schemas/<command>.schema.json``."""
 
 

@@ -4,12 +4,11 @@ desk's list, ``machines.desk.waiting``)."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem, whole
+from machines.cli.output import add_format, document, failed, is_json, write_json
 from machines.errors import MachinesError
 
 
@@ -28,15 +27,14 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         help="the definitions the store was made for (default: $MACHINES_SPEC_DIR, else "
         "[tool.machines] spec_dir in pyproject.toml, else the bundled ones)",
     )
-    command.add_argument(
-        "--format", dest="output", choices=("text", "json"), default="text", help="text or json"
-    )
+    add_format(command)
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     from machines.desk.app import pending_entry
     from machines.desk.serving import opened
     from machines.desk.waiting import counts, waiting
+    from machines.store.records import shown_url
 
     try:
         with opened(args.url, args.spec_dir, read_only=True) as store:
@@ -45,16 +43,20 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             )
             counted = counts(store)
     except (MachinesError, OSError) as exc:
-        print(f"machines pending: {problem(exc)}", file=sys.stderr)
-        return 2
-    if args.output == "json":
-        document = {
-            "counts": [
-                {"machine": c.machine, "state": c.state, "entities": c.entities} for c in counted
-            ],
-            "pending": [pending_entry(w) for w in found],
-        }
-        print(json.dumps(document, indent=1, sort_keys=True))
+        return failed(args, problem(exc), 2)
+    if is_json(args):
+        write_json(
+            document(
+                "pending",
+                0,
+                store=shown_url(args.url),
+                counts=[
+                    {"machine": c.machine, "state": c.state, "entities": c.entities}
+                    for c in counted
+                ],
+                pending=[pending_entry(w) for w in found],
+            )
+        )
         return 0
     for c in counted:
         print(f"{c.machine} {c.state}: {c.entities:,}")

@@ -16,12 +16,13 @@ get one winner and a message for the other.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from machines.desk.waiting import DeskError, moves_for
+from machines.desk.waiting import DeskError, Move, moves_for
 from machines.errors import InvalidArgument, MachinesError
 from machines.store.records import Row, Store
 
@@ -42,6 +43,7 @@ class Decision:
     person: str
     reason: str
     result: str = ""
+    gate: str = ""
 
 
 Route = Callable[[Store, Row, Decision], None]
@@ -77,7 +79,9 @@ def _request(store: Store, row: Row, d: Decision) -> None:
     from machines.systems import TransferEngine
 
     engine = TransferEngine(store, {})
-    if d.trigger in ("confirm_failed", "confirm_completed"):
+    if d.gate:
+        engine.complete_manual(row.key, d.gate, by=d.person, drive=False)
+    elif d.trigger in ("confirm_failed", "confirm_completed"):
         getattr(engine, d.trigger)(row.key, by=d.person, evidence=d.reason)
     else:
         getattr(engine, d.trigger)(row.key, by=d.person, reason=d.reason)
@@ -111,16 +115,68 @@ ROUTES: Mapping[tuple[str, str], Route] = {
 """The moves a reference system makes for a person, by (machine, trigger)."""
 
 
+SYSTEMS: Mapping[str, str] = {
+    "outcome": "ExactlyOnce",
+    "effect": "EffectLog",
+    "request": "TransferEngine",
+    "node": "TransferEngine",
+}
+"""The reference system that runs each bundled machine; any other machine is the store's."""
+
+
 def _system_runs(store: Store, machine: str) -> bool:
     """Whether the reference system of ``machine`` accepts the store's definition of it."""
     from machines.systems.reliance import require_reliable
 
-    system = {"outcome": "ExactlyOnce", "effect": "EffectLog"}.get(machine, "TransferEngine")
+    system = SYSTEMS.get(machine)
+    if system is None:
+        return False
     try:
         require_reliable(store.specs(), machine, system)
     except InvalidArgument:
         return False
     return True
+
+
+def offered(store: Store, row: Row, roles: Collection[str]) -> list[Move]:
+    """The moves a person with ``roles`` may make on ``row`` from the desk: those the
+    definition admits under the context its system judges by (a transfer request's
+    ``side_effects`` derived from its nodes), and, where the reference system runs the
+    machine, only those it makes (a lone node's ``cancel`` is part of cancelling its
+    request). A transfer waiting on a manual action resumes by the gate whose action the
+    person did, one move per gate ready: the engine records it on the gate and the
+    service's engine drives the gate on."""
+    spec = store.specs()[row.machine]
+    system = _system_runs(store, row.machine)
+    context = row.context
+    if system and row.machine == "request":
+        # A plan that cannot be read derives nothing: offer what needs no derived value.
+        with contextlib.suppress(MachinesError):
+            context = _engine(store).guard_context(row.key)
+    moves = moves_for(spec, row, roles, context)
+    if not system:
+        return moves
+    out = []
+    for m in moves:
+        if (row.machine, m.trigger) not in ROUTES:
+            continue
+        if row.machine == "request" and m.trigger == "resume" and row.state == _WAITING_GATE:
+            out += [
+                Move(m.trigger, m.actor, m.dest, f"You did the manual action of {gate}.", gate)
+                for gate in _engine(store).ready_gates(row.key)
+            ]
+        else:
+            out.append(m)
+    return out
+
+
+_WAITING_GATE = "waiting_manual_action"
+
+
+def _engine(store: Store) -> Any:
+    from machines.systems import TransferEngine
+
+    return TransferEngine(store, {})
 
 
 def _result(d: Decision) -> Any:
@@ -145,18 +201,21 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         raise DeskError("give a reason: the history keeps it with your name")
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
-    d = Decision(d.machine, d.key, d.version, d.trigger, d.actor, d.person, reason, d.result)
+    d = Decision(
+        d.machine, d.key, d.version, d.trigger, d.actor, d.person, reason, d.result, d.gate
+    )
     with store.transaction() as tx:
         row = tx.get(d.machine, d.key)
     if row is None:
         raise DeskError(f"no {d.machine} {d.key!r} in this store")
     if row.version != d.version:
         raise _changed(d, row)
-    allowed = {(m.trigger, m.actor) for m in moves_for(specs[d.machine], row, roles)}
-    if (d.trigger, d.actor) not in allowed:
+    allowed = {(m.trigger, m.actor, m.gate) for m in offered(store, row, roles)}
+    if (d.trigger, d.actor, d.gate) not in allowed:
         raise DeskError(
-            f"you may not {d.trigger} {d.machine} {d.key!r} as {d.actor} in {row.state}: the "
-            "definition does not let your roles make that move now"
+            f"you may not {d.trigger} {d.machine} {d.key!r} as {d.actor}"
+            + (f" by gate {d.gate!r}" if d.gate else "")
+            + f" in {row.state}: the definition does not let your roles make that move now"
         )
     route = ROUTES.get((d.machine, d.trigger))
     try:

@@ -11,7 +11,8 @@ context, history, picture and the moves the person may make; POST ``.../act``: m
 ``/api/token`` (POST: name and password for a bearer token), ``/api/pending`` (GET) and
 ``/api/act`` (POST). Every POST from a browser carries the session's CSRF token, and one
 whose ``Origin`` is another site is refused. Every page is sent with headers that forbid
-framing, sniffing, referrers, caching and any script.
+framing, sniffing, caching and any script, and send no referrer to another site (a
+browser then names this desk as the ``Origin`` of its own forms).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from machines.desk.accounts import Accounts, verify
-from machines.desk.acting import Decision, act
+from machines.desk.acting import Decision, act, offered
 from machines.desk.sessions import Session, Sessions, same_token
-from machines.desk.waiting import PAGE, DeskError, counts, moves_for, waiting, waiting_states
+from machines.desk.waiting import PAGE, DeskError, counts, waiting, waiting_states
 from machines.errors import MachinesError
 from machines.render.dot import to_dot
 from machines.render.files import render_svg
@@ -49,7 +50,7 @@ HEADERS = {
     "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -208,7 +209,10 @@ class _Desk:
                 "error.html", session, status=404, message=f"no {machine} {key!r} here"
             )
         spec = specs[machine]
-        moves = moves_for(spec, row, session.account.roles)
+        try:
+            moves = offered(self.store, row, session.account.roles)
+        except MachinesError as exc:
+            return self.page("error.html", session, status=400, message=str(exc))
         taken = [(e.source, e.trigger, e.dest) for e in history]
         return self.page(
             "entity.html",
@@ -246,6 +250,7 @@ class _Desk:
                 session.account.name,
                 str(form.get("reason", "")),
                 str(form.get("result", "")),
+                str(form.get("gate", "")),
             )
             act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:
@@ -312,6 +317,7 @@ class _Desk:
                 session.account.name,
                 _text(body, "reason"),
                 json.dumps(body["result"]) if "result" in body else "",
+                _text(body, "gate") if "gate" in body else "",
             )
             row = act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:

@@ -184,18 +184,28 @@ class DeskError(MachinesError):
 
 @dataclass(frozen=True)
 class Move:
-    """A move a person may make on an entity: the trigger, the actor they make it as, and
-    where it leads."""
+    """A move a person may make on an entity: the trigger, the actor they make it as, where
+    it leads, and (a transfer waiting on a manual action) the gate whose action they did."""
 
     trigger: str
     actor: str
     dest: str
     description: str
+    gate: str = ""
 
 
-def moves_for(spec: MachineSpec, row: Row, roles: Collection[str]) -> list[Move]:
+def moves_for(
+    spec: MachineSpec,
+    row: Row,
+    roles: Collection[str],
+    context: Mapping[str, str] | None = None,
+) -> list[Move]:
     """The moves the definition lets a person with ``roles`` make on ``row`` now: by a
-    non-automatic actor among their roles, admitted under the entity's context."""
+    non-automatic actor among their roles, admitted under ``context`` (the entity's own
+    by default; a system that derives a variable, as the transfer engine does
+    ``side_effects``, gives the whole). A move whose guard needs a variable the context
+    lacks is not offered: nobody can say whether the definition admits it."""
+    context = row.context if context is None else context
     out = []
     for t in spec.transitions:
         if t.source != row.state:
@@ -204,7 +214,7 @@ def moves_for(spec: MachineSpec, row: Row, roles: Collection[str]) -> list[Move]
             if actor not in roles or spec.actors[actor].automatic:
                 continue
             try:
-                dest = spec.step(row.state, t.trigger, actor=actor, **row.context)
+                dest = spec.step(row.state, t.trigger, actor=actor, **context)
             except MachinesError:
                 continue  # the guard refuses it under this entity's context
             if dest == t.dest:

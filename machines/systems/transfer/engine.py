@@ -70,6 +70,7 @@ from machines.systems.transfer.session import (
     Callback,
     Entering,
     Movement,
+    Session,
     required,
     said,
 )
@@ -143,6 +144,22 @@ class TransferEngine(Driver):
         return {
             name: PlanNode.of(request_id, row) for name, row in self._read(request_id)[1].items()
         }
+
+    def guard_context(self, request_id: str) -> dict[str, str]:
+        """The context the request's next move is judged under: its own, with what its
+        nodes imply now (``side_effects``), as every request move of the engine uses it."""
+        required(request_id, "request_id")
+        with self.store.transaction() as tx:
+            session = Session(self, tx, request_id)
+            return {**session.request.context, **self.deriver.context(session.signature())}
+
+    def ready_gates(self, request_id: str) -> list[str]:
+        """The manual gates that wait for an operator's action (ready), in plan order."""
+        return [
+            name
+            for name, row in self._read(request_id)[1].items()
+            if name.startswith(self.manual_prefix) and row.state == NodeState.READY
+        ]
 
     # -- the request's lifecycle ------------------------------------------------------------
 
@@ -315,10 +332,14 @@ class TransferEngine(Driver):
             s.move_node(s.node(node), trigger, RECONCILER, said(by, evidence=evidence, note=note))
         return NodeState(s.node(node).state)
 
-    def complete_manual(self, request_id: str, node: str, *, by: str) -> RequestState:
+    def complete_manual(
+        self, request_id: str, node: str, *, by: str, drive: bool = True
+    ) -> RequestState:
         """An operator did the manual action of gate ``node``: record it on the gate,
         resume a waiting request, and drive the gate through its executor (``ManualGate``
-        completes it). Returns the request's state afterwards."""
+        completes it). Returns the request's state afterwards. ``drive=False`` leaves the
+        driving to the engine that has the executors (its next ``step``): a desk, which
+        has none, records the action and resumes only."""
         required(node, "node")
         if not node.startswith(self.manual_prefix):
             raise TransferRefused(
@@ -341,7 +362,7 @@ class TransferEngine(Driver):
             data = {**gate.data, "manual": {"by": required(by, "by"), "at": self.clock()}}
             trigger, actor = first_move(gate.context["kind"])
             s.move_node(gate, trigger, actor, {"by": self.engine_id, "approved_by": by}, data)
-        while any(m.key == gate.key for m in self._advance(request_id, node)):
+        while drive and any(m.key == gate.key for m in self._advance(request_id, node)):
             pass
         return RequestState(self.request(request_id).state)
 
