@@ -1,0 +1,129 @@
+"""``machines desk`` and ``machines desk add-account`` from the command line (issue 30):
+a password read from standard input and kept only as a hash; a desk that refuses to start
+without accounts, with a role no definition has as a person, or with a store it cannot
+open, always with exit 2 and one line; and one that starts binds to 127.0.0.1:8750 unless
+told otherwise, and closes its store when stopped."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from machines.cli import main
+from machines.desk import serving
+
+PASSWORD = "correct horse battery"
+
+
+def add(
+    monkeypatch: pytest.MonkeyPatch, accounts: Path, name: str, roles: str, password: str
+) -> int:
+    monkeypatch.setattr("sys.stdin", io.StringIO(password + "\n"))
+    return main(["desk", "add-account", name, "--roles", roles, "--accounts", str(accounts)])
+
+
+def test_add_account_reads_the_password_from_standard_input_and_keeps_its_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator,human", PASSWORD) == 0
+    out = capsys.readouterr().out
+    assert "olga may act as human, operator" in out or "olga may act as operator, human" in out
+    text = accounts.read_text()
+    assert PASSWORD not in text and PASSWORD not in out
+    assert sorted(json.loads(text)["accounts"]["olga"]["roles"]) == ["human", "operator"]
+    before = accounts.read_bytes()
+    assert add(monkeypatch, accounts, "ivan", "operator", "short") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("machines desk: ") and err.count("\n") == 1 and "short" not in err
+    assert accounts.read_bytes() == before  # nothing written
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["desk", "add-account", "olga"],  # no --roles
+        ["desk", "add-account", "--roles", "operator"],  # no name
+        ["desk", "sqlite:///x.db", "olga"],  # a name without add-account
+    ],
+)
+def test_add_account_needs_a_name_and_roles_and_only_it_takes_them(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--accounts", str(tmp_path / "a.json")])
+    assert stop.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_desk_refuses_to_start_without_accounts_or_with_a_role_nobody_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served: list[Any] = []
+    monkeypatch.setattr(serving, "serve", lambda *a: served.append(a))
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    missing = tmp_path / "none.json"
+    assert main(["desk", store, "--accounts", str(missing)]) == 2
+    assert "none.json" in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"format": 1, "accounts": {}}))
+    assert main(["desk", store, "--accounts", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    janitor = tmp_path / "janitor.json"
+    assert add(monkeypatch, janitor, "jim", "janitor", PASSWORD) == 0
+    assert main(["desk", store, "--accounts", str(janitor)]) == 2
+    err = capsys.readouterr().err
+    assert "janitor" in err and "the people are:" in err and "operator" in err
+    assert served == []
+
+
+def test_a_desk_that_starts_binds_to_localhost_and_closes_its_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served: list[tuple[Any, str, int]] = []
+    monkeypatch.setattr(serving, "serve", lambda app, host, port: served.append((app, host, port)))
+    closed: list[bool] = []
+    made = serving.desk_for
+
+    def desk_for(*args: Any) -> Any:
+        app, store = made(*args)
+        close = store.close
+
+        def closing() -> None:
+            closed.append(True)
+            close()
+
+        monkeypatch.setattr(store, "close", closing)
+        return app, store
+
+    monkeypatch.setattr(serving, "desk_for", desk_for)
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main(["desk", store, "--accounts", str(accounts)]) == 0
+    ((_, host, port),) = served
+    assert (host, port) == ("127.0.0.1", 8750)
+    err = capsys.readouterr().err
+    assert "serving" in err and PASSWORD not in err
+    assert main(["desk", store, "--accounts", str(accounts), "--port", "9001"]) == 0
+    assert served[-1][2] == 9001
+    assert closed == [True, True]  # each store closed when its desk stopped
+
+
+def test_a_store_the_desk_cannot_open_is_exit_2_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    capsys.readouterr()
+    for url in (f"sqlite:///{tmp_path}", "nosuch://x", "postgresql://nobody@127.0.0.1:1/x"):
+        assert main(["desk", url, "--accounts", str(accounts)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("machines desk: ") and "Traceback" not in err, err
