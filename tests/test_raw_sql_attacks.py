@@ -271,6 +271,31 @@ ATTACKS = [
         f"INSERT INTO {OE} (key, state, last_trigger, last_actor, created_at, updated_at) "
         "VALUES ('new', 'in_flight', 'succeed', 'worker', 0, 0)",
     ),
+    attack(  # outsider batch 15: a place of one's own in the order a saga undoes things
+        "a row created at the largest rowid (SQLite then hands out random ones)",
+        f"INSERT INTO {OE} (rowid, key, state, created_at, updated_at) "
+        "VALUES (9223372036854775807, 'new', 'in_flight', 0, 0)",
+        on=SQLITE,
+    ),
+    attack(
+        "a row created before the others in creation order",
+        f"INSERT INTO {OE} (rowid, key, state, created_at, updated_at) "
+        "VALUES (-1, 'new', 'in_flight', 0, 0)",
+        on=SQLITE,
+    ),
+    attack(
+        "a row created at an ordinal of its own",
+        f"SELECT nextval(pg_get_serial_sequence('{OE}', 'ordinal'))",
+        f"INSERT INTO {OE} (key, state, created_at, updated_at, ordinal) "
+        "VALUES ('new', 'in_flight', 0, 0, 1)",
+        on=POSTGRES,
+    ),
+    attack(
+        "a row created at an ordinal of its own, the sequence never drawn",
+        f"INSERT INTO {OE} (key, state, created_at, updated_at, ordinal) "
+        "VALUES ('new', 'in_flight', 0, 0, 1)",
+        on=POSTGRES,
+    ),
     attack(
         "an effect created without its tier (issue 13 item 5)",
         f"INSERT INTO {E} (key, state, created_at, updated_at) VALUES ('new', 'pending', 0, 0)",

@@ -204,6 +204,10 @@ SELECT * FROM (VALUES
     LEGAL = "not a legal next move of this entity under its stored context (the spec forbids it)"
     NEW_KEY = "an entity is created once: its key exists (INSERT OR REPLACE and UPSERT refused)"
     NO_DELETE = "entities are never deleted"
+    NEXT_PLACE = (
+        "an entity takes the next place in creation order (the order a saga undoes its "
+        "effects in): a rowid or ordinal of one's own is refused"
+    )
     MOVES_FROZEN = "the legal moves come from the spec and never change"
     HISTORY_ONLY_MOVES = (
         "a history event is written by its move (an UPDATE of the entity), never on its own"
@@ -397,6 +401,11 @@ WHEN NEW.state IS NOT {literal(spec.initial)} OR NEW.moves IS NOT 0 OR NEW.versi
 CREATE TRIGGER IF NOT EXISTS {n("entities_context")} BEFORE INSERT ON {entities}
 WHEN NOT ({_sqlite_context_ok(p, "NEW.context", at_creation=True)})
 {refuse(p.context_message)}
+CREATE TRIGGER IF NOT EXISTS {n("entities_next_place")} AFTER INSERT ON {entities}
+WHEN NEW.rowid IS NOT 1 + coalesce(
+    (SELECT max(rowid) FROM {entities} WHERE rowid < NEW.rowid), 0)
+  OR EXISTS (SELECT 1 FROM {entities} WHERE rowid > NEW.rowid)
+{refuse(say(p.NEXT_PLACE))}
 CREATE TRIGGER IF NOT EXISTS {n("entities_no_delete")} BEFORE DELETE ON {entities}
 {refuse(say(p.NO_DELETE))}
 CREATE TRIGGER IF NOT EXISTS {n("entities_fixed")} BEFORE UPDATE ON {entities}

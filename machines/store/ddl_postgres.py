@@ -206,6 +206,10 @@ BEGIN
     IF NOT {_context_ok(p, "NEW.context", at_creation=True)} THEN
       {raise_(p.context_message)}
     END IF;
+    IF NEW.ordinal IS DISTINCT FROM
+       currval(pg_get_serial_sequence(TG_RELID::regclass::text, 'ordinal')) THEN
+      {raise_(say(p.NEXT_PLACE))}
+    END IF;
     RETURN NEW;
   END IF;
   IF NEW.key IS DISTINCT FROM OLD.key OR NEW.context::text IS DISTINCT FROM OLD.context::text

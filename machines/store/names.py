@@ -34,6 +34,7 @@ ROLES = (
     "entities_new_key",
     "entities_context",
     "entities_no_delete",
+    "entities_next_place",
     "entities_fixed",
     "entities_version",
     "entities_still",
