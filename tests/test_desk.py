@@ -570,3 +570,54 @@ def test_machines_pending_lists_what_waits_as_text_and_as_its_schemas_document(
         failure = json.loads(capsys.readouterr().out)
         jsonschema.Draft202012Validator(schema("pending")).validate(failure)
         assert failure["exit_code"] == 2 and failure["error"]
+
+
+def test_outsider_batch_16_sign_in_from_another_site_duplicate_keys_and_huge_bodies(
+    desk: Desk,
+) -> None:
+    """Another site cannot sign a browser in (nor ask a token); a JSON body that gives a
+    key twice is refused, not decided by its last one; a body over the limit is refused
+    by its declared length before it is read."""
+    client = desk.client()
+    crossed = client.post(
+        "/login",
+        data={"name": "olga", "password": PASSWORD},
+        headers={"origin": "https://evil.example", "sec-fetch-site": "cross-site"},
+    )
+    assert crossed.status_code == 403 and "machines_desk" not in client.cookies
+    token = client.post(
+        "/api/token",
+        json={"name": "olga", "password": PASSWORD},
+        headers={"origin": "https://evil.example"},
+    )
+    assert token.status_code == 403
+    parked(desk.store, "charge-d")
+    auth = {
+        "authorization": "Bearer "
+        + client.post("/api/token", json={"name": "olga", "password": PASSWORD}).json()["token"]
+    }
+    body = (
+        '{"machine": "outcome", "key": "charge-d", "version": 2, "trigger": '
+        '"decide_not_landed", "actor": "operator", "reason": "r", "trigger": "decide_landed"}'
+    )
+    twice = client.post("/api/act", content=body, headers=auth)
+    assert twice.status_code == 400 and state_of(desk.store, "charge-d") == "indeterminate"
+    huge = client.post("/api/token", content=b"{}", headers={"content-length": str(10**9)})
+    assert huge.status_code in (400, 401, 413)
+
+
+def test_machines_pending_refuses_a_tampered_store(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from machines.cli import main
+
+    if not desk.store.url.startswith("sqlite"):
+        pytest.skip("one database shows it; the read-only check is the same")
+    import sqlite3
+
+    parked(desk.store, "charge-t")
+    path = desk.store.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as raw:
+        raw.execute('DROP TRIGGER "outcome_entities_legal_move"')
+    assert main(["pending", desk.store.url]) == 2
+    assert "outcome_entities_legal_move" in capsys.readouterr().err

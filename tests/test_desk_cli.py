@@ -127,3 +127,27 @@ def test_a_store_the_desk_cannot_open_is_exit_2_with_one_line(
         assert main(["desk", url, "--accounts", str(accounts)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("machines desk: ") and "Traceback" not in err, err
+
+
+def test_an_accounts_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    fifo = tmp_path / "accounts.fifo"
+    os.mkfifo(fifo)
+    for accounts in (fifo, Path("/dev/zero")):
+        assert main(["desk", f"sqlite:///{tmp_path / 's.db'}", "--accounts", str(accounts)]) == 2
+        assert "not a regular file" in capsys.readouterr().err
+    assert add(monkeypatch, fifo, "olga", "operator", PASSWORD) == 2
+
+
+def test_the_desk_trusts_no_proxy_header_and_logs_no_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.update(options))
+    serving.serve(None, "127.0.0.1", 8750)  # type: ignore[arg-type]
+    assert seen["proxy_headers"] is False and seen["forwarded_allow_ips"] == ""

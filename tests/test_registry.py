@@ -41,6 +41,8 @@ NOT_IDS = {
     "no-store",
     "sec-fetch-site",
     "same-origin",
+    "content-length",
+    "content-type",
 }
 """Kebab-case strings in the package that are not invariant ids (names of test actors, the
 name the package is published under, the git commands ``machines diff --base`` runs, the

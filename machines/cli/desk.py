@@ -87,11 +87,12 @@ def _password() -> str:
 
 def _serve(args: argparse.Namespace) -> int:
     from machines.desk.serving import desk_for, serve
+    from machines.store.records import shown_url
 
     app, store = desk_for(args.target, args.accounts, args.spec_dir, args.session_minutes)
     try:
         print(
-            f"machines desk: serving {store.url} on http://{args.host}:{args.port}/ "
+            f"machines desk: serving {shown_url(store.url)} on http://{args.host}:{args.port}/ "
             "(Ctrl-C to stop)",
             file=sys.stderr,
         )

@@ -34,10 +34,14 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     from machines.desk.app import pending_entry
     from machines.desk.serving import opened
     from machines.desk.waiting import counts, waiting
+    from machines.store.integrity import guards_report, tampered
     from machines.store.records import shown_url
 
     try:
         with opened(args.url, args.spec_dir, read_only=True) as store:
+            tampering = guards_report(store)[0]
+            if tampering:  # what it would list cannot be trusted
+                raise tampered(shown_url(args.url), tampering)
             found = waiting(
                 store, machine=args.machine, state=args.state, limit=args.limit, offset=args.offset
             )

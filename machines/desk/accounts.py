@@ -18,6 +18,8 @@ import json
 import os
 import re
 import secrets
+import stat
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +69,7 @@ def _hasher() -> object:
 def read_accounts(path: Path) -> Accounts:
     """The accounts in ``path``; ``AccountsError`` naming what is wrong with it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular(path)
     except FileNotFoundError:
         raise AccountsError(
             f"{path}: no such accounts file; make one with: machines desk add-account NAME "
@@ -101,6 +103,23 @@ def read_accounts(path: Path) -> Accounts:
     return Accounts(path, MappingProxyType(out))
 
 
+MAX_ACCOUNTS_BYTES = 16 * 1024 * 1024
+"""The largest accounts file read (a few thousand accounts take well under a megabyte)."""
+
+
+def _read_regular(path: Path) -> str:
+    """The text of ``path`` when it is a regular file (a FIFO would wait for ever, a
+    device like /dev/zero never ends), read up to ``MAX_ACCOUNTS_BYTES``."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise AccountsError(f"{path}: not a regular file (a FIFO, a device or a folder)")
+        data = handle.read(MAX_ACCOUNTS_BYTES + 1)
+    if len(data) > MAX_ACCOUNTS_BYTES:
+        raise AccountsError(f"{path}: over {MAX_ACCOUNTS_BYTES:,} bytes: not an accounts file")
+    return data.decode("utf-8")
+
+
 def add_account(path: Path, name: str, roles: Sequence[str], password: str) -> Account:
     """Add ``name`` (or replace its roles and password) in ``path``, made if missing, and
     written whole or not at all, readable by its owner only."""
@@ -119,9 +138,12 @@ def add_account(path: Path, name: str, roles: Sequence[str], password: str) -> A
             for a in sorted(accounts.values(), key=lambda a: a.name)
         },
     }
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        descriptor, made = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise AccountsError(f"{path}: cannot write the accounts: {exc.strerror or exc}") from None
+    temporary = Path(made)  # a new file of its own (O_EXCL), 0600, never one planted there
+    try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(document, handle, indent=1, sort_keys=True)
             handle.write("\n")

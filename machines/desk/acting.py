@@ -99,20 +99,22 @@ def _node(store: Store, row: Row, d: Decision) -> None:
         engine.refuse_signature(request, node_name(row.key), by=d.person, reason=d.reason)
 
 
-ROUTES: Mapping[tuple[str, str], Route] = {
-    ("outcome", "reclaim"): _exactly_once,
-    ("outcome", "decide_landed"): _exactly_once,
-    ("outcome", "decide_not_landed"): _exactly_once,
-    ("effect", "approve"): _effect_log,
-    ("effect", "reject"): _effect_log,
+ROUTES: Mapping[tuple[str, str], tuple[Route, str]] = {
+    ("outcome", "reclaim"): (_exactly_once, "caller"),
+    ("outcome", "decide_landed"): (_exactly_once, "operator"),
+    ("outcome", "decide_not_landed"): (_exactly_once, "operator"),
+    ("effect", "approve"): (_effect_log, "human"),
+    ("effect", "reject"): (_effect_log, "human"),
     **{
-        ("request", t): _request
+        ("request", t): (_request, "operator")
         for t in ("approve", "reject", "cancel", "resume", "confirm_failed", "confirm_completed")
     },
-    ("node", "sign"): _node,
-    ("node", "fail"): _node,
+    ("node", "sign"): (_node, "signer"),
+    ("node", "fail"): (_node, "signer"),
 }
-"""The moves a reference system makes for a person, by (machine, trigger)."""
+"""The moves a reference system makes for a person, by (machine, trigger): its call, and
+the actor the call writes the move as (only that actor is offered: a definition that lets
+another actor make the same move would otherwise record the person as one they are not)."""
 
 
 SYSTEMS: Mapping[str, str] = {
@@ -158,7 +160,8 @@ def offered(store: Store, row: Row, roles: Collection[str]) -> list[Move]:
         return moves
     out = []
     for m in moves:
-        if (row.machine, m.trigger) not in ROUTES:
+        route = ROUTES.get((row.machine, m.trigger))
+        if route is None or route[1] != m.actor:
             continue
         if row.machine == "request" and m.trigger == "resume" and row.state == _WAITING_GATE:
             out += [
@@ -220,7 +223,7 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     route = ROUTES.get((d.machine, d.trigger))
     try:
         if route is not None and _system_runs(store, d.machine):
-            route(store, row, d)
+            route[0](store, row, d)
         else:
             store.move(row, d.trigger, actor=d.actor, detail={"by": d.person, "reason": reason})
     except MachinesError:

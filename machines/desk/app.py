@@ -22,7 +22,7 @@ import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -110,9 +110,15 @@ class _Desk:
         return self.page("login.html", None, message=request.query_params.get("said", ""))
 
     async def login(self, request: Request) -> Response:
+        if not _posted_here(request):  # another site would sign the browser in as its own
+            return self.page(
+                "login.html", None, status=403, message="sign in from the desk's own page"
+            )
         form = await _form(request)
         if form is None:
-            return self.page("login.html", None, status=413, message="that form is too large")
+            return self.page(
+                "login.html", None, status=413, message="that form is too large or malformed"
+            )
         name, password = str(form.get("name", "")), str(form.get("password", ""))
         address = request.client.host if request.client else "unknown"
         if self.sessions.refused(f"address:{address}", f"name:{name}"):
@@ -232,7 +238,9 @@ class _Desk:
     async def act(self, request: Request, session: Session, machine: str, key: str) -> Response:
         form = await _form(request)
         if form is None:
-            return self.entity(session, machine, key, status=413, message="that form is too large")
+            return self.entity(
+                session, machine, key, status=413, message="that form is too large or malformed"
+            )
         if not _posted_here(request) or not same_token(form.get("csrf"), session.csrf):
             return self.page(
                 "error.html",
@@ -261,6 +269,8 @@ class _Desk:
     # -- the API ---------------------------------------------------------------------------
 
     async def api_token(self, request: Request) -> Response:
+        if not _posted_here(request):
+            return JSONResponse({"error": "a token is asked for by a script"}, status_code=403)
         body = await _json(request)
         address = request.client.host if request.client else "unknown"
         name = str(body.get("name", "")) if isinstance(body, dict) else ""
@@ -352,20 +362,52 @@ def _posted_here(request: Request) -> bool:
     return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
 
 
-async def _form(request: Request) -> dict[str, Any] | None:
-    body = await request.body()
-    if len(body) > MAX_FORM:
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None past ``MAX_FORM`` bytes: refused by its declared length
+    before anything is read, and read no further than the limit when it declares none."""
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > MAX_FORM:
         return None
-    form = await request.form(max_files=0, max_fields=20)
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            return None
+    return body
+
+
+async def _form(request: Request) -> dict[str, Any] | None:
+    """An URL-encoded form (what a browser's form sends), or None when it is too large, of
+    another kind, not UTF-8, or names a field twice."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await _body(request)
+    if body is None or kind not in ("", "application/x-www-form-urlencoded"):
+        return None
+    try:
+        pairs = parse_qsl(
+            body.decode("utf-8"), keep_blank_values=True, max_num_fields=20, errors="strict"
+        )
+    except (UnicodeDecodeError, ValueError):
+        return None
+    found = dict(pairs)
+    return found if len(found) == len(pairs) else None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a key given twice")
+    return found
 
 
 async def _json(request: Request) -> object:
-    body = await request.body()
-    if len(body) > MAX_FORM:
+    """A JSON body, or None when it is too large, not JSON, or gives a key twice (which
+    would leave the last one to decide)."""
+    body = await _body(request)
+    if body is None:
         return None
     try:
-        return json.loads(body)
+        return json.loads(body, object_pairs_hook=_unique)
     except (ValueError, RecursionError):
         return None
 

@@ -56,7 +56,17 @@ def desk_for(
 
 def serve(app: Starlette, host: str, port: int) -> None:
     """Serve ``app`` until interrupted (uvicorn; no server header, no access log of
-    bodies: it logs the request line and status only)."""
+    bodies: it logs the request line and status only). Proxy headers are not trusted:
+    uvicorn would take ``X-Forwarded-For`` from any local client as the address, and every
+    failed sign-in would count against an address of the client's choosing."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, server_header=False, log_level="info")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        server_header=False,
+        proxy_headers=False,
+        forwarded_allow_ips="",
+        log_level="info",
+    )
