@@ -26,7 +26,7 @@ from machines.desk.app import desk_app
 from machines.desk.sessions import Sessions
 from machines.store import Store, open_store
 from tests.conftest import postgres_schema
-from tests.test_site import CHROMEDRIVER, CHROMIUM, first_existing
+from tests.test_site import chromium
 
 PASSWORD = "correct horse battery"
 
@@ -37,31 +37,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def chromium(folder: Path) -> Any:
-    chromium_path = first_existing(CHROMIUM, "Chromium", "apt-get install chromium")
-    driver_path = first_existing(CHROMEDRIVER, "chromedriver", "apt-get install chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium_path
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1300,1400",
-        f"--user-data-dir={folder}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    driver.set_page_load_timeout(30)
-    return driver
 
 
 def serve(app: Any) -> tuple[str, Any]:
@@ -96,7 +71,7 @@ class Desk:
     def browser(self, name: str = "olga") -> Any:
         from selenium.webdriver.common.by import By
 
-        driver = chromium(self.tmp / f"chromium-{len(self.browsers)}")
+        driver = chromium(self.tmp / f"chromium-{len(self.browsers)}", "1300,1400")
         self.browsers.append(driver)
         driver.get(f"{self.url}/login")
         driver.find_element(By.ID, "name").send_keys(name)

@@ -87,9 +87,10 @@ def server(site: Path) -> Iterator[str]:
     httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    chromium = first_existing(CHROMIUM, "Chromium", "apt-get install chromium")
+def chromium(folder: Path, size: str = "1400,1600") -> Any:
+    """A headless Chromium driven by chromedriver, its profile in ``folder`` (the site's
+    test and the desk's browser tests share it)."""
+    chromium_path = first_existing(CHROMIUM, "Chromium", "apt-get install chromium")
     driver_path = first_existing(CHROMEDRIVER, "chromedriver", "apt-get install chromium-driver")
     try:
         from selenium import webdriver
@@ -97,7 +98,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     except ModuleNotFoundError:
         unavailable("Selenium", "pip install 'effect-machines[docs]'")
     options = webdriver.ChromeOptions()
-    options.binary_location = chromium
+    options.binary_location = chromium_path
     for flag in (
         "--headless=new",
         "--no-sandbox",
@@ -106,12 +107,18 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        "--window-size=1400,1600",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+        f"--window-size={size}",
+        f"--user-data-dir={folder}",
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver = chromium(tmp_path_factory.mktemp("chromium"))
     yield driver
     driver.quit()
 
