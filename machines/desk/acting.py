@@ -17,6 +17,7 @@ get one winner and a message for the other.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 from machines.desk.waiting import DeskError, Move, moves_for
 from machines.errors import InvalidArgument, MachinesError
+from machines.spec.states import RequestState
 from machines.store.records import Row, Store
 
 MAX_REASON = 2000
@@ -76,9 +78,7 @@ def _effect_log(store: Store, row: Row, d: Decision) -> None:
 
 
 def _request(store: Store, row: Row, d: Decision) -> None:
-    from machines.systems import TransferEngine
-
-    engine = TransferEngine(store, {})
+    engine = _engine(store)
     if d.gate:
         engine.complete_manual(row.key, d.gate, by=d.person, drive=False)
     elif d.trigger in ("confirm_failed", "confirm_completed"):
@@ -88,10 +88,9 @@ def _request(store: Store, row: Row, d: Decision) -> None:
 
 
 def _node(store: Store, row: Row, d: Decision) -> None:
-    from machines.systems import TransferEngine
     from machines.systems.transfer.plans import node_name
 
-    engine = TransferEngine(store, {})
+    engine = _engine(store)
     request = row.scope or row.key.partition("/")[0]
     if d.trigger == "sign":
         engine.sign(request, node_name(row.key), by=d.person)
@@ -163,7 +162,8 @@ def offered(store: Store, row: Row, roles: Collection[str]) -> list[Move]:
         route = ROUTES.get((row.machine, m.trigger))
         if route is None or route[1] != m.actor:
             continue
-        if row.machine == "request" and m.trigger == "resume" and row.state == _WAITING_GATE:
+        waits_on_gate = row.state == RequestState.WAITING_MANUAL_ACTION
+        if row.machine == "request" and m.trigger == "resume" and waits_on_gate:
             out += [
                 Move(m.trigger, m.actor, m.dest, f"You did the manual action of {gate}.", gate)
                 for gate in _engine(store).ready_gates(row.key)
@@ -173,10 +173,9 @@ def offered(store: Store, row: Row, roles: Collection[str]) -> list[Move]:
     return out
 
 
-_WAITING_GATE = "waiting_manual_action"
-
-
 def _engine(store: Store) -> Any:
+    """The transfer engine's calls over ``store``, without executors: the desk records what
+    a person did, and the service's own engine drives the nodes."""
     from machines.systems import TransferEngine
 
     return TransferEngine(store, {})
@@ -204,9 +203,7 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         raise DeskError("give a reason: the history keeps it with your name")
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
-    d = Decision(
-        d.machine, d.key, d.version, d.trigger, d.actor, d.person, reason, d.result, d.gate
-    )
+    d = dataclasses.replace(d, reason=reason)
     with store.transaction() as tx:
         row = tx.get(d.machine, d.key)
     if row is None:
