@@ -242,6 +242,38 @@ def test_a_stale_page_cannot_act_and_two_people_racing_get_one_winner(desk: Desk
     assert again.status_code == 409 and "changed since the page was shown" in again.text
 
 
+def test_a_decision_never_lands_on_an_attempt_made_after_the_page_was_checked(
+    desk: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 16, 03: the system moves the entity between the desk's own version
+    check and the system's call (here another operator reclaims the charge, it runs
+    again and parks again: the same state, a later attempt). The person decided on the
+    first attempt; the system call carries the version they saw, so nothing lands."""
+    from machines.desk import acting
+
+    parked(desk.store, "charge-6")
+    olga = desk.signed_in()
+    fields = form(olga, "charge-6", "decide_landed", result="7")
+    real = acting.offered
+
+    def offered_then_moved(store: Store, row: Any, roles: Any) -> Any:
+        moves = real(store, row, roles)
+        ExactlyOnce(store).reclaim("charge-6", by="dana", reason="safe to repeat")
+        with store.transaction() as tx:
+            again = tx.get("outcome", "charge-6")
+            assert again is not None
+            tx.move(again, "park", actor="worker", detail={"evidence": "lease expired"})
+        return moves
+
+    monkeypatch.setattr(acting, "offered", offered_then_moved)
+    answer = olga.post("/entity/outcome/charge-6/act", data=fields)
+    assert answer.status_code == 409 and "changed since the page was shown" in answer.text
+    with desk.store.transaction() as tx:
+        history = tx.history("outcome", "charge-6")
+    assert [e.trigger for e in history][-2:] == ["reclaim", "park"]
+    assert state_of(desk.store, "charge-6") == "indeterminate"
+
+
 def test_a_session_ends_when_unused_and_when_signed_out(desk: Desk) -> None:
     client = desk.signed_in()
     desk.clock.now += 601

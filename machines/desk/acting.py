@@ -11,7 +11,9 @@ and their name (``by``) and reason.
 
 A page is acted on as it was read: the entity's version when the page was shown comes with
 the move, and a newer version refuses it (``DeskError``), so two people deciding one entity
-get one winner and a message for the other.
+get one winner and a message for the other. The system's call carries the same version
+(``seen=``) and checks it in its own write transaction: the system may move the entity
+after the desk's check, and the decision must not land on what it became.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _exactly_once(store: Store, row: Row, d: Decision) -> None:
 
     system = ExactlyOnce(store)
     if d.trigger == "reclaim":
-        system.reclaim(row.key, by=d.person, reason=d.reason)
+        system.reclaim(row.key, by=d.person, reason=d.reason, seen=d.version)
     else:
         landed = d.trigger == "decide_landed"
         system.decide(
@@ -65,6 +67,7 @@ def _exactly_once(store: Store, row: Row, d: Decision) -> None:
             by=d.person,
             reason=d.reason,
             result=_result(d) if landed else None,
+            seen=d.version,
         )
 
 
@@ -73,18 +76,18 @@ def _effect_log(store: Store, row: Row, d: Decision) -> None:
 
     system = EffectLog(store)
     (system.approve if d.trigger == "approve" else system.reject)(
-        row.key, by=d.person, reason=d.reason
+        row.key, by=d.person, reason=d.reason, seen=d.version
     )
 
 
 def _request(store: Store, row: Row, d: Decision) -> None:
     engine = _engine(store)
     if d.gate:
-        engine.complete_manual(row.key, d.gate, by=d.person, drive=False)
+        engine.complete_manual(row.key, d.gate, by=d.person, drive=False, seen=d.version)
     elif d.trigger in ("confirm_failed", "confirm_completed"):
-        getattr(engine, d.trigger)(row.key, by=d.person, evidence=d.reason)
+        getattr(engine, d.trigger)(row.key, by=d.person, evidence=d.reason, seen=d.version)
     else:
-        getattr(engine, d.trigger)(row.key, by=d.person, reason=d.reason)
+        getattr(engine, d.trigger)(row.key, by=d.person, reason=d.reason, seen=d.version)
 
 
 def _node(store: Store, row: Row, d: Decision) -> None:
@@ -93,9 +96,11 @@ def _node(store: Store, row: Row, d: Decision) -> None:
     engine = _engine(store)
     request = row.scope or row.key.partition("/")[0]
     if d.trigger == "sign":
-        engine.sign(request, node_name(row.key), by=d.person)
+        engine.sign(request, node_name(row.key), by=d.person, seen=d.version)
     else:
-        engine.refuse_signature(request, node_name(row.key), by=d.person, reason=d.reason)
+        engine.refuse_signature(
+            request, node_name(row.key), by=d.person, reason=d.reason, seen=d.version
+        )
 
 
 ROUTES: Mapping[tuple[str, str], tuple[Route, str]] = {

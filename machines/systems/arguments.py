@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from machines.errors import InvalidArgument
 from machines.spec.jsonvalue import describe
-from machines.store.records import Store
+from machines.store.records import Row, StaleWrite, Store
 from machines.systems.reliance import require_reliable
 
 
@@ -56,6 +56,26 @@ def seconds(value: object, what: str) -> float:
     if not finite or value <= 0:
         raise InvalidArgument(f"{what} must be a finite number above 0, not {describe(value)}")
     return float(value)
+
+
+def seen(value: object, what: str) -> int | None:
+    """The row version a person's decision was made on (``None``: the call reads the row
+    itself, as a program that decides on what it reads in the same call does)."""
+    return None if value is None else count(value, what, least=1)
+
+
+def unchanged(row: Row, seen: int | None) -> Row:
+    """``row`` when it is still at version ``seen`` (read in the transaction that writes
+    the decision, so nothing can move it between the check and the write); else
+    ``StaleWrite``: a person decided on a row that moved since (another person, or its
+    system), and their decision must not land on what it has become."""
+    if seen is not None and row.version != seen:
+        raise StaleWrite(
+            f"{row.machine} {describe(row.key)} is at version {row.version}, not the {seen} the "
+            f"decision was made on: it moved since (now {row.state}); nothing was written, "
+            "read it again and decide again"
+        )
+    return row
 
 
 def function(value: object, what: str) -> Callable[..., Any]:

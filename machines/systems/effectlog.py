@@ -179,13 +179,15 @@ class EffectLog:
 
     # -- the human decisions on Irreversible calls -----------------------------------------
 
-    def approve(self, signature: str, *, by: str, reason: str = "") -> Row:
-        """A human approves a pending Irreversible call; the next ``call`` runs it."""
-        return self._decide(signature, "approve", by, reason)
+    def approve(self, signature: str, *, by: str, reason: str = "", seen: int | None = None) -> Row:
+        """A human approves a pending Irreversible call; the next ``call`` runs it.
+        ``seen``: the row version the person decided on (``StaleWrite`` if it moved)."""
+        return self._decide(signature, "approve", by, reason, seen)
 
-    def reject(self, signature: str, *, by: str, reason: str = "") -> Row:
-        """A human rejects a pending Irreversible call; it never runs."""
-        return self._decide(signature, "reject", by, reason)
+    def reject(self, signature: str, *, by: str, reason: str = "", seen: int | None = None) -> Row:
+        """A human rejects a pending Irreversible call; it never runs. ``seen`` as for
+        ``approve``."""
+        return self._decide(signature, "reject", by, reason, seen)
 
     # -- the saga --------------------------------------------------------------------------
 
@@ -343,14 +345,16 @@ class EffectLog:
 
     # -- human decisions -------------------------------------------------------------------
 
-    def _decide(self, key: str, trigger: str, by: str, reason: str) -> Row:
+    def _decide(self, key: str, trigger: str, by: str, reason: str, seen: int | None) -> Row:
         arguments.text(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
         if not isinstance(reason, str):
             raise arguments.InvalidArgument(f"{trigger}: reason must be a string")
+        seen = arguments.seen(seen, f"{trigger}: seen")
         with self.store.transaction() as tx:
             row = tx.get(MACHINE, key)
             if row is None:
                 raise EffectNotFound(key)
+            arguments.unchanged(row, seen)
             return tx.move(row, trigger, actor="human", detail={"by": by, "reason": reason})
 
     # -- the saga's steps ------------------------------------------------------------------

@@ -193,15 +193,17 @@ class ExactlyOnce:
 
     # -- the explicit ways out of indeterminate -----------------------------------------
 
-    def reclaim(self, key: str, *, by: str, reason: str) -> None:
+    def reclaim(self, key: str, *, by: str, reason: str, seen: int | None = None) -> None:
         """Declare the effect safe to repeat: the key goes back ``in_flight`` with no
-        holder, and the next ``run`` executes ``fn`` again under a fresh claim."""
+        holder, and the next ``run`` executes ``fn`` again under a fresh claim. ``seen``:
+        the row version the person decided on (``StaleWrite`` if the key moved since)."""
+        seen = arguments.seen(seen, "reclaim: seen")
         detail: dict[str, Any] = {
             "by": arguments.text(by, "by"),
             "reason": arguments.text(reason, "reason"),
         }
         with self.store.transaction() as tx:
-            row = self._existing(tx, key)
+            row = arguments.unchanged(self._existing(tx, key), seen)
             data = {
                 **row.data,
                 "owner": None,
@@ -212,17 +214,29 @@ class ExactlyOnce:
             detail[RECLAIMED_AT] = row.version + 1  # the version this move writes
             tx.move(row, "reclaim", actor="caller", detail=detail, data=data)
 
-    def decide(self, key: str, *, landed: bool, by: str, reason: str, result: Any = None) -> None:
+    def decide(
+        self,
+        key: str,
+        *,
+        landed: bool,
+        by: str,
+        reason: str,
+        result: Any = None,
+        seen: int | None = None,
+    ) -> None:
         """A person's answer to "did this land?": ``landed`` records ``result`` as the
         outcome (later callers get it; it must be a JSON value that comes back unchanged,
-        like any result); otherwise the key fails with the decision as its error."""
+        like any result); otherwise the key fails with the decision as its error.
+        ``seen``: the row version the person decided on; a key that moved since (reclaimed
+        and run again, say) is ``StaleWrite`` and keeps what it has become."""
         arguments.flag(landed, "landed")
+        seen = arguments.seen(seen, "decide: seen")
         detail = {"by": arguments.text(by, "by"), "reason": arguments.text(reason, "reason")}
         if landed:
             dumps(result, what=f"the result decided for '{key}'")
         decided_at = self._now()
         with self.store.transaction() as tx:
-            row = self._existing(tx, key)
+            row = arguments.unchanged(self._existing(tx, key), seen)
             gate = {
                 **(row.data.get("gate") or {}),
                 "state": "decided",

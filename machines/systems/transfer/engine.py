@@ -207,11 +207,18 @@ class TransferEngine(Driver):
     def request_approval(self, request_id: str) -> RequestState:
         return self._request_move(request_id, "request_approval", {"by": self.engine_id})
 
-    def approve(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
-        return self._request_move(request_id, "approve", said(by, reason=reason))
+    def approve(
+        self, request_id: str, *, by: str, reason: str = "", seen: int | None = None
+    ) -> RequestState:
+        """A person approves the request. ``seen`` here and in every person's call: the
+        version of the row the person decided on (the request's; a node's for ``sign``
+        and ``refuse_signature``), and ``StaleWrite`` with nothing written if it moved."""
+        return self._request_move(request_id, "approve", said(by, reason=reason), seen)
 
-    def reject(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
-        return self._request_move(request_id, "reject", said(by, reason=reason))
+    def reject(
+        self, request_id: str, *, by: str, reason: str = "", seen: int | None = None
+    ) -> RequestState:
+        return self._request_move(request_id, "reject", said(by, reason=reason), seen)
 
     def expire(self, request_id: str, *, by: str | None = None) -> RequestState:
         """The approval window closed (``by``: the timer's id, default the engine's)."""
@@ -226,12 +233,16 @@ class TransferEngine(Driver):
         transaction and ``frontier_advanced`` fires."""
         return self._request_move(request_id, "start", {"by": self.engine_id})
 
-    def cancel(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
+    def cancel(
+        self, request_id: str, *, by: str, reason: str = "", seen: int | None = None
+    ) -> RequestState:
         """Cancel a request before any money moved (the spec refuses it after). Nodes not
         started are cancelled; nodes being prepared or signed are abandoned (failed, with
         the cancellation as evidence); anything else is left as it stands."""
         detail = said(by, reason=reason)
+        seen = arguments.seen(seen, "cancel: seen")
         with self._session(request_id) as s:
+            arguments.unchanged(s.request, seen)
             s.move_request("cancel", REQUEST_CALLS["cancel"], detail)
             for row in list(s.nodes.values()):
                 if row.state in (NodeState.BLOCKED, NodeState.READY):
@@ -241,18 +252,24 @@ class TransferEngine(Driver):
                     s.move_node(row, "fail", EXECUTOR, said(self.engine_id, evidence=why))
         return RequestState(s.request.state)
 
-    def resume(self, request_id: str, *, by: str, reason: str = "") -> RequestState:
+    def resume(
+        self, request_id: str, *, by: str, reason: str = "", seen: int | None = None
+    ) -> RequestState:
         """waiting_manual_action / manual_intervention -> executing. The derivation runs
         at once, so a request whose nodes still imply a stop goes straight back."""
-        return self._request_move(request_id, "resume", said(by, reason=reason))
+        return self._request_move(request_id, "resume", said(by, reason=reason), seen)
 
-    def confirm_failed(self, request_id: str, *, by: str, evidence: str) -> RequestState:
+    def confirm_failed(
+        self, request_id: str, *, by: str, evidence: str, seen: int | None = None
+    ) -> RequestState:
         detail = said(by, evidence=required(evidence, "evidence"))
-        return self._request_move(request_id, "confirm_failed", detail)
+        return self._request_move(request_id, "confirm_failed", detail, seen)
 
-    def confirm_completed(self, request_id: str, *, by: str, evidence: str) -> RequestState:
+    def confirm_completed(
+        self, request_id: str, *, by: str, evidence: str, seen: int | None = None
+    ) -> RequestState:
         detail = said(by, evidence=required(evidence, "evidence"))
-        return self._request_move(request_id, "confirm_completed", detail)
+        return self._request_move(request_id, "confirm_completed", detail, seen)
 
     # -- driving the nodes ------------------------------------------------------------------
 
@@ -274,12 +291,14 @@ class TransferEngine(Driver):
                 break
         return RequestState(self.request(request_id).state)
 
-    def sign(self, request_id: str, node: str, *, by: str) -> NodeState:
+    def sign(self, request_id: str, node: str, *, by: str, seen: int | None = None) -> NodeState:
         """The external signer signed: awaiting_signature -> submitting, and the engine
         sends the transaction at once. Refused while the request is not executing
-        unhindered (a node failed: the next step abandons the unsent node)."""
+        unhindered (a node failed: the next step abandons the unsent node). ``seen``: the
+        node's version the signer signed (``StaleWrite`` if it moved since)."""
+        seen = arguments.seen(seen, "sign: seen")
         with self._session(request_id) as s:
-            row = s.node(node)
+            row = arguments.unchanged(s.node(node), seen)
         if self._send(request_id, row, "sign", SIGNER, said(by)) is None:
             state = self.request(request_id).state
             raise TransferRefused(
@@ -288,11 +307,14 @@ class TransferEngine(Driver):
             )
         return self.nodes(request_id)[node].state
 
-    def refuse_signature(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
-        """The signer refused: the node fails (nothing was sent)."""
+    def refuse_signature(
+        self, request_id: str, node: str, *, by: str, reason: str, seen: int | None = None
+    ) -> NodeState:
+        """The signer refused: the node fails (nothing was sent). ``seen`` as for ``sign``."""
         detail = said(by, evidence=required(reason, "reason"))
+        seen = arguments.seen(seen, "refuse_signature: seen")
         with self._session(request_id) as s:
-            s.move_node(s.node(node), "fail", SIGNER, detail)
+            s.move_node(arguments.unchanged(s.node(node), seen), "fail", SIGNER, detail)
         return NodeState(s.node(node).state)
 
     def retry(self, request_id: str, node: str, *, reason: str) -> NodeState:
@@ -333,20 +355,30 @@ class TransferEngine(Driver):
         return NodeState(s.node(node).state)
 
     def complete_manual(
-        self, request_id: str, node: str, *, by: str, drive: bool = True
+        self,
+        request_id: str,
+        node: str,
+        *,
+        by: str,
+        drive: bool = True,
+        seen: int | None = None,
     ) -> RequestState:
         """An operator did the manual action of gate ``node``: record it on the gate,
         resume a waiting request, and drive the gate through its executor (``ManualGate``
         completes it). Returns the request's state afterwards. ``drive=False`` leaves the
         driving to the engine that has the executors (its next ``step``): a desk, which
-        has none, records the action and resumes only."""
+        has none, records the action and resumes only. ``seen``: the request's version the
+        operator acted on (``StaleWrite`` if it moved since)."""
         required(node, "node")
+        arguments.flag(drive, "drive")
+        seen = arguments.seen(seen, "complete_manual: seen")
         if not node.startswith(self.manual_prefix):
             raise TransferRefused(
                 f"'{node}' is not a manual gate (its name does not start with "
                 f"'{self.manual_prefix}'); it completes through its executor"
             )
         with self._session(request_id) as s:
+            arguments.unchanged(s.request, seen)
             gate = s.node(node)
             if gate.state != NodeState.READY:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
@@ -369,10 +401,17 @@ class TransferEngine(Driver):
     # -- transactions -----------------------------------------------------------------------
 
     def _request_move(
-        self, request_id: str, trigger: str, detail: Mapping[str, Any]
+        self,
+        request_id: str,
+        trigger: str,
+        detail: Mapping[str, Any],
+        seen: int | None = None,
     ) -> RequestState:
-        """One API call on the request, made as the actor ``REQUEST_CALLS`` names."""
+        """One API call on the request, made as the actor ``REQUEST_CALLS`` names, on the
+        request as the caller saw it at version ``seen`` (if given)."""
+        seen = arguments.seen(seen, f"{trigger}: seen")
         with self._session(request_id) as s:
+            arguments.unchanged(s.request, seen)
             s.move_request(trigger, REQUEST_CALLS[trigger], detail)
         return RequestState(s.request.state)
 
