@@ -5,6 +5,7 @@ machines into the user's folders."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -350,3 +351,46 @@ def test_docs_never_writes_through_a_link_or_into_a_fifo(
     said = capsys.readouterr().err
     assert "machines docs:" in said and ("symbolic link" in said or "not a regular file" in said)
     assert not outside.exists() or list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "folder"),
+    [
+        (["diagrams"], "diagrams"),
+        (["docs"], "docs"),
+        (["diagrams"], "configured"),
+        (["init", "refund_two"], "specs"),
+    ],
+)
+def test_no_command_writes_through_a_linked_folder_out_of_the_project(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    folder: str,
+) -> None:
+    """Outsider batch 16, 08: ``machines diagrams`` (its default diagrams/ folder) and
+    ``machines init`` (specs/) wrote through a folder that is a symbolic link out of the
+    project. Every folder a command writes into by default or by the project's setting
+    resolves inside the project, or the command writes nothing."""
+    table = 'spec_dir = "defs"' + (
+        '\ndiagrams_dir = "out/pictures"' if folder == "configured" else ""
+    )
+    root = project(tmp_path / "shop", table)
+    (root / "specs").rename(root / "defs")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if folder == "configured":
+        (root / "out").symlink_to(outside, target_is_directory=True)
+    else:
+        (root / folder).symlink_to(outside, target_is_directory=True)
+    monkeypatch.chdir(root)
+    assert main(command) == 2
+    said = capsys.readouterr().err
+    assert re.search("(leads out of|is outside) the project's folder", said), said
+    assert list(outside.iterdir()) == []
+    link = root / ("out" if folder == "configured" else folder)
+    link.unlink()
+    (root / "elsewhere").mkdir()
+    link.symlink_to(root / "elsewhere", target_is_directory=True)
+    assert main(command) == 0  # a link that stays inside the project is the user's own

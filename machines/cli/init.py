@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers
+from machines.errors import MachinesError
+from machines.spec.project import written_inside
 
 NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
@@ -98,7 +100,12 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         Path("specs") / f"{name}.yaml": DEFINITION.format(name=name),
         Path(f"test_{name}.py"): TEST.format(name=name, title_id=title_id),
     }
-    there = [str(path) for path in files if path.exists()]
+    try:
+        written_inside(Path("specs"), Path.cwd(), "where init writes the definition")
+    except MachinesError as exc:
+        print(f"machines init: {exc}; nothing written", file=sys.stderr)
+        return 2
+    there = [str(path) for path in files if path.exists() or path.is_symlink()]
     if there:
         print(f"machines init: {', '.join(there)} already there; nothing written", file=sys.stderr)
         return 2

@@ -211,8 +211,33 @@ def project_definitions(given: Path | None, doing: str) -> Path:
 def output_dir(key: str, default: Path, *, start: Path | None = None) -> Path:
     """Where a command writes (``diagrams_dir``, ``docs_dir``): the project's setting, or
     ``default`` in the project's folder (the one its ``pyproject.toml`` is in, wherever in
-    the project the command runs), or ``default`` in the working folder outside a project."""
+    the project the command runs), or ``default`` in the working folder outside a project;
+    ``InvalidArgument`` when it leads out of that folder (a symbolic link), as checked by
+    ``written_inside``."""
     settings = project_settings(start)
     if settings is None:
-        return default
-    return settings.folders.get(key, settings.path.parent / default)
+        return written_inside(default, start or Path.cwd(), key, instead=_OUT)
+    folder = settings.folders.get(key, settings.path.parent / default)
+    return written_inside(folder, settings.path.parent, key, instead=_OUT)
+
+
+_OUT = ", or name the folder to write with --out"
+
+
+def written_inside(folder: Path, root: Path, what: str, *, instead: str = "") -> Path:
+    """``folder`` when it, with every symbolic link on the way resolved, is in ``root``
+    (the project's folder): a command writes there by default, and a link planted in the
+    project (``diagrams -> /etc``) must not carry its files elsewhere. ``InvalidArgument``
+    naming where it leads otherwise, and ``instead`` (what else the user may do). A folder
+    given on the command line is not checked: the user chose it."""
+    where = root / folder
+    if _inside(where, root):
+        return folder
+    try:
+        leads = str(where.resolve())
+    except (OSError, RuntimeError):
+        leads = "a loop of links"
+    raise InvalidArgument(
+        f"{where} ({what}) leads out of the project's folder {root} (to {leads}); machines "
+        f"writes only inside it: remove the link{instead}"
+    )
