@@ -858,3 +858,80 @@ def test_sqlite_a_guard_planted_before_the_first_open_is_named_not_served(
     with contextlib.closing(sqlite3.connect(path)) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert not any("registry" in t or t.startswith("effect") for t in tables), tables
+
+
+@contextmanager
+def low_role(url: str) -> Iterator[tuple[Any, str]]:
+    """A role that owns nothing and may create objects in the store's schema (a connection
+    as the server's owner, committed at once; the role and its objects dropped after)."""
+    import psycopg
+
+    role = f"planter_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        (schema,) = conn.execute(b"SELECT current_schema()").fetchone() or ("",)
+        conn.execute(f"CREATE ROLE {role}".encode())
+        conn.execute(f'GRANT USAGE, CREATE ON SCHEMA "{schema}" TO {role}'.encode())
+        try:
+            yield conn, role
+        finally:
+            conn.execute(b"RESET ROLE")
+            conn.execute(f"DROP OWNED BY {role} CASCADE".encode())
+            conn.execute(f"DROP ROLE {role}".encode())
+
+
+@pytest.mark.parametrize("planted", ["guard function", "entities table"])
+def test_postgres_an_object_planted_before_the_first_open_is_refused(planted: str) -> None:
+    """Outsider batch 16, 10: a role with CREATE on the schema made a guard function (or a
+    table) of the store before its first open; the install kept it, and its owner, so that
+    role could later swap the guard's body and put it back with every open and audit
+    clean. Now the first open refuses, naming the object and its owner, and installs
+    nothing; with the planted object gone it installs."""
+    from machines.spec.loader import load
+    from machines.store.ddl import REGISTRY
+    from machines.store.ddl_postgres import postgres_schema
+    from machines.store.postgres import temporary_schema
+
+    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role):
+        conn.execute(f"SET ROLE {role}".encode())
+        if planted == "guard function":
+            conn.execute(
+                b'CREATE FUNCTION "outcome_entities_guard"() RETURNS trigger '
+                b"LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$"
+            )
+        else:
+            script = postgres_schema(load("outcome"), 1)
+            start = script.index('CREATE TABLE IF NOT EXISTS "outcome_entities"')
+            conn.execute(script[start : script.index(");", start) + 2].encode())
+        conn.execute(b"RESET ROLE")
+        with pytest.raises(StoreTampered) as caught:
+            open_store(url)
+        said = str(caught.value)
+        assert f"is owned by '{role}'" in said and "the role installing it" in said, said
+        assert "outcome_entities" in said
+        found = conn.execute(b"SELECT to_regclass(%s)", (REGISTRY,)).fetchone()
+        assert found == (None,)  # nothing installed
+        conn.execute(f"DROP OWNED BY {role} CASCADE".encode())
+        open_store(url).close()
+
+
+def test_postgres_a_guard_given_to_another_role_is_named_on_every_open(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same class after the install: a guard function or a table given to another
+    role (``ALTER ... OWNER TO``) lets that role switch it off between two opens. Every
+    open refuses, and the audit names it."""
+    from machines.store.postgres import temporary_schema
+
+    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role):
+        open_store(url).close()
+        conn.execute(f'ALTER FUNCTION "effect_history_guard"() OWNER TO {role}'.encode())
+        with pytest.raises(StoreTampered, match=f"is owned by '{role}'"):
+            open_store(url)
+        code, out = run(capsys, "audit", "--from-store", url)
+        assert code == 1 and "[guards-intact]" in out and "effect_history_guard" in out, out
+        conn.execute(b'ALTER FUNCTION "effect_history_guard"() OWNER TO CURRENT_USER')
+        conn.execute(f'ALTER TABLE "outcome_history" OWNER TO {role}'.encode())
+        with pytest.raises(StoreTampered, match="table outcome_history: is owned by"):
+            open_store(url)
+        conn.execute(b'ALTER TABLE "outcome_history" OWNER TO CURRENT_USER')
+        open_store(url).close()

@@ -104,20 +104,21 @@ def guard_differences(
     table."""
     out = _replication_roles(conn)
     names = [REGISTRY, REPAIRS]
-    (pinned,) = conn.execute(
-        "SELECT format('search_path=%I, pg_temp', current_schema())"
-    ).fetchone()
+    pinned = _pinned(conn)
     expected = _expected(postgres_registry(), pinned)
     if not has_installed_guard(conn):  # an earlier release's store: the next open adds it
         expected = {n: o for n, o in expected.items() if REGISTRY_INSTALLED_TRIGGER not in n}
     names += [n[:-2] for n in expected if n.endswith("()")]
     out += object_differences(None, expected, _found(conn, [REGISTRY], expected))
+    owner = store_owner(conn)
+    out += owner_differences(conn, None, [REGISTRY], expected, owner)
     shapes: list[tuple[str | None, Expected]] = [(None, expected_tables(postgres_registry()))]
     if _has_repairs(conn):
         repairs = postgres_repairs()
         wanted = _expected(repairs, pinned)
         names += [n[:-2] for n in wanted if n.endswith("()")]
         out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
+        out += owner_differences(conn, None, [REPAIRS], wanted, owner)
         shapes.append((None, expected_tables(repairs)))
     for machine, version in versions.items():
         if version is None:
@@ -128,11 +129,94 @@ def guard_differences(
         wanted = _expected(script, pinned)
         names += tables + [n[:-2] for n in wanted if n.endswith("()")]
         out += object_differences(machine, wanted, _found(conn, tables, wanted))
+        out += owner_differences(conn, machine, tables, wanted, owner)
         shapes.append((machine, expected_tables(script)))
         cursor = conn.execute(f"SELECT * FROM {name(machine, 'moves')}".encode())
         columns = [c.name for c in cursor.description]
         out += moves_differences(spec, columns, cursor.fetchall())
     return out + _shadows(conn, names) + table_differences(conn, shapes)
+
+
+def _pinned(conn: Any) -> str:
+    """The search path every pinned guard function is installed with."""
+    (pinned,) = conn.execute(
+        "SELECT format('search_path=%I, pg_temp', current_schema())"
+    ).fetchone()
+    return str(pinned)
+
+
+def owner_differences(
+    conn: Any,
+    machine: str | None,
+    tables: list[str],
+    expected: Objects,
+    owner: str | None,
+    whose: str = "who owns the store's registry",
+) -> list[Difference]:
+    """The tables and guard functions of one machine (or of the registry, or of the record
+    of repairs) that ``owner`` does not own (None: no owner to compare with yet). Whoever
+    owns a table or a guard can switch it off or rewrite it and put it back between two
+    opens, unseen: one role owns every one of the store's. An object a role planted before
+    the store was installed keeps that role as its owner (``CREATE TABLE IF NOT EXISTS``
+    keeps it, and so does ``CREATE OR REPLACE`` run by another role)."""
+    if owner is None:
+        return []
+    return [
+        Difference(
+            machine,
+            what,
+            f"is owned by {role!r}, not by {owner!r} ({whose}): one role must own every "
+            "table and guard function of the store (whoever owns one can switch its guard "
+            "off, or rewrite it and put it back, unseen); a superuser gives each to the "
+            "store's owner (ALTER ... OWNER TO), or drops what does not belong there",
+        )
+        for what, role in sorted(_owners(conn, tables, expected).items())
+        if role != owner
+    ]
+
+
+def _owners(conn: Any, tables: list[str], expected: Objects) -> dict[str, str]:
+    functions = [n[:-2] for n, (kind, _) in expected.items() if kind == "function"]
+    return {
+        f"{kind} {what}": str(role)
+        for kind, what, role in conn.execute(
+            "SELECT 'table', relname, pg_get_userbyid(relowner) FROM pg_class "
+            f"WHERE relnamespace = {HERE} AND relname = ANY(%s) AND relkind IN ('r', 'p') "
+            "UNION ALL SELECT 'function', proname || '()', pg_get_userbyid(proowner) "
+            f"FROM pg_proc WHERE pronamespace = {HERE} AND proname = ANY(%s) AND pronargs = 0",
+            (tables, functions),
+        )
+    }
+
+
+def store_owner(conn: Any) -> str | None:
+    """The owner of the store's registry, whom every other table and guard must have."""
+    found = conn.execute(
+        f"SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relnamespace = {HERE} "
+        "AND relname = %s",
+        (REGISTRY,),
+    ).fetchone()
+    return None if found is None else str(found[0])
+
+
+def installer_differences(
+    conn: Any, specs: Mapping[str, MachineSpec], installed: list[str], registry: bool
+) -> list[Difference]:
+    """What this session just installed (the machines ``installed``, the registry if
+    ``registry``) that it does not own: an object of that name was there before, planted
+    by another role, and the install kept it and its owner."""
+    (me,) = conn.execute("SELECT current_user").fetchone()
+    pinned = _pinned(conn)
+    whose = "the role installing it"
+    out = []
+    if registry:
+        expected = _expected(postgres_registry(), pinned)
+        out += owner_differences(conn, None, [REGISTRY], expected, str(me), whose)
+    for machine in installed:
+        tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
+        expected = _expected(postgres_schema(specs[machine], 1), pinned)
+        out += owner_differences(conn, machine, tables, expected, str(me), whose)
+    return out
 
 
 def _shadows(conn: Any, names: list[str]) -> list[Difference]:

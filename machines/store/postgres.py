@@ -49,6 +49,7 @@ from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_postgres import (
     guard_differences,
     has_installed_guard,
+    installer_differences,
     one_store_on_path,
     served_versions,
 )
@@ -181,7 +182,8 @@ class PostgresStore(ClosedOnExit):
                 current, differences = self._checked_versions(conn)
                 if differences:
                     raise tampered(self.where, differences)
-            if not _has_table(conn, REGISTRY) or not has_installed_guard(conn):
+            new_registry = not _has_table(conn, REGISTRY)
+            if new_registry or not has_installed_guard(conn):
                 conn.execute(postgres_registry().encode())
             for machine, version in current.items():
                 if version is None:
@@ -189,6 +191,10 @@ class PostgresStore(ClosedOnExit):
                     conn.execute(postgres_schema(spec, 1).encode())
                     record_version(conn, "%s", spec, 1, fingerprint(spec, 1), time.time())
             if None in current.values():  # what was just installed is checked as well
+                installed = [m for m, v in current.items() if v is None]
+                planted = installer_differences(conn, self._specs, installed, new_registry)
+                if planted:
+                    raise tampered(self.where, planted)
                 differences = self._checked_versions(conn)[1]
                 if differences:
                     raise tampered(self.where, differences)
