@@ -392,7 +392,8 @@ def judge_store(
             "without migrating it, give those with --spec-dir"
         ) from changed
     try:
-        tampering, repairs = guards_report(store)
+        report = guards_report(store)
+        tampering, repairs = report.tampering + report.forged_repairs, report.repairs
         forged = [d.forged_version for d in tampering if d.forged_version is not None]
         snap = snapshot(store, from_texts=True, forged=forged)
         with store.transaction() as tx:

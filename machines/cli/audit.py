@@ -9,7 +9,15 @@ from pathlib import Path
 from machines.checks.audit import PersonMove
 from machines.checks.invariants import Breach
 from machines.cli.command import Command, Parsers, problem
-from machines.cli.output import Document, add_format, document, failed, is_json, write_json
+from machines.cli.output import (
+    Document,
+    add_format,
+    document,
+    failed,
+    is_json,
+    printable,
+    write_json,
+)
 from machines.errors import MachinesError, counted
 from machines.spec.loader import definition_paths, read_definition
 from machines.spec.project import definitions_dir
@@ -124,18 +132,18 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         )
         return code
     for line in repairs:
-        print(line)
+        print(printable(line))
     for said in (checked, kept):
         if said is not None:
-            print(said)
+            print(printable(said))
     if people:
         print(f"moves by people: {len(people)} (the last {min(len(people), SHOWN_PEOPLE)}):")
         for line in said_people[-SHOWN_PEOPLE:]:
-            print(f"  {line}")
+            print(f"  {printable(line)}")
     for breach in breaches:
-        print(breach.describe())
+        print(printable(breach.describe()))
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"
-    print(f"machines audit: {what}: {verdict}")
+    print(printable(f"machines audit: {what}: {verdict}"))
     return code
 
 

@@ -29,6 +29,16 @@ REPORTERS: tuple[Reporter, ...] = ("check", "diff", "audit", "explore", "pending
 """The commands with a JSON report, each with its ``schemas/<command>.schema.json``."""
 
 
+def printable(line: str) -> str:
+    """``line`` as a terminal shows it safely: every character that is not printable (an
+    escape sequence's ESC, a carriage return, a line break, a right-to-left override)
+    written as its Python escape. Text a report prints from a store (a key, a person's
+    name, a recorded repair) is anyone's with the application's rights to write."""
+    if line.isprintable():
+        return line
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in line)
+
+
 def add_format(command: argparse.ArgumentParser) -> None:
     """``--format text|json`` (stored as ``output``: ``export`` has a ``--format`` of its
     own, whose values are export formats)."""

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem, whole
-from machines.cli.output import add_format, document, failed, is_json, write_json
+from machines.cli.output import add_format, document, failed, is_json, printable, write_json
 from machines.errors import MachinesError
 
 
@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
 
     try:
         with opened(args.url, args.spec_dir, read_only=True) as store:
-            tampering = guards_report(store)[0]
+            tampering = guards_report(store).tampering
             if tampering:  # what it would list cannot be trusted
                 raise tampered(shown_url(args.url), tampering)
             found = waiting(
@@ -66,7 +66,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         print(f"{c.machine} {c.state}: {c.entities:,}")
     for w in found:
         waited = time.strftime("%H:%M:%S", time.gmtime(w.seconds))
-        print(f"  {w.machine} {w.row.key} in {w.row.state} for {waited} (version {w.row.version})")
+        print(
+            printable(
+                f"  {w.machine} {w.row.key} in {w.row.state} for {waited} (version {w.row.version})"
+            )
+        )
     if not counted:
         print("nothing waits on a person")
     return 0

@@ -299,11 +299,34 @@ REPAIRS = "machines_repairs"
 """The table of every repair of a store's guards (``machines.store.repair``): when, by
 whom, what it found. Append-only, and checked on every open like the other guards."""
 REPAIRS_FROZEN = "machines_repairs: a repair, once recorded, never changes"
+REPAIRS_INSERT_TRIGGER = f"{REPAIRS}_insert"
+"""The guard on what a repair records: added by a later release than the table, so a
+store repaired by an earlier one lacks it until its next writable open installs it."""
+REPAIRS_MALFORMED = (
+    "machines_repairs: a repair is recorded by machines repair, as a time (seconds since "
+    "1970), the person who repaired (one line) and what it found (a JSON list of texts)"
+)
+REPAIRS_OWNER = (
+    "machines_repairs: only the store's owner records a repair (machines repair, run as the owner)"
+)
+LATEST_REPAIR_TIME = 1e11
+"""Later than any repair (the year 5138): a time at or above it, or below 0, is no time a
+repair was made at (and one far larger would overflow every reader's calendar)."""
 
 
 def sqlite_repairs() -> str:
-    """The table of repairs (``REPAIRS``) on SQLite: rows are only ever added."""
+    """The table of repairs (``REPAIRS``) on SQLite: rows are only ever added, each as a
+    repair writes it (SQLite has no roles: whoever can write the file can add one)."""
     refuse = f"BEGIN SELECT RAISE(ABORT, {literal(REPAIRS_FROZEN)}); END;"
+    control = "'*[' || char(1) || '-' || char(31) || char(127) || ']*'"
+    well_formed = (
+        f"typeof(NEW.at) IN ('real', 'integer') AND NEW.at >= 0 AND NEW.at < {LATEST_REPAIR_TIME:g}"
+        " AND typeof(NEW.person) = 'text' AND trim(NEW.person) <> ''"
+        f" AND NEW.person NOT GLOB {control} AND instr(NEW.person, char(0)) = 0"
+        " AND CASE WHEN typeof(NEW.found) = 'text' AND json_valid(NEW.found)"
+        " THEN json_type(NEW.found) = 'array' AND NOT EXISTS (SELECT 1 FROM json_each(NEW.found)"
+        " WHERE type <> 'text') ELSE 0 END"
+    )
     return (
         f"CREATE TABLE IF NOT EXISTS {REPAIRS} (at REAL NOT NULL, person TEXT NOT NULL, "
         "found TEXT NOT NULL);\n"
@@ -312,6 +335,9 @@ def sqlite_repairs() -> str:
             f"{REPAIRS} {refuse}\n"
             for event in ("UPDATE", "DELETE")
         )
+        + f"CREATE TRIGGER IF NOT EXISTS {REPAIRS_INSERT_TRIGGER} BEFORE INSERT ON {REPAIRS} "
+        f"WHEN NOT coalesce({well_formed}, 0) "
+        f"BEGIN SELECT RAISE(ABORT, {literal(REPAIRS_MALFORMED)}); END;\n"
     )
 
 

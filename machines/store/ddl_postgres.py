@@ -13,6 +13,7 @@ from machines.spec import MachineSpec
 from machines.store.ddl import (
     ENTITY_COLUMNS,
     HISTORY_COLUMNS,
+    LATEST_REPAIR_TIME,
     MOVE_COLUMNS,
     POSTGRES_VERSION_TEST,
     REGISTRY,
@@ -23,6 +24,9 @@ from machines.store.ddl import (
     REGISTRY_NEXT,
     REPAIRS,
     REPAIRS_FROZEN,
+    REPAIRS_INSERT_TRIGGER,
+    REPAIRS_MALFORMED,
+    REPAIRS_OWNER,
     Plan,
     history_guard_marks,
     in_list,
@@ -125,8 +129,9 @@ END $pin$;
 
 
 def postgres_repairs() -> str:
-    """The table of repairs (``REPAIRS``) on PostgreSQL: rows are only ever added."""
-    refuse = f"{REPAIRS}_refuse"
+    """The table of repairs (``REPAIRS``) on PostgreSQL: rows are only ever added, by the
+    table's owner (or a role it is a member of: a superuser), each as a repair writes it."""
+    refuse, insert = f"{REPAIRS}_refuse", REPAIRS_INSERT_TRIGGER
     body = f"BEGIN RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_FROZEN)}; END"
     return f"""CREATE TABLE IF NOT EXISTS {REPAIRS} (
   at DOUBLE PRECISION NOT NULL,
@@ -138,6 +143,34 @@ CREATE OR REPLACE TRIGGER {REPAIRS}_frozen BEFORE UPDATE OR DELETE ON {REPAIRS}
 FOR EACH ROW EXECUTE FUNCTION {refuse}();
 CREATE OR REPLACE TRIGGER {REPAIRS}_no_truncate BEFORE TRUNCATE ON {REPAIRS}
 FOR EACH STATEMENT EXECUTE FUNCTION {refuse}();
+CREATE OR REPLACE FUNCTION {insert}() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  found json;
+BEGIN
+  IF NOT pg_has_role(current_user,
+      (SELECT relowner FROM pg_class WHERE oid = TG_RELID), 'MEMBER') THEN
+    RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_OWNER)};
+  END IF;
+  BEGIN
+    found := NEW.found::json;
+  EXCEPTION WHEN others THEN
+    RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_MALFORMED)};
+  END;
+  IF NOT coalesce(NEW.at >= 0 AND NEW.at < {LATEST_REPAIR_TIME:g}
+      AND btrim(NEW.person) <> '' AND NEW.person !~ '[[:cntrl:]]'
+      AND json_typeof(found) = 'array'
+      AND NOT EXISTS (SELECT 1 FROM json_array_elements(found) item
+                      WHERE json_typeof(item) <> 'string'), FALSE) THEN
+    RAISE EXCEPTION USING MESSAGE = {literal(REPAIRS_MALFORMED)};
+  END IF;
+  RETURN NEW;
+END $body$;
+CREATE OR REPLACE TRIGGER {insert} BEFORE INSERT ON {REPAIRS}
+FOR EACH ROW EXECUTE FUNCTION {insert}();
+DO $pin$
+BEGIN
+  EXECUTE format('ALTER FUNCTION {insert}() SET search_path = %I, pg_temp', current_schema());
+END $pin$;
 """
 
 

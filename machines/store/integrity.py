@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
-from machines.store.ddl import legal_moves
+from machines.store.ddl import LATEST_REPAIR_TIME, legal_moves
 from machines.store.records import DefinitionVersion, StoreError
 from machines.store.versions import stored_spec
 
@@ -43,14 +43,54 @@ CATALOG_SHADOW = "pg_catalog."
 a repair does not touch the system catalog."""
 
 
-def repair_lines(rows: Iterable[Sequence[object]]) -> tuple[str, ...]:
-    """The recorded repairs ((at, person, found as JSON)) as lines for a person."""
-    out = []
-    for at, person, found in rows:
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(str(at))))
-        listed = "; ".join(str(d) for d in json.loads(str(found)))
-        out.append(f"guards repaired {when} by {person}: {listed}")
-    return tuple(out)
+def repair_lines(rows: Iterable[Sequence[object]]) -> tuple[tuple[str, ...], list[Difference]]:
+    """The recorded repairs ((at, person, found as JSON)) as lines for a person, and a
+    difference for each row no repair wrote as it is: a time no repair was made at, a
+    person on more than one line, or what it found not a JSON list of texts. The database
+    refuses such a row since this release; a store may hold one from before, or from
+    whoever can write its file, and it is named, never a crash."""
+    lines, odd = [], []
+    for number, (at, person, found) in enumerate(rows, 1):
+        recorded = _recorded(at, person, found)
+        if recorded is None:
+            values = zip(_REPAIR, (at, person, found), strict=True)
+            shown = ", ".join(f"{k}={_cut(v)}" for k, v in values)
+            lines.append(f"a row of the record of repairs that no repair wrote: {shown}")
+            odd.append(
+                Difference(
+                    None,
+                    f"record of repairs, row {number}",
+                    f"not as machines repair writes one ({shown}): written by hand",
+                )
+            )
+        else:
+            lines.append(recorded)
+    return tuple(lines), odd
+
+
+_REPAIR = ("at", "person", "found")
+
+
+def _recorded(at: object, person: object, found: object) -> str | None:
+    """The line of one repair, or None when the row is not one a repair writes."""
+    if isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at < LATEST_REPAIR_TIME:
+        return None
+    if not isinstance(person, str) or not person.strip() or not person.isprintable():
+        return None
+    try:
+        items = json.loads(found) if isinstance(found, str) else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    return f"guards repaired {when} by {person}: {'; '.join(items)}"
+
+
+def _cut(value: object, limit: int = 200) -> str:
+    """``value`` as Python writes it (every control character escaped), cut to ``limit``."""
+    text = repr(value[: limit + 1] if isinstance(value, str | bytes) else value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 @dataclass(frozen=True)
@@ -69,11 +109,26 @@ class Difference:
         return f"{owner}: {self.where}: {self.what}"
 
 
-def guards_report(store: object) -> tuple[tuple[Difference, ...], tuple[str, ...]]:
-    """What a store opened read-only found of its guards (``tampering``) and the repairs
-    recorded in it (``repairs``); a store without guards of its own (``memory://``, a
-    store of your own) reports none."""
-    return tuple(getattr(store, "tampering", ())), tuple(getattr(store, "repairs", ()))
+@dataclass(frozen=True)
+class GuardsReport:
+    """What a store opened read-only found of its guards (``tampering``), the repairs
+    recorded in it (``repairs``, as lines), and the rows of that record no repair wrote
+    (``forged_repairs``: an audit names them; they say nothing of the guards as they are
+    now, so they do not stop a command that trusts the guards)."""
+
+    tampering: tuple[Difference, ...] = ()
+    repairs: tuple[str, ...] = ()
+    forged_repairs: tuple[Difference, ...] = ()
+
+
+def guards_report(store: object) -> GuardsReport:
+    """The ``GuardsReport`` of ``store``; a store without guards of its own
+    (``memory://``, a store of your own) reports none."""
+    return GuardsReport(
+        tuple(getattr(store, "tampering", ())),
+        tuple(getattr(store, "repairs", ())),
+        tuple(getattr(store, "forged_repairs", ())),
+    )
 
 
 class StoreTampered(StoreError):

@@ -19,7 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from machines.spec import MachineSpec
-from machines.store.ddl import REGISTRY, REGISTRY_INSTALLED_TRIGGER, REPAIRS
+from machines.store.ddl import (
+    REGISTRY,
+    REGISTRY_INSTALLED_TRIGGER,
+    REPAIRS,
+    REPAIRS_INSERT_TRIGGER,
+)
 from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
 from machines.store.integrity import (
     CATALOG_SHADOW,
@@ -96,6 +101,16 @@ def has_installed_guard(conn: Any) -> bool:
     return found is not None
 
 
+def has_repairs_insert_guard(conn: Any) -> bool:
+    """Whether the record of repairs has this release's guard on what is recorded."""
+    found = conn.execute(
+        "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        f"WHERE c.relnamespace = {HERE} AND c.relname = %s AND t.tgname = %s",
+        (REPAIRS, REPAIRS_INSERT_TRIGGER),
+    ).fetchone()
+    return found is not None
+
+
 def guard_differences(
     conn: Any, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
 ) -> list[Difference]:
@@ -113,9 +128,11 @@ def guard_differences(
     owner = store_owner(conn)
     out += owner_differences(conn, None, [REGISTRY], expected, owner)
     shapes: list[tuple[str | None, Expected]] = [(None, expected_tables(postgres_registry()))]
-    if _has_repairs(conn):
+    if has_repairs(conn):
         repairs = postgres_repairs()
         wanted = _expected(repairs, pinned)
+        if not has_repairs_insert_guard(conn):  # an earlier release's: the next open adds it
+            wanted = {n: o for n, o in wanted.items() if not n.startswith(REPAIRS_INSERT_TRIGGER)}
         names += [n[:-2] for n in wanted if n.endswith("()")]
         out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
         out += owner_differences(conn, None, [REPAIRS], wanted, owner)
@@ -242,7 +259,7 @@ def _shadows(conn: Any, names: list[str]) -> list[Difference]:
     ]
 
 
-def _has_repairs(conn: Any) -> bool:
+def has_repairs(conn: Any) -> bool:
     found = conn.execute(
         f"SELECT 1 FROM pg_class WHERE relnamespace = {HERE} AND relname = %s", (REPAIRS,)
     ).fetchone()

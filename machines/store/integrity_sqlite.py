@@ -17,6 +17,7 @@ from machines.store.ddl import (
     REGISTRY,
     REGISTRY_INSTALLED_TRIGGER,
     REPAIRS,
+    REPAIRS_INSERT_TRIGGER,
     sqlite_registry,
     sqlite_repairs,
     sqlite_schema,
@@ -62,12 +63,16 @@ def guard_differences(
     """The registry's objects and those of each machine at its version (None: not here
     yet, nothing to compare), against what the scripts make; then each legal-moves
     table."""
-    registry = _without_upgrade(_expected(sqlite_registry()), _found(conn, [REGISTRY]))
+    registry = _without_upgrade(
+        _expected(sqlite_registry()), _found(conn, [REGISTRY]), REGISTRY_INSTALLED_TRIGGER
+    )
     out = object_differences(
         None, registry, _without_reporting(conn, registry, _found(conn, [REGISTRY]))
     )
-    if _found(conn, [REPAIRS]):
-        out += object_differences(None, _expected(sqlite_repairs()), _found(conn, [REPAIRS]))
+    repairs = _found(conn, [REPAIRS])
+    if repairs:
+        expected = _without_upgrade(_expected(sqlite_repairs()), repairs, REPAIRS_INSERT_TRIGGER)
+        out += object_differences(None, expected, repairs)
     for machine, version in versions.items():
         if version is None:
             continue
@@ -133,11 +138,11 @@ def _plain(conn: sqlite3.Connection, index: str) -> bool:
     )
 
 
-def _without_upgrade(expected: Objects, found: Objects) -> Objects:
-    """A store made by an earlier release lacks the registry's newest guard; the next
+def _without_upgrade(expected: Objects, found: Objects, newest: str) -> Objects:
+    """A store made by an earlier release lacks a table's ``newest`` guard; the next
     writable open installs it, so its absence alone is not tampering."""
-    if REGISTRY_INSTALLED_TRIGGER not in found:
-        return {n: o for n, o in expected.items() if n != REGISTRY_INSTALLED_TRIGGER}
+    if newest not in found:
+        return {n: o for n, o in expected.items() if n != newest}
     return expected
 
 

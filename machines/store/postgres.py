@@ -44,11 +44,13 @@ from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import LEGACY_REGISTRY, REGISTRY, REPAIRS
-from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
 from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_postgres import (
     guard_differences,
     has_installed_guard,
+    has_repairs,
+    has_repairs_insert_guard,
     installer_differences,
     one_store_on_path,
     served_versions,
@@ -161,6 +163,8 @@ class PostgresStore(ClosedOnExit):
         writable one refuses to open instead)."""
         self.repairs: tuple[str, ...] = ()
         """Each recorded ``machines repair`` (read-only stores only, for the audit)."""
+        self.forged_repairs: tuple[Difference, ...] = ()
+        """The rows of that record no repair wrote (read-only stores only, for the audit)."""
         self._specs = dict(specs)
         self._clock = clock
         self._connections: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
@@ -185,6 +189,8 @@ class PostgresStore(ClosedOnExit):
             new_registry = not _has_table(conn, REGISTRY)
             if new_registry or not has_installed_guard(conn):
                 conn.execute(postgres_registry().encode())
+            if has_repairs(conn) and not has_repairs_insert_guard(conn):
+                conn.execute(postgres_repairs().encode())
             for machine, version in current.items():
                 if version is None:
                     spec = self._specs[machine]
@@ -212,9 +218,10 @@ class PostgresStore(ClosedOnExit):
                 )
             current, self.tampering = self._checked_versions(conn)
             if _has_table(conn, REPAIRS):
-                self.repairs = repair_lines(
+                self.repairs, odd = repair_lines(
                     conn.execute(f"SELECT at, person, found FROM {REPAIRS}")
                 )
+                self.forged_repairs = tuple(odd)
         for machine, version in current.items():
             if version is None:
                 raise no_tables(self.where, machine)

@@ -31,6 +31,7 @@ from machines.store.ddl import (
     REGISTRY,
     REPAIRS,
     sqlite_registry,
+    sqlite_repairs,
     sqlite_schema,
     statements,
 )
@@ -66,6 +67,8 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         writable one refuses to open instead)."""
         self.repairs: tuple[str, ...] = ()
         """Each recorded ``machines repair`` (read-only stores only, for the audit)."""
+        self.forged_repairs: tuple[Difference, ...] = ()
+        """The rows of that record no repair wrote (read-only stores only, for the audit)."""
         self._specs = dict(specs)
         self._clock = clock
         self._busy_timeout = busy_timeout
@@ -130,7 +133,10 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             raise legacy(self.url) if _has_table(conn, LEGACY_REGISTRY) else no_registry(self.url)
         current, self.tampering = self._checked_versions(conn)
         if _has_table(conn, REPAIRS):
-            self.repairs = repair_lines(conn.execute(f"SELECT at, person, found FROM {REPAIRS}"))
+            self.repairs, odd = repair_lines(
+                conn.execute(f"SELECT at, person, found FROM {REPAIRS}")
+            )
+            self.forged_repairs = tuple(odd)
         for machine, version in current.items():
             if version is None:
                 raise no_tables(self.url, machine)
@@ -194,6 +200,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             # earlier release gets the registry's newest guard
             for statement in statements(sqlite_registry()):
                 conn.execute(statement)
+            if _has_table(conn, REPAIRS):  # the newest guard of one an earlier release made
+                for statement in statements(sqlite_repairs()):
+                    conn.execute(statement)
             # a write that changes nothing: a file that cannot be written fails here
             conn.execute(f"DELETE FROM {REGISTRY} WHERE 0")
             for machine, version in current.items():

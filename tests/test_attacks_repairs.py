@@ -1,0 +1,128 @@
+"""The record of repairs is written by a repair alone (issue 27, outsider batch 16, 18).
+
+The outsider inserted rows into ``machines_repairs`` with the application's rights: a
+forged repair was printed by every audit as if it had happened (control characters and
+all), and a row with ``found = 'not json'`` or ``at = 1e300`` made the audit and
+``machines pending`` end in a traceback. Now the database refuses a row no repair writes
+(PostgreSQL: any row from a role that does not own the store), a store that holds one from
+before names it in the audit, and every report prints stored text escaped."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.store import open_store
+from machines.store.ddl import (
+    REPAIRS_INSERT_TRIGGER,
+    REPAIRS_MALFORMED,
+    REPAIRS_OWNER,
+    sqlite_repairs,
+    statements,
+)
+from machines.store.ddl_postgres import postgres_repairs
+from tests.raw_sql import DATABASES, Victims, attacked
+
+INSERT = "INSERT INTO machines_repairs (at, person, found) VALUES ({p}, {p}, {p})"
+MALFORMED = {
+    "a time past any calendar": (1e300, "ops", '["x"]'),
+    "a time before 1970": (-1.0, "ops", '["x"]'),
+    "a person on two lines": (1000.0, "ops\nroot", "[]"),
+    "a person who is an escape sequence": (1000.0, "ops\x1b[2J", "[]"),
+    "nobody": (1000.0, "  ", "[]"),
+    "found that is no JSON": (1000.0, "ops", "not json"),
+    "found that is no list": (1000.0, "ops", '{"a": "b"}'),
+    "found that lists no texts": (1000.0, "ops", "[1, null]"),
+}
+
+
+@pytest.fixture(params=DATABASES)
+def victims(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Victims]:
+    with attacked(request.param, tmp_path) as found:
+        found.store.close()
+        yield found
+
+
+def with_record_of_repairs(victims: Victims, *, guarded: bool = True) -> None:
+    """The record of repairs as a repair makes it (``guarded=False``: as an earlier
+    release made it, without the guard on what is recorded)."""
+    raw = victims.raw
+    if raw.kind == "sqlite":
+        for statement in statements(sqlite_repairs()):
+            raw.lite.execute(statement)
+        if not guarded:
+            raw.lite.execute(f"DROP TRIGGER {REPAIRS_INSERT_TRIGGER}")
+        return
+    raw.pg.execute(postgres_repairs().encode())
+    if not guarded:
+        raw.pg.execute(f"DROP TRIGGER {REPAIRS_INSERT_TRIGGER} ON machines_repairs".encode())
+        raw.pg.execute(f"DROP FUNCTION {REPAIRS_INSERT_TRIGGER}()".encode())
+
+
+@pytest.mark.parametrize("row", list(MALFORMED))
+def test_the_database_refuses_a_record_no_repair_writes(victims: Victims, row: str) -> None:
+    with_record_of_repairs(victims)
+    refused = victims.raw.attempt([INSERT], MALFORMED[row])
+    assert refused is not None and REPAIRS_MALFORMED in str(refused), refused
+    assert victims.raw.attempt([INSERT], (1000.0, "Zoë Ops", '["the store: x"]')) is None
+
+
+def test_postgres_only_the_stores_owner_records_a_repair(tmp_path: Path) -> None:
+    """The application's role, granted INSERT on every table, still cannot add a repair."""
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        with_record_of_repairs(victims)
+        pg, role = victims.raw.pg, f"app_{uuid.uuid4().hex[:8]}"
+        (schema,) = pg.execute(b"SELECT current_schema()").fetchone() or ("",)
+        pg.execute(f"CREATE ROLE {role}".encode())
+        try:
+            pg.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}'.encode())
+            pg.execute(f"GRANT INSERT, SELECT ON machines_repairs TO {role}".encode())
+            refused = victims.raw.attempt(
+                [f"SET LOCAL ROLE {role}", INSERT], (1000.0, "ops", '["the store: x"]')
+            )
+            assert refused is not None and REPAIRS_OWNER in str(refused), refused
+        finally:
+            pg.execute(f"DROP OWNED BY {role}".encode())
+            pg.execute(f"DROP ROLE {role}".encode())
+
+
+def test_rows_written_before_the_guard_are_named_never_a_crash(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store whose record of repairs an earlier release made holds rows no repair wrote:
+    the audit names each (``guards-intact``, with its row) and prints every stored text
+    escaped; ``machines pending`` still lists what waits; the next writable open installs
+    the guard, after which such a row is refused."""
+    with_record_of_repairs(victims, guarded=False)
+    raw, url = victims.raw, victims.store.url
+    p = "?" if raw.kind == "sqlite" else "%s"
+    rows = [
+        (1e300, "ops", '["x"]'),
+        (1000.0, "ops", "not json"),
+        (1000.0, "ops\x1b]0;owned\x07", "[]"),
+        (2000.0, "mallory", '["\\u001b[2Jall is well"]'),  # well formed, text escaped
+    ]
+    for row in rows:
+        if raw.kind == "sqlite":
+            raw.lite.execute(INSERT.replace("{p}", p), row)
+        else:
+            raw.pg.execute(INSERT.replace("{p}", p).encode(), row)
+    capsys.readouterr()
+    code = main(["audit", "--from-store", url])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    for number in (1, 2, 3):
+        assert f"[guards-intact] store 'record of repairs, row {number}'" in out, out
+    assert "record of repairs, row 4" not in out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b]0;owned\\x07" in out and "by mallory: \\x1b[2Jall is well" in out, out
+    assert main(["pending", url]) == 0
+    open_store(url).close()  # installs the guard on what is recorded
+    refused = raw.attempt([INSERT], (1e300, "ops", "[]"))
+    assert refused is not None and REPAIRS_MALFORMED in str(refused)
+    assert main(["audit", "--from-store", url]) == 1  # the rows from before stay named
