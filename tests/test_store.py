@@ -308,3 +308,18 @@ def test_in_states_lists_the_longest_waiting_first_in_pages_and_counts_every_sta
             assert [r.key for r in both] == ["d", "c", "a", "b"]
             assert tx.counts("outcome") == {"in_flight": 1, "indeterminate": 3}
             assert tx.counts("effect") == {}
+
+
+def test_a_closed_store_refuses_its_next_use(store: Store) -> None:
+    """A store used after ``close`` used to open a new connection without a word (and keep
+    it, with nobody to close it): a bug in the caller (a store closed while a thread still
+    works with it) went unseen. Every store now refuses, naming itself."""
+    store.insert("outcome", "k")
+    store.close()
+    for use in (
+        lambda: store.insert("outcome", "k2"),
+        lambda: store.transaction().__enter__(),
+    ):
+        with pytest.raises(StoreError, match="this store was closed; open it again"):
+            use()
+    store.close()  # closing twice is fine

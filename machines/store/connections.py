@@ -3,7 +3,8 @@
 A store gives each thread its own connection. A service whose server starts a thread per
 request would otherwise leave one open connection behind per finished thread, until a
 PostgreSQL server refuses new ones. So each connection is closed when the thread that
-opened it is gone (its thread-local slot is freed), or when the store closes.
+opened it is gone (its thread-local slot is freed), or when the store closes; a closed
+store opens none again (its next use is refused, not quietly reconnected).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class ThreadConnections(Generic[C]):
         self._local = threading.local()
         self._lock = threading.Lock()
         self._finalizers: list[weakref.finalize[[C], _Slot[C]]] = []
+        self.closed = False
+        """Whether ``close_all`` ran: the store is closed, and opens no connection again."""
 
     def current(self) -> C | None:
         """This thread's connection, if it has one."""
@@ -59,6 +62,7 @@ class ThreadConnections(Generic[C]):
             return sum(f.alive for f in self._finalizers)
 
     def close_all(self) -> None:
+        self.closed = True
         with self._lock:
             finalizers, self._finalizers = self._finalizers, []
         for finalize in finalizers:

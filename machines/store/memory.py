@@ -38,6 +38,7 @@ from machines.store.records import (
     StoreError,
     as_read,
     check_annotations,
+    closed_store,
     decode,
     encode,
     ended,
@@ -60,6 +61,7 @@ class MemoryStore(OneWriteTransactions, ClosedOnExit):
         self._history: dict[tuple[str, str], list[_Event]] = {}
         self._ordinal = 0
         self._versions: dict[str, DefinitionVersion] = {}
+        self._closed = False
 
     def specs(self) -> Mapping[str, MachineSpec]:
         return self._specs
@@ -67,6 +69,8 @@ class MemoryStore(OneWriteTransactions, ClosedOnExit):
     @contextmanager
     def transaction(self) -> Iterator[_MemoryTransaction]:
         with self._lock:
+            if self._closed:
+                raise closed_store("memory://")
             if self._open:
                 raise StoreError(
                     "memory://: a transaction is already open in this thread; "
@@ -84,7 +88,9 @@ class MemoryStore(OneWriteTransactions, ClosedOnExit):
                 self._open = False
 
     def close(self) -> None:
-        """Nothing to release; the data lives as long as the object."""
+        """Nothing to release, but a closed store refuses its next use, as the others do
+        (a test on memory:// must fail where the same code would on a database)."""
+        self._closed = True
 
 
 def _read(stored: _Stored) -> Row:

@@ -60,6 +60,7 @@ from machines.store.records import (
     Row,
     StaleWrite,
     StoreError,
+    closed_store,
     frozen,
     read_json,
     shown_url,
@@ -239,6 +240,8 @@ class PostgresStore(ClosedOnExit):
         """This thread's connection (autocommit: a transaction is an explicit BEGIN), with
         no transaction open: transactions do not nest (psycopg would make the inner one a
         savepoint, and a one-write transaction would silently join the outer one)."""
+        if self._connections.closed:
+            raise closed_store(self.where)
         conn = self._connections.current()
         if conn is None or conn.closed or conn.info.transaction_status == _LOST:
             conn = self._connections.keep(_connect(self.url, self.read_only, self._schema))

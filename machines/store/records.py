@@ -248,6 +248,12 @@ class OpenedStore(Store, Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def closed_store(where: str) -> StoreError:
+    """What a closed store says to its next use: reopening it quietly would hide a bug (a
+    store closed while a thread still works with it), and keep a connection nobody closes."""
+    return StoreError(f"{where}: this store was closed; open it again with open_store(url)")
+
+
 class ClosedOnExit:
     """``with open_store(url) as store:``: the store, closed when the block ends (an error
     in the block goes on after the close)."""

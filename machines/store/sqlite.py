@@ -37,7 +37,13 @@ from machines.store.ddl import (
 )
 from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_sqlite import guard_differences, served_versions
-from machines.store.records import ClosedOnExit, OneWriteTransactions, StoreError, decode
+from machines.store.records import (
+    ClosedOnExit,
+    OneWriteTransactions,
+    StoreError,
+    closed_store,
+    decode,
+)
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
 from machines.store.versions import legacy, no_registry, no_tables
 
@@ -93,6 +99,8 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
+        if self._connections.closed:
+            raise closed_store(self.url)
         conn = self._connections.current()
         if conn is None:
             conn = self._connections.keep(self._open())
