@@ -71,6 +71,23 @@ def test_the_database_refuses_a_record_no_repair_writes(victims: Victims, row: s
     assert victims.raw.attempt([INSERT], (1000.0, "Zoë Ops", '["the store: x"]')) is None
 
 
+def test_sqlite_a_recorded_repair_is_never_replaced(tmp_path: Path) -> None:
+    """Outsider batch 17 (a06): ``INSERT OR REPLACE`` at a recorded repair's rowid
+    deleted it (REPLACE fires no delete trigger) and put a forged one in its place."""
+    with attacked("sqlite", tmp_path) as victims:
+        victims.store.close()
+        with_record_of_repairs(victims)
+        victims.raw.lite.execute(INSERT.replace("{p}", "?"), (1000.0, "ops", '["x"]'))
+        refused = victims.raw.attempt(
+            [
+                "INSERT OR REPLACE INTO machines_repairs (rowid, at, person, found) "
+                "VALUES (1, 5.0, 'nobody', '[\"nothing was wrong\"]')"
+            ]
+        )
+        assert refused is not None and REPAIRS_MALFORMED in str(refused)
+        assert victims.raw.query("SELECT person FROM machines_repairs") == [("ops",)]
+
+
 def test_postgres_only_the_stores_owner_records_a_repair(tmp_path: Path) -> None:
     """The application's role, granted INSERT on every table, still cannot add a repair."""
     with attacked("postgres", tmp_path) as victims:

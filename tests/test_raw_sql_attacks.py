@@ -277,6 +277,18 @@ ATTACKS = [
         "VALUES (9223372036854775807, 'new', 'in_flight', 0, 0)",
         on=SQLITE,
     ),
+    attack(  # outsider batch 17 (a06): REPLACE deletes the row there, firing no trigger
+        "a row created in the newest entity's place by INSERT OR REPLACE (deletes it)",
+        f"INSERT OR REPLACE INTO {OE} (rowid, key, state, created_at, updated_at) "
+        f"VALUES ((SELECT max(rowid) FROM {OE}), 'x', 'in_flight', 1.0, 1.0)",
+        on=SQLITE,
+    ),
+    attack(
+        "a row created in the oldest entity's place by INSERT OR REPLACE (deletes it)",
+        f"INSERT OR REPLACE INTO {OE} (rowid, key, state, created_at, updated_at) "
+        f"VALUES ((SELECT min(rowid) FROM {OE}), 'x', 'in_flight', 1.0, 1.0)",
+        on=SQLITE,
+    ),
     attack(
         "a row created before the others in creation order",
         f"INSERT INTO {OE} (rowid, key, state, created_at, updated_at) "

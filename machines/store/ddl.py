@@ -202,7 +202,10 @@ SELECT * FROM (VALUES
     VERSION = "every write raises version by exactly one"
     STILL = "the state and the last move change only by a move (moves rises by one)"
     LEGAL = "not a legal next move of this entity under its stored context (the spec forbids it)"
-    NEW_KEY = "an entity is created once: its key exists (INSERT OR REPLACE and UPSERT refused)"
+    NEW_KEY = (
+        "an entity is created once, in a place of its own: its key or its place exists "
+        "(INSERT OR REPLACE, which would delete the row there, and UPSERT refused)"
+    )
     NO_DELETE = "entities are never deleted"
     NEXT_PLACE = (
         "an entity takes the next place in creation order (the order a saga undoes its "
@@ -303,8 +306,9 @@ REPAIRS_INSERT_TRIGGER = f"{REPAIRS}_insert"
 """The guard on what a repair records: added by a later release than the table, so a
 store repaired by an earlier one lacks it until its next writable open installs it."""
 REPAIRS_MALFORMED = (
-    "machines_repairs: a repair is recorded by machines repair, as a time (seconds since "
-    "1970), the person who repaired (one line) and what it found (a JSON list of texts)"
+    "machines_repairs: a repair is recorded by machines repair, as a new row (none is "
+    "replaced) with a time (seconds since 1970), the person who repaired (one line) and "
+    "what it found (a JSON list of texts)"
 )
 REPAIRS_OWNER = (
     "machines_repairs: only the store's owner records a repair (machines repair, run as the owner)"
@@ -326,6 +330,7 @@ def sqlite_repairs() -> str:
         " AND CASE WHEN typeof(NEW.found) = 'text' AND json_valid(NEW.found)"
         " THEN json_type(NEW.found) = 'array' AND NOT EXISTS (SELECT 1 FROM json_each(NEW.found)"
         " WHERE type <> 'text') ELSE 0 END"
+        f" AND NOT EXISTS (SELECT 1 FROM {REPAIRS} WHERE rowid = NEW.rowid)"
     )
     return (
         f"CREATE TABLE IF NOT EXISTS {REPAIRS} (at REAL NOT NULL, person TEXT NOT NULL, "
@@ -417,7 +422,7 @@ CREATE TABLE IF NOT EXISTS {entities} (
 );
 CREATE INDEX IF NOT EXISTS {n("entities_by_scope")} ON {entities} (scope);
 CREATE TRIGGER IF NOT EXISTS {n("entities_new_key")} BEFORE INSERT ON {entities}
-WHEN EXISTS (SELECT 1 FROM {entities} WHERE key = NEW.key)
+WHEN EXISTS (SELECT 1 FROM {entities} WHERE key = NEW.key OR rowid = NEW.rowid)
 {refuse(say(p.NEW_KEY))}
 CREATE TRIGGER IF NOT EXISTS {n("entities_start")} BEFORE INSERT ON {entities}
 WHEN NEW.state IS NOT {literal(spec.initial)} OR NEW.moves IS NOT 0 OR NEW.version IS NOT 1
