@@ -861,9 +861,10 @@ def test_sqlite_a_guard_planted_before_the_first_open_is_named_not_served(
 
 
 @contextmanager
-def low_role(url: str) -> Iterator[tuple[Any, str]]:
+def low_role(url: str) -> Iterator[tuple[Any, str, str]]:
     """A role that owns nothing and may create objects in the store's schema (a connection
-    as the server's owner, committed at once; the role and its objects dropped after)."""
+    as the server's owner, committed at once, the schema's name; the role and its objects
+    dropped after)."""
     import psycopg
 
     role = f"planter_{uuid.uuid4().hex[:8]}"
@@ -872,7 +873,7 @@ def low_role(url: str) -> Iterator[tuple[Any, str]]:
         conn.execute(f"CREATE ROLE {role}".encode())
         conn.execute(f'GRANT USAGE, CREATE ON SCHEMA "{schema}" TO {role}'.encode())
         try:
-            yield conn, role
+            yield conn, role, schema
         finally:
             conn.execute(b"RESET ROLE")
             conn.execute(f"DROP OWNED BY {role} CASCADE".encode())
@@ -884,14 +885,15 @@ def test_postgres_an_object_planted_before_the_first_open_is_refused(planted: st
     """Outsider batch 16, 10: a role with CREATE on the schema made a guard function (or a
     table) of the store before its first open; the install kept it, and its owner, so that
     role could later swap the guard's body and put it back with every open and audit
-    clean. Now the first open refuses, naming the object and its owner, and installs
-    nothing; with the planted object gone it installs."""
+    clean. Now the first open refuses while that role may create objects there, and, once
+    it may not, while what it planted is there (naming the object and its owner); it
+    installs nothing; with the planted object gone it installs."""
     from machines.spec.loader import load
     from machines.store.ddl import REGISTRY
     from machines.store.ddl_postgres import postgres_schema
     from machines.store.postgres import temporary_schema
 
-    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role):
+    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role, schema):
         conn.execute(f"SET ROLE {role}".encode())
         if planted == "guard function":
             conn.execute(
@@ -903,10 +905,13 @@ def test_postgres_an_object_planted_before_the_first_open_is_refused(planted: st
             start = script.index('CREATE TABLE IF NOT EXISTS "outcome_entities"')
             conn.execute(script[start : script.index(");", start) + 2].encode())
         conn.execute(b"RESET ROLE")
+        with pytest.raises(StoreTampered, match=f"{role} may create objects in it"):
+            open_store(url)
+        conn.execute(f'REVOKE CREATE ON SCHEMA "{schema}" FROM {role}'.encode())
         with pytest.raises(StoreTampered) as caught:
             open_store(url)
         said = str(caught.value)
-        assert f"is owned by '{role}'" in said and "the role installing it" in said, said
+        assert f"made by '{role}'" in said or f"is owned by '{role}'" in said, said
         assert "outcome_entities" in said
         found = conn.execute(b"SELECT to_regclass(%s)", (REGISTRY,)).fetchone()
         assert found == (None,)  # nothing installed
@@ -922,16 +927,73 @@ def test_postgres_a_guard_given_to_another_role_is_named_on_every_open(
     open refuses, and the audit names it."""
     from machines.store.postgres import temporary_schema
 
-    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role):
+    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role, schema):
+        conn.execute(f'REVOKE CREATE ON SCHEMA "{schema}" FROM {role}'.encode())
         open_store(url).close()
         conn.execute(f'ALTER FUNCTION "effect_history_guard"() OWNER TO {role}'.encode())
-        with pytest.raises(StoreTampered, match=f"is owned by '{role}'"):
+        with pytest.raises(StoreTampered, match=f"effect_history_guard.*made by '{role}'"):
             open_store(url)
         code, out = run(capsys, "audit", "--from-store", url)
-        assert code == 1 and "[guards-intact]" in out and "effect_history_guard" in out, out
+        assert code == 2 and "effect_history_guard" in out, out  # its code is not run
         conn.execute(b'ALTER FUNCTION "effect_history_guard"() OWNER TO CURRENT_USER')
         conn.execute(f'ALTER TABLE "outcome_history" OWNER TO {role}'.encode())
         with pytest.raises(StoreTampered, match="table outcome_history: is owned by"):
             open_store(url)
+        code, out = run(capsys, "audit", "--from-store", url)
+        assert code == 1 and "[guards-intact]" in out and "outcome_history" in out, out
         conn.execute(b'ALTER TABLE "outcome_history" OWNER TO CURRENT_USER')
         open_store(url).close()
+
+
+HIJACKS = {
+    # outsider batch 17 (a13): called while every open pins its search path
+    "format": "format(text, text) RETURNS text LANGUAGE plpgsql AS $$ BEGIN "
+    "INSERT INTO ran VALUES (current_user); RETURN $1; END $$",
+    # a02: called by the creation-order guard on every insert
+    "currval": "currval(text) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN "
+    "INSERT INTO ran VALUES (current_user); RETURN -5; END $$",
+    # a03: an aggregate the finished-data guard calls
+    "json_object_agg": "json_object_agg(text, json) (SFUNC = step, STYPE = json)",
+}
+
+
+@pytest.mark.parametrize("when", ["before the first open", "after the install"])
+@pytest.mark.parametrize("function", list(HIJACKS))
+def test_postgres_no_code_of_another_role_runs_inside_the_guards(function: str, when: str) -> None:
+    """Outsider batch 17 (a02, a03, a13, a18): PostgreSQL prefers a function with the exact
+    argument types in any schema on the path to a built-in that needs a conversion, so a
+    role with CREATE on the store's schema made ``currval(text)``, ``format(text, text)``
+    or ``json_object_agg(text, json)`` there, and the guards (and the store's own open)
+    ran it: a place chosen in creation order, a finished effect's result rewritten, code
+    run as the owner. Now every open refuses while another role may create objects in the
+    schema, or code of such a role is there, and runs none of it meanwhile."""
+    from machines.store.postgres import temporary_schema
+
+    with temporary_schema(require_postgres()) as url, low_role(url) as (conn, role, schema):
+        if when == "after the install":
+            conn.execute(f'REVOKE CREATE ON SCHEMA "{schema}" FROM {role}'.encode())
+            open_store(url).close()
+            conn.execute(f'GRANT CREATE ON SCHEMA "{schema}" TO {role}'.encode())
+        conn.execute(f"SET ROLE {role}".encode())
+        conn.execute(b"CREATE TABLE ran (who text)")
+        conn.execute(b"GRANT INSERT ON ran TO PUBLIC")
+        conn.execute(
+            b"CREATE FUNCTION step(json, text, json) RETURNS json LANGUAGE plpgsql AS $$ "
+            b"BEGIN INSERT INTO ran VALUES (current_user); RETURN $3; END $$"
+        )
+        kind = "AGGREGATE" if function == "json_object_agg" else "FUNCTION"
+        conn.execute(f"CREATE {kind} {HIJACKS[function]}".encode())
+        conn.execute(b"RESET ROLE")
+        for read_only in (False, True):
+            if when == "before the first open" and read_only:
+                continue
+            with pytest.raises(StoreTampered, match=f"{role} may create objects in it"):
+                open_store(url, read_only=read_only)
+        conn.execute(f'REVOKE CREATE ON SCHEMA "{schema}" FROM {role}'.encode())
+        with pytest.raises(StoreTampered, match=f"{function}.*made by '{role}'"):
+            open_store(url)
+        if when == "after the install":  # a migration and a repair check it too
+            spec_dir = str(bundled_spec_dir())
+            assert main(["migrate", url, "--spec-dir", spec_dir]) == 2
+            assert main(["repair", url, "--spec-dir", spec_dir, "--by", "ops"]) == 2
+        assert conn.execute(b"SELECT count(*) FROM ran").fetchone() == (0,)

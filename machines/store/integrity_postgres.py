@@ -39,7 +39,8 @@ from machines.store.integrity_postgres_tables import (
     table_differences,
 )
 from machines.store.names import name
-from machines.store.records import DefinitionVersion, StoreError
+from machines.store.records import DefinitionVersion
+from machines.store.schema_postgres import HERE
 from machines.store.sql import read_versions
 
 Objects = dict[str, tuple[str, object]]
@@ -56,9 +57,6 @@ _TRIGGER = re.compile(
 )
 _TYPE = {"ROW": 1, "BEFORE": 2, "INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
 """The bits of ``pg_trigger.tgtype``."""
-HERE = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
-"""The store's schema, found by its name as it is (``::regnamespace`` would parse the
-name again, and miss a schema called ``"Tenant"``)."""
 _UNPINNED = frozenset({f"{REGISTRY}_refuse", f"{REPAIRS}_refuse"})
 """The generated functions without a pinned search path (they read no table)."""
 _ATTRIBUTES = ("plpgsql", "v", False, False, "u", False, "trigger")
@@ -157,7 +155,7 @@ def guard_differences(
 def _pinned(conn: Any) -> str:
     """The search path every pinned guard function is installed with."""
     (pinned,) = conn.execute(
-        "SELECT format('search_path=%I, pg_temp', current_schema())"
+        "SELECT pg_catalog.format('search_path=%I, pg_temp', pg_catalog.current_schema())"
     ).fetchone()
     return str(pinned)
 
@@ -405,31 +403,3 @@ def _condition(text: str | None) -> str | None:
     if text is None:
         return None
     return re.sub(r"[\s()\"]", "", text).lower()
-
-
-def one_store_on_path(conn: Any, where: str) -> str | None:
-    """The schema the store is in, or is made in (``current_schema()``; None when the
-    search path names no schema that exists). The session's search path finds at most one
-    store, and it is in that schema. Otherwise a second store, made in a schema earlier on
-    the path (a schema named after the role is first by default), would silently stand in
-    for the real one: a key parked in one could run again in the other."""
-    found = [
-        row[0]
-        for row in conn.execute(
-            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relname = %s AND n.nspname = ANY(current_schemas(false)) "
-            "ORDER BY array_position(current_schemas(false), n.nspname)",
-            (REGISTRY,),
-        )
-    ]
-    here = conn.execute("SELECT current_schema()").fetchone()
-    schema = here[0] if here else None
-    if len(found) > 1 or (found and found[0] != schema):
-        stores = " and ".join(repr(f) for f in found)
-        raise StoreError(
-            f"{where}: the search path finds a store in {stores}, and this session's tables "
-            f"are those of {schema!r}: one store would stand in for another. Name the "
-            "store's schema in the URL (?options=-csearch_path%3DSCHEMA), or remove the "
-            "store that should not be there"
-        )
-    return None if schema is None else str(schema)

@@ -14,10 +14,11 @@ import psycopg
 from machines.spec import MachineSpec
 from machines.store.ddl import REGISTRY
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
-from machines.store.integrity import Difference
-from machines.store.integrity_postgres import guard_differences, one_store_on_path, served_versions
+from machines.store.integrity import Difference, tampered
+from machines.store.integrity_postgres import guard_differences, served_versions
 from machines.store.postgres import SCHEMA_LOCK, fingerprint
 from machines.store.records import DefinitionVersion, StoreError, shown_url
+from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
 
 
 class PostgresDatabase:
@@ -32,7 +33,12 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.where}: {exc}") from exc
         try:
-            one_store_on_path(self._conn, self.where)
+            schema = one_store_on_path(self._conn, self.where)
+            if schema is not None:
+                pin_search_path(self._conn, schema)
+                foreign = foreign_code(self._conn)
+                if foreign:
+                    raise tampered(self.where, foreign)
         except BaseException:
             self._conn.close()
             raise
@@ -46,7 +52,7 @@ class PostgresDatabase:
 
     def begin(self, tables: Sequence[str]) -> None:
         self.execute("BEGIN")
-        self.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        self.execute("SELECT pg_catalog.pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         if self.has_table(REGISTRY):
             locked = ", ".join([*tables, REGISTRY])
             self.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")

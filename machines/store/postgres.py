@@ -52,7 +52,6 @@ from machines.store.integrity_postgres import (
     has_repairs,
     has_repairs_insert_guard,
     installer_differences,
-    one_store_on_path,
     served_versions,
 )
 from machines.store.records import (
@@ -65,6 +64,7 @@ from machines.store.records import (
     read_json,
     shown_url,
 )
+from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
 from machines.store.sql import (
     Dialect,
     SQLTransaction,
@@ -131,10 +131,7 @@ def _connect(
     set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
     if schema is not None:
         try:
-            conn.execute(
-                "SELECT set_config('search_path', format('%%I, pg_temp', %s::text), false)",
-                (schema,),
-            )
+            pin_search_path(conn, schema)
         except psycopg.Error as exc:
             conn.close()
             raise StoreError(f"{shown_url(url)}: cannot pin the search path: {exc}") from exc
@@ -178,8 +175,8 @@ class PostgresStore(ClosedOnExit):
             self._require_schema()
             return
         with self._errors(), _connect(url) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            self._schema = one_store_on_path(conn, self.where)
+            conn.execute("SELECT pg_catalog.pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            self._schema = self._pinned_schema(conn)
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.where)
             current: dict[str, int | None] = dict.fromkeys(self._specs)  # a new registry
@@ -210,7 +207,7 @@ class PostgresStore(ClosedOnExit):
         """A read-only store runs no DDL: every machine's tables must be there, made for
         the definition given."""
         with self._errors(), _connect(self.url, read_only=True) as conn:
-            self._schema = one_store_on_path(conn, self.where)
+            self._schema = self._pinned_schema(conn)
             if not _has_table(conn, REGISTRY):
                 raise (
                     legacy(self.where)
@@ -226,6 +223,18 @@ class PostgresStore(ClosedOnExit):
         for machine, version in current.items():
             if version is None:
                 raise no_tables(self.where, machine)
+
+    def _pinned_schema(self, conn: psycopg.Connection[Any]) -> str | None:
+        """The store's schema (``one_store_on_path``), this session's path pinned to it, and
+        no code in it that another role made (``StoreTampered`` otherwise, even for an
+        audit: reading on would run that code as the reader)."""
+        schema = one_store_on_path(conn, self.where)
+        if schema is not None:
+            pin_search_path(conn, schema)
+            foreign = foreign_code(conn)
+            if foreign:
+                raise tampered(self.where, foreign)
+        return schema
 
     def _checked_versions(
         self, conn: psycopg.Connection[Any]
