@@ -71,6 +71,7 @@ def desk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Desk]:
         accounts = tmp_path / "accounts.json"
         add_account(accounts, "olga", ["operator"], PASSWORD)
         add_account(accounts, "carl", ["caller"], PASSWORD)
+        add_account(accounts, "sam", ["signer", "operator"], PASSWORD)
         clock = Clock()
         sessions = Sessions(seconds=600, clock=clock)
         yield Desk(
@@ -572,6 +573,50 @@ def test_a_transfer_waiting_on_a_gate_resumes_by_the_gate_and_its_engine_runs_it
     assert engine.nodes("t-gate")["manual_confirm"].data["manual"]["by"] == "olga"
     assert engine.run("t-gate") == "completed"
     assert judge_store(desk.store.url, {s.name: s for s in BUNDLED}).breaches == []
+
+
+def test_a_signature_is_not_the_desks_and_a_gates_resume_keeps_the_reason(desk: Desk) -> None:
+    """Outsider batch 17 (b01, b19): signing from the desk recorded the node as sent
+    (``submitting``) and then failed, with no executor to send it, so that the money later
+    read "may have moved" though nothing was sent; and a resume by a gate dropped the
+    reason the person gave. Signing is not offered (the service's engine signs and sends
+    in one call; an engine without the executor refuses before writing), a refusal still
+    is, and the person's reason is kept on the resume and on the gate."""
+    from machines.systems.transfer import TransferConfigError, TransferEngine
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    engine = engine_for(desk.store, FakeVenue({"withdraw": {"prepare": ["sign"]}}))
+    executing(engine, "t-sig", [plan_node("withdraw", "action", True)])
+    engine.run("t-sig")
+    sam = desk.signed_in("sam")
+    assert moves_on(sam, "node", "t-sig/withdraw") == [("fail", "")]
+    forged = act_on(desk, sam, "node", "t-sig/withdraw", "sign", actor="signer")
+    assert forged.status_code == 409, forged.text
+    with pytest.raises(TransferConfigError, match="which this engine does not have"):
+        TransferEngine(desk.store, {}).sign("t-sig", "withdraw", by="hsm")
+    assert engine.nodes("t-sig")["withdraw"].state == "awaiting_signature"
+    gate_engine = engine_for(desk.store, FakeVenue())
+    plan = [
+        plan_node("withdraw", "action", True),
+        plan_node("manual_confirm", "action", False, "withdraw", executor="gate"),
+    ]
+    executing(gate_engine, "t-gate2", plan)
+    assert gate_engine.run("t-gate2") == "waiting_manual_action"
+    done = act_on(
+        desk,
+        sam,
+        "request",
+        "t-gate2",
+        "resume",
+        gate="manual_confirm",
+        reason="called the bank, ticket OPS-4411",
+    )
+    assert done.status_code == 200, done.text
+    with desk.store.transaction() as tx:
+        resumed = tx.history("request", "t-gate2")[-1].detail or {}
+        gate = tx.history("node", "t-gate2/manual_confirm")[-1].detail or {}
+    assert "OPS-4411" in resumed["reason"] and "OPS-4411" in gate["reason"]
 
 
 def test_machines_pending_lists_what_waits_as_text_and_as_its_schemas_document(

@@ -83,7 +83,9 @@ def _effect_log(store: Store, row: Row, d: Decision) -> None:
 def _request(store: Store, row: Row, d: Decision) -> None:
     engine = _engine(store)
     if d.gate:
-        engine.complete_manual(row.key, d.gate, by=d.person, drive=False, seen=d.version)
+        engine.complete_manual(
+            row.key, d.gate, by=d.person, drive=False, seen=d.version, reason=d.reason
+        )
     elif d.trigger in ("confirm_failed", "confirm_completed"):
         getattr(engine, d.trigger)(row.key, by=d.person, evidence=d.reason, seen=d.version)
     else:
@@ -95,12 +97,9 @@ def _node(store: Store, row: Row, d: Decision) -> None:
 
     engine = _engine(store)
     request = row.scope or row.key.partition("/")[0]
-    if d.trigger == "sign":
-        engine.sign(request, node_name(row.key), by=d.person, seen=d.version)
-    else:
-        engine.refuse_signature(
-            request, node_name(row.key), by=d.person, reason=d.reason, seen=d.version
-        )
+    engine.refuse_signature(
+        request, node_name(row.key), by=d.person, reason=d.reason, seen=d.version
+    )
 
 
 ROUTES: Mapping[tuple[str, str], tuple[Route, str]] = {
@@ -113,12 +112,14 @@ ROUTES: Mapping[tuple[str, str], tuple[Route, str]] = {
         ("request", t): (_request, "operator")
         for t in ("approve", "reject", "cancel", "resume", "confirm_failed", "confirm_completed")
     },
-    ("node", "sign"): (_node, "signer"),
     ("node", "fail"): (_node, "signer"),
 }
 """The moves a reference system makes for a person, by (machine, trigger): its call, and
 the actor the call writes the move as (only that actor is offered: a definition that lets
-another actor make the same move would otherwise record the person as one they are not)."""
+another actor make the same move would otherwise record the person as one they are not).
+A node's ``sign`` is not among them: the engine sends the transaction in the same call,
+which takes the executor the desk does not have; a signature comes through the service's
+engine (``TransferEngine.sign``), a refusal may come from the desk."""
 
 
 SYSTEMS: Mapping[str, str] = {

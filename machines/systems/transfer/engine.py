@@ -299,6 +299,13 @@ class TransferEngine(Driver):
         seen = arguments.seen(seen, "sign: seen")
         with self._session(request_id) as s:
             row = arguments.unchanged(s.node(node), seen)
+        executor = row.data.get("executor")
+        if executor not in self.executors:  # before the send is recorded: nothing is out
+            raise TransferConfigError(
+                f"node '{node}' of request '{request_id}' is sent by executor "
+                f"{describe(executor)}, which this engine does not have: sign through the "
+                "engine that sends it (nothing was written)"
+            )
         if self._send(request_id, row, "sign", SIGNER, said(by)) is None:
             state = self.request(request_id).state
             raise TransferRefused(
@@ -362,15 +369,21 @@ class TransferEngine(Driver):
         by: str,
         drive: bool = True,
         seen: int | None = None,
+        reason: str = "",
     ) -> RequestState:
         """An operator did the manual action of gate ``node``: record it on the gate,
         resume a waiting request, and drive the gate through its executor (``ManualGate``
         completes it). Returns the request's state afterwards. ``drive=False`` leaves the
         driving to the engine that has the executors (its next ``step``): a desk, which
         has none, records the action and resumes only. ``seen``: the request's version the
-        operator acted on (``StaleWrite`` if it moved since)."""
+        operator acted on (``StaleWrite`` if it moved since). ``reason``: what the operator
+        says they did, kept on the resume and on the gate's move."""
         required(node, "node")
         arguments.flag(drive, "drive")
+        if not isinstance(reason, str):
+            raise TransferRefused(
+                f"complete_manual: reason must be a string, not {describe(reason)}"
+            )
         seen = arguments.seen(seen, "complete_manual: seen")
         if not node.startswith(self.manual_prefix):
             raise TransferRefused(
@@ -382,10 +395,9 @@ class TransferEngine(Driver):
             gate = s.node(node)
             if gate.state != NodeState.READY:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
+            did = f"did the action of {node}" + (f": {reason}" if reason.strip() else "")
             if s.request.state == RequestState.WAITING_MANUAL_ACTION:
-                s.move_request(
-                    "resume", REQUEST_CALLS["resume"], said(by, reason=f"did the action of {node}")
-                )
+                s.move_request("resume", REQUEST_CALLS["resume"], said(by, reason=did))
             if s.mode is not Mode.DISPATCH:
                 raise TransferRefused(
                     f"request '{request_id}' is {s.request.state} ({s.mode} mode); gate "
@@ -393,7 +405,8 @@ class TransferEngine(Driver):
                 )
             data = {**gate.data, "manual": {"by": required(by, "by"), "at": self.clock()}}
             trigger, actor = first_move(gate.context["kind"])
-            s.move_node(gate, trigger, actor, {"by": self.engine_id, "approved_by": by}, data)
+            detail = {"by": self.engine_id, "approved_by": by, "reason": did}
+            s.move_node(gate, trigger, actor, detail, data)
         while drive and any(m.key == gate.key for m in self._advance(request_id, node)):
             pass
         return RequestState(self.request(request_id).state)
