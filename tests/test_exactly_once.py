@@ -267,6 +267,23 @@ def test_async_run(store: Store) -> None:
     assert first == second and card.charges == 1
 
 
+def test_arun_given_a_plain_function_parks_the_key_and_runs_it_once(store: Store) -> None:
+    """Outsider batch 17 (b10): a plain function given to ``arun`` ran, then awaiting its
+    result raised ``TypeError``, which a classifier that calls TypeError "not sent" retried
+    (the charge ran three times) or recorded as failed ("did not happen"). The key is
+    parked at once instead, whatever the classifier says."""
+    eo = ExactlyOnce(store, classify=not_sent(TypeError, retry=(TypeError,)), retries=2)
+    card = Card()
+    with pytest.raises(EffectIndeterminate, match="not an awaitable"):
+        asyncio.run(eo.arun("sync-1", card.charge))  # type: ignore[arg-type]
+    assert card.charges == 1
+    row = eo.outcome("sync-1")
+    assert row is not None and row.state == "indeterminate"
+    with pytest.raises(EffectIndeterminate):
+        asyncio.run(eo.arun("sync-1", card.charge))  # type: ignore[arg-type]
+    assert card.charges == 1
+
+
 def test_threads_racing_on_the_same_keys(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/race.db")
     keys = [f"k{i}" for i in range(12)]

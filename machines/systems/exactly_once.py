@@ -26,6 +26,7 @@ Life of a key, on the ``outcome`` machine:
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import time
@@ -158,7 +159,10 @@ class ExactlyOnce:
             return self._after_value(claim, attempt, value)
 
     async def arun(self, key: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """``run`` for async callables: ``await eo.arun(key, lambda: charge(card))``."""
+        """``run`` for async callables: ``await eo.arun(key, lambda: charge(card))``. A
+        plain function given by mistake has run by the time it returns something that is
+        not awaitable: the key is parked at once (never retried, whatever the classifier
+        says of the error awaiting it would raise)."""
         arguments.function(fn, "fn")
         claim = self._claim(key)
         if isinstance(claim, _Replay):
@@ -167,7 +171,19 @@ class ExactlyOnce:
         while True:
             attempt += 1
             try:
-                value = await fn()
+                started = fn()
+            except BaseException as error:
+                self._after_error(claim, attempt, error)
+                continue
+            if not inspect.isawaitable(started):
+                raise self._park_quietly(
+                    claim,
+                    f"fn returned {describe(started)}, not an awaitable: a plain function "
+                    "ran in full outside the await (arun takes an async callable; run takes "
+                    "a plain one)",
+                )
+            try:
+                value = await started
             except BaseException as error:
                 self._after_error(claim, attempt, error)
                 continue
