@@ -111,10 +111,15 @@ def test_postgres_only_the_stores_owner_records_a_repair(tmp_path: Path) -> None
 def test_rows_written_before_the_guard_are_named_never_a_crash(
     victims: Victims, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A store whose record of repairs an earlier release made holds rows no repair wrote:
-    the audit names each (``guards-intact``, with its row) and prints every stored text
-    escaped; ``machines pending`` still lists what waits; the next writable open installs
-    the guard, after which such a row is refused."""
+    """A record of repairs without its guard (dropped by the owner, or made before the
+    guard existed) holds rows no repair wrote: the audit names the missing guard and each
+    row (``guards-intact``, with its row) and prints every stored text escaped; ``pending``
+    and a writable open refuse, naming the missing guard (outsider batch 17, a16: it was
+    taken for an older store's and quietly put back); ``machines repair`` puts it back,
+    recorded, after which such a row is refused and the old rows stay named."""
+    from machines.spec.loader import bundled_spec_dir
+    from machines.store.integrity import StoreTampered
+
     with_record_of_repairs(victims, guarded=False)
     raw, url = victims.raw, victims.store.url
     p = "?" if raw.kind == "sqlite" else "%s"
@@ -133,13 +138,18 @@ def test_rows_written_before_the_guard_are_named_never_a_crash(
     code = main(["audit", "--from-store", url])
     out = capsys.readouterr().out
     assert code == 1, out
+    assert f"trigger {REPAIRS_INSERT_TRIGGER}" in out and "missing" in out, out
     for number in (1, 2, 3):
         assert f"[guards-intact] store 'record of repairs, row {number}'" in out, out
     assert "record of repairs, row 4" not in out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b]0;owned\\x07" in out and "by mallory: \\x1b[2Jall is well" in out, out
-    assert main(["pending", url]) == 0
-    open_store(url).close()  # installs the guard on what is recorded
+    assert main(["pending", url]) == 2
+    with pytest.raises(StoreTampered, match=REPAIRS_INSERT_TRIGGER):
+        open_store(url)
+    spec_dir = str(bundled_spec_dir())
+    assert main(["repair", url, "--spec-dir", spec_dir, "--by", "ops"]) == 0
+    open_store(url).close()
     refused = raw.attempt([INSERT], (1e300, "ops", "[]"))
     assert refused is not None and REPAIRS_MALFORMED in str(refused)
     assert main(["audit", "--from-store", url]) == 1  # the rows from before stay named

@@ -356,11 +356,13 @@ def test_a_reclaimed_key_untouched_runs_once_more(open_victims: Victims) -> None
 # -- the doors of the check itself ---------------------------------------------------------
 
 
-def test_a_store_of_an_earlier_release_gets_the_registry_guard_it_lacks(
+def test_a_dropped_newest_guard_is_named_never_taken_for_an_older_store(
     victims: Victims, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A store made before the registry's installed-schema guard existed is no tampered
-    store: an audit finds nothing, and the next writable open installs the guard."""
+    """Outsider batch 17 (a16): the registry's installed-schema guard, when missing, was
+    taken for a store an earlier release made, not named, and quietly put back by the next
+    writable open; a row forged meanwhile went unseen. Its absence is now named like any
+    guard's, and ``machines repair`` puts it back, recorded."""
     if victims.raw.kind == "sqlite":
         sql(victims, 'DROP TRIGGER "machines_definitions_installed"')
     else:
@@ -370,8 +372,11 @@ def test_a_store_of_an_earlier_release_gets_the_registry_guard_it_lacks(
             'DROP FUNCTION "machines_definitions_installed"()',
         )
     code, out = run(capsys, "audit", "--from-store", victims.store.url)
-    assert code == 0, out
-    open_store(victims.store.url).close()
+    assert code == 1 and "machines_definitions_installed" in out and "missing" in out, out
+    refused_open(victims, "machines_definitions_installed", "missing")
+    url, spec_dir = victims.store.url, str(bundled_spec_dir())
+    assert run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", "ops")[0] == 0
+    open_store(url).close()
     forged = (
         "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
         "installed_at) VALUES ('outcome', 2, 'forged', 'forged', '{}', 0)"

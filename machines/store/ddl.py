@@ -294,8 +294,8 @@ REGISTRY_INSTALLED = (
     "by hand is refused"
 )
 REGISTRY_INSTALLED_TRIGGER = f"{REGISTRY}_installed"
-"""The registry's guard against a forged version: added by this release, so a store made
-by an earlier one lacks it until its next writable open installs it."""
+"""The registry's guard against a forged version. Like every guard, its absence is named
+on every open (a store made before it existed is reinstalled by ``machines repair``)."""
 
 
 REPAIRS = "machines_repairs"
@@ -303,8 +303,9 @@ REPAIRS = "machines_repairs"
 whom, what it found. Append-only, and checked on every open like the other guards."""
 REPAIRS_FROZEN = "machines_repairs: a repair, once recorded, never changes"
 REPAIRS_INSERT_TRIGGER = f"{REPAIRS}_insert"
-"""The guard on what a repair records: added by a later release than the table, so a
-store repaired by an earlier one lacks it until its next writable open installs it."""
+"""The guard on what a repair records. Like every guard, its absence is named on every
+open, never taken for an older store's and quietly put back (``machines repair`` puts it
+back, recorded)."""
 REPAIRS_MALFORMED = (
     "machines_repairs: a repair is recorded by machines repair, as a new row (none is "
     "replaced) with a time (seconds since 1970), the person who repaired (one line) and "

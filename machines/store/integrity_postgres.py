@@ -21,9 +21,7 @@ from typing import Any
 from machines.spec import MachineSpec
 from machines.store.ddl import (
     REGISTRY,
-    REGISTRY_INSTALLED_TRIGGER,
     REPAIRS,
-    REPAIRS_INSERT_TRIGGER,
 )
 from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
 from machines.store.integrity import (
@@ -89,26 +87,6 @@ def served_versions(
     return versions_served(specs, lambda m: read_versions(conn, "%s", m), guard_of, fingerprint)
 
 
-def has_installed_guard(conn: Any) -> bool:
-    """Whether the registry has this release's guard against forged versions."""
-    found = conn.execute(
-        "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-        f"WHERE c.relnamespace = {HERE} AND t.tgname = %s",
-        (REGISTRY_INSTALLED_TRIGGER,),
-    ).fetchone()
-    return found is not None
-
-
-def has_repairs_insert_guard(conn: Any) -> bool:
-    """Whether the record of repairs has this release's guard on what is recorded."""
-    found = conn.execute(
-        "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-        f"WHERE c.relnamespace = {HERE} AND c.relname = %s AND t.tgname = %s",
-        (REPAIRS, REPAIRS_INSERT_TRIGGER),
-    ).fetchone()
-    return found is not None
-
-
 def guard_differences(
     conn: Any, specs: Mapping[str, MachineSpec], versions: Mapping[str, int | None]
 ) -> list[Difference]:
@@ -119,8 +97,6 @@ def guard_differences(
     names = [REGISTRY, REPAIRS]
     pinned = _pinned(conn)
     expected = _expected(postgres_registry(), pinned)
-    if not has_installed_guard(conn):  # an earlier release's store: the next open adds it
-        expected = {n: o for n, o in expected.items() if REGISTRY_INSTALLED_TRIGGER not in n}
     names += [n[:-2] for n in expected if n.endswith("()")]
     out += object_differences(None, expected, _found(conn, [REGISTRY], expected))
     owner = store_owner(conn)
@@ -129,8 +105,6 @@ def guard_differences(
     if has_repairs(conn):
         repairs = postgres_repairs()
         wanted = _expected(repairs, pinned)
-        if not has_repairs_insert_guard(conn):  # an earlier release's: the next open adds it
-            wanted = {n: o for n, o in wanted.items() if not n.startswith(REPAIRS_INSERT_TRIGGER)}
         names += [n[:-2] for n in wanted if n.endswith("()")]
         out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
         out += owner_differences(conn, None, [REPAIRS], wanted, owner)

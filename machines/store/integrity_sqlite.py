@@ -15,9 +15,7 @@ from collections.abc import Callable, Mapping
 from machines.spec import MachineSpec
 from machines.store.ddl import (
     REGISTRY,
-    REGISTRY_INSTALLED_TRIGGER,
     REPAIRS,
-    REPAIRS_INSERT_TRIGGER,
     sqlite_registry,
     sqlite_repairs,
     sqlite_schema,
@@ -63,16 +61,13 @@ def guard_differences(
     """The registry's objects and those of each machine at its version (None: not here
     yet, nothing to compare), against what the scripts make; then each legal-moves
     table."""
-    registry = _without_upgrade(
-        _expected(sqlite_registry()), _found(conn, [REGISTRY]), REGISTRY_INSTALLED_TRIGGER
-    )
+    registry = _expected(sqlite_registry())
     out = object_differences(
         None, registry, _without_reporting(conn, registry, _found(conn, [REGISTRY]))
     )
     repairs = _found(conn, [REPAIRS])
     if repairs:
-        expected = _without_upgrade(_expected(sqlite_repairs()), repairs, REPAIRS_INSERT_TRIGGER)
-        out += object_differences(None, expected, repairs)
+        out += object_differences(None, _expected(sqlite_repairs()), repairs)
     for machine, version in versions.items():
         if version is None:
             continue
@@ -136,14 +131,6 @@ def _plain(conn: sqlite3.Connection, index: str) -> bool:
         and not partial
         and all(row[1] >= 0 and str(row[4]).upper() == "BINARY" for row in columns)
     )
-
-
-def _without_upgrade(expected: Objects, found: Objects, newest: str) -> Objects:
-    """A store made by an earlier release lacks a table's ``newest`` guard; the next
-    writable open installs it, so its absence alone is not tampering."""
-    if newest not in found:
-        return {n: o for n, o in expected.items() if n != newest}
-    return expected
 
 
 @functools.lru_cache(maxsize=64)

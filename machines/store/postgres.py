@@ -44,13 +44,10 @@ from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import LEGACY_REGISTRY, REGISTRY, REPAIRS
-from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
+from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_postgres import (
     guard_differences,
-    has_installed_guard,
-    has_repairs,
-    has_repairs_insert_guard,
     installer_differences,
     served_versions,
 )
@@ -185,10 +182,8 @@ class PostgresStore(ClosedOnExit):
                 if differences:
                     raise tampered(self.where, differences)
             new_registry = not _has_table(conn, REGISTRY)
-            if new_registry or not has_installed_guard(conn):
+            if new_registry:
                 conn.execute(postgres_registry().encode())
-            if has_repairs(conn) and not has_repairs_insert_guard(conn):
-                conn.execute(postgres_repairs().encode())
             for machine, version in current.items():
                 if version is None:
                     spec = self._specs[machine]

@@ -31,7 +31,6 @@ from machines.store.ddl import (
     REGISTRY,
     REPAIRS,
     sqlite_registry,
-    sqlite_repairs,
     sqlite_schema,
     statements,
 )
@@ -204,13 +203,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                 current, differences = self._checked_versions(conn)
                 if differences:
                     raise tampered(self.url, differences)
-            # IF NOT EXISTS throughout: a new database gets the registry; one made by an
-            # earlier release gets the registry's newest guard
+            # IF NOT EXISTS throughout: a new database gets the registry
             for statement in statements(sqlite_registry()):
                 conn.execute(statement)
-            if _has_table(conn, REPAIRS):  # the newest guard of one an earlier release made
-                for statement in statements(sqlite_repairs()):
-                    conn.execute(statement)
             # a write that changes nothing: a file that cannot be written fails here
             conn.execute(f"DELETE FROM {REGISTRY} WHERE 0")
             for machine, version in current.items():
