@@ -1002,3 +1002,34 @@ def test_postgres_no_code_of_another_role_runs_inside_the_guards(function: str, 
             assert main(["migrate", url, "--spec-dir", spec_dir]) == 2
             assert main(["repair", url, "--spec-dir", spec_dir, "--by", "ops"]) == 2
         assert conn.execute(b"SELECT count(*) FROM ran").fetchone() == (0,)
+
+
+def test_postgres_a_lock_held_by_another_session_is_an_error_never_a_hang(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (a08): any role holding the schema's advisory lock hung every
+    writable open and repair, and the application's role locking a table hung the audit
+    and pending. Every session now waits at most ``LOCK_TIMEOUT`` seconds for a lock."""
+    import psycopg
+
+    from machines.store import postgres
+    from machines.store.postgres import SCHEMA_LOCK, temporary_schema
+    from machines.store.records import StoreError
+
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT", 1)
+    with temporary_schema(require_postgres()) as url, psycopg.connect(url) as other:
+        open_store(url).close()
+        other.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        other.commit()
+        with pytest.raises(StoreError, match="waited 1 s for a lock another session holds"):
+            open_store(url)
+        spec_dir = str(bundled_spec_dir())
+        assert run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", "ops")[0] == 2
+        other.execute("SELECT pg_advisory_unlock_all()")
+        other.execute(b'LOCK TABLE "outcome_entities" IN ACCESS EXCLUSIVE MODE')
+        code, out = run(capsys, "audit", "--from-store", url)
+        assert code == 2 and "waited 1 s" in out, out
+        code, out = run(capsys, "pending", url)
+        assert code == 2 and "waited 1 s" in out, out
+        other.rollback()
+        open_store(url).close()

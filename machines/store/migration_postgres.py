@@ -16,7 +16,7 @@ from machines.store.ddl import REGISTRY
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.integrity import Difference, tampered
 from machines.store.integrity_postgres import guard_differences, served_versions
-from machines.store.postgres import SCHEMA_LOCK, fingerprint
+from machines.store.postgres import LOCK_TIMEOUT, SCHEMA_LOCK, fingerprint, limit_lock_waits
 from machines.store.records import DefinitionVersion, StoreError, shown_url
 from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
 
@@ -33,6 +33,7 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.where}: {exc}") from exc
         try:
+            limit_lock_waits(self._conn)
             schema = one_store_on_path(self._conn, self.where)
             if schema is not None:
                 pin_search_path(self._conn, schema)
@@ -47,6 +48,11 @@ class PostgresDatabase:
         try:
             cursor = self._conn.execute(sql.encode() if not params else sql, params or None)
             return list(cursor.fetchall()) if cursor.description else []
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreError(
+                f"{self.where}: {self.doing} waited {LOCK_TIMEOUT} s for a lock another "
+                "session holds, nothing changed: find it in pg_locks, then try again"
+            ) from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: {self.doing} failed, nothing changed: {exc}") from exc
 

@@ -107,6 +107,12 @@ _READ_ONLY = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATA
 """Every transaction of a read-only store's session, including each single statement."""
 
 
+LOCK_TIMEOUT = 30
+"""Seconds a session waits for a lock before it gives up (``lock_timeout``), as SQLite
+waits for a busy file: a session that holds the schema lock or locks a table and keeps it
+makes every open, audit and write fail with a message, never hang."""
+
+
 CONNECT_TIMEOUT = 10
 """Seconds to wait for a server that does not answer, unless the URL says otherwise
 (``?connect_timeout=N``): an unreachable host is an error, not a wait for TCP to give up."""
@@ -126,6 +132,7 @@ def _connect(
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to PostgreSQL at {shown_url(url)}: {exc}") from exc
     set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
+    limit_lock_waits(conn)
     if schema is not None:
         try:
             pin_search_path(conn, schema)
@@ -139,6 +146,17 @@ def _connect(
             conn.close()
             raise StoreError(f"{shown_url(url)}: cannot make the session read-only: {exc}") from exc
     return conn
+
+
+def limit_lock_waits(conn: psycopg.Connection[Any]) -> None:
+    """``LOCK_TIMEOUT`` for every statement of the session."""
+    try:
+        conn.execute(
+            "SELECT pg_catalog.set_config('lock_timeout', %s, false)", (f"{LOCK_TIMEOUT}s",)
+        )
+    except psycopg.Error as exc:
+        conn.close()
+        raise StoreError(f"cannot set the session's lock timeout: {exc}") from exc
 
 
 class PostgresStore(ClosedOnExit):
@@ -312,6 +330,12 @@ class PostgresStore(ClosedOnExit):
             yield
         except psycopg.errors.SerializationFailure as exc:
             raise StaleWrite(f"a concurrent transaction won: {exc}") from exc
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreError(
+                f"{self.where}: waited {LOCK_TIMEOUT} s for a lock another session holds "
+                f"(a migration, a repair, or a session that locked a table or the schema "
+                f"lock and keeps it); nothing was written: find it in pg_locks, then try again"
+            ) from exc
         except psycopg.errors.ReadOnlySqlTransaction as exc:
             raise StoreError(
                 f"{self.where}: this store was opened read-only (for an audit): it refuses "
