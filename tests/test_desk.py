@@ -698,3 +698,35 @@ def test_machines_pending_refuses_a_tampered_store(
         raw.execute('DROP TRIGGER "outcome_entities_legal_move"')
     assert main(["pending", desk.store.url]) == 2
     assert "outcome_entities_legal_move" in capsys.readouterr().err
+
+
+def test_a_time_no_clock_gives_is_listed_never_a_traceback(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (a07): a waiting entity whose last write time was set to
+    ``-Infinity`` by raw SQL made ``machines pending`` end in an OverflowError traceback,
+    and its JSON report fail. It is listed as the longest wait instead."""
+    import sqlite3
+
+    from machines.cli import main
+
+    parked(desk.store, "charge-inf")
+    infinite = "-9e999" if desk.store.url.startswith("sqlite") else "'-Infinity'::float8"
+    statement = (
+        f'UPDATE "outcome_entities" SET updated_at = {infinite}, version = version + 1 '
+        "WHERE key = 'charge-inf'"
+    )
+    if desk.store.url.startswith("sqlite"):
+        with sqlite3.connect(desk.store.url.removeprefix("sqlite:///")) as raw:
+            raw.execute(statement)
+    else:
+        import psycopg
+
+        with psycopg.connect(desk.store.url, autocommit=True) as pg:
+            pg.execute(statement.encode())
+    capsys.readouterr()
+    assert main(["pending", desk.store.url]) == 0
+    assert "charge-inf" in capsys.readouterr().out
+    assert main(["pending", desk.store.url, "--format", "json"]) == 0
+    assert "charge-inf" in capsys.readouterr().out
+    assert desk.signed_in().get("/").status_code == 200

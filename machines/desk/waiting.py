@@ -16,6 +16,7 @@ it from the entity's state, under the entity's context.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -149,12 +150,24 @@ def waiting(
             if states:
                 rows = itertools.islice(_rows_waiting(tx, specs[name], states), offset + limit)
                 found += [(name, row) for row in rows]
-    found.sort(key=lambda pair: (pair[1].updated_at, pair[0], pair[1].ordinal))
+    found.sort(key=lambda pair: (_written_at(pair[1]), pair[0], pair[1].ordinal))
     clock = time.time() if now is None else now
     return [
-        Waiting(name, row, max(0.0, clock - row.updated_at))
+        Waiting(name, row, min(max(0.0, clock - _written_at(row)), clock))
         for name, row in found[offset : offset + limit]
     ]
+
+
+def _written_at(row: Row) -> float:
+    """When ``row`` was last written, as a finite number of seconds; a time no clock gives
+    (a raw write of ``-Infinity``, a text) reads as 0, the longest wait, never a crash."""
+    at = row.updated_at
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        return 0.0
+    try:
+        return float(at) if math.isfinite(at) else 0.0
+    except OverflowError:  # an integer too large for a float
+        return 0.0
 
 
 def _chosen(
