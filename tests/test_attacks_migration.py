@@ -492,3 +492,36 @@ def test_the_meaning_of_an_empty_state_may_change(
     spec_dir = SpecCopy(tmp_path / "v2").edit("outcome", untag_succeeded).path
     code, out = migrate(capsys, url, spec_dir)
     assert code == 0, out
+
+
+class _Rows:
+    """A database as a map's judgement reads it, holding one hostile row."""
+
+    param = "?"
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = rows
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self.rows
+
+    def has_table(self, table: str) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 5000 + "]" * 5000, "not json", '{"tier": "a", "tier": "a"}']
+)
+def test_a_stored_text_a_migration_cannot_read_is_named_never_a_traceback(text: str) -> None:
+    """Outsider batch 17 (a09): a live node's data nested 3000 deep made machines migrate
+    end in a RecursionError traceback. A text the store would not read is a StoreError
+    naming the entity; nothing is migrated."""
+    from machines.spec.loader import load
+    from machines.store.migration_maps import _contexts, context_refusals
+    from machines.store.records import StoreError
+
+    request = load("request")
+    with pytest.raises(StoreError, match="request 'r-1': its stored JSON"):
+        _contexts(_Rows([("r-1", text, "{}")]), request, "executing")  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="its stored JSON"):
+        context_refusals(_Rows([(text, 3)]), request)  # type: ignore[arg-type]

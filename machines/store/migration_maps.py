@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from machines.derive.proof import DERIVATION_INVARIANTS, check_derivation
 from machines.errors import counted
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 from machines.spec.migration_moves import lineage, migration_breaks, way_out
 from machines.spec.records import derived_variables
 from machines.spec.vocabulary import (
@@ -29,6 +30,7 @@ from machines.spec.vocabulary import (
     NODE_SIDE_EFFECT,
 )
 from machines.store.names import name
+from machines.store.records import StoreError, Unreadable, read_json
 
 SHOWN_KEYS = 3
 
@@ -128,11 +130,17 @@ def _contexts(db: Rows, spec: MachineSpec, state: str) -> list[tuple[str, dict[s
     nodes_table = None if derivation is None else name(derivation.node_machine, "entities")
     out = []
     for key, stored, own in rows:
-        context: dict[str, str] = dict(json.loads(stored))
+        context: dict[str, str] = dict(_read(stored, spec.name, key))
         if derivation is not None and nodes_table and db.has_table(nodes_table.strip('"')):
-            planned = _planned_side_effects(json.loads(own))
+            planned = _planned_side_effects(_read(own, spec.name, key))
             nodes = [
-                _node(state_, node_key, json.loads(data), derivation.manual_prefix, planned)
+                _node(
+                    state_,
+                    node_key,
+                    _read(data, derivation.node_machine, node_key),
+                    derivation.manual_prefix,
+                    planned,
+                )
                 for state_, node_key, data in db.execute(
                     f"SELECT state, key, CAST(data AS TEXT) FROM {nodes_table} WHERE scope = {p}",
                     (key,),
@@ -178,6 +186,20 @@ def _node(
     return state, side, isinstance(label, str) and label.startswith(prefix)
 
 
+def _read(text: str, machine: str, key: str) -> Any:
+    """A stored JSON text a migration judges by, or ``StoreError`` naming the entity: a
+    text the store would not read (``read_json``: not JSON, nested too deep, a key given
+    twice) is not judged, and nothing is migrated."""
+    found = read_json(text)
+    if isinstance(found, Unreadable):
+        raise StoreError(
+            f"{machine} {describe(key)}: its stored JSON {found.reason}; it was written "
+            "outside machines, and a migration judges nothing it cannot read: nothing "
+            "changed (machines audit --from-store names it)"
+        )
+    return found
+
+
 def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:
     """Entities whose stored context the new version refuses: they could never move."""
     derived = derived_variables(spec)
@@ -187,7 +209,7 @@ def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:
         f"SELECT CAST(context AS TEXT), count(*) FROM {name(spec.name, 'entities')} GROUP BY 1"
     )
     for stored, count in rows:
-        context = json.loads(stored)
+        context = _read(stored, spec.name, f"{_entities(count)} with this context")
         wrong = sorted(set(context) ^ set(fixed)) or sorted(
             v for v, value in context.items() if value not in fixed[v].values
         )
