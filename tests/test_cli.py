@@ -312,10 +312,21 @@ def test_a_closed_standard_output_is_exit_2_with_a_message(argv: list[str]) -> N
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["check", "--help"], ["check"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--version"],
+        ["--help"],
+        ["check", "--help"],
+        ["check"],
+        ["check", "--format", "json"],
+        ["explore", "exactly-once", "--format", "json"],
+    ],
+)
 def test_text_lost_to_a_full_disk_is_exit_2_with_a_message(argv: list[str]) -> None:
     """Outsider batch 14: ``machines --version > /dev/full`` exited 0, saying nothing
-    (argparse drops an error writing its help or version)."""
+    (argparse drops an error writing its help or version). Batch 17 (b07): a JSON report
+    to a full disk ended in a traceback (its error document failed to write too)."""
     done = subprocess.run(
         f"{shlex.join([sys.executable, '-m', 'machines', *argv])} > /dev/full",
         shell=True,

@@ -154,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # from the output or from a message about a failure
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as exc:  # the output cannot be written (a full disk): not even the error
+        _discard_stdout()
+        return _unwritten(exc)
 
 
 def _unwritten(exc: OSError) -> int:
