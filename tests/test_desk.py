@@ -320,11 +320,34 @@ def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
         "actor": "operator",
         "reason": "the bank never received it",
     }
+    # outsider batch 17 (b02): a field the API does not read is refused, never dropped
+    for extra in ({"results": {"id": "tx-7"}}, {"by": "root"}, {"seen": 1}):
+        refused = client.post("/api/act", json={**body, **extra}, headers=auth)
+        assert refused.status_code == 400 and "unknown fields" in refused.text, refused.text
+    wrong = client.post("/api/act", json={**body, "result": {"id": "x"}}, headers=auth)
+    assert wrong.status_code == 409 and "a result goes only with" in wrong.text
     done = client.post("/api/act", json=body, headers=auth)
     assert done.status_code == 200 and done.json()["state"] == "failed"
     assert client.post("/api/act", json=body, headers=auth).status_code == 409  # stale now
     for hostile in ([], "x", {**body, "version": "NaN"}, {**body, "reason": 5}):
         assert client.post("/api/act", json=hostile, headers=auth).status_code in (400, 409)
+
+
+def test_a_form_field_the_desk_does_not_read_is_refused(desk: Desk) -> None:
+    """Outsider batch 17 (b02): a form with a field no page sends, or a result with a move
+    that records none, was acted on with the field dropped."""
+    parked(desk.store, "charge-7")
+    olga = desk.signed_in()
+    extra = olga.post(
+        "/entity/outcome/charge-7/act", data=form(olga, "charge-7", "decide_landed", by="root")
+    )
+    assert extra.status_code == 400 and "unknown form fields" in extra.text
+    dropped = olga.post(
+        "/entity/outcome/charge-7/act",
+        data=form(olga, "charge-7", "decide_not_landed", result='{"id": 1}'),
+    )
+    assert dropped.status_code == 409 and "a result goes only with" in dropped.text
+    assert state_of(desk.store, "charge-7") == "indeterminate"
 
 
 def test_a_store_error_is_a_page_never_a_traceback(desk: Desk) -> None:

@@ -30,6 +30,8 @@ from machines.errors import InvalidArgument, MachinesError
 from machines.spec.states import RequestState
 from machines.store.records import Row, Store
 
+RESULT_MOVE = ("outcome", "decide_landed")
+"""The one move that records a result a person gives; with any other it is refused."""
 MAX_REASON = 2000
 """The longest reason a person may give (characters)."""
 
@@ -210,6 +212,11 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
     d = dataclasses.replace(d, reason=reason)
+    if d.result.strip() and (d.machine, d.trigger) != RESULT_MOVE:
+        raise DeskError(
+            "a result goes only with deciding that an outcome landed (decide_landed); "
+            "this move would drop it"
+        )
     with store.transaction() as tx:
         row = tx.get(d.machine, d.key)
     if row is None:

@@ -248,6 +248,11 @@ class _Desk:
                 status=403,
                 message="this form was not sent from the desk's own page; open the page again",
             )
+        unknown = sorted(set(form) - FORM_FIELDS)
+        if unknown:
+            return self.entity(
+                session, machine, key, status=400, message=f"unknown form fields: {unknown}"
+            )
         try:
             decision = Decision(
                 machine,
@@ -317,6 +322,12 @@ class _Desk:
         body = await _json(request)
         if not isinstance(body, dict):
             return JSONResponse({"error": "send a JSON object"}, status_code=400)
+        unknown = sorted(set(body) - API_FIELDS)
+        if unknown:  # a misspelt "result" must not decide without its result
+            return JSONResponse(
+                {"error": f"unknown fields {unknown}; a decision has {sorted(API_FIELDS)}"},
+                status_code=400,
+            )
         try:
             decision = Decision(
                 _text(body, "machine"),
@@ -335,6 +346,14 @@ class _Desk:
         return JSONResponse(
             {"machine": row.machine, "key": row.key, "state": row.state, "version": row.version}
         )
+
+
+API_FIELDS = frozenset(
+    {"machine", "key", "version", "trigger", "actor", "reason", "result", "gate"}
+)
+"""What ``/api/act`` reads; any other field is refused, never ignored."""
+FORM_FIELDS = frozenset({"csrf", "version", "trigger", "actor", "reason", "result", "gate"})
+"""What an entity page's form sends; any other field is refused, never ignored."""
 
 
 def pending_entry(w: Any) -> dict[str, Any]:
