@@ -3,6 +3,7 @@ Ctrl-C end with a one-line message and a documented exit code, never a traceback
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -348,3 +349,24 @@ def test_a_directory_is_named_as_one(tmp_path: Path, read_only: bool) -> None:
 
     with pytest.raises(StoreError, match="that path is a directory, not a database file"):
         open_store(f"sqlite:///{tmp_path}", read_only=read_only)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pending", "postgresql+psycopg://app:S3CRETPW@db/x"],
+        ["audit", "--from-store", "postgresql+psycopg://app:S3CRETPW@db/x"],
+        ["pending", "postgresql://u:S3CRETPW@[::1/x"],
+        ["repair", "--by", "me", "--reason", "r", "postgresql://u:S3CRETPW@h/x"],
+        ["desk", "mysql://u:S3CRETPW@h/x?password=S3CRETPW", "--accounts", "none.json"],
+    ],
+)
+def test_a_store_urls_password_is_never_printed(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (b04): an unsupported or malformed store URL, or one argparse
+    echoed back, printed its password."""
+    with contextlib.suppress(SystemExit):
+        assert main(argv) == 2
+    said = capsys.readouterr()
+    assert "S3CRETPW" not in said.out + said.err, said

@@ -12,7 +12,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from machines.cli import (
     audit,
@@ -32,6 +32,7 @@ from machines.cli import (
 from machines.cli.command import Parsers, package_version, problem, shown
 from machines.cli.output import failed
 from machines.errors import MachinesError
+from machines.store.records import hide_passwords
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -86,6 +87,10 @@ class _Parser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         if message:
             (file or sys.stderr).write(message)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's usage error, with the password of any store URL it echoes hidden."""
+        super().error(hide_passwords(message))
 
 
 def build_parser() -> Parsers:

@@ -30,6 +30,7 @@ from machines.store.records import (
     StoreError,
     Transaction,
     UnstorableData,
+    hide_passwords,
 )
 from machines.store.sqlite import SQLiteStore
 
@@ -97,6 +98,7 @@ def open_store(
 
         return PostgresStore(url, by_name, now, read_only=read_only)
     raise InvalidArgument(
-        f"unsupported store URL {describe(url)}; use memory://, sqlite:///path/to/file.db or "
+        f"unsupported store URL {hide_passwords(describe(url))}; use memory://, "
+        "sqlite:///path/to/file.db or "
         "postgresql://user@host/db"
     )

@@ -17,7 +17,7 @@ from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.integrity import Difference, tampered
 from machines.store.integrity_postgres import guard_differences, served_versions
 from machines.store.postgres import LOCK_TIMEOUT, SCHEMA_LOCK, fingerprint, limit_lock_waits
-from machines.store.records import DefinitionVersion, StoreError, shown_url
+from machines.store.records import DefinitionVersion, StoreError, hide_passwords, shown_url
 from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
 
 
@@ -31,7 +31,9 @@ class PostgresDatabase:
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to PostgreSQL at {self.where}: {exc}") from exc
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self.where}: {hide_passwords(str(exc))}"
+            ) from exc
         try:
             limit_lock_waits(self._conn)
             schema = one_store_on_path(self._conn, self.where)

@@ -58,6 +58,7 @@ from machines.store.records import (
     StoreError,
     closed_store,
     frozen,
+    hide_passwords,
     read_json,
     shown_url,
 )
@@ -130,7 +131,9 @@ def _connect(
         else:
             conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {shown_url(url)}: {exc}") from exc
+        raise StoreError(
+            f"cannot connect to PostgreSQL at {shown_url(url)}: {hide_passwords(str(exc))}"
+        ) from exc
     set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
     limit_lock_waits(conn)
     if schema is not None:

@@ -329,6 +329,18 @@ def shown_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
+_PASSWORDS = re.compile(r"(?i)(//[^:/@\s]*:)[^@\s]*(@)|((?:^|[?&\s])password=)[^&\s]*")
+
+
+def hide_passwords(text: str) -> str:
+    """``text`` (a message, an echoed command line, a driver's error that quotes a URL)
+    with every password of a URL in it replaced by ``***``: ``//user:***@`` and
+    ``password=***``, whether the URL parses or not."""
+    return _PASSWORDS.sub(
+        lambda m: f"{m.group(1)}***{m.group(2)}" if m.group(1) else f"{m.group(3)}***", text
+    )
+
+
 def as_read(current: Row | None, row: Row) -> bool:
     """Whether the stored ``current`` is still ``row`` as it was read: the fence of every
     write. The version alone would do for rows the store returned; state and move count
