@@ -1033,3 +1033,31 @@ def test_postgres_a_lock_held_by_another_session_is_an_error_never_a_hang(
         assert code == 2 and "waited 1 s" in out, out
         other.rollback()
         open_store(url).close()
+
+
+def test_sqlite_a_hostile_object_name_is_printed_escaped_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (a17, a14): an index named with an escape sequence was printed
+    raw by repair --dry-run, migrate and pending (through the refusal's message); and a
+    repair by a name holding a line separator was recorded, then named by every audit as
+    written by hand."""
+    with attacked("sqlite", tmp_path) as victims:
+        victims.store.close()
+        url, spec_dir = victims.store.url, str(bundled_spec_dir())
+        sql(
+            victims,
+            'CREATE UNIQUE INDEX "\x1b]0;owned\x07\x1b[2J" ON outcome_entities (key, state)',
+        )
+        for argv in (
+            ["repair", url, "--spec-dir", spec_dir, "--by", "ops", "--dry-run"],
+            ["migrate", url, "--spec-dir", spec_dir],
+            ["pending", url],
+            ["audit", "--from-store", url],
+        ):
+            code, out = run(capsys, *argv)
+            assert code in (0, 1, 2) and "\x1b" not in out and "\x07" not in out, (argv, out)
+            assert "\\x1b]0;owned" in out, (argv, out)
+        for name in ("ops\u2028root", "ops\u202eroot"):
+            code, out = run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", name)
+            assert code == 2 and "not printable" in out, out

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem
+from machines.cli.output import printable
 from machines.errors import MachinesError
 
 
@@ -46,10 +47,10 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         }
         plan = migrate(args.url, specs, maps, dry_run=args.dry_run)
     except (OSError, MachinesError) as exc:
-        print(f"machines migrate: {problem(exc)}")
+        print(printable(f"machines migrate: {problem(exc)}", lines=True))
         return 2
     for line in plan.lines():
-        print(line)
+        print(printable(line))
     where = shown_url(args.url)
     if plan.refused:
         print(f"machines migrate: {where}: REFUSED; nothing changed")

@@ -29,14 +29,16 @@ REPORTERS: tuple[Reporter, ...] = ("check", "diff", "audit", "explore", "pending
 """The commands with a JSON report, each with its ``schemas/<command>.schema.json``."""
 
 
-def printable(line: str) -> str:
+def printable(line: str, *, lines: bool = False) -> str:
     """``line`` as a terminal shows it safely: every character that is not printable (an
     escape sequence's ESC, a carriage return, a line break, a right-to-left override)
-    written as its Python escape. Text a report prints from a store (a key, a person's
-    name, a recorded repair) is anyone's with the application's rights to write."""
+    written as its Python escape; with ``lines``, line breaks are kept (a message of
+    several lines). Text a report prints from a store (a key, a person's name, a recorded
+    repair, an object's name in a difference) is anyone's with the right to write there."""
     if line.isprintable():
         return line
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in line)
+    kept = "\n" if lines else ""
+    return "".join(ch if ch.isprintable() or ch in kept else ascii(ch)[1:-1] for ch in line)
 
 
 def add_format(command: argparse.ArgumentParser) -> None:
@@ -84,7 +86,7 @@ def write_json(doc: Document) -> None:
 def failed(args: argparse.Namespace, message: str, exit_code: int) -> int:
     """A run that could not report: ``message`` on stderr, and with ``--format json`` the
     error document on stdout. Returns ``exit_code``."""
-    print(f"machines {args.command}: {message}", file=sys.stderr)
+    print(printable(f"machines {args.command}: {message}", lines=True), file=sys.stderr)
     if is_json(args) and args.command in REPORTERS:
         write_json(document(args.command, exit_code, error=message))
     return exit_code

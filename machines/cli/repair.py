@@ -8,6 +8,7 @@ import getpass
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem
+from machines.cli.output import printable
 from machines.errors import MachinesError
 
 
@@ -56,11 +57,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         }
         done = repair(args.url, specs, by=by, dry_run=args.dry_run)
     except (OSError, MachinesError) as exc:
-        print(f"machines repair: {problem(exc)}")
+        print(printable(f"machines repair: {problem(exc)}", lines=True))
         return 2
     where = shown_url(args.url)
     for line in done.lines():
-        print(line)
+        print(printable(line))
     if not done.differences:
         print(f"machines repair: {where}: the guards are as installed; nothing to repair")
     elif args.dry_run:

@@ -68,10 +68,11 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
             f"repair: --by {by!r} names nobody; give the name of the person who repairs, as "
             "every audit prints it"
         )
-    if any(ch < " " or ch == "\x7f" for ch in by):
+    if not by.isprintable():
         raise InvalidArgument(
-            f"repair: --by {by!r} holds a control character (a line break, a tab); name the "
-            "person on one line, as every audit prints it"
+            f"repair: --by {by!r} holds a character that is not printable (a line break, a "
+            "tab, a line separator, a direction override); name the person on one line, as "
+            "every audit prints it"
         )
     if not isinstance(dry_run, bool):
         raise InvalidArgument(f"dry_run must be True or False, not {type(dry_run).__name__}")
