@@ -463,19 +463,20 @@ def sleepers(marker: str) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 @pytest.mark.parametrize("jobs", ["1", "3"])
-@pytest.mark.parametrize("ending", ["the command ends", "SIGTERM to mutate"])
+@pytest.mark.parametrize("ending", ["the command ends", "SIGTERM to mutate", "SIGHUP to mutate"])
 def test_nothing_the_command_started_outlives_mutate(
     spec_dir: Path, tmp_path: Path, ending: str, jobs: str
 ) -> None:
     """issue 27 item 9: processes the command left in the background outlived mutate, and
     SIGTERM (a CI timeout) left the command running and the temporary copy behind; with
-    --jobs, every command running at once is ended."""
+    --jobs, every command running at once is ended. Batch 17 (b13): so did SIGHUP (a
+    closed terminal or SSH session)."""
     marker = f"machines-sleeper-{os.getpid()}-{len(ending)}-{jobs}"
     command = [*script(tmp_path, "leaves.py", LEAVES_A_SLEEPER), marker]
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = {**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(ROOT)}
-    if ending == "SIGTERM to mutate":
+    if ending != "the command ends":
         env["HANG"] = "1"
     argv = [
         sys.executable,
@@ -492,12 +493,12 @@ def test_nothing_the_command_started_outlives_mutate(
     process = subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    if ending == "SIGTERM to mutate":
+    if ending != "the command ends":
         deadline = time.monotonic() + 60
         while not sleepers(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sleepers(marker), "the command never started"
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM if ending.startswith("SIGTERM") else signal.SIGHUP)
     _, err = process.communicate(timeout=120)
     time.sleep(0.2)
     left = sleepers(marker)

@@ -173,16 +173,22 @@ def _run_catalog(args: argparse.Namespace) -> int:
     return 0 if all(k.caught_by for k in kills) else 1
 
 
+ENDING = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that end mutate as Ctrl-C does: what a CI timeout sends, and what a
+closed terminal or SSH session sends."""
+
+
 def _run_yours(args: argparse.Namespace) -> int:
-    """Under SIGTERM (what a CI timeout sends) as under Ctrl-C: the command's processes
-    are ended and the temporary copy removed before mutate exits."""
+    """Under SIGTERM or SIGHUP as under Ctrl-C: the command's processes are ended and
+    the temporary copy removed before mutate exits."""
     if threading.current_thread() is not threading.main_thread():
         return _mutate_yours(args)  # only the main thread may set a signal handler
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {number: signal.signal(number, _interrupt) for number in ENDING}
     try:
         return _mutate_yours(args)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _interrupt(signum: int, frame: object) -> None:
