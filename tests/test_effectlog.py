@@ -117,13 +117,19 @@ def test_a_tier_outside_the_spec_is_refused_before_anything_runs(log: EffectLog)
     assert log.effect("x") is None
 
 
-def test_a_signature_keeps_its_tier_and_session(log: EffectLog) -> None:
+def test_a_signature_keeps_its_tier_tool_and_session(log: EffectLog) -> None:
+    """Outsider batch 17 (b14): a call under a signature registered for another tool ran,
+    and the row kept the first tool, whose compensation the saga would then run."""
     log.call("x", Counter(), tool="t", session="s1")
     fn = Counter()
     with pytest.raises(RecordExists):
-        log.call("x", fn, tier="irreversible", session="s1")
+        log.call("x", fn, tier="irreversible", tool="t", session="s1")
     with pytest.raises(RecordExists):
-        log.call("x", fn, session="s2")
+        log.call("x", fn, tool="t", session="s2")
+    for other in ("refund", None):
+        with pytest.raises(RecordExists, match="is registered for tool 't'"):
+            log.call("x", fn, tool=other, session="s1")
+    log.call("x", fn, tool="t", session="s1")  # the same tool: replayed
     assert fn.runs == 0
 
 

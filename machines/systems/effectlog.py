@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from machines.errors import EffectError, message_of
 from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
-from machines.store.records import Row, Store, Transaction
+from machines.store.records import RecordExists, Row, Store, Transaction
 from machines.systems import arguments
 from machines.systems.effectlog_errors import (
     EffectAwaitingApproval,
@@ -163,8 +163,8 @@ class EffectLog:
     ) -> T:
         """Run ``fn`` under ``signature`` at most once; replay or refuse otherwise.
 
-        A signature belongs to one tier and one session: asking for it with another raises
-        ``RecordExists``."""
+        A signature belongs to one tier, one tool and one session: asking for it with another
+        raises ``RecordExists``."""
         arguments.text(signature, "signature")
         arguments.function(fn, "fn")
         arguments.text(tier, "tier")
@@ -227,9 +227,15 @@ class EffectLog:
         """Register the call and, in the same transaction, claim its run or decide why not.
         A refusal is raised only after the registration is committed."""
         with self.store.transaction() as tx:
-            row, _ = tx.insert(
+            row, created = tx.insert(
                 MACHINE, key, context={"tier": tier}, data=_fresh(tool), scope=session
             )
+            if not created and row.data.get("tool") != tool:  # its saga compensates by tool
+                raise RecordExists(
+                    f"effect {describe(key)} is registered for tool "
+                    f"{describe(row.data.get('tool'))}, not {describe(tool)}: a signature "
+                    "belongs to one tool, as to one tier and one session"
+                )
             decision = self._claim_or_refuse(tx, row)
         if isinstance(decision, EffectError):
             raise decision
