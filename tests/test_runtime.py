@@ -156,6 +156,35 @@ class TestContext:
         assert fire("approve", "human", tier="irreversible") == "approved"  # repeating is fine
         assert [e.context for e in m.history] == [{"tier": "irreversible"}]
 
+    @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+    def test_a_value_that_lies_about_its_equality_cannot_change_a_fixed_variable(
+        self, asynchronous: bool
+    ) -> None:
+        """Outsider batch 17 (b08): a ``str`` whose ``__ne__`` always said "equal" passed
+        the fixed-variable check, and the move was judged under its text; it is compared
+        as its exact text now, and the bound value judges the move."""
+
+        class Liar(str):
+            def __ne__(self, other: object) -> bool:
+                return False
+
+            def __eq__(self, other: object) -> bool:
+                return True
+
+            __hash__ = str.__hash__
+
+        spec = spec_of("effect")
+        m = (spec.async_machine if asynchronous else spec.machine)(tier="compensable")
+
+        def fire() -> Any:
+            move = m.trigger("approve", actor="human", tier=Liar("irreversible"))
+            return asyncio.run(move) if asynchronous else move
+
+        for call in (fire, lambda: m.can("approve", actor="human", tier=Liar("irreversible"))):
+            with pytest.raises(ContextError, match="'tier' is fixed when the entity is made"):
+                call()
+        assert (m.state, len(m.history)) == ("pending", 0)
+
     def test_a_fixed_variable_is_bound_when_the_entity_is_made(self) -> None:
         m = spec_of("effect").machine()
         with pytest.raises(ContextError, match=r"was not bound; bind it there: spec.machine\(tier"):

@@ -237,7 +237,15 @@ class _Entity(abc.ABC):
             )
         if context:
             self._keep_fixed(context)
-            merged = MappingProxyType({**self._context, **context})
+            # the bound values judge the move: a value given for a fixed variable only
+            # repeats one (as its exact text), and its object may compare as it likes
+            derived = derived_variables(self._spec)
+            fixed = {
+                k: v
+                for k, v in self._context.items()
+                if k not in derived and plain(context.get(k, v)) is not None
+            }  # garbage given for one is left for spec.step to name
+            merged = MappingProxyType({**self._context, **context, **fixed})
             return source, self._spec.step(source, trigger, actor=actor, **merged), merged
         return source, self._stepper(source, trigger, actor), self._context
 
@@ -259,13 +267,13 @@ class _Entity(abc.ABC):
         for var, value in context.items():
             if var in derived or var not in self._spec.context or plain(value) is None:
                 continue  # not fixed, or garbage that spec.step names precisely
-            bound = self._context.get(var)
-            if bound != value:
+            bound, given = self._context.get(var), plain(value)
+            if bound is None or not str.__eq__(bound, given):
                 where = f"{self._spec.name} entity '{shown(self._entity_id)}'"
                 raise ContextError(
                     f"{where}: context variable '{var}' is fixed when the entity is made "
                     + (
-                        f"({var}={bound!r}); a move cannot give it another value ({value!r})"
+                        f"({var}={bound!r}); a move cannot give it another value ({given!r})"
                         if bound is not None
                         else f"and it was not bound; bind it there: spec.machine({var}=...)"
                     )
