@@ -314,6 +314,23 @@ def test_names_a_yaml_1_1_reader_takes_for_booleans_are_quoted(tmp_path: Path) -
     assert_same(spec, machines.load(exported(spec, "yaml", tmp_path)))
 
 
+@pytest.mark.parametrize("text", ["-.5", "+.5", ".5", "1.2.3", "+.", "0o17", "1_000", "0x_1"])
+def test_texts_a_yaml_1_1_reader_takes_for_numbers_are_quoted(text: str, tmp_path: Path) -> None:
+    """Outsider batch 17 (b05): a title of ``-.5`` was written bare, which the YAML 1.1
+    float pattern (looser than PyYAML's) reads as a number."""
+    from machines.render.export import _YAML_11_NUMBER
+
+    doc = yaml.safe_load((USER_SPECS / "refund.yaml").read_text(encoding="utf-8"))
+    doc["description"] = text
+    source = tmp_path / "refund.yaml"
+    source.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    spec = machines.load(source)
+    exported_text = export(spec, "yaml")
+    bare = re.findall(r"^description: (.*)$", exported_text, re.MULTILINE)
+    assert bare and not _YAML_11_NUMBER.fullmatch(bare[0]), bare
+    assert machines.load(exported(spec, "yaml", tmp_path)).description == text
+
+
 def test_typed_names_make_a_trigger_typo_a_mypy_error(tmp_path: Path) -> None:
     """Issue 29: triggers are found by ``__getattr__``, so a typo was a runtime error mypy
     could not see. ``machines export NAME --format python`` writes the names as types."""
