@@ -151,3 +151,38 @@ def test_the_desk_trusts_no_proxy_header_and_logs_no_password(
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.update(options))
     serving.serve(None, "127.0.0.1", 8750)  # type: ignore[arg-type]
     assert seen["proxy_headers"] is False and seen["forwarded_allow_ips"] == ""
+
+
+def test_a_desk_that_cannot_serve_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (b07): a port in use ended the desk with uvicorn's exit 3; the
+    command promises 2 when it cannot start."""
+    import socket
+
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        url = f"sqlite:///{tmp_path}/store.db"
+        code = main(["desk", url, "--accounts", str(accounts), "--port", str(port)])
+    assert code == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_a_store_that_is_a_fifo_is_refused_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (b07): ``machines pending sqlite:///fifo`` (and the audit) waited
+    for ever for a writer."""
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    for argv in (
+        ["pending", f"sqlite:///{tmp_path}/fifo"],
+        ["audit", "--from-store", f"sqlite:///{tmp_path}/fifo"],
+    ):
+        assert main(argv) == 2
+        assert "is not a file" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from machines.desk.accounts import AccountsError, read_accounts
 from machines.desk.sessions import Sessions
+from machines.desk.waiting import DeskError
 from machines.errors import install_command
 from machines.spec.loader import definition_paths, read_definition
 from machines.spec.project import definitions_dir
@@ -61,12 +62,19 @@ def serve(app: Starlette, host: str, port: int) -> None:
     failed sign-in would count against an address of the client's choosing."""
     import uvicorn
 
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        server_header=False,
-        proxy_headers=False,
-        forwarded_allow_ips="",
-        log_level="info",
-    )
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            server_header=False,
+            proxy_headers=False,
+            forwarded_allow_ips="",
+            log_level="info",
+        )
+    except SystemExit as stopped:  # uvicorn exits 3 when it cannot start (a port in use)
+        if stopped.code not in (None, 0):
+            raise DeskError(
+                f"cannot serve on {host}:{port} (the reason is logged above: a port in use, "
+                "an address this machine does not have); choose another --host or --port"
+            ) from None

@@ -16,7 +16,9 @@ tables must exist, and every write is refused.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -107,7 +109,10 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
 
     def _open(self) -> sqlite3.Connection:
         """A new connection, set up; read-only stores open the file ``mode=ro`` (never
-        created, never written)."""
+        created, never written). Something at the path that is no file or folder (a FIFO,
+        a device, a socket) is refused before SQLite opens it: opening a FIFO waits for a
+        writer for ever."""
+        _require_file_or_nothing(self.path)
         try:
             # check_same_thread=False only so that close() can close every thread's
             # connection; each connection is used by its own thread alone.
@@ -277,6 +282,18 @@ _ADVICE: Mapping[int | None, str] = {
     sqlite3.SQLITE_PERM: "the operating system denied access to the file",
 }
 """What to do about each kind of fault, by SQLite's primary result code."""
+
+
+def _require_file_or_nothing(path: str) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return  # nothing there (SQLite makes it), or a name SQLite refuses itself
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise StoreError(
+            f"SQLite database {_shown(path)}: is not a file (a FIFO, a device or a socket); "
+            "name the store's database file"
+        )
 
 
 def _is_directory(path: str) -> bool:
