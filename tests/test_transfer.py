@@ -659,6 +659,42 @@ def test_bad_configuration_is_refused_at_construction() -> None:
         TransferEngine(store, {"half": Half()})  # type: ignore[dict-item]
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"store": None},
+        {"executors": None},
+        {"executors": [1, 2]},
+        {"executors": {1: ManualGate()}},
+        {"submit_timeout": "300"},
+        {"submit_timeout": None},
+        {"submit_timeout": float("nan")},
+        {"submit_timeout": float("inf")},
+        {"submit_timeout": True},
+        {"submit_timeout": 0},
+        {"engine_id": 42},
+        {"engine_id": "   "},
+    ],
+    ids=repr,
+)
+def test_garbage_at_the_engines_construction_is_a_typed_error(bad: dict[str, Any]) -> None:
+    """Outsider batch 17 (b11): garbage raised AttributeError or TypeError, or was taken
+    as given (a NaN submit_timeout declared a running submit unknown at once; inf never)."""
+    arguments: dict[str, Any] = {"store": open_store("memory://"), "executors": {}, **bad}
+    store, executors = arguments.pop("store"), arguments.pop("executors")
+    with pytest.raises(MachinesError):
+        TransferEngine(store, executors, **arguments)
+
+
+@pytest.mark.parametrize("problems", [5, "abc", b"xy", [1], [""], None])
+def test_validation_problems_are_a_list_of_texts(store: Store, problems: Any) -> None:
+    engine = engine_for(store, FakeVenue())
+    engine.submit("r-v", CEX)
+    with pytest.raises(MachinesError, match="problem"):
+        engine.validate("r-v", problems=problems)
+    assert engine.request("r-v").state == "received"
+
+
 # -- crashes and the invariant over every script ---------------------------------------------
 
 

@@ -111,13 +111,17 @@ class TransferEngine(Driver):
         engine_id: str | None = None,
         submit_timeout: float = 300.0,
     ) -> None:
+        store = arguments.store_with(store, REQUEST, "TransferEngine")
         specs = store.specs()
-        if REQUEST not in specs or NODE not in specs:
+        if NODE not in specs:
             raise TransferConfigError("the store needs both the 'request' and 'node' machines")
-        for machine in (REQUEST, NODE):
-            require_reliable(specs, machine, "TransferEngine")
-        if submit_timeout <= 0:
-            raise TransferConfigError("submit_timeout must be > 0 seconds")
+        require_reliable(specs, NODE, "TransferEngine")
+        if not isinstance(executors, Mapping) or not all(isinstance(n, str) for n in executors):
+            raise TransferConfigError(
+                f"executors must map names to executors, not {describe(executors)}"
+            )
+        self.submit_timeout = arguments.seconds(submit_timeout, "submit_timeout")
+        arguments.optional_text(engine_id, "engine_id")
         self.store = store
         self.executors = dict(executors)
         self.callbacks = dict(callbacks or {})
@@ -125,7 +129,6 @@ class TransferEngine(Driver):
         _check_callbacks(self.callbacks)
         self.clock = checked_clock(clock, "TransferEngine", consequence="nothing was written")
         self.engine_id = engine_id or process_identity("engine:")
-        self.submit_timeout = submit_timeout
         self.request_spec = specs[REQUEST]
         self.node_spec: MachineSpec = specs[NODE]
         self.deriver = Deriver.build(self.request_spec, self.node_spec)
@@ -199,6 +202,12 @@ class TransferEngine(Driver):
     def validate(self, request_id: str, *, problems: Sequence[str] = ()) -> RequestState:
         """The engine's input check: ``problems`` found by the caller fail the request
         (``fail_validation``); none validates it."""
+        if isinstance(problems, str | bytes) or not isinstance(problems, Sequence):
+            raise TransferRefused(
+                f"validate: problems must be a list of texts, not {describe(problems)}"
+            )
+        if not all(isinstance(p, str) and p.strip() for p in problems):
+            raise TransferRefused("validate: each problem must be a non-empty text")
         if problems:
             detail = {"by": self.engine_id, "problems": list(problems)}
             return self._request_move(request_id, "fail_validation", detail)
