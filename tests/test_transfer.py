@@ -940,3 +940,23 @@ def test_one_clock_checker_serves_every_owner_of_a_clock() -> None:
         "systems/transfer/engine.py",
     } <= users
     assert readers and all(r.startswith("runtime/history.py:") for r in readers), readers
+
+
+def test_a_node_kind_the_engine_cannot_dispatch_is_refused_in_the_plan(tmp_path: Path) -> None:
+    """Outsider batch 17 (b09): a node definition with a kind of its own (an addition the
+    reliance check leaves to the owner) was accepted in a plan, and run() then raised a
+    raw LookupError. A plan naming a kind the engine has no first move for is a
+    PlanError, nothing written."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir, load
+
+    doc = yaml.safe_load((bundled_spec_dir() / "node.yaml").read_text(encoding="utf-8"))
+    doc["context"]["kind"]["values"].append("magic")
+    (tmp_path / "node.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    store = open_store("memory://", [load(tmp_path / "node.yaml"), load("request")])
+    engine = engine_for(store, FakeVenue())
+    with pytest.raises(PlanError, match="kind 'magic' is not one of action, observe"):
+        engine.submit("r-magic", [node("m", "magic", False)])
+    with pytest.raises(UnknownTransfer):
+        engine.request("r-magic")

@@ -61,6 +61,7 @@ from machines.systems.transfer.policy import (
     REQUEST_CALLS,
     SIGNER,
     Mode,
+    dispatchable,
     first_move,
 )
 from machines.systems.transfer.session import (
@@ -443,7 +444,7 @@ class TransferEngine(Driver):
         self, request_id: str, plan: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """The plan as stored (every key present), or ``PlanError`` with every problem."""
-        kinds = self.node_spec.context["kind"].values
+        kinds = tuple(k for k in self.node_spec.context["kind"].values if dispatchable(k))
         nodes, problems = validate_plan(request_id, plan, kinds, self.executors)
         if problems:
             raise PlanError(request_id, problems)

@@ -130,6 +130,12 @@ NODE_MOVES: tuple[NodeMove, ...] = (
 )
 
 
+def dispatchable(kind: str) -> bool:
+    """Whether the engine has a first move for a ready node of ``kind`` (a definition may
+    add a kind the engine does not know how to run)."""
+    return any(m.source == N.READY and m.via is Via.STEP and m.kind == kind for m in NODE_MOVES)
+
+
 def first_move(kind: str) -> tuple[str, str]:
     """(trigger, actor) by which the engine dispatches a ready node of ``kind``: action
     nodes start preparing, observe nodes start watching."""
