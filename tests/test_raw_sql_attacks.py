@@ -697,3 +697,29 @@ def test_long_machine_names_keep_every_guard(kind: str, length: int, tmp_path: P
             ):
                 assert raw.attempt([sql]) is not None, f"{length} characters: accepted {sql}"
         assert raw.snapshot() == before
+
+
+def test_sqlite_an_entity_row_removed_outside_the_guards_is_named_by_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (a06b): an entity row gone while its history remains (removed by
+    REPLACE through a unique index of one's own, or by any tool with the file) was not
+    named by the audit."""
+    from machines.cli import main
+    from tests.raw_sql import attacked
+
+    with attacked("sqlite", tmp_path) as victims:
+        victims.store.close()
+        lite = victims.raw.lite
+        lite.execute("PRAGMA recursive_triggers = OFF")
+        lite.execute(f"CREATE UNIQUE INDEX gone ON {OE} ((1)) WHERE key IN ('paid', 'x')")
+        lite.execute(
+            f"INSERT OR REPLACE INTO {OE} (key, state, created_at, updated_at) "
+            "VALUES ('x', 'in_flight', 1.0, 1.0)"
+        )
+        lite.execute("DROP INDEX gone")
+        assert lite.execute(f"SELECT count(*) FROM {OE} WHERE key = 'paid'").fetchone() == (0,)
+        capsys.readouterr()
+        assert main(["audit", "--from-store", victims.store.url]) == 1
+        out = capsys.readouterr().out
+        assert "[history-kept] outcome 'paid': its history is there and its row is not" in out

@@ -40,6 +40,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from machines.checks.heads import INVARIANT as HISTORY_KEPT
 from machines.checks.heads import Head, check, heads
 from machines.checks.invariants import (
     PREDICATES,
@@ -396,11 +397,13 @@ def judge_store(
         tampering, repairs = report.tampering + report.forged_repairs, report.repairs
         forged = [d.forged_version for d in tampering if d.forged_version is not None]
         snap = snapshot(store, from_texts=True, forged=forged)
+        gone = _rows_gone(store, specs)
         with store.transaction() as tx:
             registry = [v for machine in specs for v in tx.definition_versions(machine)]
     finally:
         store.close()
     guards = [Breach("guards-intact", d.machine or "store", d.where, d.what) for d in tampering]
+    guards += gone
     versions: dict[str, list[int]] = {m: [] for m in specs}
     for machine, version in sorted(snap.definitions):
         versions.setdefault(machine, []).append(version)
@@ -420,6 +423,29 @@ def judge_store(
         heads(specs, snap, repairs, registry) if keep_heads else {},
         people_moves(specs, snap),
     )
+
+
+def _rows_gone(store: Any, specs: Mapping[str, MachineSpec]) -> list[Breach]:
+    """A ``history-kept`` breach for each entity with a history and no row (a store that
+    can tell: ``keys_without_row``)."""
+    out = []
+    with store.transaction() as tx:
+        gone = getattr(tx, "keys_without_row", None)
+        if not callable(gone):
+            return []
+        for machine in specs:
+            for key in gone(machine):
+                out.append(
+                    Breach(
+                        HISTORY_KEPT,
+                        machine,
+                        key if isinstance(key, str) else describe(key),
+                        "its history is there and its row is not: the row was removed outside "
+                        "the guards (every entity keeps its row; SQLite's REPLACE deletes one "
+                        "without firing a trigger)",
+                    )
+                )
+    return out
 
 
 def judge_snapshot(specs: Mapping[str, MachineSpec], snap: Snapshot) -> list[Breach]:

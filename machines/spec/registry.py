@@ -136,7 +136,8 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 hashes the one before it and the event as stored, so an edit, insertion,
                 deletion or reordering at or before the kept head changes the head), and an
                 entity kept in a terminal state has not moved and its data, but for its
-                annotations, has not changed.""",
+                annotations, has not changed; and, kept heads or not, every entity with a
+                history still has its row.""",
                 "audit",
             ),
             _invariant(

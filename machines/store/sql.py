@@ -348,6 +348,20 @@ class SQLTransaction:
     def rows(self, machine: str) -> list[Row]:
         return self._select(spec_for(self._specs, machine).name, "", ())
 
+    def keys_without_row(self, machine: str) -> list[object]:
+        """The entities of ``machine`` with a history and no row: a row removed outside
+        the guards (SQLite's REPLACE deletes one without firing a trigger). The audit names
+        each; nothing else reads them."""
+        m = spec_for(self._specs, machine).name
+        return [
+            key
+            for (key,) in self._fetchall(
+                f"SELECT DISTINCT h.entity FROM {name(m, 'history')} h WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {name(m, 'entities')} e WHERE e.key = h.entity) ORDER BY 1",
+                (),
+            )
+        ]
+
     def in_states(
         self, machine: str, states: Collection[str], *, limit: int, offset: int = 0
     ) -> list[Row]:
