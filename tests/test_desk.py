@@ -753,3 +753,36 @@ def test_a_time_no_clock_gives_is_listed_never_a_traceback(
     assert main(["pending", desk.store.url, "--format", "json"]) == 0
     assert "charge-inf" in capsys.readouterr().out
     assert desk.signed_in().get("/").status_code == 200
+
+
+def test_add_account_while_the_desk_serves_takes_effect_at_once(desk: Desk) -> None:
+    """Outsider batch 17 (b03): the running desk kept the accounts it read at start: after
+    add-account changed olga's password and roles, the old password still got a token and
+    the page still showed her old roles. The file is read again when it changes; a session
+    whose password changed ends, and one whose roles changed has the new ones."""
+    carl = desk.signed_in("carl")
+    olga = desk.signed_in("olga")
+    new = "another long password"
+    add_account(desk.accounts, "olga", ["caller"], new)
+    document = json.loads(desk.accounts.read_text(encoding="utf-8"))
+    document["accounts"]["carl"]["roles"] = ["caller", "operator"]  # his password kept
+    desk.accounts.write_text(json.dumps(document), encoding="utf-8")
+    client = desk.client()
+    old = client.post("/api/token", json={"name": "olga", "password": PASSWORD})
+    assert old.status_code == 401
+    assert client.post("/api/token", json={"name": "olga", "password": new}).status_code == 200
+    assert 'id="person">olga<' not in olga.get("/").text  # her session ended
+    assert "(caller, operator)" in carl.get("/").text  # his roles are the file's now
+
+
+def test_signing_out_from_an_older_tab_ends_the_session(desk: Desk) -> None:
+    """Outsider batch 17 (b24): "Sign out" on a page whose form carried an older session's
+    token said "signed out" and deleted the cookie, while the server kept the session."""
+    olga = desk.signed_in()
+    stale = csrf_of(olga.get("/").text)
+    cookie = olga.cookies.get("desk_session") or next(iter(olga.cookies.values()))
+    desk.signed_in()  # another tab, another session
+    olga.post("/logout", data={"csrf": stale + "x"})
+    again = desk.client()
+    again.cookies.set("desk_session", cookie)
+    assert "sign" in again.get("/").text.lower() and 'id="person">' not in again.get("/").text

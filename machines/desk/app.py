@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -32,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from machines.desk.accounts import Accounts, verify
+from machines.desk.accounts import Accounts, read_accounts, verify
 from machines.desk.acting import Decision, act, offered
 from machines.desk.sessions import Session, Sessions, same_token
 from machines.desk.waiting import PAGE, DeskError, counts, waiting, waiting_states
@@ -86,7 +89,9 @@ def desk_app(store: Store, accounts: Accounts, *, sessions: Sessions | None = No
 class _Desk:
     def __init__(self, store: Store, accounts: Accounts, sessions: Sessions) -> None:
         self.store = store
-        self.accounts = accounts
+        self._accounts = accounts
+        self._stamp = _stamp(accounts.path)
+        self._reading = threading.Lock()
         self.sessions = sessions
         folder = Path(__file__).parent / "templates"
         self.templates = Environment(
@@ -103,8 +108,35 @@ class _Desk:
         )
         return HTMLResponse(text, status_code=status)
 
+    @property
+    def accounts(self) -> Accounts:
+        """The accounts as the file holds them now: ``add-account`` run while the desk
+        serves changes a password or roles at once. A file that cannot be read holds no
+        account (fail closed), until it can be read again."""
+        with self._reading:
+            stamp = _stamp(self._accounts.path)
+            if stamp != self._stamp:
+                try:
+                    self._accounts = read_accounts(self._accounts.path)
+                except MachinesError:
+                    self._accounts = Accounts(self._accounts.path, {})
+                self._stamp = stamp
+            return self._accounts
+
+    def live(self, sid: str | None) -> Session | None:
+        """The session of ``sid`` with its account as the file holds it now: ended when
+        the account is gone or its password changed, its roles those of the file."""
+        session = self.sessions.get(sid)
+        if session is None:
+            return None
+        account = self.accounts.by_name.get(session.account.name)
+        if account is None or account.password_hash != session.account.password_hash:
+            self.sessions.end(sid)
+            return None
+        return session if account == session.account else replace(session, account=account)
+
     def session(self, request: Request) -> Session | None:
-        return self.sessions.get(request.cookies.get(COOKIE))
+        return self.live(request.cookies.get(COOKIE))
 
     def login_page(self, request: Request) -> Response:
         return self.page("login.html", None, message=request.query_params.get("said", ""))
@@ -145,12 +177,9 @@ class _Desk:
     async def logout(self, request: Request) -> Response:
         session = self.session(request)
         form = await _form(request)
-        if (
-            session is not None
-            and form is not None
-            and _posted_here(request)
-            and same_token(form.get("csrf"), session.csrf)
-        ):
+        if session is not None and form is not None and _posted_here(request):
+            # ended even with a form of an older tab (another token): the page says
+            # "signed out", and the cookie it deletes must not outlive it on the server
             self.sessions.end(request.cookies.get(COOKIE))
         response = RedirectResponse("/login?said=signed+out", status_code=303)
         response.delete_cookie(COOKIE)
@@ -292,7 +321,7 @@ class _Desk:
 
     def bearer(self, request: Request) -> Session | None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        return self.sessions.get(token.strip()) if scheme.lower() == "bearer" else None
+        return self.live(token.strip()) if scheme.lower() == "bearer" else None
 
     def api_pending(self, request: Request) -> Response:
         if self.bearer(request) is None:
@@ -354,6 +383,15 @@ API_FIELDS = frozenset(
 """What ``/api/act`` reads; any other field is refused, never ignored."""
 FORM_FIELDS = frozenset({"csrf", "version", "trigger", "actor", "reason", "result", "gate"})
 """What an entity page's form sends; any other field is refused, never ignored."""
+
+
+def _stamp(path: Path) -> tuple[int, ...]:
+    """What changes when a file is rewritten (``add-account`` renames a new file in)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return ()
+    return (found.st_ino, found.st_mtime_ns, found.st_size, found.st_ctime_ns)
 
 
 def pending_entry(w: Any) -> dict[str, Any]:
