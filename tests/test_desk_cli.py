@@ -66,7 +66,7 @@ def test_the_desk_refuses_to_start_without_accounts_or_with_a_role_nobody_has(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     served: list[Any] = []
-    monkeypatch.setattr(serving, "serve", lambda *a: served.append(a))
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: served.append(a))
     store = f"sqlite:///{tmp_path / 'store.db'}"
     missing = tmp_path / "none.json"
     assert main(["desk", store, "--accounts", str(missing)]) == 2
@@ -88,7 +88,9 @@ def test_a_desk_that_starts_binds_to_localhost_and_closes_its_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     served: list[tuple[Any, str, int]] = []
-    monkeypatch.setattr(serving, "serve", lambda app, host, port: served.append((app, host, port)))
+    monkeypatch.setattr(
+        serving, "serve", lambda app, host, port, proxy=None: served.append((app, host, port))
+    )
     closed: list[bool] = []
     made = serving.desk_for
 
@@ -186,3 +188,39 @@ def test_a_store_that_is_a_fifo_is_refused_not_waited_on(
     ):
         assert main(argv) == 2
         assert "is not a file" in capsys.readouterr().err
+
+
+def test_behind_the_named_proxy_the_desk_is_https(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 17 (b20): behind a TLS proxy, as the guide says to run it, a sign-in
+    from the page was refused (the desk saw http, the browser's Origin said https) and the
+    cookie was not Secure. ``--proxy ADDRESS`` trusts that proxy's forwarded headers, as
+    uvicorn applies them, and no one else's."""
+    import uvicorn
+    from starlette.testclient import TestClient
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.update(options))
+    serving.serve(None, "127.0.0.1", 8750, proxy="10.0.0.7")  # type: ignore[arg-type]
+    assert seen["proxy_headers"] is True and seen["forwarded_allow_ips"] == "10.0.0.7"
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    app, store = serving.desk_for(f"sqlite:///{tmp_path}/s.db", accounts, None, 30)
+    try:
+        forwarded = {"x-forwarded-proto": "https", "origin": "https://desk.example.com"}
+        for trusted, ok in (("testclient", True), ("10.0.0.7", False)):
+            client = TestClient(
+                ProxyHeadersMiddleware(app, trusted_hosts=trusted),  # type: ignore[arg-type]
+                base_url="http://desk.example.com",
+                follow_redirects=False,
+            )
+            answer = client.post(
+                "/login", data={"name": "olga", "password": PASSWORD}, headers=forwarded
+            )
+            assert (answer.status_code == 303) is ok, answer.status_code
+            if ok:
+                assert "secure" in answer.headers["set-cookie"].lower()
+    finally:
+        store.close()

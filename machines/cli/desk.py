@@ -36,6 +36,12 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         "--port", type=whole(1, 65535), default=8750, help="the port (default: 8750)"
     )
     command.add_argument(
+        "--proxy",
+        metavar="ADDRESS",
+        help="the address of your TLS proxy: its X-Forwarded-Proto and X-Forwarded-For are "
+        "trusted (the page's https origin, the person's address); no one else's are",
+    )
+    command.add_argument(
         "--session-minutes",
         type=whole(1, 24 * 60),
         default=30,
@@ -56,6 +62,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             return _add(args, parsers)
         if args.name is not None or args.roles is not None:
             parsers[1]["desk"].error("a name and --roles go with add-account only")
+        if args.proxy is not None and not args.proxy.strip():
+            parsers[1]["desk"].error("--proxy needs the proxy's address")
         return _serve(args)
     except (MachinesError, OSError) as exc:
         print(f"machines desk: {problem(exc)}", file=sys.stderr)
@@ -96,7 +104,7 @@ def _serve(args: argparse.Namespace) -> int:
             "(Ctrl-C to stop)",
             file=sys.stderr,
         )
-        serve(app, args.host, args.port)
+        serve(app, args.host, args.port, proxy=args.proxy)
     finally:
         store.close()
     return 0

@@ -55,11 +55,14 @@ def desk_for(
     return app, store
 
 
-def serve(app: Starlette, host: str, port: int) -> None:
+def serve(app: Starlette, host: str, port: int, *, proxy: str | None = None) -> None:
     """Serve ``app`` until interrupted (uvicorn; no server header, no access log of
-    bodies: it logs the request line and status only). Proxy headers are not trusted:
-    uvicorn would take ``X-Forwarded-For`` from any local client as the address, and every
-    failed sign-in would count against an address of the client's choosing."""
+    bodies: it logs the request line and status only). Proxy headers are trusted only
+    from ``proxy`` (the TLS proxy's address): from anyone else uvicorn would take
+    ``X-Forwarded-For`` as the address, and every failed sign-in would count against an
+    address of the client's choosing. From the proxy, ``X-Forwarded-Proto`` makes the
+    page's origin https (a browser's sign-in is then from the desk's own page) and the
+    cookie ``Secure``."""
     import uvicorn
 
     try:
@@ -68,8 +71,8 @@ def serve(app: Starlette, host: str, port: int) -> None:
             host=host,
             port=port,
             server_header=False,
-            proxy_headers=False,
-            forwarded_allow_ips="",
+            proxy_headers=proxy is not None,
+            forwarded_allow_ips=proxy or "",
             log_level="info",
         )
     except SystemExit as stopped:  # uvicorn exits 3 when it cannot start (a port in use)
