@@ -723,3 +723,29 @@ def test_sqlite_an_entity_row_removed_outside_the_guards_is_named_by_the_audit(
         assert main(["audit", "--from-store", victims.store.url]) == 1
         out = capsys.readouterr().out
         assert "[history-kept] outcome 'paid': its history is there and its row is not" in out
+
+
+@pytest.mark.parametrize("kind", DATABASES)
+def test_a_history_text_no_reader_agrees_on_is_named_with_its_entity(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 17 (a05): a legal move whose detail gives a key twice (SQLite reads
+    the first value, PostgreSQL and Python the last) made the audit stop without naming
+    the entity. The refusal names the entity and the event."""
+    from machines.cli import main
+    from tests.raw_sql import attacked
+
+    with attacked(kind, tmp_path) as victims:
+        victims.store.close()
+        statement = (
+            f"UPDATE {OE} SET state = 'indeterminate', moves = moves + 1, version = version + 1, "
+            "last_trigger = 'park', last_actor = 'worker', last_detail = '{\"n\": 1, \"n\": 2}', "
+            "last_context = '{}' WHERE key = 'busy'"
+        )
+        if kind == "sqlite":
+            victims.raw.lite.execute(statement)
+        else:
+            victims.raw.pg.execute(statement.encode())
+        capsys.readouterr()
+        assert main(["audit", "--from-store", victims.store.url]) == 2
+        assert "outcome 'busy', event #" in capsys.readouterr().err

@@ -299,26 +299,23 @@ class SQLTransaction:
         m = spec_for(self._specs, machine).name
         key = check_key(key, m)
         json = self.dialect.json
-        return [
-            TransitionEvent(
-                m,
-                key,
-                seq,
-                source,
-                dest,
-                trigger,
-                actor,
-                None if detail is None else json(detail),
-                json(context),
-                at,
+        out = []
+        for seq, source, dest, trigger, actor, detail, context, at in self._fetchall(
+            f"SELECT seq, source, dest, trigger, actor, detail, context, at "
+            f"FROM {name(m, 'history')} WHERE entity = {self.dialect.param} "
+            "ORDER BY seq",
+            (key,),
+        ):
+            try:
+                read_detail, read_context = None if detail is None else json(detail), json(context)
+            except StoreError as unreadable:  # named, as a row's is
+                raise StoreError(f"{m} {describe(key)}, event #{seq}: {unreadable}") from None
+            out.append(
+                TransitionEvent(
+                    m, key, seq, source, dest, trigger, actor, read_detail, read_context, at
+                )
             )
-            for seq, source, dest, trigger, actor, detail, context, at in self._fetchall(
-                f"SELECT seq, source, dest, trigger, actor, detail, context, at "
-                f"FROM {name(m, 'history')} WHERE entity = {self.dialect.param} "
-                "ORDER BY seq",
-                (key,),
-            )
-        ]
+        return out
 
     def definition_versions(self, machine: str) -> list[DefinitionVersion]:
         """Every version of ``machine``'s definition this database has served, oldest
