@@ -603,7 +603,7 @@ def test_plain_indexes_and_always_enabled_triggers_are_no_alarm(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     ("by", "says"),
-    [("ops\n[ok]", "holds a control character"), ("   ", "names nobody")],
+    [("ops\n[ok]", "holds a character that is not printable"), ("   ", "names nobody")],
     ids=["two-lines", "blank"],
 )
 def test_repair_refuses_a_person_named_over_two_lines_or_nobody(

@@ -665,7 +665,7 @@ def test_bad_configuration_is_refused_at_construction() -> None:
         {"store": None},
         {"executors": None},
         {"executors": [1, 2]},
-        {"executors": {1: ManualGate()}},
+        {"executors": {1: None}},
         {"submit_timeout": "300"},
         {"submit_timeout": None},
         {"submit_timeout": float("nan")},

@@ -78,6 +78,20 @@ def _final_data(plan: Plan) -> str:
     return f"(CASE OLD.state{''.join(cases)}\n        ELSE FALSE END)" if cases else "FALSE"
 
 
+def _pinned(functions: Sequence[str]) -> str:
+    """The block that pins each of ``functions`` (``name()``) to the schema it is made in,
+    whatever schema that is (the generated script names none)."""
+    listed = ", ".join(literal(f) for f in functions)
+    return f"""DO $pin$
+DECLARE f text;
+BEGIN
+  FOREACH f IN ARRAY ARRAY[{listed}] LOOP
+    EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
+  END LOOP;
+END $pin$;
+"""
+
+
 def postgres_registry() -> str:
     """The registry of definitions (``REGISTRY``) on PostgreSQL: a row is added only as the
     next version of its machine, and never changed, deleted or emptied."""
@@ -120,12 +134,7 @@ BEGIN
 END $body$;
 CREATE OR REPLACE TRIGGER {installed} BEFORE INSERT ON {REGISTRY}
 FOR EACH ROW EXECUTE FUNCTION {installed}();
-DO $pin$
-BEGIN
-  EXECUTE format('ALTER FUNCTION {guard}() SET search_path = %I, pg_temp', current_schema());
-  EXECUTE format('ALTER FUNCTION {installed}() SET search_path = %I, pg_temp', current_schema());
-END $pin$;
-"""
+{_pinned([f"{guard}()", f"{installed}()"])}"""
 
 
 def postgres_repairs() -> str:
@@ -167,11 +176,7 @@ BEGIN
 END $body$;
 CREATE OR REPLACE TRIGGER {insert} BEFORE INSERT ON {REPAIRS}
 FOR EACH ROW EXECUTE FUNCTION {insert}();
-DO $pin$
-BEGIN
-  EXECUTE format('ALTER FUNCTION {insert}() SET search_path = %I, pg_temp', current_schema());
-END $pin$;
-"""
+{_pinned([f"{insert}()"])}"""
 
 
 def postgres_schema(spec: MachineSpec, version: int = 1) -> str:
@@ -197,7 +202,7 @@ def postgres_schema(spec: MachineSpec, version: int = 1) -> str:
         f"NEW.{c} IS DISTINCT FROM OLD.{c}"
         for c in ("state", "last_trigger", "last_actor", "last_detail::text", "last_context::text")
     )
-    functions = ", ".join(literal(f"{n(f)}()") for f in _FUNCTIONS)
+    functions = [f"{n(f)}()" for f in _FUNCTIONS]
 
     def raise_(message: str) -> str:
         return f"RAISE EXCEPTION USING MESSAGE = {message};"
@@ -309,11 +314,4 @@ BEGIN
 END $body$;
 CREATE OR REPLACE TRIGGER {n("history_guard")} BEFORE INSERT ON {history}
 FOR EACH ROW EXECUTE FUNCTION {n("history_guard")}();
-DO $pin$
-DECLARE f text;
-BEGIN
-  FOREACH f IN ARRAY ARRAY[{functions}] LOOP
-    EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', f, current_schema());
-  END LOOP;
-END $pin$;
-"""
+{_pinned(functions)}"""
