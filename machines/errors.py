@@ -51,6 +51,18 @@ def storable_text(text: str, limit: int = 500) -> str:
     return text.replace("\x00", "\\x00")
 
 
+def printable(line: str, *, lines: bool = False) -> str:
+    """``line`` as a terminal shows it safely: every character that is not printable (an
+    escape sequence's ESC, a carriage return, a line break, a right-to-left override)
+    written as its Python escape; with ``lines``, line breaks are kept (a message of
+    several lines). Text a report prints from a store (a key, a person's name, a recorded
+    repair, an object's name in a difference) is anyone's with the right to write there."""
+    if line.isprintable():
+        return line
+    kept = "\n" if lines else ""
+    return "".join(ch if ch.isprintable() or ch in kept else ascii(ch)[1:-1] for ch in line)
+
+
 class InvalidArgument(MachinesError, ValueError):
     """An argument of a public call is not what the call takes (its type, range or form).
     Raised before anything is done, so nothing changed."""

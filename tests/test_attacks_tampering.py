@@ -1061,3 +1061,14 @@ def test_sqlite_a_hostile_object_name_is_printed_escaped_everywhere(
         for name in ("ops\u2028root", "ops\u202eroot"):
             code, out = run(capsys, "repair", url, "--spec-dir", spec_dir, "--by", name)
             assert code == 2 and "not printable" in out, out
+
+
+def test_the_refusal_of_a_tampered_store_holds_no_raw_control_character(tmp_path: Path) -> None:
+    """Outsider batch 18: ``StoreTampered`` from ``open_store`` quoted an index named with
+    an escape sequence as it was, so a service that logs the error printed it."""
+    with attacked("sqlite", tmp_path) as victims:
+        victims.store.close()
+        sql(victims, 'CREATE UNIQUE INDEX "\x1b[2Jowned" ON outcome_entities (key, state)')
+        with pytest.raises(StoreTampered) as caught:
+            open_store(victims.store.url)
+        assert "\x1b" not in str(caught.value) and "\\x1b[2Jowned" in str(caught.value)

@@ -359,6 +359,8 @@ def test_a_directory_is_named_as_one(tmp_path: Path, read_only: bool) -> None:
         ["pending", "postgresql://u:S3CRETPW@[::1/x"],
         ["repair", "--by", "me", "--reason", "r", "postgresql://u:S3CRETPW@h/x"],
         ["desk", "mysql://u:S3CRETPW@h/x?password=S3CRETPW", "--accounts", "none.json"],
+        ["pending", "postgresql://u:S3CRETPW%@127.0.0.1:1/x"],  # libpq quotes the token
+        ["pending", "postgresql://u@127.0.0.1:1/x?password=S3CRETPW%"],
     ],
 )
 def test_a_store_urls_password_is_never_printed(

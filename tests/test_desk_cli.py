@@ -17,6 +17,7 @@ pytest.importorskip("starlette")
 
 from machines.cli import main
 from machines.desk import serving
+from machines.store import open_store
 
 PASSWORD = "correct horse battery"
 
@@ -182,6 +183,11 @@ def test_a_store_that_is_a_fifo_is_refused_not_waited_on(
     import os
 
     os.mkfifo(tmp_path / "fifo")
+    store = tmp_path / "store.db"  # batch 18: a FIFO beside a real store, as its journal
+    open_store(f"sqlite:///{store}").close()
+    os.mkfifo(tmp_path / "store.db-journal")
+    assert main(["pending", f"sqlite:///{store}"]) == 2
+    assert "store.db-journal is not a file" in capsys.readouterr().err
     for argv in (
         ["pending", f"sqlite:///{tmp_path}/fifo"],
         ["audit", "--from-store", f"sqlite:///{tmp_path}/fifo"],
@@ -224,3 +230,24 @@ def test_behind_the_named_proxy_the_desk_is_https(
                 assert "secure" in answer.headers["set-cookie"].lower()
     finally:
         store.close()
+
+
+def test_pending_says_the_days_of_a_long_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 18: a wait of two days and three hours was printed as 03:00:05."""
+    import sqlite3
+    import time
+
+    url = f"sqlite:///{tmp_path}/store.db"
+    with open_store(url) as store:
+        row = store.insert("outcome", "old")[0]
+        store.move(row, "park", actor="worker", detail={"evidence": "lease expired"})
+    ago = time.time() - (2 * 86400 + 3 * 3600 + 5)
+    with sqlite3.connect(tmp_path / "store.db") as raw:
+        raw.execute(
+            "UPDATE outcome_entities SET updated_at = ?, version = version + 1 WHERE key = 'old'",
+            (ago,),
+        )
+    assert main(["pending", url]) == 0
+    assert "old in indeterminate for 2d 03:00:0" in capsys.readouterr().out

@@ -15,10 +15,9 @@ from machines.cli.output import (
     document,
     failed,
     is_json,
-    printable,
     write_json,
 )
-from machines.errors import MachinesError, counted
+from machines.errors import MachinesError, counted, printable
 from machines.spec.loader import definition_paths, read_definition
 from machines.spec.project import definitions_dir
 

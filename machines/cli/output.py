@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from machines.cli.command import package_version
-from machines.errors import MachinesError
+from machines.errors import MachinesError, printable
 
 FORMATS = ("text", "json")
 FORMAT_VERSION = 1
@@ -27,18 +27,6 @@ Document = dict[str, Any]
 Reporter = Literal["check", "diff", "audit", "explore", "pending"]
 REPORTERS: tuple[Reporter, ...] = ("check", "diff", "audit", "explore", "pending")
 """The commands with a JSON report, each with its ``schemas/<command>.schema.json``."""
-
-
-def printable(line: str, *, lines: bool = False) -> str:
-    """``line`` as a terminal shows it safely: every character that is not printable (an
-    escape sequence's ESC, a carriage return, a line break, a right-to-left override)
-    written as its Python escape; with ``lines``, line breaks are kept (a message of
-    several lines). Text a report prints from a store (a key, a person's name, a recorded
-    repair, an object's name in a difference) is anyone's with the right to write there."""
-    if line.isprintable():
-        return line
-    kept = "\n" if lines else ""
-    return "".join(ch if ch.isprintable() or ch in kept else ascii(ch)[1:-1] for ch in line)
 
 
 def add_format(command: argparse.ArgumentParser) -> None:

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem, whole
-from machines.cli.output import add_format, document, failed, is_json, printable, write_json
-from machines.errors import MachinesError
+from machines.cli.output import add_format, document, failed, is_json, write_json
+from machines.errors import MachinesError, printable
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
@@ -65,7 +65,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     for c in counted:
         print(f"{c.machine} {c.state}: {c.entities:,}")
     for w in found:
-        waited = time.strftime("%H:%M:%S", time.gmtime(w.seconds))
+        days, rest = divmod(int(w.seconds), 86400)
+        waited = (f"{days}d " if days else "") + time.strftime("%H:%M:%S", time.gmtime(rest))
         print(
             printable(
                 f"  {w.machine} {w.row.key} in {w.row.state} for {waited} (version {w.row.version})"

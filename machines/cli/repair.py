@@ -8,8 +8,7 @@ import getpass
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem
-from machines.cli.output import printable
-from machines.errors import MachinesError
+from machines.errors import MachinesError, printable
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:

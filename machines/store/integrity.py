@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from machines.errors import MachinesError
+from machines.errors import MachinesError, printable
 from machines.spec import MachineSpec
 from machines.store.ddl import LATEST_REPAIR_TIME, legal_moves
 from machines.store.records import DefinitionVersion, StoreError
@@ -147,7 +147,7 @@ def repair_command(where: str) -> str:
 
 
 def tampered(where: str, differences: Sequence[Difference], shown: int = 5) -> StoreTampered:
-    listed = "; ".join(d.describe() for d in differences[:shown])
+    listed = printable("; ".join(d.describe() for d in differences[:shown]))
     more = f"; and {len(differences) - shown} more" if len(differences) > shown else ""
     return StoreTampered(
         f"{where}: the store's guards are not the ones machines installed ({listed}{more}); "

@@ -32,7 +32,7 @@ class PostgresDatabase:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot connect to PostgreSQL at {self.where}: {hide_passwords(str(exc))}"
+                f"cannot connect to PostgreSQL at {self.where}: {hide_passwords(str(exc), url)}"
             ) from exc
         try:
             limit_lock_waits(self._conn)

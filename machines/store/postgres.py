@@ -132,7 +132,7 @@ def _connect(
             conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
     except psycopg.Error as exc:
         raise StoreError(
-            f"cannot connect to PostgreSQL at {shown_url(url)}: {hide_passwords(str(exc))}"
+            f"cannot connect to PostgreSQL at {shown_url(url)}: {hide_passwords(str(exc), url)}"
         ) from exc
     set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
     limit_lock_waits(conn)

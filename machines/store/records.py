@@ -332,10 +332,19 @@ def shown_url(url: str) -> str:
 _PASSWORDS = re.compile(r"(?i)(//[^:/@\s]*:)[^@\s]*(@)|((?:^|[?&\s])password=)[^&\s]*")
 
 
-def hide_passwords(text: str) -> str:
+_SECRETS = re.compile(r"(?i)//[^:/@\s]*:([^@\s]*)@|(?:^|[?&])password=([^&\s]*)")
+
+
+def hide_passwords(text: str, url: str = "") -> str:
     """``text`` (a message, an echoed command line, a driver's error that quotes a URL)
     with every password of a URL in it replaced by ``***``: ``//user:***@`` and
-    ``password=***``, whether the URL parses or not."""
+    ``password=***``, whether the URL parses or not; and, given the ``url`` the text is
+    about, its password wherever the text quotes it alone (libpq quotes a token it cannot
+    decode: ``invalid percent-encoded token: "S3CRET%PW"``)."""
+    secrets = [m.group(1) or m.group(2) or "" for m in _SECRETS.finditer(url)]
+    for form in {f for secret in secrets for f in (secret, urllib.parse.unquote(secret))}:
+        if len(form) >= 3:  # a shorter one would mask half the message
+            text = text.replace(form, "***")
     return _PASSWORDS.sub(
         lambda m: f"{m.group(1)}***{m.group(2)}" if m.group(1) else f"{m.group(3)}***", text
     )

@@ -285,15 +285,19 @@ _ADVICE: Mapping[int | None, str] = {
 
 
 def _require_file_or_nothing(path: str) -> None:
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return  # nothing there (SQLite makes it), or a name SQLite refuses itself
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise StoreError(
-            f"SQLite database {_shown(path)}: is not a file (a FIFO, a device or a socket); "
-            "name the store's database file"
-        )
+    """The database file and the files SQLite keeps beside it (its rollback journal, its
+    write-ahead log and its index) are regular files or nothing: a FIFO there would make
+    SQLite wait for a writer for ever."""
+    for each in (path, *(path + suffix for suffix in ("-journal", "-wal", "-shm"))):
+        try:
+            mode = os.stat(each).st_mode
+        except (OSError, ValueError):
+            continue  # nothing there (SQLite makes it), or a name SQLite refuses itself
+        if not (stat.S_ISREG(mode) or (each == path and stat.S_ISDIR(mode))):
+            raise StoreError(
+                f"SQLite database {_shown(path)}: {_shown(each)} is not a file (a FIFO, a "
+                "device or a socket); remove it, or name the store's database file"
+            )
 
 
 def _is_directory(path: str) -> bool:
