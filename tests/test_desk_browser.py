@@ -110,14 +110,26 @@ def loaded(driver: Any, navigate: Callable[[], object]) -> None:
     page has loaded: a click returns before the browser leaves the page, and on a busy
     machine the old page would still be read."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     navigate()
     wait = WebDriverWait(driver, 30)
-    wait.until(expected_conditions.staleness_of(page))
+    wait.until(lambda d: _gone(page))
     wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def _gone(element: Any) -> bool:
+    """Whether ``element``'s page has been left. Chromium says so with a stale reference,
+    or, caught in the middle of the navigation, with "Node with given id does not belong
+    to the document" (a plain WebDriverException, which ``staleness_of`` lets through)."""
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        element.is_enabled()
+    except WebDriverException:
+        return True
+    return False
 
 
 def page_text(driver: Any) -> str:
