@@ -789,3 +789,15 @@ def test_signing_out_from_an_older_tab_ends_the_session(desk: Desk) -> None:
     again = desk.client()
     again.cookies.set(COOKIE, cookie)
     assert 'id="person">' not in again.get("/").text
+    # batch 18: the tab's own session ends too, when another sign-in took the cookie
+    browser = desk.signed_in()
+    first_page = browser.get("/").text
+    first_cookie = browser.cookies.get(COOKIE)
+    browser.post("/login", data={"name": "olga", "password": PASSWORD})  # another tab
+    second_cookie = browser.cookies.get(COOKIE)
+    assert first_cookie and second_cookie and second_cookie != first_cookie
+    browser.post("/logout", data={"csrf": csrf_of(first_page)})
+    for stale in (first_cookie, second_cookie):
+        other = desk.client()
+        other.cookies.set(COOKIE, stale)
+        assert 'id="person">' not in other.get("/").text

@@ -177,10 +177,12 @@ class _Desk:
     async def logout(self, request: Request) -> Response:
         session = self.session(request)
         form = await _form(request)
-        if session is not None and form is not None and _posted_here(request):
-            # ended even with a form of an older tab (another token): the page says
-            # "signed out", and the cookie it deletes must not outlive it on the server
-            self.sessions.end(request.cookies.get(COOKIE))
+        if form is not None and _posted_here(request):
+            # the page says "signed out": the cookie's session ends, and the session the
+            # page was shown in (an older tab's, whose cookie another sign-in replaced)
+            if session is not None:
+                self.sessions.end(request.cookies.get(COOKIE))
+            self.sessions.end_with_token(form.get("csrf"))
         response = RedirectResponse("/login?said=signed+out", status_code=303)
         response.delete_cookie(COOKIE)
         return response

@@ -76,6 +76,16 @@ class Sessions:
         with self._lock:
             self._by_id.pop(sid or "", None)
 
+    def end_with_token(self, csrf: object) -> None:
+        """End the session whose form token is ``csrf``: a page's "Sign out" ends the
+        session that page was shown in, even when the browser's cookie is another's now
+        (a second sign-in in another tab)."""
+        if not isinstance(csrf, str) or not csrf:
+            return
+        with self._lock:
+            for sid in [s for s, found in self._by_id.items() if same_token(csrf, found.csrf)]:
+                del self._by_id[sid]
+
     def _forget_ended(self) -> None:
         now = self.clock()
         for sid in [s for s, session in self._by_id.items() if session.ends <= now]:
