@@ -368,3 +368,30 @@ def test_classifier_verdicts_are_closed() -> None:
     assert classify(ConnectionRefusedError()) is Verdict.RETRY
     assert classify(TimeoutError()) is Verdict.INDETERMINATE
     assert classify(Exception()) is Verdict.INDETERMINATE
+
+
+def test_a_person_decides_only_a_parked_key_whatever_the_definition_adds(tmp_path: Path) -> None:
+    """Outsider batch 17 (b09): an outcome definition that also lets the operator decide
+    from in_flight (an addition the reliance check leaves to its owner) let a person fail a
+    key whose worker was running the charge, and the next caller was told it did not
+    happen. A person's decision answers only for a key the system parked."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir, load
+
+    doc = yaml.safe_load((bundled_spec_dir() / "outcome.yaml").read_text(encoding="utf-8"))
+    for entry in doc["transitions"]:
+        if entry["trigger"] in ("decide_not_landed", "decide_landed"):
+            entry["source"] = ["indeterminate", "in_flight"]
+    (tmp_path / "outcome.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    store = open_store("memory://", [load(tmp_path / "outcome.yaml")])
+    eo = ExactlyOnce(store)
+    store.insert("outcome", "running", data={"owner": "w", "lease_until": 4e9})
+    for call in (
+        lambda: eo.decide("running", landed=False, by="bob", reason="no"),
+        lambda: eo.decide("running", landed=True, by="bob", reason="yes", result=1),
+    ):
+        with pytest.raises(InvalidStateTransition, match="answers for a key the system parked"):
+            call()
+    row = eo.outcome("running")
+    assert row is not None and (row.state, row.version) == ("in_flight", 1)

@@ -41,11 +41,13 @@ from machines.errors import (
     EffectIndeterminate,
     EffectInProgress,
     InvalidArgument,
+    InvalidStateTransition,
     MachinesError,
     message_of,
 )
 from machines.runtime.history import Clock, checked_clock
 from machines.spec.jsonvalue import as_stored, describe, dumps
+from machines.spec.states import OutcomeState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.arguments import store_with
@@ -219,7 +221,7 @@ class ExactlyOnce:
             "reason": arguments.text(reason, "reason"),
         }
         with self.store.transaction() as tx:
-            row = arguments.unchanged(self._existing(tx, key), seen)
+            row = _parked(arguments.unchanged(self._existing(tx, key), seen), "reclaim", "reclaim")
             data = {
                 **row.data,
                 "owner": None,
@@ -252,7 +254,11 @@ class ExactlyOnce:
             dumps(result, what=f"the result decided for '{key}'")
         decided_at = self._now()
         with self.store.transaction() as tx:
-            row = arguments.unchanged(self._existing(tx, key), seen)
+            row = _parked(
+                arguments.unchanged(self._existing(tx, key), seen),
+                "decide",
+                "decide_landed" if landed else "decide_not_landed",
+            )
             gate = {
                 **(row.data.get("gate") or {}),
                 "state": "decided",
@@ -452,3 +458,19 @@ class ExactlyOnce:
     def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
         gate = row.data.get("gate") or {}
         return EffectIndeterminate(row.key, reason, gate_open=gate.get("state") == "open")
+
+
+def _parked(row: Row, call: str, trigger: str) -> Row:
+    """``row`` when it is parked ``indeterminate``: a person's answer is to "did this land?",
+    which only a parked key asks. A definition may let a person decide from another state
+    (an owner's addition the reliance check allows); a key in flight has a worker whose
+    own result would then be overruled, or lost: refused, nothing written."""
+    if row.state != OutcomeState.INDETERMINATE:
+        raise InvalidStateTransition(
+            MACHINE,
+            row.state,
+            trigger=trigger,
+            reason=f"{call} answers for a key the system parked {OutcomeState.INDETERMINATE} "
+            "(wait for its worker, or for park_expired)",
+        )
+    return row
