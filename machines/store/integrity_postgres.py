@@ -38,7 +38,7 @@ from machines.store.integrity_postgres_tables import (
 )
 from machines.store.names import name
 from machines.store.records import DefinitionVersion
-from machines.store.schema_postgres import HERE
+from machines.store.schema_postgres import HERE, store_owner
 from machines.store.sql import read_versions
 
 Objects = dict[str, tuple[str, object]]
@@ -99,10 +99,11 @@ def guard_differences(
     expected = _expected(postgres_registry(), pinned)
     names += [n[:-2] for n in expected if n.endswith("()")]
     out += object_differences(None, expected, _found(conn, [REGISTRY], expected))
-    owner = store_owner(conn)
+    found = store_owner(conn)
+    owner = None if found is None else found[1]
     out += owner_differences(conn, None, [REGISTRY], expected, owner)
     shapes: list[tuple[str | None, Expected]] = [(None, expected_tables(postgres_registry()))]
-    if has_repairs(conn):
+    if _has_repairs(conn):
         repairs = postgres_repairs()
         wanted = _expected(repairs, pinned)
         names += [n[:-2] for n in wanted if n.endswith("()")]
@@ -178,16 +179,6 @@ def _owners(conn: Any, tables: list[str], expected: Objects) -> dict[str, str]:
     }
 
 
-def store_owner(conn: Any) -> str | None:
-    """The owner of the store's registry, whom every other table and guard must have."""
-    found = conn.execute(
-        f"SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relnamespace = {HERE} "
-        "AND relname = %s",
-        (REGISTRY,),
-    ).fetchone()
-    return None if found is None else str(found[0])
-
-
 def installer_differences(
     conn: Any, specs: Mapping[str, MachineSpec], installed: list[str], registry: bool
 ) -> list[Difference]:
@@ -231,7 +222,7 @@ def _shadows(conn: Any, names: list[str]) -> list[Difference]:
     ]
 
 
-def has_repairs(conn: Any) -> bool:
+def _has_repairs(conn: Any) -> bool:
     found = conn.execute(
         f"SELECT 1 FROM pg_class WHERE relnamespace = {HERE} AND relname = %s", (REPAIRS,)
     ).fetchone()

@@ -81,7 +81,7 @@ def foreign_code(conn: Any) -> list[Difference]:
     procedure or operator in it that neither an extension, the store's owner nor a
     superuser made (machines' own functions are the owner's: ``integrity_postgres`` checks
     that)."""
-    owner = _store_owner(conn)
+    owner = _owner_or_me(conn)
     out = [
         Difference(
             None,
@@ -135,16 +135,23 @@ def foreign_code(conn: Any) -> list[Difference]:
     ]
 
 
-def _store_owner(conn: Any) -> int:
-    """The store's owner: its registry's, or (before it is installed) this session's role."""
+def store_owner(conn: Any) -> tuple[int, str] | None:
+    """The owner of the store's registry (its oid and name), whom every other table and
+    guard must have; None before the registry is installed."""
     found = conn.execute(
-        "SELECT c.relowner FROM pg_catalog.pg_class c "
+        "SELECT c.relowner, pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c "
         f"WHERE c.relnamespace OPERATOR(pg_catalog.=) {HERE} "
         "AND c.relname OPERATOR(pg_catalog.=) %s::pg_catalog.name",
         (REGISTRY,),
     ).fetchone()
+    return None if found is None else (int(found[0]), str(found[1]))
+
+
+def _owner_or_me(conn: Any) -> int:
+    """The store's owner, or (before it is installed) this session's role."""
+    found = store_owner(conn)
     if found is not None:
-        return int(found[0])
+        return found[0]
     (me,) = conn.execute(
         "SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) CURRENT_USER"
     ).fetchone()
