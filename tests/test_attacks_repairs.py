@@ -153,3 +153,34 @@ def test_rows_written_before_the_guard_are_named_never_a_crash(
     refused = raw.attempt([INSERT], (1e300, "ops", "[]"))
     assert refused is not None and REPAIRS_MALFORMED in str(refused)
     assert main(["audit", "--from-store", url]) == 1  # the rows from before stay named
+
+
+def test_the_record_of_repairs_dropped_whole_is_named(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 18 (a16 variant): the whole record dropped (through the
+    application's SQLite connection, or by the PostgreSQL owner) left an audit with exit
+    0, as if no repair had ever been made. Every store is installed with its record of
+    repairs, so a missing one is a ``guards-intact`` breach, a writable open refuses, and
+    ``machines repair`` puts it back (and records itself in it)."""
+    from machines.spec.loader import bundled_spec_dir
+    from machines.store.integrity import StoreTampered
+
+    raw, url = victims.raw, victims.store.url
+    assert "machines_repairs" in raw.tables()
+    if raw.kind == "sqlite":
+        raw.lite.execute("DROP TABLE machines_repairs")
+    else:
+        raw.pg.execute(b"DROP TABLE machines_repairs CASCADE")
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 1
+    out = capsys.readouterr().out
+    assert "[guards-intact]" in out and "store 'table machines_repairs': missing" in out, out
+    with pytest.raises(StoreTampered, match="machines_repairs"):
+        open_store(url)
+    spec_dir = str(bundled_spec_dir())
+    assert main(["repair", url, "--spec-dir", spec_dir, "--by", "ops"]) == 0
+    open_store(url).close()
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0
+    assert "table machines_repairs: missing" in capsys.readouterr().out

@@ -103,13 +103,12 @@ def guard_differences(
     owner = None if found is None else found[1]
     out += owner_differences(conn, None, [REGISTRY], expected, owner)
     shapes: list[tuple[str | None, Expected]] = [(None, expected_tables(postgres_registry()))]
-    if _has_repairs(conn):
-        repairs = postgres_repairs()
-        wanted = _expected(repairs, pinned)
-        names += [n[:-2] for n in wanted if n.endswith("()")]
-        out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
-        out += owner_differences(conn, None, [REPAIRS], wanted, owner)
-        shapes.append((None, expected_tables(repairs)))
+    repairs = postgres_repairs()
+    wanted = _expected(repairs, pinned)
+    names += [n[:-2] for n in wanted if n.endswith("()")]
+    out += object_differences(None, wanted, _found(conn, [REPAIRS], wanted))
+    out += owner_differences(conn, None, [REPAIRS], wanted, owner)
+    shapes.append((None, expected_tables(repairs)))
     for machine, version in versions.items():
         if version is None:
             continue
@@ -190,8 +189,9 @@ def installer_differences(
     whose = "the role installing it"
     out = []
     if registry:
-        expected = _expected(postgres_registry(), pinned)
-        out += owner_differences(conn, None, [REGISTRY], expected, str(me), whose)
+        for table, script in ((REGISTRY, postgres_registry()), (REPAIRS, postgres_repairs())):
+            expected = _expected(script, pinned)
+            out += owner_differences(conn, None, [table], expected, str(me), whose)
     for machine in installed:
         tables = [name(machine, role).strip('"') for role in TABLE_ROLES]
         expected = _expected(postgres_schema(specs[machine], 1), pinned)
@@ -220,13 +220,6 @@ def _shadows(conn: Any, names: list[str]) -> list[Difference]:
         )
         for kind, what in found
     ]
-
-
-def _has_repairs(conn: Any) -> bool:
-    found = conn.execute(
-        f"SELECT 1 FROM pg_class WHERE relnamespace = {HERE} AND relname = %s", (REPAIRS,)
-    ).fetchone()
-    return found is not None
 
 
 def _replication_roles(conn: Any) -> list[Difference]:

@@ -132,6 +132,8 @@ def _columns(
 ) -> list[Difference]:
     if list(found) == list(expected):
         return []
+    if not found:
+        return [Difference(machine, f"table {table}", "missing (dropped?)")]
 
     def shown(columns: Sequence[Column]) -> str:
         return ", ".join(

@@ -65,9 +65,7 @@ def guard_differences(
     out = object_differences(
         None, registry, _without_reporting(conn, registry, _found(conn, [REGISTRY]))
     )
-    repairs = _found(conn, [REPAIRS])
-    if repairs:
-        out += object_differences(None, _expected(sqlite_repairs()), repairs)
+    out += object_differences(None, _expected(sqlite_repairs()), _found(conn, [REPAIRS]))
     for machine, version in versions.items():
         if version is None:
             continue

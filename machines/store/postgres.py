@@ -44,7 +44,7 @@ from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.store.connections import ThreadConnections
 from machines.store.ddl import LEGACY_REGISTRY, REGISTRY, REPAIRS
-from machines.store.ddl_postgres import postgres_registry, postgres_schema
+from machines.store.ddl_postgres import postgres_registry, postgres_repairs, postgres_schema
 from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_postgres import (
     guard_differences,
@@ -204,7 +204,7 @@ class PostgresStore(ClosedOnExit):
                     raise tampered(self.where, differences)
             new_registry = not _has_table(conn, REGISTRY)
             if new_registry:
-                conn.execute(postgres_registry().encode())
+                conn.execute((postgres_registry() + postgres_repairs()).encode())
             for machine, version in current.items():
                 if version is None:
                     spec = self._specs[machine]

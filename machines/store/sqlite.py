@@ -33,6 +33,7 @@ from machines.store.ddl import (
     REGISTRY,
     REPAIRS,
     sqlite_registry,
+    sqlite_repairs,
     sqlite_schema,
     statements,
 )
@@ -209,7 +210,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                 if differences:
                     raise tampered(self.url, differences)
             # IF NOT EXISTS throughout: a new database gets the registry
-            for statement in statements(sqlite_registry()):
+            for statement in statements(sqlite_registry() + sqlite_repairs()):
                 conn.execute(statement)
             # a write that changes nothing: a file that cannot be written fails here
             conn.execute(f"DELETE FROM {REGISTRY} WHERE 0")
