@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from machines.checks.invariants import Entity
+from machines.checks.snapshots import Entity
 from machines.runtime.history import TransitionEvent
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from machines.checks.audit import audit_store, judge_snapshot
-from machines.checks.invariants import Snapshot
+from machines.checks.snapshots import Snapshot
 from machines.cli import main
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from machines.checks.audit import judge_snapshot
-from machines.checks.invariants import Snapshot
+from machines.checks.snapshots import Snapshot
 from machines.spec.loader import load
 from machines.spec.migration_moves import EARLIER, lineage, migration_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER

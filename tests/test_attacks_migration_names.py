@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from machines.checks.audit import audit_store, judge_snapshot
-from machines.checks.invariants import Snapshot
+from machines.checks.snapshots import Snapshot
 from machines.errors import InvalidArgument
 from machines.spec.loader import load
 from machines.spec.migration_moves import migration_breaks

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import machines
-from machines.checks.invariants import PREDICATES, Entity, Snapshot, check_invariants, snapshot
+from machines.checks.invariants import PREDICATES, check_invariants
+from machines.checks.snapshots import Entity, Snapshot, snapshot
 from machines.spec import MachineSpec
 from machines.store import Store
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine

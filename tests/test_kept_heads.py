@@ -166,7 +166,7 @@ def test_finished_data_changed_by_the_owner_is_named(
 def test_the_chain_names_each_kind_of_rewrite() -> None:
     """Edit, insertion, deletion and reordering of events each change the head; the same
     history gives the same head."""
-    from machines.checks.invariants import Entity
+    from machines.checks.snapshots import Entity
     from machines.runtime.history import TransitionEvent
 
     def event(seq: int, dest: str, at: float) -> TransitionEvent:
@@ -353,7 +353,8 @@ def test_a_key_given_twice_in_stored_json_is_refused_naming_it(
 ) -> None:
     """Outsider: a finished entity's data rewritten to give ``result`` twice read as the old
     result in Python and as the forged one in SQLite's own json_extract; neither the audit
-    nor the heads saw it. A stored object that gives a key twice is now refused on read."""
+    nor the heads saw it. A stored object that gives a key twice is now refused on read,
+    and the audit names the entity as one it cannot read (and judges the rest)."""
     with victims.store.transaction() as tx:
         row = tx.get("outcome", "paid")
     assert row is not None
@@ -366,8 +367,10 @@ def test_a_key_given_twice_in_stored_json_is_refused_naming_it(
     )
     code, out = audit(capsys, "--from-store", victims.store.url)
     assert (
-        code == 2
-        and "outcome 'paid': the database holds a text that gives the key 'result' twice" in out
+        code == 1
+        and "[append-only-history] outcome 'paid': cannot be read (outcome 'paid': the "
+        "database holds a text that gives the key 'result' twice"
+        in out
     ), out
 
 

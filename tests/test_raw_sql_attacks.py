@@ -70,6 +70,7 @@ FORGED_VERSION_3 = (
     "installed_at) VALUES ('outcome', 3, 'forged', 'forged', '{}', 0)"
 )
 
+RECORDED = "INSERT INTO machines_repairs (at, person, found) VALUES (1000.0, 'ops', '[\"x\"]')"
 ATTACKS = [
     # -- the state and the move count --------------------------------------------------
     attack("state alone", f"UPDATE {E} SET state = 'committed' WHERE key = 'comp'"),
@@ -528,6 +529,15 @@ ATTACKS = [
         "INSERT INTO machines_definitions (machine, version, digest, fingerprint, definition, "
         "installed_at) VALUES ('ghost', 1, 'forged', 'forged', '{}', 0)",
     ),
+    # the record of repairs, installed with every store: one row as a repair writes it
+    # (the store's owner, here the raw connection, may add one), then the attack
+    attack("a repair recorded as nothing", RECORDED, "UPDATE machines_repairs SET found = '[]'"),
+    attack("a recorded repair deleted", RECORDED, "DELETE FROM machines_repairs"),
+    attack("the record of repairs truncated", RECORDED, "TRUNCATE machines_repairs", on=POSTGRES),
+    attack(
+        "a repair recorded in a shape no repair writes",
+        "INSERT INTO machines_repairs (at, person, found) VALUES (1e300, 'ops', 'not json')",
+    ),
 ]
 
 
@@ -619,7 +629,7 @@ def tables_of(raw: Raw) -> dict[str, dict[str, str]]:
     test needs no naming rule): machine -> entities / history / moves -> table."""
     out: dict[str, dict[str, str]] = {}
     for table in raw.tables():
-        if table == "machines_definitions":
+        if table in ("machines_definitions", "machines_repairs"):
             continue
         if raw.kind == "sqlite":
             columns = {r[1] for r in raw.query(f'PRAGMA table_info("{table}")')}
@@ -731,21 +741,71 @@ def test_a_history_text_no_reader_agrees_on_is_named_with_its_entity(
 ) -> None:
     """Outsider batch 17 (a05): a legal move whose detail gives a key twice (SQLite reads
     the first value, PostgreSQL and Python the last) made the audit stop without naming
-    the entity. The refusal names the entity and the event."""
+    the entity; then (batch 18) it was named, but the audit still stopped there (exit 2)
+    and judged nothing else, so every other breach hid behind it. Now each unreadable
+    entity, a row's data as well as an event, is a breach with its place, and the rest of
+    the store is judged."""
     from machines.cli import main
     from tests.raw_sql import attacked
 
     with attacked(kind, tmp_path) as victims:
         victims.store.close()
-        statement = (
-            f"UPDATE {OE} SET state = 'indeterminate', moves = moves + 1, version = version + 1, "
-            "last_trigger = 'park', last_actor = 'worker', last_detail = '{\"n\": 1, \"n\": 2}', "
-            "last_context = '{}' WHERE key = 'busy'"
-        )
-        if kind == "sqlite":
-            victims.raw.lite.execute(statement)
-        else:
-            victims.raw.pg.execute(statement.encode())
+        statements = [
+            f"UPDATE {OE} SET state = 'indeterminate', moves = moves + 1, "
+            "version = version + 1, last_trigger = 'park', last_actor = 'worker', "
+            "last_detail = '{\"n\": 1, \"n\": 2}', last_context = '{}' WHERE key = 'busy'",
+            f'UPDATE {E} SET data = \'{{"n": 1, "n": 2}}\', version = version + 1 '
+            "WHERE key = 'comp'",
+        ]
+        for statement in statements:
+            if kind == "sqlite":
+                victims.raw.lite.execute(statement)
+            else:
+                victims.raw.pg.execute(statement.encode())
         capsys.readouterr()
-        assert main(["audit", "--from-store", victims.store.url]) == 2
-        assert "outcome 'busy', event #" in capsys.readouterr().err
+        assert main(["audit", "--from-store", victims.store.url]) == 1
+        out = capsys.readouterr().out
+        unreadable = "[append-only-history] outcome 'busy': cannot be read (outcome 'busy', event #"
+        assert unreadable in out, out
+        assert "[append-only-history] effect 'comp': cannot be read (" in out, out
+        assert "gives the key 'n' twice" in out
+        assert "FAILED: 2 breach(es)" in out, out
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "UPDATE outcome_entities SET updated_at = 'soon', version = version + 1 WHERE key = 'busy'",
+        "INSERT INTO outcome_entities (key, state, created_at, updated_at) "
+        "VALUES (X'00ff', 'in_flight', 1.0, 1.0)",
+    ],
+    ids=["a time that is text", "a key that is a blob"],
+)
+def test_sqlite_a_row_its_checks_refuse_is_named_and_the_rest_judged(
+    written: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 18 (a12): with ``PRAGMA ignore_check_constraints`` (an owner power
+    of the application's SQLite connection) a text ``updated_at`` passed the audit (exit
+    0, and the store read it back as a time), and a blob key stopped the audit without
+    naming its entity. Each is now named with its place, and every store read refuses
+    such a row (``StoreError``) rather than hand it on."""
+    from machines.cli import main
+    from machines.store.records import StoreError
+    from tests.raw_sql import attacked
+
+    with attacked("sqlite", tmp_path) as victims:
+        victims.store.close()
+        victims.raw.lite.execute("PRAGMA ignore_check_constraints = ON")
+        victims.raw.lite.execute(written)
+        capsys.readouterr()
+        assert main(["audit", "--from-store", victims.store.url]) == 1
+        out = capsys.readouterr().out
+        assert "FAILED: 1 breach(es)" in out, out
+        shown = "'busy'" if "soon" in written else "'b'\\x00\\xff''"
+        assert f"[append-only-history] outcome {shown}: cannot be read" in out, out
+        with (
+            open_store(victims.store.url, read_only=True) as store,
+            store.transaction() as tx,
+            pytest.raises(StoreError, match="outside the store"),
+        ):
+            tx.rows("outcome")

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from machines.checks.invariants import check_invariants, snapshot
+from machines.checks.invariants import check_invariants
+from machines.checks.snapshots import snapshot
 from machines.errors import EffectIndeterminate, EffectInProgress, InvalidArgument
 from machines.store import Store, StoreError, open_store
 from machines.store.sqlite import SQLiteStore

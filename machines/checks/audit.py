@@ -42,14 +42,8 @@ from typing import IO, Any
 
 from machines.checks.heads import INVARIANT as HISTORY_KEPT
 from machines.checks.heads import Head, check, heads
-from machines.checks.invariants import (
-    PREDICATES,
-    Breach,
-    Entity,
-    Snapshot,
-    check_invariants,
-    snapshot,
-)
+from machines.checks.invariants import PREDICATES, Breach, check_invariants
+from machines.checks.snapshots import Entity, Snapshot, snapshot
 from machines.checks.versions import Versions
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
@@ -396,14 +390,22 @@ def judge_store(
         report = guards_report(store)
         tampering, repairs = report.tampering + report.forged_repairs, report.repairs
         forged = [d.forged_version for d in tampering if d.forged_version is not None]
-        snap = snapshot(store, from_texts=True, forged=forged)
+        snap = snapshot(store, from_texts=True, forged=forged, lenient=True)
         gone = _rows_gone(store, specs)
         with store.transaction() as tx:
             registry = [v for machine in specs for v in tx.definition_versions(machine)]
     finally:
         store.close()
     guards = [Breach("guards-intact", d.machine or "store", d.where, d.what) for d in tampering]
-    guards += gone
+    guards += gone + [
+        Breach(
+            "append-only-history",
+            machine,
+            key,
+            f"cannot be read ({why}); the rest of the store is judged without it",
+        )
+        for (machine, key), why in snap.unreadable.items()
+    ]
     versions: dict[str, list[int]] = {m: [] for m in specs}
     for machine, version in sorted(snap.definitions):
         versions.setdefault(machine, []).append(version)

@@ -1,8 +1,8 @@
 """The named system invariants (the site's ``docs/invariants.md``), as pure predicates over
 a snapshot.
 
-A ``Snapshot`` is every entity of every machine with its full history (``snapshot(store)``
-reads one consistently), plus what a test harness observed outside the store: how often
+A ``Snapshot`` (``machines.checks.snapshots``) is every entity of every machine with its
+full history, plus what a test harness observed outside the store: how often
 each effect really ran upstream. Each invariant returns the ``Breach``es it finds (empty
 when it holds), naming the entity and the events involved, so the explorer, ``machines
 audit`` and the reference adapters' own ``check()`` judge stored state by the same code.
@@ -15,11 +15,12 @@ its own version (``machines.checks.versions``), a history without them by the cu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from machines.checks.snapshots import Entity, Snapshot
 from machines.checks.versions import Judged, Versions, versions_by_machine
 from machines.derive import Deriver
 from machines.errors import MachinesError
@@ -29,48 +30,8 @@ from machines.spec.records import derived_variables
 from machines.spec.version_changes import kept_state_breaks
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED, FAIL_CLOSED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
-from machines.store.records import DefinitionVersion, Row, Store, shown_url
-from machines.store.versions import load_versions
 from machines.systems.exactly_once import RECLAIMED_AT
 from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
-
-
-@dataclass(frozen=True)
-class Entity:
-    machine: str
-    key: str
-    state: str
-    context: Mapping[str, str]
-    data: Mapping[str, Any]
-    scope: str | None
-    history: tuple[TransitionEvent, ...]
-    version: int | None = None
-    """The row's version (every write raises it by one); None outside a store."""
-    row: Row | None = None
-    """The row as the store returned it (its move count, creation order and times); None
-    outside a store."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything stored, plus ``runs``: (machine, key) -> times the effect ran upstream.
-
-    From a store also ``event_versions``: (machine, key) -> the definition version each
-    event of its history was made under, and ``definitions``: (machine, version) -> the
-    definition of every version the store records. Without them (a log, a test's own
-    snapshot) every event is judged by the current definition."""
-
-    entities: Mapping[tuple[str, str], Entity]
-    runs: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
-    event_versions: Mapping[tuple[str, str], tuple[int, ...]] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
-    definitions: Mapping[tuple[str, int], MachineSpec] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
-
-    def of(self, machine: str) -> Iterator[Entity]:
-        return (e for (m, _), e in self.entities.items() if m == machine)
 
 
 @dataclass(frozen=True)
@@ -86,52 +47,6 @@ class Breach:
             f"\n    #{e.seq} {e.source} --{e.trigger} ({e.actor})--> {e.dest}" for e in self.events
         )
         return f"[{self.invariant}] {self.machine} '{self.key}': {self.message}{trail}"
-
-
-def snapshot(
-    store: Store,
-    runs: Mapping[tuple[str, str], int] | None = None,
-    *,
-    from_texts: bool = False,
-    forged: Collection[tuple[str, int]] = (),
-) -> Snapshot:
-    """Every row and history of ``store``, with the version of every event and the
-    definition of every version, read in one transaction. ``from_texts`` (an audit): every
-    version loaded from its stored text, checked against its recorded digest, the current
-    ones too; otherwise, while each machine has one version, the store's own definition.
-    ``forged``: registry rows (machine, version) no migration added, which the store's
-    check of its guards found; they are left out."""
-    entities = {}
-    versions: dict[tuple[str, str], tuple[int, ...]] = {}
-    stored: dict[str, list[DefinitionVersion]] = {}
-    with store.transaction() as tx:
-        for machine in store.specs():
-            stored[machine] = [
-                v for v in tx.definition_versions(machine) if (machine, v.version) not in forged
-            ]
-            for row in tx.rows(machine):
-                entities[(machine, row.key)] = Entity(
-                    machine,
-                    row.key,
-                    row.state,
-                    row.context,
-                    row.data,
-                    row.scope,
-                    tuple(tx.history(machine, row.key)),
-                    row.version,
-                    row,
-                )
-                versions[(machine, row.key)] = tuple(tx.event_versions(machine, row.key))
-    return Snapshot(
-        MappingProxyType(entities),
-        MappingProxyType(dict(runs or {})),
-        MappingProxyType(versions),
-        MappingProxyType(
-            load_versions(shown_url(store.url), stored)
-            if from_texts or any(len(found) > 1 for found in stored.values())
-            else {(m, v.version): store.specs()[m] for m, found in stored.items() for v in found}
-        ),
-    )
 
 
 Specs = Mapping[str, MachineSpec]

@@ -2,7 +2,7 @@
 
 A store records every version of each machine's definition it has served
 (``machines.store.versions``) and, with every history event, the version under which it
-was made; a snapshot of it (``machines.checks.invariants.snapshot``) carries both. Each
+was made; a snapshot of it (``machines.checks.snapshots.snapshot``) carries both. Each
 event is then judged by the definition of its own version, so that a move an older
 version allowed stays legal after a migration removed it, and a move only a newer version
 allows is a breach when it is recorded under an older one.

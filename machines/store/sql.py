@@ -166,6 +166,8 @@ class SQLTransaction:
         key, state, context, data, scope, ordinal, moves, version, created, updated = values
         try:
             context, data = self.dialect.json(context), self.dialect.json(data)
+            _typed(key=key, state=state, scope=scope, ordinal=ordinal, moves=moves)
+            _typed(version=version, created_at=created, updated_at=updated)
         except StoreError as unreadable:
             raise StoreError(f"{machine} {describe(key)}: {unreadable}") from unreadable
         return Row(
@@ -345,6 +347,18 @@ class SQLTransaction:
     def rows(self, machine: str) -> list[Row]:
         return self._select(spec_for(self._specs, machine).name, "", ())
 
+    def keys(self, machine: str) -> list[object]:
+        """Every entity's key of ``machine`` as stored, in creation order, read without its
+        row: an audit reads the rows one by one when they cannot all be read, to name the
+        ones that cannot (a key that is not text among them)."""
+        m = spec_for(self._specs, machine).name
+        return [
+            key
+            for (key,) in self._fetchall(
+                f"SELECT key FROM {name(m, 'entities')} ORDER BY {self.dialect.ordinal}", ()
+            )
+        ]
+
     def keys_without_row(self, machine: str) -> list[object]:
         """The entities of ``machine`` with a history and no row: a row removed outside
         the guards (SQLite's REPLACE deletes one without firing a trigger). The audit names
@@ -435,3 +449,29 @@ def moved(row: Row, dest: str, data_json: str, now: float) -> Row:
 def refused(error: object) -> StoreError:
     """A write the database itself said no to (a generated trigger, a constraint)."""
     return StoreError(f"the database refused the write: {error}")
+
+
+_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
+    "key": (str,),
+    "state": (str,),
+    "scope": (str, type(None)),
+    "ordinal": (int,),
+    "moves": (int,),
+    "version": (int,),
+    "created_at": (int, float),
+    "updated_at": (int, float),
+}
+
+
+def _typed(**columns: object) -> None:
+    """Each column of a row read is of the type its table declares: SQLite keeps what its
+    checks refuse once they are switched off (``PRAGMA ignore_check_constraints``), and a
+    time that is a text would be compared with numbers wherever it is read."""
+    for column, value in columns.items():
+        wanted = _COLUMN_TYPES[column]
+        if isinstance(value, bool) or not isinstance(value, wanted) or value != value:
+            raise StoreError(
+                f"the database holds {describe(value)} as its {column}, which the table's "
+                "checks refuse; it was written outside the store (machines audit "
+                "--from-store checks the rest)"
+            )

@@ -23,7 +23,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from machines.checks.invariants import check_invariants, snapshot
+from machines.checks.invariants import check_invariants
+from machines.checks.snapshots import snapshot
 from machines.errors import MachinesError
 from machines.store import BUNDLED, Store, open_store
 from machines.testing._harness.durable import append_durably

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from machines.checks.invariants import check_invariants, snapshot
+from machines.checks.invariants import check_invariants
+from machines.checks.snapshots import snapshot
 from machines.errors import EffectFailed, MachinesError
 from machines.store import open_store
 from machines.systems import ExactlyOnce, not_sent

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from machines.checks.invariants import Snapshot, check_invariants, snapshot
+from machines.checks.invariants import check_invariants
+from machines.checks.snapshots import Snapshot, snapshot
 from machines.spec import MachineSpec
 from machines.store import BUNDLED, Store
 from machines.store.records import StoreError, Transaction
