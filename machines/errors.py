@@ -31,6 +31,18 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
+def shown_time(value: object) -> str:
+    """A time read from a store, for a message: seconds to three places, or, for what is
+    not a time a float can hold (a row changed outside machines), the value as written."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return f"{float(value):.3f}"
+        except OverflowError:
+            pass
+    text = repr(value)
+    return printable(text if len(text) <= 80 else f"{text[:77]}...")
+
+
 def message_of(error: BaseException, limit: int = 500) -> str:
     """``str(error)`` for a message or a stored record (``storable_text``), and never an
     exception of its own: an error's ``__str__`` is user code, and may raise or be huge."""
@@ -180,5 +192,5 @@ class EffectInProgress(EffectError):
         self.owner = owner
         self.lease_until = lease_until
         super().__init__(
-            key, f"effect '{key}' is running under {owner}'s lease until {lease_until:.3f}"
+            key, f"effect '{key}' is running under {owner}'s lease until {shown_time(lease_until)}"
         )

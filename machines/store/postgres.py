@@ -369,10 +369,12 @@ class _PostgresDialect(Dialect):
             return refusal.diag.message_primary
         return refusal
 
-    def number_in_data(self) -> str:
+    def number_in_data_below(self) -> str:
+        # numeric, not double precision: a number no double holds (1e400, which any
+        # session that may update a row can write) must not fail every sweep
         return (
-            "(SELECT (value #>> '{}')::double precision FROM json_each(data) "
-            "WHERE key = %s AND json_typeof(value) = 'number')"
+            "(SELECT (value #>> '{}')::numeric FROM json_each(data) "
+            "WHERE key = %s AND json_typeof(value) = 'number') < %s::numeric"
         )
 
 

@@ -109,8 +109,9 @@ class Dialect:
         """What a refusal says (the trigger's message, or the violated constraint)."""
         return refusal
 
-    def number_in_data(self) -> str:
-        """An expression for the number ``data[field]`` (the field is a parameter)."""
+    def number_in_data_below(self) -> str:
+        """A condition: the number ``data[field]`` is below a bound (the field, then the
+        bound, are parameters); a row whose field is no number is not below it."""
         raise NotImplementedError
 
 
@@ -406,7 +407,7 @@ class SQLTransaction:
         p = self.dialect.param
         return self._select(
             spec.name,
-            f"WHERE state = {p} AND {self.dialect.number_in_data()} < {p}",
+            f"WHERE state = {p} AND {self.dialect.number_in_data_below()}",
             (state, field, before),
             f"LIMIT {limit} {self.dialect.lock_skipping}",
         )

@@ -331,8 +331,10 @@ class _SQLiteDialect(Dialect):
     def json(self, value: Any) -> Mapping[str, Any]:
         return decode(value)
 
-    def number_in_data(self) -> str:
-        return "(SELECT value FROM json_each(data) WHERE key = ? AND type IN ('integer', 'real'))"
+    def number_in_data_below(self) -> str:
+        return (
+            "(SELECT value FROM json_each(data) WHERE key = ? AND type IN ('integer', 'real')) < ?"
+        )
 
 
 class _SQLiteTransaction(SQLTransaction):

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from machines.errors import InvalidArgument
 from machines.spec.jsonvalue import describe
-from machines.store.records import Row, StaleWrite, Store
+from machines.store.records import Row, StaleWrite, Store, StoreError
 from machines.systems.reliance import require_reliable
 
 
@@ -76,6 +76,32 @@ def unchanged(row: Row, seen: int | None) -> Row:
             "read it again and decide again"
         )
     return row
+
+
+def stored_count(row: Row, field: str) -> int:
+    """``row.data[field]`` (absent: 0), a count the system keeps. A live row's data, and a
+    finished one's annotations, are writable by whoever can update the table, so what is
+    read is checked: anything but a count is ``StoreError`` and nothing is done."""
+    value = row.data.get(field, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _unreadable(row, field, value, "a count")
+    return value
+
+
+def stored_fields(row: Row, field: str) -> Mapping[str, Any]:
+    """``row.data[field]`` (absent or null: empty), an object the system keeps."""
+    value = row.data.get(field) or {}
+    if not isinstance(value, Mapping):
+        raise _unreadable(row, field, value, "an object")
+    return value
+
+
+def _unreadable(row: Row, field: str, value: object, kind: str) -> StoreError:
+    return StoreError(
+        f"{row.machine} {describe(row.key)}: its {field} is {describe(value)}, not {kind}: "
+        "the row was changed outside machines, and nothing was done (machines audit "
+        "--from-store judges the store)"
+    )
 
 
 def function(value: object, what: str) -> Callable[..., Any]:

@@ -262,7 +262,7 @@ class EffectLog:
     def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Row:
         data = {
             **row.data,
-            "runs": row.data.get("runs", 0) + 1,
+            "runs": arguments.stored_count(row, "runs") + 1,
             "runner": self.worker,
             "started_at": self._now(),
             "unknown_outcome": None,
@@ -275,7 +275,7 @@ class EffectLog:
         """Serve the cached result and count the replay on the committed record."""
         data = {
             **row.data,
-            "replay_count": row.data.get("replay_count", 0) + 1,
+            "replay_count": arguments.stored_count(row, "replay_count") + 1,
             "last_replayed_at": self._now(),
         }
         tx.update(row, data)
@@ -397,7 +397,7 @@ class EffectLog:
             else f"compensation failed after {attempts} attempt(s): {error}; repair by hand"
         )
         record = {
-            **(row.data.get("compensation") or {}),
+            **arguments.stored_fields(row, "compensation"),
             "attempts": attempts,
             "error": error,
             "finished_at": self._now(),

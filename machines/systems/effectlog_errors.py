@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from machines.errors import EffectError, message_of
+from machines.errors import EffectError, message_of, shown_time
 from machines.store.records import Row
 
 
@@ -67,7 +67,7 @@ class EffectStillExecuting(EffectError):
     ) -> None:
         self.runner = runner
         self.started_at = started_at
-        since = f" since {started_at:.3f}" if started_at is not None else ""
+        since = f" since {shown_time(started_at)}" if started_at is not None else ""
         super().__init__(
             key,
             f"effect '{key}' is executing under {runner or 'an unknown runner'}{since}: "

@@ -226,7 +226,7 @@ class ExactlyOnce:
                 **row.data,
                 "owner": None,
                 "lease_until": None,
-                "reclaims": row.data.get("reclaims", 0) + 1,
+                "reclaims": arguments.stored_count(row, "reclaims") + 1,
                 "gate": None,
             }
             detail[RECLAIMED_AT] = row.version + 1  # the version this move writes
@@ -260,7 +260,7 @@ class ExactlyOnce:
                 "decide_landed" if landed else "decide_not_landed",
             )
             gate = {
-                **(row.data.get("gate") or {}),
+                **arguments.stored_fields(row, "gate"),
                 "state": "decided",
                 "landed": landed,
                 "by": by,
@@ -329,7 +329,7 @@ class ExactlyOnce:
                     {
                         **row.data,
                         **self._lease(),
-                        "runs": row.data.get("runs", 0) + 1,
+                        "runs": arguments.stored_count(row, "runs") + 1,
                         "attempts": 0,
                     },
                 )
@@ -370,7 +370,7 @@ class ExactlyOnce:
         if row.state == "succeeded":
             return _Replay(row.data.get("result"))
         if row.state == "failed":
-            error = row.data.get("error") or {}
+            error = arguments.stored_fields(row, "error")
             raise EffectFailed(row.key, error.get("type", "?"), error.get("message", ""))
         raise self._indeterminate(row, row.data.get("reason", "parked"))
 
@@ -456,7 +456,7 @@ class ExactlyOnce:
         return self._park_quietly(claim, f"the outcome could not be stored: {message_of(failure)}")
 
     def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
-        gate = row.data.get("gate") or {}
+        gate = arguments.stored_fields(row, "gate")
         return EffectIndeterminate(row.key, reason, gate_open=gate.get("state") == "open")
 
 

@@ -1,0 +1,106 @@
+"""What a system reads back from a row it keeps is checked (issue 27, outsider batch 19).
+
+A live row's data, and a finished row's annotations, may be written by any session that
+may update the table: the guards judge moves, not what a system keeps in its data. The
+outsider set a committed effect's ``replay_count`` to ``"x"`` (every replay then raised a
+raw ``TypeError``), a lease's expiry to a 400-digit integer (``ExactlyOnce.run`` raised
+``OverflowError``), and on PostgreSQL one lease to ``1e400``, which made every sweep fail
+(``park_expired`` cast it to a double). Now each is a typed error naming the key and the
+field, nothing is written, and one such row does not stop the sweep of the others."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from machines.errors import EffectInProgress
+from machines.store.records import StoreError
+from machines.systems import EffectLog, ExactlyOnce
+from tests.raw_sql import DATABASES, Victims, attacked
+
+
+@pytest.fixture(params=DATABASES)
+def victims(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Victims]:
+    with attacked(request.param, tmp_path) as found:
+        yield found
+
+
+def written(victims: Victims, sql: str) -> None:
+    """``sql`` as any session that may update the table runs it (accepted: a data write)."""
+    assert victims.raw.attempt([sql]) is None, sql
+    if victims.raw.kind == "sqlite":
+        victims.raw.lite.execute(sql)
+    else:
+        victims.raw.pg.execute(sql.encode())
+
+
+def data_set(table: str, key: str, field: str, value: str) -> str:
+    """An UPDATE of one field of a row's data, raising its version as a write does."""
+    return (
+        f"UPDATE {table} SET data = json_set(data, '$.{field}', json('{value}')), "
+        f"version = version + 1 WHERE key = '{key}'"
+    )
+
+
+def pg_data_set(table: str, key: str, field: str, value: str) -> str:
+    """The same on PostgreSQL, on the text as stored (a field the row has), so that the
+    rest of a finished row's data stays as it was."""
+    return (
+        f"UPDATE {table} SET data = regexp_replace(data::text, '\"{field}\": *[^,}}]+', "
+        f"'\"{field}\": {value}')::json, version = version + 1 WHERE key = '{key}'"
+    )
+
+
+def set_field(victims: Victims, table: str, key: str, field: str, value: str) -> None:
+    make = data_set if victims.raw.kind == "sqlite" else pg_data_set
+    written(victims, make(table, key, field, value))
+
+
+def version_of(victims: Victims, machine: str, key: str) -> int:
+    with victims.store.transaction() as tx:
+        row = tx.get(machine, key)
+    assert row is not None and row.version is not None
+    return row.version
+
+
+@pytest.mark.parametrize("value", ['"x"', "-1", "1.5", "true", "[1]"])
+def test_a_replay_count_that_is_no_count_is_refused_naming_it(victims: Victims, value: str) -> None:
+    set_field(victims, "effect_entities", "done", "replay_count", value)
+    before = version_of(victims, "effect", "done")
+    with pytest.raises(StoreError, match=r"effect 'done': its replay_count is .*not a count"):
+        EffectLog(victims.store, worker="w").call("done", lambda: 1, tool="charge")
+    assert version_of(victims, "effect", "done") == before
+
+
+def test_a_reclaim_count_that_is_no_count_is_refused_naming_it(victims: Victims) -> None:
+    eo = ExactlyOnce(victims.store, worker="w")
+    with pytest.raises(StoreError, match="its reclaims is"):
+        # 'busy' parked by an expired lease, then its count of reclaims made a list
+        written(
+            victims,
+            'UPDATE outcome_entities SET data = \'{"owner": "elsewhere", '
+            '"lease_until": 1.0, "reclaims": [1]}\', version = version + 1 '
+            "WHERE key = 'busy'",
+        )
+        assert eo.park_expired() == ["busy"]
+        row_version = version_of(victims, "outcome", "busy")
+        try:
+            eo.reclaim("busy", by="ops", reason="checked upstream")
+        finally:
+            assert version_of(victims, "outcome", "busy") == row_version
+
+
+@pytest.mark.parametrize("until", ["1" + "0" * 400, "1e400"])
+def test_a_lease_no_float_holds_is_reported_not_a_crash(victims: Victims, until: str) -> None:
+    set_field(victims, "outcome_entities", "busy", "lease_until", until)
+    with pytest.raises(EffectInProgress, match="lease until "):
+        ExactlyOnce(victims.store, worker="w").run("busy", lambda: 1)
+
+
+def test_one_lease_no_float_holds_does_not_stop_the_sweep(victims: Victims) -> None:
+    """The sweep parks every expired key, whatever another row's lease holds."""
+    victims.store.insert("outcome", "gone", data={"owner": "w2", "lease_until": 1.0})
+    set_field(victims, "outcome_entities", "busy", "lease_until", "1e400")
+    assert ExactlyOnce(victims.store, worker="w").park_expired() == ["gone"]
