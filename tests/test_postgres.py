@@ -235,3 +235,30 @@ def test_a_finished_thread_leaves_no_connection_open(url: str) -> None:
     with store.transaction() as tx:
         assert len(tx.rows("outcome")) == 30
     store.close()
+
+
+@pytest.mark.parametrize("command", ["migrate", "repair"])
+def test_a_failing_read_of_the_schema_is_a_message_not_a_traceback(
+    url: str, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 19 (a14): with a session whose statements time out (a URL's
+    ``-cstatement_timeout``, a role's setting), migrate and repair printed psycopg's
+    traceback: the first reads of the store's schema were not turned into a StoreError."""
+    import psycopg
+
+    from machines.cli import main
+    from machines.spec.loader import bundled_spec_dir
+    from machines.store import migration_postgres
+
+    open_store(url).close()
+
+    def times_out(*_: object) -> None:
+        raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+
+    monkeypatch.setattr(migration_postgres, "one_store_on_path", times_out)
+    capsys.readouterr()
+    assert main([command, url, "--spec-dir", str(bundled_spec_dir())]) == 2
+    said = capsys.readouterr()
+    shown = said.out + said.err
+    assert "cannot read the store's schema, nothing changed: canceling statement" in shown, shown
+    assert "Traceback" not in shown

@@ -42,6 +42,12 @@ class PostgresDatabase:
                 foreign = foreign_code(self._conn)
                 if foreign:
                     raise tampered(self.where, foreign)
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise StoreError(
+                f"{self.where}: {self.doing} cannot read the store's schema, nothing changed: "
+                f"{hide_passwords(str(exc), url)}"
+            ) from exc
         except BaseException:
             self._conn.close()
             raise
