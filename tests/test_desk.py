@@ -723,12 +723,14 @@ def test_machines_pending_refuses_a_tampered_store(
     assert "outcome_entities_legal_move" in capsys.readouterr().err
 
 
-def test_a_time_no_clock_gives_is_listed_never_a_traceback(
+def test_a_time_no_clock_gives_is_refused_or_named_never_a_traceback(
     desk: Desk, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Outsider batch 17 (a07): a waiting entity whose last write time was set to
-    ``-Infinity`` by raw SQL made ``machines pending`` end in an OverflowError traceback,
-    and its JSON report fail. It is listed as the longest wait instead."""
+    ``-Infinity`` by raw SQL made ``machines pending`` end in an OverflowError traceback.
+    Since batch 19 (a03) the database refuses a time that is no number; one let in with
+    SQLite's checks switched off (an owner power) makes ``pending`` stop with a message
+    naming the entity (exit 2) and the audit name it (exit 1), never a traceback."""
     import sqlite3
 
     from machines.cli import main
@@ -739,20 +741,26 @@ def test_a_time_no_clock_gives_is_listed_never_a_traceback(
         f'UPDATE "outcome_entities" SET updated_at = {infinite}, version = version + 1 '
         "WHERE key = 'charge-inf'"
     )
-    if desk.store.url.startswith("sqlite"):
-        with sqlite3.connect(desk.store.url.removeprefix("sqlite:///")) as raw:
-            raw.execute(statement)
-    else:
+    if not desk.store.url.startswith("sqlite"):
         import psycopg
 
-        with psycopg.connect(desk.store.url, autocommit=True) as pg:
+        with (
+            psycopg.connect(desk.store.url, autocommit=True) as pg,
+            pytest.raises(psycopg.errors.CheckViolation),
+        ):
             pg.execute(statement.encode())
+        return
+    with sqlite3.connect(desk.store.url.removeprefix("sqlite:///")) as raw:
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            raw.execute(statement)
+        raw.execute("PRAGMA ignore_check_constraints = ON")
+        raw.execute(statement)
     capsys.readouterr()
-    assert main(["pending", desk.store.url]) == 0
-    assert "charge-inf" in capsys.readouterr().out
-    assert main(["pending", desk.store.url, "--format", "json"]) == 0
-    assert "charge-inf" in capsys.readouterr().out
-    assert desk.signed_in().get("/").status_code == 200
+    assert main(["pending", desk.store.url]) == 2
+    said = capsys.readouterr()
+    assert "outcome 'charge-inf'" in said.err and "Traceback" not in said.out + said.err
+    assert main(["audit", "--from-store", desk.store.url]) == 1
+    assert "[append-only-history] outcome 'charge-inf': cannot be read" in capsys.readouterr().out
 
 
 def test_add_account_while_the_desk_serves_takes_effect_at_once(desk: Desk) -> None:

@@ -309,6 +309,40 @@ ATTACKS = [
         "VALUES ('new', 'in_flight', 0, 0, 1)",
         on=POSTGRES,
     ),
+    attack(  # outsider batch 19 (a02): the guard checked currval alone
+        "a second row at the place the session's last insert drew",
+        f"INSERT INTO {OE} (key, state, created_at, updated_at) VALUES ('new', 'in_flight', 0, 0)",
+        f"INSERT INTO {OE} (key, state, created_at, updated_at, ordinal) VALUES ('new2', "
+        f"'in_flight', 0, 0, currval(pg_get_serial_sequence('{OE}', 'ordinal')))",
+        on=POSTGRES,
+    ),
+    attack(  # outsider batch 19 (a03): times no clock gives
+        "a row created at a time that is not a number",
+        f"INSERT INTO {OE} (key, state, created_at, updated_at) "
+        "VALUES ('new', 'in_flight', 'NaN', 'NaN')",
+        on=POSTGRES,
+    ),
+    attack(
+        "a row created at an infinite time",
+        f"INSERT INTO {OE} (key, state, created_at, updated_at) "
+        "VALUES ('new', 'in_flight', 9e999, 9e999)",
+        on=SQLITE,
+    ),
+    attack(
+        "a move at a time that is not a number",
+        f"UPDATE {OE} SET updated_at = 'NaN', version = version + 1 WHERE key = 'busy'",
+        on=POSTGRES,
+    ),
+    attack(
+        "a move at an infinite time",
+        f"UPDATE {OE} SET updated_at = 'Infinity', version = version + 1 WHERE key = 'busy'",
+        on=POSTGRES,
+    ),
+    attack(
+        "a move at an infinite time",
+        f"UPDATE {OE} SET updated_at = -9e999, version = version + 1 WHERE key = 'busy'",
+        on=SQLITE,
+    ),
     attack(
         "an effect created without its tier (issue 13 item 5)",
         f"INSERT INTO {E} (key, state, created_at, updated_at) VALUES ('new', 'pending', 0, 0)",

@@ -419,7 +419,8 @@ CREATE TRIGGER IF NOT EXISTS {n("moves_frozen_delete")} BEFORE DELETE ON {moves}
 
 CREATE TABLE IF NOT EXISTS {entities} (
 {columns},
-  CHECK (typeof(created_at) = 'real' AND typeof(updated_at) = 'real')
+  CHECK (typeof(created_at) = 'real' AND typeof(updated_at) = 'real'
+    AND abs(created_at) < 9e999 AND abs(updated_at) < 9e999)
 );
 CREATE INDEX IF NOT EXISTS {n("entities_by_scope")} ON {entities} (scope);
 CREATE TRIGGER IF NOT EXISTS {n("entities_new_key")} BEFORE INSERT ON {entities}

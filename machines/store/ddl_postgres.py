@@ -137,6 +137,13 @@ FOR EACH ROW EXECUTE FUNCTION {installed}();
 {_pinned([f"{guard}()", f"{installed}()"])}"""
 
 
+def _finite(column: str) -> str:
+    """A time that is a number: PostgreSQL's double precision also holds NaN (which sorts
+    above Infinity) and the infinities, which no clock gives and every reader of a time
+    would have to guess at."""
+    return f"{column} > '-Infinity' AND {column} < 'Infinity'"
+
+
 def postgres_repairs() -> str:
     """The table of repairs (``REPAIRS``) on PostgreSQL: rows are only ever added, by the
     table's owner (or a role it is a member of: a superuser), each as a repair writes it."""
@@ -222,7 +229,9 @@ CREATE OR REPLACE TRIGGER {n("moves_no_truncate")} BEFORE TRUNCATE ON {moves}
 FOR EACH STATEMENT {refused(p.NO_TRUNCATE)};
 
 CREATE TABLE IF NOT EXISTS {entities} (
-{columns}
+{columns},
+  CONSTRAINT {n("entities_ordinal")} UNIQUE (ordinal),
+  CHECK ({_finite("created_at")} AND {_finite("updated_at")})
 );
 CREATE INDEX IF NOT EXISTS {n("entities_by_scope")} ON {entities} (scope);
 CREATE OR REPLACE TRIGGER {n("entities_no_delete")} BEFORE DELETE ON {entities}

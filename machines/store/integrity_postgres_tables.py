@@ -52,6 +52,8 @@ def expected_tables(script: str) -> Expected:
                 key += [c.strip() for c in line[line.index("(") + 1 : -1].split(",")]
             elif line.startswith("CHECK"):
                 constraints.append(normal(line))
+            elif line.startswith("CONSTRAINT"):  # CONSTRAINT name UNIQUE (...)
+                constraints.append(normal(line.split(" ", 2)[2]))
             else:
                 columns.append(_column(line, constraints))
         columns = [
@@ -82,7 +84,7 @@ def _column(line: str, constraints: list[str]) -> Column:
 def normal(text: str) -> str:
     """A constraint or default as both sides print it: casts, spaces, parentheses and
     double quotes left out, lower case."""
-    text = re.sub(r"::[a-z ]+?(?=[\s),]|$)", "", text.strip())
+    text = re.sub(r"::(?:double precision|[a-z ]+?(?=[\s),]|$))", "", text.strip())
     text = re.sub(r"[\s()\"]", "", text).lower()
     return "nextval" if text.startswith("nextval") else text
 

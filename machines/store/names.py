@@ -26,6 +26,7 @@ ROLES = (
     "entities",
     "history",
     "entities_by_scope",
+    "entities_ordinal",  # PostgreSQL: one place in creation order per entity
     # SQLite triggers
     "moves_frozen_insert",
     "moves_frozen_update",

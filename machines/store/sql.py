@@ -7,6 +7,7 @@ its ``last_*`` columns; the database checks it and writes its history event itse
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -470,7 +471,11 @@ def _typed(**columns: object) -> None:
     time that is a text would be compared with numbers wherever it is read."""
     for column, value in columns.items():
         wanted = _COLUMN_TYPES[column]
-        if isinstance(value, bool) or not isinstance(value, wanted) or value != value:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, wanted)
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
             raise StoreError(
                 f"the database holds {describe(value)} as its {column}, which the table's "
                 "checks refuse; it was written outside the store (machines audit "
