@@ -201,10 +201,15 @@ CATALOG: tuple[CodeMutant, ...] = (
     CodeMutant(
         "log-compensation-off-by-one",
         SYSTEMS + "effectlog.py",
-        "the compensation loop makes one attempt too few (none with retries=0)",
+        "the compensation loop counts a first attempt it never made",
         "a compensation is really run before its effect is called compensated",
-        old="for attempt in range(1, retries + 2):",
-        new="for attempt in range(1, retries + 1):",
+        old="""        attempt += 1
+        try:
+            action(row)""",
+        new="""        attempt += 1
+        try:
+            if attempt > 1:
+                action(row)""",
         detectors=LOG,
     ),
     CodeMutant(

@@ -182,3 +182,91 @@ def test_a_new_initial_state_before_the_bundled_one_is_refused(
     with pytest.raises(InvalidArgument, match=rf"{system} cannot run .*'{machine}'") as refused:
         build(system, store)
     assert f"its initial state is 'queued', and the bundled one's '{first}'" in str(refused.value)
+
+
+def with_person_move(spec: MachineSpec, trigger: str, source: str) -> MachineSpec:
+    """``spec`` with ``trigger`` also from ``source`` (the same actors, destination and
+    guard): an owner's addition the reliance check allows, since it adds a person's move
+    and breaks no rule the definition states."""
+    template = next(t for t in spec.transitions if t.trigger == trigger)
+    return replace(spec, transitions=(*spec.transitions, replace(template, source=source)))
+
+
+class Venue:
+    """Takes every withdrawal and never says how it ended."""
+
+    def prepare(self, node: object) -> str:
+        return "submit"
+
+    def submit(self, node: object) -> str:
+        return "accepted"
+
+    def observe(self, node: object) -> str:
+        return "pending"
+
+
+def test_a_person_cannot_fail_a_transfer_with_money_moving_by_an_added_move(
+    opener: Callable[..., Store],
+) -> None:
+    """Outsider batch 19 (b12): a request definition adding an operator's
+    ``confirm_failed`` from ``executing`` (the reliance check allows additions) let
+    ``confirm_failed`` (and the desk, which offers the definition's moves) mark a
+    transfer failed and release its reservation while its withdrawal was out at the
+    venue. The engine makes only the bundled definition's moves: refused, nothing
+    written; the same for ``approve`` added from ``received`` (b12v: a transfer never
+    validated)."""
+    from machines.errors import InvalidStateTransition
+
+    request = with_person_move(machines.load("request"), "confirm_failed", "executing")
+    request = with_person_move(request, "approve", "received")
+    store = opener(machines.load("effect"), machines.load("node"), request)
+    engine = TransferEngine(store, {"venue": Venue()}, engine_id="e1")
+    engine.submit(
+        "t1", [{"name": "withdraw", "kind": "action", "has_side_effect": True, "executor": "venue"}]
+    )
+    with pytest.raises(InvalidStateTransition, match="only the bundled definition's moves"):
+        engine.approve("t1", by="alice")
+    assert engine.request("t1").state == "received"
+    engine.validate("t1")
+    engine.request_approval("t1")
+    engine.approve("t1", by="alice")
+    engine.start("t1")
+    for _ in range(3):
+        engine.step("t1")
+    assert engine.nodes("t1")["withdraw"].state == "observing"
+    before = engine.request("t1")
+    with pytest.raises(InvalidStateTransition, match="only the bundled definition's moves"):
+        engine.confirm_failed("t1", by="bob", evidence="looks failed", seen=before.version)
+    after = engine.request("t1")
+    assert (after.state, after.version, after.data["reservation"]) == (
+        "executing",
+        before.version,
+        "held",
+    )
+
+
+def test_a_person_cannot_reject_a_call_in_flight_by_an_added_move(
+    opener: Callable[..., Store],
+) -> None:
+    """Outsider batch 19 (b11): an effect definition adding a human's ``reject`` from
+    ``executing`` let ``EffectLog.reject`` record a wire that was sent and timed out as
+    "rejected: it never runs". Refused now, nothing written."""
+    from machines.errors import InvalidStateTransition
+    from machines.systems.effectlog import EffectAwaitingApproval, EffectOutcomeUnknown
+
+    effect = with_person_move(machines.load("effect"), "reject", "executing")
+    log = EffectLog(opener(effect, machines.load("outcome")))
+    with pytest.raises(EffectAwaitingApproval):
+        log.call("wire-1", lambda: 1, tier="irreversible", tool="wire")
+    log.approve("wire-1", by="ann", reason="ok")
+
+    def wire() -> None:
+        raise TimeoutError("sent, no answer")
+
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("wire-1", wire, tier="irreversible", tool="wire")
+    before = log.effect("wire-1")
+    assert before.state == "executing"
+    with pytest.raises(InvalidStateTransition, match="only the bundled definition's moves"):
+        log.reject("wire-1", by="bob", reason="looks stuck")
+    assert log.effect("wire-1").version == before.version

@@ -29,7 +29,7 @@ from machines.systems.effectlog import (
     EffectStillExecuting,
     UndoStep,
 )
-from machines.systems.exactly_once import not_sent
+from machines.systems.exactly_once import Classifier, not_sent
 from tests.conftest import FakeClock
 
 
@@ -390,7 +390,8 @@ def test_compensate_undoes_executing_effects_newest_first(log: EffectLog) -> Non
         called.append((row.key, row.state))
         raise ConnectionError("refund API down")
 
-    report = log.compensate("s1", {"refund": refund, "flaky": flaky}, retries=2)
+    retrying = EffectLog(log.store, worker="w1", classify=not_sent(retry=(ConnectionError,)))
+    report = retrying.compensate("s1", {"refund": refund, "flaky": flaky}, retries=2)
 
     assert called == [("d", "compensating")] + [("c", "compensating")] * 3 + [("b", "compensating")]
     assert [(step.signature, step.state) for step in report] == [
@@ -620,3 +621,28 @@ def test_a_failed_saga_write_leaves_the_effect_compensating(
         log.compensate("s", {"refund": lambda row: None})
     row = assert_consistent(log, "a")
     assert (row.state, row.moves) == ("compensating", 2)
+
+
+@pytest.mark.parametrize(
+    ("classify", "attempts"),
+    [(None, 1), (not_sent(TimeoutError), 1), (not_sent(retry=(TimeoutError,)), 4)],
+    ids=["fail closed", "failed before sending", "retried before sending"],
+)
+def test_an_undo_that_may_have_been_sent_is_never_sent_again(
+    log: EffectLog, classify: Classifier | None, attempts: int
+) -> None:
+    """Outsider batch 19 (b02): ``compensate(retries=3)`` ran a refund 4 times after
+    TimeoutErrors: a refund that timed out may have been paid, so each retry could pay it
+    again. An attempt is retried only when the log's classifier says it was not sent."""
+    unknown_failure(log, "b", tool="refund", session="s1")
+    paid: list[str] = []
+
+    def refund(row: Row) -> None:
+        paid.append(row.key)
+        raise TimeoutError("the bank did not answer")
+
+    saga = log if classify is None else EffectLog(log.store, worker="w1", classify=classify)
+    (step,) = saga.compensate("s1", {"refund": refund}, retries=3)
+    assert (step.state, len(paid)) == ("compensation_failed", attempts)
+    assert f"{attempts} attempt(s)" in step.reason
+    assert ("may have been sent" in step.reason) is (classify is None)

@@ -22,6 +22,7 @@ from machines.systems import (
     EffectOutcomeUnknown,
     EffectStillExecuting,
     ExactlyOnce,
+    TransferEngine,
     Verdict,
     not_sent,
 )
@@ -208,6 +209,14 @@ def test_compensate_takes_a_session_on_every_store(store: Store, session: Any) -
         lambda s: ExactlyOnce(object()),
         lambda s: EffectLog(s, clock="now"),
         lambda s: EffectLog(None),
+        # outsider batch 19 (b01): raw TypeError / ValueError, or pairs taken as a mapping
+        lambda s: TransferEngine(s, {}, 5),
+        lambda s: TransferEngine(s, {}, "ab"),
+        lambda s: TransferEngine(s, {}, b"xy"),
+        lambda s: TransferEngine(s, {}, {"on_failed"}),
+        lambda s: TransferEngine(s, {}, [("on_failed", print)]),
+        lambda s: TransferEngine(s, {}, iter([("on_failed", print)])),
+        lambda s: TransferEngine(s, {}, {1: print}),
     ],
 )
 def test_a_system_built_with_bad_options_refuses_at_once(
@@ -259,3 +268,57 @@ def test_the_first_caller_gets_what_every_replay_gets(store: Store) -> None:
         assert told[0] == told[1] == {"state": "in_flight"}
         assert type(told[0]) is type(told[1]) is dict
         assert type(told[0]["state"]) is type(told[1]["state"]) is str
+
+
+class LyingText(str):
+    """A text whose own ``strip`` says there is something in it."""
+
+    def strip(self, chars: str | None = None) -> str:
+        return "someone"
+
+
+def test_a_text_that_lies_about_itself_is_judged_by_its_characters(store: Store) -> None:
+    """Outsider batch 19 (b04): a ``str`` subclass whose ``strip`` lies passed the checks
+    of who decides and why: a reclaim was stored with ``by=''`` and ``reason=''``, which
+    the audit then flagged as the system's own breach. Each person's call judges (and
+    stores) the characters themselves."""
+    from machines.errors import InvalidArgument
+    from machines.systems import TransferEngine
+    from machines.systems.transfer.errors import TransferRefused
+
+    def sent() -> None:
+        raise TimeoutError("sent, no answer")
+
+    eo = ExactlyOnce(store, worker="w")
+    with pytest.raises(EffectIndeterminate):
+        eo.run("k1", sent)
+    for call in (
+        lambda: eo.reclaim("k1", by=LyingText(""), reason="checked"),
+        lambda: eo.reclaim("k1", by="ops", reason=LyingText("\t")),
+        lambda: eo.decide("k1", landed=False, by=LyingText("  "), reason="checked"),
+    ):
+        with pytest.raises(InvalidArgument):
+            call()
+    eo.reclaim("k1", by=LyingText("ops"), reason=LyingText("checked upstream"))
+    with store.transaction() as tx:
+        detail = tx.history("outcome", "k1")[-1].detail
+    assert detail is not None and type(detail["by"]) is str and detail["by"] == "ops"
+    log = EffectLog(store, worker="w")
+    with pytest.raises(MachinesError):
+        log.call("s", lambda: 1, tier="irreversible", tool="t")
+    with pytest.raises(InvalidArgument):
+        log.approve("s", by=LyingText(" "))
+    with pytest.raises(TransferRefused):  # refused before the request is looked for
+        TransferEngine(store, {}).reject("t1", by=LyingText(" "))
+
+
+def test_a_decision_on_a_key_never_run_is_a_typed_not_found(store: Store) -> None:
+    """Outsider batch 19 (b03): ``decide`` and ``reclaim`` on an unknown key raised a bare
+    ``MachinesError``; the effect log and the engine raise one a caller can catch."""
+    from machines.systems import EffectNotFound
+
+    eo = ExactlyOnce(store, worker="w")
+    with pytest.raises(EffectNotFound, match="no effect is recorded under key 'nope'"):
+        eo.decide("nope", landed=False, by="ops", reason="checked")
+    with pytest.raises(LookupError):
+        eo.reclaim("nope", by="ops", reason="checked")

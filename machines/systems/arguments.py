@@ -19,10 +19,16 @@ from machines.systems.reliance import require_reliable
 
 
 def text(value: object, what: str) -> str:
-    """A ``str`` with something in it besides spaces."""
-    if not isinstance(value, str) or not value.strip():
+    """A ``str`` with something in it besides spaces, as a plain ``str`` (a subclass's own
+    ``strip`` or ``__eq__`` could say anything; what is checked is what is stored)."""
+    if not isinstance(value, str) or not plain(value).strip():
         raise InvalidArgument(f"{what} must be a non-empty string, not {describe(value)}")
-    return value
+    return plain(value)
+
+
+def plain(value: str) -> str:
+    """``value``'s characters as a ``str`` itself, whatever subclass it is."""
+    return str.__str__(value)
 
 
 def optional_text(value: object, what: str) -> str | None:

@@ -67,6 +67,7 @@ from machines.systems.exactly_once import (
     process_identity,
     verdict_of,
 )
+from machines.systems.reliance import require_bundled_move
 
 __all__ = [
     "COMPENSABLE",
@@ -197,10 +198,13 @@ class EffectLog:
         """Undo a failed session newest first; one ``UndoStep`` per effect, in that order.
 
         Each Compensable effect left ``executing`` moves ``compensate``, then its tool's
-        compensation runs (1 + ``retries`` attempts) and it ends ``compensated`` or
-        ``compensation_failed``. An effect whose tool has no compensation fails closed: it
-        ends ``compensation_failed`` (a person must repair it) without anything run. Every
-        other effect is left as it is, with the reason in its step."""
+        compensation runs (at most 1 + ``retries`` attempts) and it ends ``compensated``
+        or ``compensation_failed``. A failed attempt is tried again only when the log's
+        classifier says it was not sent (``Verdict.RETRY``): an undo is an effect too, and
+        a refund that timed out may have been paid. An effect whose tool has no
+        compensation fails closed: it ends ``compensation_failed`` (a person must repair
+        it) without anything run. Every other effect is left as it is, with the reason in
+        its step."""
         arguments.text(session, "session")
         arguments.functions(compensations, "compensations")
         arguments.count(retries, "retries", most=MAX_RETRIES)
@@ -352,15 +356,17 @@ class EffectLog:
     # -- human decisions -------------------------------------------------------------------
 
     def _decide(self, key: str, trigger: str, by: str, reason: str, seen: int | None) -> Row:
-        arguments.text(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
+        by = arguments.text(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
         if not isinstance(reason, str):
             raise arguments.InvalidArgument(f"{trigger}: reason must be a string")
+        reason = arguments.plain(reason)
         seen = arguments.seen(seen, f"{trigger}: seen")
         with self.store.transaction() as tx:
             row = tx.get(MACHINE, key)
             if row is None:
                 raise EffectNotFound(key)
             arguments.unchanged(row, seen)
+            require_bundled_move(MACHINE, row.state, trigger, "human", row.context)
             return tx.move(row, trigger, actor="human", detail={"by": by, "reason": reason})
 
     # -- the saga's steps ------------------------------------------------------------------
@@ -386,7 +392,7 @@ class EffectLog:
         action = compensations.get(tool) if isinstance(tool, str) else None
         if action is None:
             return self._finish(row, session, 0, f"no compensation is registered for tool {tool!r}")
-        attempts, error = _attempt(action, row, retries)
+        attempts, error = _attempt(action, row, retries, self.classify)
         return self._finish(row, session, attempts, error)
 
     def _finish(self, row: Row, session: str, attempts: int, error: str | None) -> UndoStep:
@@ -446,14 +452,23 @@ def _not_compensable(row: Row) -> str | None:
     return _NOT_COMPENSATED.get(row.state)
 
 
-def _attempt(action: Compensation, row: Row, retries: int) -> tuple[int, str | None]:
-    """Run ``action`` up to 1 + ``retries`` times: (attempts made, last error or None)."""
-    error: str | None = None
-    for attempt in range(1, retries + 2):
+def _attempt(
+    action: Compensation, row: Row, retries: int, classify: Classifier
+) -> tuple[int, str | None]:
+    """Run ``action`` up to 1 + ``retries`` times: (attempts made, last error or None).
+    An undo is an effect too (a refund sent twice is money paid twice): a failed attempt
+    is tried again only when ``classify`` says it was not sent (``Verdict.RETRY``)."""
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             action(row)
         except Exception as exc:
             error = f"{type(exc).__name__}: {message_of(exc)}"
-            continue
-        return attempt, None
-    return retries + 1, error
+            verdict = verdict_of(classify, exc)
+            if verdict is not Verdict.RETRY or attempt > retries:
+                if verdict is Verdict.INDETERMINATE:
+                    error += " (it may have been sent, so it was not tried again)"
+                return attempt, error
+        else:
+            return attempt, None

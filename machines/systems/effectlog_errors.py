@@ -8,15 +8,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from machines.errors import EffectError, message_of, shown_time
+from machines.spec.jsonvalue import describe
 from machines.store.records import Row
 
 
-class EffectNotFound(EffectError):
-    """No effect is recorded under the signature."""
+class EffectNotFound(EffectError, LookupError):
+    """No effect is recorded under the signature (``EffectLog``) or key (``ExactlyOnce``)."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, named: str = "call signature") -> None:
         super().__init__(
-            key, f"no effect is recorded under call signature '{key}'; check the signature"
+            key, f"no effect is recorded under {named} {describe(key)}; check the {named}"
         )
 
 

@@ -51,6 +51,7 @@ from machines.spec.states import OutcomeState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.arguments import store_with
+from machines.systems.effectlog_errors import EffectNotFound
 
 MACHINE = "outcome"
 RECLAIMED_AT = "version"
@@ -301,7 +302,7 @@ class ExactlyOnce:
     def _existing(self, tx: Transaction, key: str) -> Row:
         row = tx.get(MACHINE, key)
         if row is None:
-            raise MachinesError(f"no effect is recorded under key {describe(key)}")
+            raise EffectNotFound(key, "key")
         return row
 
     def _lease(self) -> dict[str, Any]:

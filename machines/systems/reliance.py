@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 
-from machines.errors import InvalidArgument, MachinesError
+from machines.errors import InvalidArgument, InvalidStateTransition, MachinesError
 from machines.spec import MachineSpec
 from machines.spec.loader import load
 from machines.spec.structure import check_structure
@@ -63,7 +63,7 @@ def require_reliable(specs: Mapping[str, MachineSpec], machine: str, system: str
     with _lock:
         known = _judged.get((id(given), machine))
     if known is None or known[0] is not given:
-        known = (given, tuple(_broken(given, load(machine))))
+        known = (given, tuple(_broken(given, bundled(machine))))
         with _lock:
             if len(_judged) >= 64:
                 _judged.clear()
@@ -78,6 +78,45 @@ def require_reliable(specs: Mapping[str, MachineSpec], machine: str, system: str
             f"(machines.load('{machine}'), or yours with them restored)"
         )
     return given
+
+
+def require_bundled_move(
+    machine: str, state: str, trigger: str, actor: str, context: Mapping[str, str]
+) -> None:
+    """Refuse a move the bundled definition of ``machine`` does not make: from ``state``,
+    by ``trigger`` as ``actor`` under ``context``. A system's calls are the bundled
+    definition's moves; a move the store's definition adds (an owner's addition the
+    check above allows, say an operator's ``confirm_failed`` from ``executing``) is for
+    the owner's own code, and made by a system's call it would break the promise the
+    system keeps (a transfer marked failed with money moving, a call in flight recorded
+    as never run). ``InvalidStateTransition``, nothing written."""
+    if _UNCHECKED.get():
+        return
+    try:
+        bundled(machine).step(state, trigger, actor=actor, **context)
+    except MachinesError as refused:
+        raise InvalidStateTransition(
+            machine,
+            state,
+            trigger=trigger,
+            actor=actor,
+            reason="the system makes only the bundled definition's moves, and that one "
+            f"refuses it ({refused}); the store's definition adds it for the owner's own code",
+        ) from None
+
+
+def bundled(machine: str) -> MachineSpec:
+    """The bundled definition of ``machine``, loaded once."""
+    with _lock:
+        found = _bundled.get(machine)
+    if found is None:
+        found = load(machine)
+        with _lock:
+            _bundled[machine] = found
+    return found
+
+
+_bundled: dict[str, MachineSpec] = {}
 
 
 @contextmanager

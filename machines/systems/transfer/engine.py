@@ -121,11 +121,17 @@ class TransferEngine(Driver):
             raise TransferConfigError(
                 f"executors must map names to executors, not {describe(executors)}"
             )
+        if callbacks is not None and (
+            not isinstance(callbacks, Mapping) or not all(isinstance(n, str) for n in callbacks)
+        ):
+            raise TransferConfigError(
+                f"callbacks must map event names to functions, not {describe(callbacks)}"
+            )
         self.submit_timeout = arguments.seconds(submit_timeout, "submit_timeout")
         arguments.optional_text(engine_id, "engine_id")
         self.store = store
         self.executors = dict(executors)
-        self.callbacks = dict(callbacks or {})
+        self.callbacks = dict(callbacks) if callbacks is not None else {}
         check_executors(self.executors)
         _check_callbacks(self.callbacks)
         self.clock = checked_clock(clock, "TransferEngine", consequence="nothing was written")

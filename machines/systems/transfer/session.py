@@ -24,6 +24,8 @@ from machines.spec.vocabulary import (
     RELEASES_RESERVATION,
 )
 from machines.store.records import Row, Transaction
+from machines.systems.arguments import plain
+from machines.systems.reliance import require_bundled_move
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
 from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
 from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
@@ -200,6 +202,7 @@ class Session:
         engine, before = self.engine, self.request
         context = engine.deriver.context(self.signature())
         dest = engine.request_spec.step(before.state, trigger, actor=actor, **context)
+        require_bundled_move(engine.request_spec.name, before.state, trigger, actor, context)
         data = dict(before.data)
         reservation = engine.entering.reservation.get(dest)
         if reservation is not None:
@@ -279,15 +282,15 @@ def said(by: str, **more: str) -> dict[str, Any]:
     for what, text in more.items():
         if not isinstance(text, str):
             raise TransferRefused(f"'{what}' must be a string; got {describe(text)}")
-        if text:
-            detail[what] = text
+        if plain(text):
+            detail[what] = plain(text)
     return detail
 
 
 def required(value: str, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not plain(value).strip():
         raise TransferRefused(f"'{what}' must be a non-empty string; got {describe(value)}")
-    return value
+    return plain(value)
 
 
 def _names(value: object) -> list[object]:
