@@ -15,6 +15,7 @@ from machines.cli.output import (
     document,
     failed,
     is_json,
+    odd_names,
     write_json,
 )
 from machines.errors import MachinesError, counted, printable
@@ -75,8 +76,10 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     checked: str | None = None
     people: list[Document] = []
     said_people: list[str] = []
+    spec_dir: Path | None = None
     try:
-        paths = definition_paths(definitions_dir(args.spec_dir).spec_dir)
+        spec_dir = definitions_dir(args.spec_dir).spec_dir
+        paths = definition_paths(spec_dir)
         specs = {spec.name: spec for spec in map(read_definition, paths)}
         if file is not None:
             log = read_log(file)
@@ -110,7 +113,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             said_people = [m.describe() for m in found.people]
             what = f"the store {shown_url(url)}, judged by {found.judged_by()}"
     except (OSError, MachinesError) as exc:
-        return failed(args, problem(exc), 2)
+        return failed(args, problem(exc), 2, odd_names(args.spec_dir, spec_dir, file))
     code = 1 if breaches else 0
     if is_json(args):
         write_json(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -23,6 +23,8 @@ from machines.cli.output import (
     document,
     flag,
     is_json,
+    odd_names,
+    printable_naming,
     write_json,
 )
 from machines.derive.proof import DERIVATION_INVARIANTS, MAX_NODES, Counterexample
@@ -91,12 +93,15 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         parsers[1]["check"].error("give definition files or --spec-dir DIR, not both")
     if args.files:
         report = check(files=args.files, max_nodes=args.max_nodes)
+        names = odd_names(*args.files)
     else:
-        report = check(definitions_dir(args.spec_dir).spec_dir, max_nodes=args.max_nodes)
+        spec_dir = definitions_dir(args.spec_dir).spec_dir
+        report = check(spec_dir, max_nodes=args.max_nodes)
+        names = odd_names(spec_dir)
     if is_json(args):
         write_json(report_document(report))
     else:
-        print_report(report, sys.stdout, findings=args.findings, given=_given(args))
+        print_report(report, sys.stdout, args.findings, _given(args), names)
     return report.exit_code
 
 
@@ -113,12 +118,22 @@ COMMAND = Command(
 
 
 def print_report(
-    report: Report, out: TextIO, findings: bool = False, given: Sequence[str] = ()
+    report: Report,
+    out: TextIO,
+    findings: bool = False,
+    given: Sequence[str] = (),
+    names: Iterable[str] = (),
 ) -> None:
     """``report`` as ``machines check`` prints it; the recorded findings in full only with
     ``findings`` (``--findings``), else their count and the command that prints them
-    (``given``: the options of this run, repeated in it)."""
-    w = out.write
+    (``given``: the options of this run, repeated in it). Every line is escaped
+    (``printable_naming``, ``names`` whole): a definition's file name, and what it holds,
+    are the text of whoever wrote the pull request, shown on a reviewer's terminal."""
+    names = tuple(names)
+
+    def w(text: str) -> None:
+        out.write(printable_naming(text, names))
+
     loaded = len(report.machines)
     failed = max(report.found - loaded, 0)
     w(
@@ -185,7 +200,8 @@ def print_report(
     if report.violations:
         w(f"violations ({len(report.violations)}):\n")
         for v in report.violations:
-            w(textwrap.indent(v.describe(), "  ") + "\n")
+            # escaped before indenting: the indent would split a name that holds a line break
+            w(textwrap.indent(printable_naming(v.describe(), names), "  ") + "\n")
         w("\n")
     if report.exit_code == 0:
         w("OK: no violations\n")

@@ -11,12 +11,21 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
 from machines.cli.command import Command, Parsers, problem
-from machines.cli.output import Document, add_format, document, failed, is_json, write_json
+from machines.cli.output import (
+    Document,
+    add_format,
+    document,
+    failed,
+    is_json,
+    odd_names,
+    printable_naming,
+    write_json,
+)
 from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.spec import MachineSpec
 from machines.spec.canonical import DIGEST_CHARS
@@ -64,6 +73,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         parser.error("with --base give one path at most (NEW): the old version is NEW at GIT_REV")
     if base is None and args.new is None:
         parser.error("diff needs OLD and NEW, or --base GIT_REV [NEW]")
+    names = odd_names(*(Path(p) for p in (args.old, args.new) if p is not None), DEFAULT_SPEC_DIR)
     try:
         if base is None:
             old_label, new_label = str(args.old), str(args.new)
@@ -74,13 +84,13 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             old_label, old = _at_revision(base, target)
             new_label = str(target)
     except (OSError, MachinesError) as exc:
-        return failed(args, problem(exc), 2)
+        return failed(args, problem(exc), 2, names)
     report = diff_report(old, new)
     code = 1 if report.breaking else 0
     if is_json(args):
         write_json(report_document(report, old_label, new_label, code))
     else:
-        print_report(report, old_label, new_label, sys.stdout)
+        print_report(report, old_label, new_label, sys.stdout, names)
     return code
 
 
@@ -110,10 +120,18 @@ COMMAND = Command(
 )
 
 
-def print_report(report: DiffReport, old: str, new: str, out: TextIO) -> None:
+def print_report(
+    report: DiffReport, old: str, new: str, out: TextIO, names: Iterable[str] = ()
+) -> None:
     """``report`` as ``machines diff`` prints it: a line per change, the counts, each
-    machine's semantic digests, the verdict."""
-    w = out.write
+    machine's semantic digests, the verdict. Every line is escaped (``printable_naming``,
+    ``names`` whole): the paths compared and what the definitions say are a pull
+    request's."""
+    names = tuple(names)
+
+    def w(text: str) -> None:
+        out.write(printable_naming(text, names))
+
     for c in report.changes:
         w(f"{c.machine}: {'BREAKING' if c.breaking else c.kind}: {c.message}\n")
     counts = ", ".join(f"{report.count(kind)} {kind}" for kind in KINDS)

@@ -16,6 +16,8 @@ from machines.cli.output import (
     failed,
     flag,
     is_json,
+    odd_names,
+    printable_naming,
     write_json,
 )
 from machines.errors import MachinesError
@@ -58,6 +60,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     chosen = args.scope or list(default)
     if "all" in chosen:
         chosen = list(every)
+    names = odd_names(args.spec_dir)  # a folder named as the user likes, named back
     try:
         models = [
             build_model(
@@ -70,7 +73,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             for scope in chosen
         ]
     except MachinesError as exc:  # an unknown scope or rule set, unreadable definitions
-        return failed(args, str(exc), 2)
+        return failed(args, str(exc), 2, names)
     text = not is_json(args)
     results = []
     for model in models:
@@ -112,9 +115,12 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     if exhausted < len(results):
         again = [*_given(args), *(a for s in args.scope or () for a in ("--scope", s))]
         print(
-            f"{len(results) - exhausted} scope(s) stopped at --max-states {args.max_states:,}: "
-            f"the verdict covers the states seen only; {command_line('explore', again)} "
-            "searches to the end"
+            printable_naming(
+                f"{len(results) - exhausted} scope(s) stopped at --max-states "
+                f"{args.max_states:,}: the verdict covers the states seen only; "
+                f"{command_line('explore', again)} searches to the end",
+                names,
+            )
         )
     return code
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers
+from machines.cli.output import odd_names, printable_naming
 from machines.errors import InvalidArgument, SpecError, SpecUnreadable
 from machines.render.export import FORMATS, export
 from machines.spec.loader import load
@@ -38,13 +39,20 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     try:
         spec = load(machine_file(args.machine, args.spec_dir))
     except (SpecUnreadable, InvalidArgument) as exc:
-        print(f"machines export: {exc}", file=sys.stderr)
+        _said(args, exc)
         return 2
     except SpecError as exc:
-        print(f"machines export: {exc}", file=sys.stderr)
+        _said(args, exc)
         return 1
     sys.stdout.write(export(spec, args.format))
     return 0
+
+
+def _said(args: argparse.Namespace, exc: Exception) -> None:
+    """Why the machine cannot be exported, escaped: it names a file of the user's folder,
+    whose name may hold an escape sequence or a line break."""
+    names = odd_names(Path(args.machine), args.spec_dir)
+    print(printable_naming(f"machines export: {exc}", names), file=sys.stderr)
 
 
 COMMAND = Command(

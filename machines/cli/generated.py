@@ -10,9 +10,10 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from machines.cli.command import Command, Parsers, problem, shown
+from machines.cli.output import odd_names, printable_naming
 from machines.errors import MachinesError
 from machines.spec.loader import definition_paths, read_definition
 from machines.spec.project import output_dir, project_definitions
@@ -71,16 +72,23 @@ def _generate(
     from machines.render.files import sync
 
     check_only: bool = args.check
+    names = odd_names(args.spec_dir, args.out)
+
+    def say(text: str, file: TextIO | None = None) -> None:
+        # the folders and the files in them are the user's, named as they like
+        print(printable_naming(f"machines {what}: {text}", names), file=file)
+
     try:
         spec_dir = project_definitions(
             args.spec_dir, f"{'check' if check_only else 'write'} the {what} of"
         )
         out: Path = args.out or output_dir(f"{what}_dir", Path(what))
     except MachinesError as exc:
-        print(f"machines {what}: {exc}", file=sys.stderr)
+        say(str(exc), sys.stderr)
         return 2
+    names = odd_names(args.spec_dir, spec_dir, out)
     if out.exists() and not out.is_dir():
-        print(f"machines {what}: --out {shown(str(out))} is not a directory", file=sys.stderr)
+        say(f"--out {shown(str(out))} is not a directory", sys.stderr)
         return 2
     try:
         paths = definition_paths(spec_dir)
@@ -88,24 +96,20 @@ def _generate(
         files = files_of(specs)
         changed = sync(files, out, check=check_only, force=args.force)
     except MachinesError as exc:
-        print(f"machines {what}: {exc}", file=sys.stderr)
+        say(str(exc), sys.stderr)
         return 2
     except OSError as exc:
         doing = "read" if check_only else "write"
-        print(
-            f"machines {what}: cannot {doing} {problem(exc)}; choose an --out directory "
-            f"you can {doing}",
-            file=sys.stderr,
-        )
+        say(f"cannot {doing} {problem(exc)}; choose an --out directory you can {doing}", sys.stderr)
         return 2
     if check_only:
         if changed:
-            names = ", ".join(str(p) for p in changed)
-            print(f"machines {what}: stale or missing: {names}; run: {_again(what, args)}")
+            stale = ", ".join(str(p) for p in changed)
+            say(f"stale or missing: {stale}; run: {_again(what, args)}")
             return 1
-        print(f"machines {what}: {len(files)} generated files in {out}/ are current")
+        say(f"{len(files)} generated files in {out}/ are current")
         return 0
-    print(f"machines {what}: {len(changed)} of {len(files)} files written into {out}/")
+    say(f"{len(changed)} of {len(files)} files written into {out}/")
     return 0
 
 

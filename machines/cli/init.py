@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers
+from machines.cli.output import odd_names, printable_naming
 from machines.errors import MachinesError
 from machines.spec.project import written_inside
 
@@ -102,8 +103,10 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     }
     try:
         written_inside(Path("specs"), Path.cwd(), "where init writes the definition")
-    except MachinesError as exc:
-        print(f"machines init: {exc}; nothing written", file=sys.stderr)
+    except (MachinesError, OSError) as exc:
+        # it names the working folder (and where a link leads), named as the user likes
+        said = printable_naming(f"machines init: {exc}; nothing written", odd_names(Path("specs")))
+        print(said, file=sys.stderr)
         return 2
     there = [str(path) for path in files if path.exists() or path.is_symlink()]
     if there:

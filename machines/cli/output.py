@@ -14,6 +14,7 @@ import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 from machines.cli.command import package_version
@@ -71,10 +72,44 @@ def write_json(doc: Document) -> None:
     sys.stdout.write(text + "\n")
 
 
-def failed(args: argparse.Namespace, message: str, exit_code: int) -> int:
-    """A run that could not report: ``message`` on stderr, and with ``--format json`` the
-    error document on stdout. Returns ``exit_code``."""
-    print(printable(f"machines {args.command}: {message}", lines=True), file=sys.stderr)
+def odd_names(*places: Path | None) -> tuple[str, ...]:
+    """The names in ``places`` (paths the user gave: files, folders, and each entry of a
+    folder) that a terminal cannot show as they are, longest first, for
+    ``printable_naming``: a file in a pull request's folder of definitions may be named
+    with an escape sequence or a line break, and every message about it names it."""
+    found: set[str] = set()
+    for place in places:
+        if place is None:
+            continue
+        paths = [place]
+        try:
+            paths.append(place.absolute())
+            if place.is_dir():
+                paths.extend(place.iterdir())
+        except OSError:
+            pass  # a folder that cannot be listed is named by its own message
+        for path in paths:
+            found.update((*path.parts, path.stem))
+    return tuple(sorted((n for n in found if not n.isprintable()), key=len, reverse=True))
+
+
+def printable_naming(text: str, names: Iterable[str] = ()) -> str:
+    """``text`` as ``printable(text, lines=True)`` shows it, except that each of
+    ``names`` (``odd_names``) is escaped whole, its line breaks too: a report's own line
+    breaks are kept, while a file name cannot start a line that looks like the report's
+    (``OK: no violations``)."""
+    for name in names:
+        text = text.replace(name, printable(name))
+    return printable(text, lines=True)
+
+
+def failed(
+    args: argparse.Namespace, message: str, exit_code: int, names: Iterable[str] = ()
+) -> int:
+    """A run that could not report: ``message`` on stderr (``names`` escaped whole, see
+    ``printable_naming``), and with ``--format json`` the error document on stdout.
+    Returns ``exit_code``."""
+    print(printable_naming(f"machines {args.command}: {message}", names), file=sys.stderr)
     if is_json(args) and args.command in REPORTERS:
         write_json(document(args.command, exit_code, error=message))
     return exit_code
