@@ -18,6 +18,7 @@ from machines.cli.command import Command, Parsers
 from machines.cli.output import odd_names, printable_naming
 from machines.errors import MachinesError
 from machines.spec.project import written_inside
+from machines.spec.vocabulary import RESERVED_MACHINES
 
 NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
@@ -96,6 +97,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     name: str = args.name
     if not NAME.match(name):
         parsers[1]["init"].error(f"{name!r} is not a lower_snake name (ticket, refund_request)")
+    if name in RESERVED_MACHINES:  # the loader refuses them: check would fail, the test too
+        parsers[1]["init"].error(
+            f"{name!r} is reserved: the site and machines docs make a page of that name beside "
+            f"the machine pages ({', '.join(sorted(RESERVED_MACHINES))}); choose another name"
+        )
     title_id = "".join(part.capitalize() for part in name.split("_"))
     files = {
         Path("specs") / f"{name}.yaml": DEFINITION.format(name=name),
@@ -134,7 +140,9 @@ COMMAND = Command(
     help="write a first machine (specs/NAME.yaml) that checks clean, and a conformance "
     "test of it (test_NAME.py) that passes",
     description="Writes nothing over a file that is there. Exit 0 when written, 2 when a "
-    "file is there or cannot be written.",
+    "file is there or cannot be written, or when NAME is not lower_snake or is one a "
+    f"machine may not take ({', '.join(sorted(RESERVED_MACHINES))}: the names of pages "
+    "beside the machine pages).",
     arguments=_arguments,
     run=_run,
 )

@@ -1,0 +1,38 @@
+"""``machines init NAME`` refuses a name a machine may not take (issue 27, outsider batch
+19, b14): it wrote specs/findings.yaml and test_findings.py, which ``machines check`` then
+refused and pytest could not collect, though init promises both are green."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.spec.vocabulary import RESERVED_MACHINES
+
+
+@pytest.mark.parametrize("name", sorted(RESERVED_MACHINES))
+def test_init_refuses_a_reserved_name_and_writes_nothing(
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["init", name])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"'{name}' is reserved" in err and "choose another name" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_init_takes_checks_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The names next to the reserved ones still work (a name is refused for what it
+    is, not for looking like one)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "findings_log"]) == 0
+    assert main(["check", "--spec-dir", "specs"]) == 0
