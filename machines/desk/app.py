@@ -37,7 +37,7 @@ from starlette.routing import Route
 
 from machines.desk.accounts import Accounts, read_accounts, verify
 from machines.desk.acting import Decision, act, offered
-from machines.desk.sessions import Session, Sessions, same_token
+from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
 from machines.desk.waiting import PAGE, DeskError, counts, waiting, waiting_states
 from machines.errors import MachinesError
 from machines.render.dot import to_dot
@@ -139,7 +139,9 @@ class _Desk:
         return self.live(request.cookies.get(COOKIE))
 
     def login_page(self, request: Request) -> Response:
-        return self.page("login.html", None, message=request.query_params.get("said", ""))
+        return self.page(
+            "login.html", None, message=SAID.get(request.query_params.get("said", ""), "")
+        )
 
     async def login(self, request: Request) -> Response:
         if not _posted_here(request):  # another site would sign the browser in as its own
@@ -183,7 +185,7 @@ class _Desk:
             if session is not None:
                 self.sessions.end(request.cookies.get(COOKIE))
             self.sessions.end_with_token(form.get("csrf"))
-        response = RedirectResponse("/login?said=signed+out", status_code=303)
+        response = RedirectResponse(f"/login?said={SIGNED_OUT}", status_code=303)
         response.delete_cookie(COOKIE)
         return response
 

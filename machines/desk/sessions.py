@@ -28,6 +28,12 @@ SESSION_SECONDS = 30 * 60
 FAILURES = 5
 WINDOW = 300.0
 
+SIGNED_OUT = "signed-out"
+SAID = {SIGNED_OUT: "signed out"}
+"""What the sign-in page says after a redirect (``/login?said=CODE``), by code: the page
+shows only these fixed texts, so a link cannot make the desk's own page say what its
+sender likes ("your account is locked, call ..."); an unknown code shows nothing."""
+
 
 @dataclass
 class Session:
