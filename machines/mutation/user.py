@@ -18,7 +18,6 @@ import fnmatch
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machines.errors import InvalidArgument, SpecError
+from machines.mutation import reaping
 from machines.mutation.operators import Mutant, mutants_of
 from machines.spec.files import (
     MUTANT_VARIABLE,
@@ -138,7 +138,7 @@ def check_command(command: Sequence[str]) -> None:
 def baseline(spec_dir: Path, command: Sequence[str], timeout: float) -> float:
     """Run ``command`` on an unmutated copy of ``spec_dir``; its seconds when it passes,
     else ``InvalidArgument`` saying that the tests must pass first, and how they failed."""
-    with tempfile.TemporaryDirectory(prefix="machines-mutant-baseline-") as tmp:
+    with reaping.reaping(), tempfile.TemporaryDirectory(prefix="machines-mutant-baseline-") as tmp:
         copy = _copy(spec_dir, Path(tmp))
         code, seconds, said = _run_command(command, copy, None, timeout, Path(tmp) / "output")
     if code == 0:
@@ -205,6 +205,18 @@ def run(
     whatever order they finish in, each handed to ``progress`` as it finishes."""
     if type(jobs) is not int or jobs < 1:
         raise InvalidArgument(f"jobs must be a whole number from 1, not {jobs!r}")
+    with reaping.reaping():  # what a command leaves in a session of its own is ended too
+        return _run(mutants, spec_dir, command, timeout, progress, jobs)
+
+
+def _run(
+    mutants: Sequence[Mutant],
+    spec_dir: Path,
+    command: Sequence[str],
+    timeout: float,
+    progress: Callable[[Outcome], None] | None,
+    jobs: int,
+) -> list[Outcome]:
     if jobs == 1:
         outcomes = []
         for mutant in mutants:
@@ -244,7 +256,7 @@ def kill(
     """Write ``mutant`` into a fresh copy of ``spec_dir``; the definition's rules judge it
     first, then ``command``."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="machines-mutant-") as tmp:
+    with reaping.reaping(), tempfile.TemporaryDirectory(prefix="machines-mutant-") as tmp:
         copy = _copy(spec_dir, Path(tmp))
         (copy / mutant.file).write_text(mutant.text(), encoding="utf-8")
         try:
@@ -323,13 +335,15 @@ def _run_command(
     started = time.perf_counter()
     with log.open("wb") as out:
         try:
-            process = subprocess.Popen(
-                list(command),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            process = reaping.start(
+                lambda: subprocess.Popen(
+                    list(command),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             )
         except (OSError, ValueError) as exc:
             reason = os_reason(exc)
@@ -342,23 +356,18 @@ def _run_command(
         except subprocess.TimeoutExpired:
             code = None
         finally:  # done, timed out, Ctrl-C or SIGTERM: end it and all it left running
-            _end(process)
+            _end(process, f"{SPEC_DIR_VARIABLE}={spec_copy}".encode())
             if running is not None:
                 running.discard(process)
     seconds = time.perf_counter() - started
     return code, seconds, _last_lines(log)
 
 
-def _end(process: subprocess.Popen[bytes]) -> None:
-    """End the command's process group (it runs in a session of its own): the command if
-    it still runs, and every process it started in the background and left behind."""
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(process.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows has no process groups of this kind
-            process.kill()
-    except ProcessLookupError:
-        pass
+def _end(process: subprocess.Popen[bytes], marker: bytes | None = None) -> None:
+    """End the command if it still runs, and every process it started and left behind:
+    its process group (it runs in a session of its own), and with ``reaping`` what left
+    the group too (``marker``: its ``MACHINES_SPEC_DIR=copy``, which names its orphans)."""
+    reaping.end(process.pid, marker)
     process.wait()
 
 
