@@ -43,10 +43,18 @@ class Breach:
     events: tuple[TransitionEvent, ...] = ()
 
     def describe(self) -> str:
-        trail = "".join(
-            f"\n    #{e.seq} {e.source} --{e.trigger} ({e.actor})--> {e.dest}" for e in self.events
-        )
-        return f"[{self.invariant}] {self.machine} '{self.key}': {self.message}{trail}"
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """The breach's line, then one line per event involved: a report that escapes
+        stored text escapes each apiece, so a line break inside a key stays escaped."""
+        return [
+            f"[{self.invariant}] {self.machine} '{self.key}': {self.message}",
+            *(
+                f"    #{e.seq} {e.source} --{e.trigger} ({e.actor})--> {e.dest}"
+                for e in self.events
+            ),
+        ]
 
 
 Specs = Mapping[str, MachineSpec]

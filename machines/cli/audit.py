@@ -143,7 +143,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         for line in said_people[-SHOWN_PEOPLE:]:
             print(f"  {printable(line)}")
     for breach in breaches:
-        for line in _breach_lines(breach):
+        for line in breach.lines():
             print(printable(line))
     verdict = f"FAILED: {len(breaches)} breach(es)" if breaches else "OK: no breach"
     print(printable(f"machines audit: {what}: {verdict}"))
@@ -164,17 +164,6 @@ def _person(move: PersonMove) -> Document:
         "by": move.by,
         "at": move.at,
     }
-
-
-def _breach_lines(breach: Breach) -> list[str]:
-    """The lines ``Breach.describe`` says, one apiece, so that each is escaped on its own:
-    the events involved print on lines of their own, while a line break inside a key or
-    an event's name (stored text, anyone's to write) stays escaped instead of starting a
-    line that looks like the report's."""
-    return [
-        f"[{breach.invariant}] {breach.machine} '{breach.key}': {breach.message}",
-        *(f"    #{e.seq} {e.source} --{e.trigger} ({e.actor})--> {e.dest}" for e in breach.events),
-    ]
 
 
 def _breach(breach: Breach) -> Document:
