@@ -153,11 +153,21 @@ def read(store: Store, case: Case) -> tuple[Row, int]:
         return row, len(tx.history(case.machine, case.key))
 
 
+def seen_now(store: Store, case: Case) -> int:
+    """The version a person reading the entity now would pass: a transfer's request is
+    read with its nodes (``TransferEngine.transfer_version``)."""
+    if case.machine == "request":
+        return TransferEngine(store, {}).transfer_version(case.key)
+    version = read(store, case)[0].version
+    assert version is not None
+    return version
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_decision_on_a_row_that_moved_since_writes_nothing(store: Store, name: str) -> None:
     case = CASES[name](store)
     before = read(store, case)
-    version = before[0].version
+    version = seen_now(store, case)
     for stale in [v for v in (version - 1, version + 1) if v >= 1]:
         with pytest.raises(StaleWrite, match=f"not the {stale} the decision was made on"):
             case.call(stale)
@@ -167,7 +177,7 @@ def test_a_decision_on_a_row_that_moved_since_writes_nothing(store: Store, name:
             case.call(garbage)
         assert read(store, case) == before
     case.call(version)
-    assert read(store, case)[0].version > version
+    assert seen_now(store, case) > version
 
 
 @pytest.mark.parametrize("name", ["ExactlyOnce.reclaim", "TransferEngine.approve"])
@@ -176,3 +186,23 @@ def test_without_seen_the_call_decides_on_what_it_reads(store: Store, name: str)
     version = read(store, case)[0].version
     case.call(None)
     assert read(store, case)[0].version > version
+
+
+@pytest.mark.parametrize("how", ["confirm_failed", "confirm_completed"])
+def test_a_decision_on_a_transfer_whose_node_moved_since_writes_nothing(
+    store: Store, how: str
+) -> None:
+    """Outsider batch 18 (a19): ``seen=`` covered the request row alone, and a node can
+    move without the request's row changing (a withdrawal the venue's records show sent),
+    so an operator's ``confirm_failed`` made on the page from before landed. The version
+    a request's decision names is the transfer's, its nodes' included."""
+    case = request(store, how)
+    engine = TransferEngine(store, {})
+    read_at = engine.transfer_version("t")
+    row_at = engine.request("t").version
+    engine.reconcile("t", "withdraw", "submitted", by="venue-records")
+    assert engine.request("t").version == row_at, "the node's move must leave the request row"
+    with pytest.raises(StaleWrite, match="or one of its nodes moved since"):
+        case.call(read_at)
+    assert engine.request("t").state == "manual_intervention"
+    case.call(engine.transfer_version("t"))

@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         waited = (f"{days}d " if days else "") + time.strftime("%H:%M:%S", time.gmtime(rest))
         print(
             printable(
-                f"  {w.machine} {w.row.key} in {w.row.state} for {waited} (version {w.row.version})"
+                f"  {w.machine} {w.row.key} in {w.row.state} for {waited} (version {w.version})"
             )
         )
     if not counted:

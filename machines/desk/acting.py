@@ -10,7 +10,8 @@ database under it, judges the move, and its history records the actor the person
 and their name (``by``) and reason.
 
 A page is acted on as it was read: the entity's version when the page was shown comes with
-the move, and a newer version refuses it (``DeskError``), so two people deciding one entity
+the move (a transfer's request: its request's and nodes' together, ``page_version``), and
+a newer version refuses it (``DeskError``), so two people deciding one entity
 get one winner and a message for the other. The system's call carries the same version
 (``seen=``) and checks it in its own write transaction: the system may move the entity
 after the desk's check, and the decision must not land on what it became.
@@ -25,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from machines.desk.waiting import DeskError, Move, moves_for
+from machines.desk.waiting import DeskError, Move, moves_for, page_version
 from machines.errors import InvalidArgument, MachinesError
 from machines.spec.states import RequestState
 from machines.store.records import Row, Store
@@ -219,9 +220,10 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         )
     with store.transaction() as tx:
         row = tx.get(d.machine, d.key)
+        read = None if row is None else page_version(specs, tx, row)
     if row is None:
         raise DeskError(f"no {d.machine} {d.key!r} in this store")
-    if row.version != d.version:
+    if read != d.version:
         raise _changed(d, row)
     allowed = {(m.trigger, m.actor, m.gate) for m in offered(store, row, roles)}
     if (d.trigger, d.actor, d.gate) not in allowed:
@@ -239,7 +241,8 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     except MachinesError:
         with store.transaction() as tx:
             now = tx.get(d.machine, d.key)
-        if now is not None and now.version != row.version:  # someone acted first
+            moved = now is not None and page_version(specs, tx, now) != read
+        if now is not None and moved:  # someone acted first
             raise _changed(d, now) from None
         raise
     with store.transaction() as tx:

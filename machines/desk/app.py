@@ -38,7 +38,14 @@ from starlette.routing import Route
 from machines.desk.accounts import Accounts, read_accounts, verify
 from machines.desk.acting import Decision, act, offered
 from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
-from machines.desk.waiting import PAGE, DeskError, counts, waiting, waiting_states
+from machines.desk.waiting import (
+    PAGE,
+    DeskError,
+    counts,
+    page_version,
+    waiting,
+    waiting_states,
+)
 from machines.errors import MachinesError
 from machines.render.dot import to_dot
 from machines.render.files import render_svg
@@ -241,6 +248,7 @@ class _Desk:
             with self.store.transaction() as tx:
                 row = tx.get(machine, key)
                 history = tx.history(machine, key) if row is not None else []
+                version = page_version(specs, tx, row) if row is not None else 0
         except MachinesError as exc:
             return self.page("error.html", session, status=400, message=str(exc))
         if row is None:
@@ -260,6 +268,7 @@ class _Desk:
             message=message,
             machine=machine,
             row=row,
+            version=version,
             spec=spec,
             history=history,
             moves=moves,
@@ -376,8 +385,10 @@ class _Desk:
             row = act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:
             return JSONResponse({"error": str(exc)}, status_code=409)
+        with self.store.transaction() as tx:
+            version = page_version(self.store.specs(), tx, row)
         return JSONResponse(
-            {"machine": row.machine, "key": row.key, "state": row.state, "version": row.version}
+            {"machine": row.machine, "key": row.key, "state": row.state, "version": version}
         )
 
 
@@ -404,7 +415,7 @@ def pending_entry(w: Any) -> dict[str, Any]:
         "machine": w.machine,
         "key": w.row.key,
         "state": w.row.state,
-        "version": w.row.version,
+        "version": w.version,
         "waited_seconds": round(w.seconds, 3),
         "context": dict(w.row.context),
     }

@@ -26,6 +26,8 @@ from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
 from machines.spec.vocabulary import NEEDS_HUMAN
 from machines.store.records import Row, Store, Transaction
+from machines.systems.transfer.plans import transfer_version
+from machines.systems.transfer.session import NODE, REQUEST
 
 PAGE = 50
 """Entities on one page of the list."""
@@ -70,11 +72,13 @@ def _fixed(spec: MachineSpec, valuation: Mapping[str, str]) -> Mapping[str, str]
 
 @dataclass(frozen=True)
 class Waiting:
-    """One entity that waits on a person, and for how long (since its last write)."""
+    """One entity that waits on a person, for how long (since its last write), and the
+    version a decision on it names (``page_version``)."""
 
     machine: str
     row: Row
     seconds: float
+    version: int
 
 
 @dataclass(frozen=True)
@@ -150,12 +154,22 @@ def waiting(
             if states:
                 rows = itertools.islice(_rows_waiting(tx, specs[name], states), offset + limit)
                 found += [(name, row) for row in rows]
-    found.sort(key=lambda pair: (_written_at(pair[1]), pair[0], pair[1].ordinal))
+        found.sort(key=lambda pair: (_written_at(pair[1]), pair[0], pair[1].ordinal))
+        shown = [(name, row, page_version(specs, tx, row)) for name, row in found[offset:][:limit]]
     clock = time.time() if now is None else now
     return [
-        Waiting(name, row, min(max(0.0, clock - _written_at(row)), clock))
-        for name, row in found[offset : offset + limit]
+        Waiting(name, row, min(max(0.0, clock - _written_at(row)), clock), version)
+        for name, row, version in shown
     ]
+
+
+def page_version(specs: Mapping[str, MachineSpec], tx: Transaction, row: Row) -> int:
+    """The version a person's decision on ``row`` names, read in ``tx``: a transfer's
+    request with its nodes (``transfer_version``: the engine refuses a decision when a node
+    moved since the page was shown), any other entity by its own row."""
+    if row.machine == REQUEST and NODE in specs:
+        return transfer_version(row, tx.scope(NODE, row.key))
+    return row.version or 0
 
 
 def _written_at(row: Row) -> float:

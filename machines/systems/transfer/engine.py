@@ -45,14 +45,14 @@ from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState, RequestState
 from machines.spec.vocabulary import DONE
-from machines.store.records import Row, Store
+from machines.store.records import Row, StaleWrite, Store
 from machines.systems import arguments
 from machines.systems.exactly_once import process_identity
 from machines.systems.reliance import require_reliable
 from machines.systems.transfer.driver import Driver
 from machines.systems.transfer.errors import PlanError, TransferConfigError, TransferRefused
 from machines.systems.transfer.executor import Executor, PlanNode, check_executors
-from machines.systems.transfer.plans import node_key, node_rows, validate_plan
+from machines.systems.transfer.plans import node_key, node_rows, transfer_version, validate_plan
 from machines.systems.transfer.policy import (
     EXECUTOR,
     OPERATOR,
@@ -155,6 +155,13 @@ class TransferEngine(Driver):
             name: PlanNode.of(request_id, row) for name, row in self._read(request_id)[1].items()
         }
 
+    def transfer_version(self, request_id: str) -> int:
+        """The version a person's decision on the request names (``seen=``): its request's
+        and its nodes' versions together (``plans.transfer_version``), so a decision is
+        refused when any of them moved since the person read the transfer."""
+        request, nodes = self._read(request_id)
+        return transfer_version(request, nodes.values())
+
     def guard_context(self, request_id: str) -> dict[str, str]:
         """The context the request's next move is judged under: its own, with what its
         nodes imply now (``side_effects``), as every request move of the engine uses it."""
@@ -227,8 +234,9 @@ class TransferEngine(Driver):
         self, request_id: str, *, by: str, reason: str = "", seen: int | None = None
     ) -> RequestState:
         """A person approves the request. ``seen`` here and in every person's call: the
-        version of the row the person decided on (the request's; a node's for ``sign``
-        and ``refuse_signature``), and ``StaleWrite`` with nothing written if it moved."""
+        version the person decided on (``transfer_version``: the request's and its nodes'
+        together; a node's own for ``sign`` and ``refuse_signature``), and ``StaleWrite``
+        with nothing written if it moved."""
         return self._request_move(request_id, "approve", said(by, reason=reason), seen)
 
     def reject(
@@ -258,7 +266,7 @@ class TransferEngine(Driver):
         detail = said(by, reason=reason)
         seen = arguments.seen(seen, "cancel: seen")
         with self._session(request_id) as s:
-            arguments.unchanged(s.request, seen)
+            _unchanged(s, seen)
             s.move_request("cancel", REQUEST_CALLS["cancel"], detail)
             for row in list(s.nodes.values()):
                 if row.state in (NodeState.BLOCKED, NodeState.READY):
@@ -391,9 +399,10 @@ class TransferEngine(Driver):
         resume a waiting request, and drive the gate through its executor (``ManualGate``
         completes it). Returns the request's state afterwards. ``drive=False`` leaves the
         driving to the engine that has the executors (its next ``step``): a desk, which
-        has none, records the action and resumes only. ``seen``: the request's version the
-        operator acted on (``StaleWrite`` if it moved since). ``reason``: what the operator
-        says they did, kept on the resume and on the gate's move."""
+        has none, records the action and resumes only. ``seen``: the transfer's version
+        the operator acted on (``transfer_version``; ``StaleWrite`` if it moved since).
+        ``reason``: what the operator says they did, kept on the resume and on the gate's
+        move."""
         required(node, "node")
         arguments.flag(drive, "drive")
         if not isinstance(reason, str):
@@ -407,7 +416,7 @@ class TransferEngine(Driver):
                 f"'{self.manual_prefix}'); it completes through its executor"
             )
         with self._session(request_id) as s:
-            arguments.unchanged(s.request, seen)
+            _unchanged(s, seen)
             gate = s.node(node)
             if gate.state != NodeState.READY:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
@@ -440,7 +449,7 @@ class TransferEngine(Driver):
         request as the caller saw it at version ``seen`` (if given)."""
         seen = arguments.seen(seen, f"{trigger}: seen")
         with self._session(request_id) as s:
-            arguments.unchanged(s.request, seen)
+            _unchanged(s, seen)
             s.move_request(trigger, REQUEST_CALLS[trigger], detail)
         return RequestState(s.request.state)
 
@@ -455,6 +464,20 @@ class TransferEngine(Driver):
         if problems:
             raise PlanError(request_id, problems)
         return nodes
+
+
+def _unchanged(s: Session, seen: int | None) -> None:
+    """Nothing of the transfer moved since the person read it at ``seen``
+    (``transfer_version``), checked in the transaction that writes the decision; else
+    ``StaleWrite``, nothing written."""
+    now = transfer_version(s.request, s.nodes.values())
+    if seen is not None and now != seen:
+        raise StaleWrite(
+            f"request {describe(s.request_id)} is at version {now} (its request and nodes "
+            f"together), not the {seen} the decision was made on: it or one of its nodes "
+            f"moved since (the request is {s.request.state}); nothing was written, read it "
+            "again and decide again"
+        )
 
 
 def _check_callbacks(callbacks: Mapping[str, object]) -> None:

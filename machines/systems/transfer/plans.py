@@ -13,10 +13,11 @@ and names values by a short safe description.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from machines.spec.jsonvalue import describe
+from machines.store.records import Row
 
 PLAN_KEYS = ("name", "kind", "has_side_effect", "executor", "after")
 REQUIRED_KEYS = ("name", "kind", "has_side_effect", "executor")
@@ -240,3 +241,11 @@ def _listed(problems: list[str]) -> list[str]:
         return problems
     more = len(problems) - MAX_PROBLEMS_LISTED
     return [*problems[:MAX_PROBLEMS_LISTED], f"... and {more:,} more problems"]
+
+
+def transfer_version(request: Row, nodes: Iterable[Row]) -> int:
+    """A transfer's version as a person reads it: its request's and every node's versions
+    together. Every write to any of its rows raises it, so a person's decision on the
+    request (``seen=``) is refused when a node moved since the page was read, as when the
+    request did (a withdrawal that completed while the operator looked at the page)."""
+    return (request.version or 0) + sum(node.version or 0 for node in nodes)
