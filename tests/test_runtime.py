@@ -211,6 +211,16 @@ class TestContext:
             assert not isinstance(raised.value, TypeError)
         assert (m.state, len(m.history)) == ("pending", 0)
 
+    def test_a_step_without_an_actor_is_refused_by_name(self) -> None:
+        """Outsider batch 18 (b26): ``spec.step`` without ``actor=`` raised Python's
+        ``TypeError`` (the object runtime said why since item 8)."""
+        spec = spec_of("effect")
+        with pytest.raises(InvalidStateTransition, match=r"no actor was given.*actors: "):
+            spec.step("pending", "execute", tier="compensable")
+        with pytest.raises(InvalidStateTransition, match="no actor was given"):
+            spec.step("pending", "execute")
+        assert spec.step("pending", "execute", actor="proxy", tier="compensable") == "executing"
+
 
 @dataclass
 class TransferRow:

@@ -38,7 +38,7 @@ def _text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
     separators): PyYAML writes those as they are elsewhere, and reads them back as a
     line break, so ``a\\x85b`` would come back as ``a b``."""
     style = '"' if _OTHER_BREAKS & set(text) else "|" if "\n" in text else None
-    if style is None and (text in _RETYPED_BY_YAML_11 or _YAML_11_NUMBER.fullmatch(text)):
+    if style is None and (text in _RETYPED_BY_YAML_11 or _YAML_NUMBER.fullmatch(text)):
         style = "'"
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
@@ -50,16 +50,19 @@ would write them bare: the booleans ``y`` and ``n`` and the value key ``=``. The
 for any language's reader, so they are quoted."""
 
 
-_YAML_11_NUMBER = re.compile(
+_YAML_NUMBER = re.compile(
     r"[-+]?([0-9][0-9_]*)?\.[0-9.]*([eE][-+][0-9]+)?"  # float, as the 1.1 type page has it
     r"|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*"
     r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)"
     r"|[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+"  # int
     r"|[-+]?[1-9][0-9_]*(:[0-5]?[0-9])+"
+    r"|[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|0o[0-7]+"  # YAML 1.2's core schema
 )
 """The YAML 1.1 type pages' patterns for floats and integers, which are looser than
-PyYAML's resolver (``-.5``, ``+.5``, ``1.2.3``, ``+.``): a plain scalar they match is
-quoted, so that no 1.1 reader takes a text for a number."""
+PyYAML's resolver (``-.5``, ``+.5``, ``1.2.3``, ``+.``), and YAML 1.2's core schema ones
+(``1e5``, ``0o17``), which a 1.1 reader such as PyYAML takes for text: a plain scalar
+any of them matches is quoted, so that no reader of either version takes a text for a
+number."""
 
 
 def _list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.SequenceNode:

@@ -411,11 +411,11 @@ class MachineSpec:
                     best = entry
         return best
 
-    def step(self, state: str, trigger: str, *, actor: str, **context: str) -> str:
+    def step(self, state: str, trigger: str, *, actor: str | None = None, **context: str) -> str:
         """Validate one move and return the destination, without building an object.
 
         Raises ``InvalidStateTransition`` (nothing changes anywhere) for an unknown state,
-        trigger or actor (or one that is not a string), a trigger not defined from
+        trigger or actor (or one that is not a string, or none given), a trigger not defined from
         ``state``, an actor not allowed to fire it, or a guard the context fails;
         ``ContextError`` for a context variable that is unknown, missing where a guard needs
         it, or holds a refused value or one that is not a string. The object runtime takes

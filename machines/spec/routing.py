@@ -118,11 +118,15 @@ class Router:
                 self._table[key] = found
         self.step = _compile_step(self)
 
-    def decide(self, state: str, trigger: str, actor: str, context: Mapping[str, str]) -> str:
+    def decide(
+        self, state: str, trigger: str, actor: str | None, context: Mapping[str, str]
+    ) -> str:
         """The destination of this move, or raise ``InvalidStateTransition`` /
         ``ContextError``; nothing is changed anywhere either way. The reference decision,
         for any context: ``step`` answers the common cases from tables filled by ``_route``
         and asks this for the rest."""
+        if actor is None:
+            raise self.refuse(state, trigger, actor, context)
         try:
             dest = self._route(state, trigger, actor, context)
         except Exception:  # no such edge, or an unhashable or hostile argument
@@ -204,6 +208,14 @@ class Router:
         if problem is not None:
             return problem
         s, t, a = plain(state), plain(trigger), plain(actor)
+        if actor is None and s is not None and t is not None:
+            return self._refusal(
+                state,
+                trigger,
+                actor,
+                "no actor was given: every move names who makes it (actor=...; actors: "
+                f"{', '.join(self._spec.actors)})",
+            )
         if s is None or t is None or a is None:
             given = (("state", state, s), ("trigger", trigger, t), ("actor", actor, a))
             role, wrong = next((role, raw) for role, raw, name in given if name is None)
@@ -326,14 +338,16 @@ class Router:
 class Step(Protocol):
     """``Router.step``'s signature."""
 
-    def __call__(self, state: str, trigger: str, *, actor: str, **context: str) -> str: ...
+    def __call__(
+        self, state: str, trigger: str, *, actor: str | None = None, **context: str
+    ) -> str: ...
 
 
 def _compile_step(router: Router) -> Step:
     """``router.step``: the answers for no context and for each admitted (variable, value)
     pair, precomputed by the reference (``_route``), looked up in one dict each."""
-    bare: dict[tuple[str, str, str], str] = {}
-    single: dict[tuple[str, str, str, tuple[str, str]], str] = {}
+    bare: dict[tuple[str, str, str | None], str] = {}
+    single: dict[tuple[str, str, str | None, tuple[str, str]], str] = {}
     for key in router._table:
         dest = router._route(*key, {})
         if dest is not None:
@@ -344,7 +358,7 @@ def _compile_step(router: Router) -> Step:
                 single[(*key, pair)] = dest
     decide = router.decide
 
-    def step(state: str, trigger: str, *, actor: str, **context: str) -> str:
+    def step(state: str, trigger: str, *, actor: str | None = None, **context: str) -> str:
         """The destination of this move, or raise ``InvalidStateTransition`` /
         ``ContextError`` (``Router.decide`` says which)."""
         if len(context) == 1:
