@@ -251,3 +251,28 @@ def test_pending_says_the_days_of_a_long_wait(
         )
     assert main(["pending", url]) == 0
     assert "old in indeterminate for 2d 03:00:0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("proxy", ["*", "proxy.internal", "10.0.0.7, *", " ", "10.0.0.300"])
+def test_a_proxy_is_named_by_its_address_only(
+    proxy: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Outsider batch 18 (b20): ``--proxy`` took any text, ``*`` included, which makes the
+    desk trust anyone's X-Forwarded-For and X-Forwarded-Proto. It takes IP addresses and
+    networks only; a name or ``*`` is a usage error, and nothing is served."""
+    served: list[Any] = []
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: served.append(a))
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    store = f"sqlite:///{tmp_path / 'desk.db'}"
+    with pytest.raises(SystemExit) as exited:
+        main(["desk", store, "--accounts", str(accounts), "--proxy", proxy])
+    assert exited.value.code == 2 and served == []
+    assert "--proxy takes the proxy's IP address or network" in capsys.readouterr().err
+    assert (
+        main(["desk", store, "--accounts", str(accounts), "--proxy", "10.0.0.7,10.1.0.0/16"]) == 0
+    )
+    assert len(served) == 1

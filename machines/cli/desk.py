@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import ipaddress
 import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem, whole
-from machines.errors import MachinesError, install_command
+from machines.errors import MachinesError, install_command, printable
 
 ADD = "add-account"
 
@@ -56,14 +57,29 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _addresses(text: str) -> bool:
+    """Whether ``text`` names IP addresses or networks only, comma-separated."""
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        for part in parts:
+            ipaddress.ip_network(part, strict=False)
+    except ValueError:
+        return False
+    return bool(parts)
+
+
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     try:
         if args.target == ADD:
             return _add(args, parsers)
         if args.name is not None or args.roles is not None:
             parsers[1]["desk"].error("a name and --roles go with add-account only")
-        if args.proxy is not None and not args.proxy.strip():
-            parsers[1]["desk"].error("--proxy needs the proxy's address")
+        if args.proxy is not None and not _addresses(args.proxy):
+            parsers[1]["desk"].error(
+                f"--proxy takes the proxy's IP address or network (192.0.2.7, 10.0.0.0/8; "
+                f"several with commas), not {printable(repr(args.proxy))}: a name or * would "
+                "trust the forwarded headers of anyone who reaches the desk"
+            )
         return _serve(args)
     except (MachinesError, OSError) as exc:
         print(f"machines desk: {problem(exc)}", file=sys.stderr)
