@@ -1013,13 +1013,17 @@ def test_postgres_a_lock_held_by_another_session_is_an_error_never_a_hang(
     import psycopg
 
     from machines.store import postgres
-    from machines.store.postgres import SCHEMA_LOCK, temporary_schema
+    from machines.store.postgres import LOCK_SCHEMA, SCHEMA_LOCK, temporary_schema
     from machines.store.records import StoreError
 
     monkeypatch.setattr(postgres, "LOCK_TIMEOUT", 1)
     with temporary_schema(require_postgres()) as url, psycopg.connect(url) as other:
         open_store(url).close()
-        other.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        other.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))  # one key per database
+        other.commit()
+        open_store(url).close()  # (batch 18, a08 residual) held up every store's open
+        other.execute("SELECT pg_advisory_unlock_all()")
+        other.execute(LOCK_SCHEMA.replace("xact_lock", "lock"), (SCHEMA_LOCK,))  # this schema's
         other.commit()
         with pytest.raises(StoreError, match="waited 1 s for a lock another session holds"):
             open_store(url)

@@ -16,7 +16,13 @@ from machines.store.ddl import REGISTRY
 from machines.store.ddl_postgres import postgres_registry, postgres_schema
 from machines.store.integrity import Difference, tampered
 from machines.store.integrity_postgres import guard_differences, served_versions
-from machines.store.postgres import LOCK_TIMEOUT, SCHEMA_LOCK, fingerprint, limit_lock_waits
+from machines.store.postgres import (
+    LOCK_SCHEMA,
+    LOCK_TIMEOUT,
+    SCHEMA_LOCK,
+    fingerprint,
+    limit_lock_waits,
+)
 from machines.store.records import DefinitionVersion, StoreError, hide_passwords, shown_url
 from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
 
@@ -66,7 +72,7 @@ class PostgresDatabase:
 
     def begin(self, tables: Sequence[str]) -> None:
         self.execute("BEGIN")
-        self.execute("SELECT pg_catalog.pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        self.execute(LOCK_SCHEMA, (SCHEMA_LOCK,))
         if self.has_table(REGISTRY):
             locked = ", ".join([*tables, REGISTRY])
             self.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")

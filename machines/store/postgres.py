@@ -73,7 +73,15 @@ from machines.store.sql import (
 from machines.store.versions import legacy, no_registry, no_tables
 
 SCHEMA_LOCK = 0x6D616368
-"""An advisory lock (\"mach\") held while a schema is created or migrated, across processes."""
+"""The first key (\"mach\") of the advisory lock held while a store's schema is created,
+opened for writing, migrated or repaired, across processes."""
+LOCK_SCHEMA = (
+    "SELECT pg_catalog.pg_advisory_xact_lock(%s, "
+    "pg_catalog.hashtext(coalesce(pg_catalog.current_schema(), '')))"
+)
+"""Takes that lock for the session's schema alone (its second key is the schema name's
+hash): a session that keeps it holds up the stores of that schema, not every store of the
+database."""
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _LOST = psycopg.pq.TransactionStatus.UNKNOWN  # the connection broke
 
@@ -193,7 +201,7 @@ class PostgresStore(ClosedOnExit):
             self._require_schema()
             return
         with self._errors(), _connect(url) as conn, conn.transaction():
-            conn.execute("SELECT pg_catalog.pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            conn.execute(LOCK_SCHEMA, (SCHEMA_LOCK,))
             self._schema = self._pinned_schema(conn)
             if _has_table(conn, LEGACY_REGISTRY) and not _has_table(conn, REGISTRY):
                 raise legacy(self.where)
