@@ -284,6 +284,38 @@ def test_arun_given_a_plain_function_parks_the_key_and_runs_it_once(store: Store
     assert card.charges == 1
 
 
+class BrokenAwaitable:
+    """What an effect returns that says it can be awaited and cannot: its ``__await__``
+    raises, or gives no iterator."""
+
+    def __init__(self, raises: bool) -> None:
+        self.raises = raises
+
+    def __await__(self) -> Any:
+        if self.raises:
+            raise TypeError("this object cannot be awaited")
+        return 42
+
+
+@pytest.mark.parametrize("raises", [True, False], ids=["raises", "no iterator"])
+def test_arun_given_an_awaitable_that_cannot_be_awaited_parks_it_once(
+    store: Store, raises: bool
+) -> None:
+    """Outsider batch 18 (b10 variant): an object whose ``__await__`` raised ``TypeError``
+    after ``fn`` ran was judged as the effect's error, and a classifier that retries
+    ``TypeError`` ran ``fn`` again. The object's failure is not the effect's: parked."""
+    eo = ExactlyOnce(store, classify=not_sent(retry=(TypeError,)), retries=2)
+    calls: list[int] = []
+
+    def charge() -> BrokenAwaitable:
+        calls.append(1)
+        return BrokenAwaitable(raises)
+
+    with pytest.raises(EffectIndeterminate, match="not an awaitable that can be awaited"):
+        asyncio.run(eo.arun("broken-1", charge))
+    assert calls == [1]
+
+
 def test_threads_racing_on_the_same_keys(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/race.db")
     keys = [f"k{i}" for i in range(12)]

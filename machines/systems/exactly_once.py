@@ -30,8 +30,9 @@ import inspect
 import os
 import socket
 import time
+import types
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
@@ -178,15 +179,17 @@ class ExactlyOnce:
             except BaseException as error:
                 self._after_error(claim, attempt, error)
                 continue
-            if not inspect.isawaitable(started):
+            steps = _steps_of(started)
+            if steps is None:
                 raise self._park_quietly(
                     claim,
-                    f"fn returned {describe(started)}, not an awaitable: a plain function "
-                    "ran in full outside the await (arun takes an async callable; run takes "
+                    f"fn returned {describe(started)}, not an awaitable that can be awaited: "
+                    "a plain function ran in full outside the await, or the object's "
+                    "__await__ failed after fn ran (arun takes an async callable; run takes "
                     "a plain one)",
                 )
             try:
-                value = await started
+                value = await _through(steps)
             except BaseException as error:
                 self._after_error(claim, attempt, error)
                 continue
@@ -459,6 +462,26 @@ class ExactlyOnce:
     def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
         gate = arguments.stored_fields(row, "gate")
         return EffectIndeterminate(row.key, reason, gate_open=gate.get("state") == "open")
+
+
+def _steps_of(started: object) -> Iterator[Any] | None:
+    """The iterator ``await started`` would drive, or None when it cannot be had: not an
+    awaitable, or one whose ``__await__`` raises or gives no iterator. That failure is the
+    object's, after ``fn`` ran, so it is no error of the effect for a classifier to judge
+    (a classifier that retries ``TypeError`` would run ``fn`` again)."""
+    if not inspect.isawaitable(started):
+        return None
+    try:
+        steps = started.__await__()
+    except Exception:
+        return None
+    return steps if isinstance(steps, Iterator) else None
+
+
+@types.coroutine
+def _through(steps: Iterator[Any]) -> Generator[Any, Any, Any]:
+    """Await what ``_steps_of`` found."""
+    return (yield from steps)
 
 
 def _parked(row: Row, call: str, trigger: str) -> Row:
