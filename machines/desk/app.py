@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -37,10 +37,19 @@ from starlette.routing import Route
 
 from machines.desk.accounts import Accounts, read_accounts, verify
 from machines.desk.acting import Decision, act, offered
+from machines.desk.requests import (
+    API_FIELDS,
+    FORM_FIELDS,
+    page_number,
+    posted_here,
+    read_form,
+    read_json_body,
+    text_field,
+    whole_number,
+)
 from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
 from machines.desk.waiting import (
     PAGE,
-    DeskError,
     counts,
     page_version,
     waiting,
@@ -53,8 +62,6 @@ from machines.store.records import Store
 
 COOKIE = "machines_desk"
 FAILED = "the desk failed to answer this request; nothing more is said here (see its log)"
-MAX_FORM = 64 * 1024
-"""The largest form or JSON body the desk reads (bytes)."""
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; img-src 'self' data:; style-src 'self' "
     "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -151,11 +158,11 @@ class _Desk:
         )
 
     async def login(self, request: Request) -> Response:
-        if not _posted_here(request):  # another site would sign the browser in as its own
+        if not posted_here(request):  # another site would sign the browser in as its own
             return self.page(
                 "login.html", None, status=403, message="sign in from the desk's own page"
             )
-        form = await _form(request)
+        form = await read_form(request)
         if form is None:
             return self.page(
                 "login.html", None, status=413, message="that form is too large or malformed"
@@ -185,8 +192,8 @@ class _Desk:
 
     async def logout(self, request: Request) -> Response:
         session = self.session(request)
-        form = await _form(request)
-        if form is not None and _posted_here(request):
+        form = await read_form(request)
+        if form is not None and posted_here(request):
             # the page says "signed out": the cookie's session ends, and the session the
             # page was shown in (an older tab's, whose cookie another sign-in replaced)
             if session is not None:
@@ -202,7 +209,7 @@ class _Desk:
             return _to_login()
         machine = request.query_params.get("machine") or None
         state = request.query_params.get("state") or None
-        number = _page_number(request.query_params.get("page"))
+        number = page_number(request.query_params.get("page"))
         try:
             listed = waiting(
                 self.store, machine=machine, state=state, limit=PAGE + 1, offset=(number - 1) * PAGE
@@ -278,12 +285,12 @@ class _Desk:
         )
 
     async def act(self, request: Request, session: Session, machine: str, key: str) -> Response:
-        form = await _form(request)
+        form = await read_form(request)
         if form is None:
             return self.entity(
                 session, machine, key, status=413, message="that form is too large or malformed"
             )
-        if not _posted_here(request) or not same_token(form.get("csrf"), session.csrf):
+        if not posted_here(request) or not same_token(form.get("csrf"), session.csrf):
             return self.page(
                 "error.html",
                 session,
@@ -299,7 +306,7 @@ class _Desk:
             decision = Decision(
                 machine,
                 key,
-                _whole(form.get("version")),
+                whole_number(form.get("version")),
                 str(form.get("trigger", "")),
                 str(form.get("actor", "")),
                 session.account.name,
@@ -316,9 +323,9 @@ class _Desk:
     # -- the API ---------------------------------------------------------------------------
 
     async def api_token(self, request: Request) -> Response:
-        if not _posted_here(request):
+        if not posted_here(request):
             return JSONResponse({"error": "a token is asked for by a script"}, status_code=403)
-        body = await _json(request)
+        body = await read_json_body(request)
         address = request.client.host if request.client else "unknown"
         name = str(body.get("name", "")) if isinstance(body, dict) else ""
         if self.sessions.refused(f"address:{address}", f"name:{name}"):
@@ -342,8 +349,8 @@ class _Desk:
                 {"error": "a bearer token is needed: POST /api/token"}, status_code=401
             )
         try:
-            limit = _whole(request.query_params.get("limit", str(PAGE)))
-            offset = _whole(request.query_params.get("offset", "0"))
+            limit = whole_number(request.query_params.get("limit", str(PAGE)))
+            offset = whole_number(request.query_params.get("offset", "0"))
             listed = waiting(
                 self.store,
                 machine=request.query_params.get("machine") or None,
@@ -361,7 +368,7 @@ class _Desk:
             return JSONResponse(
                 {"error": "a bearer token is needed: POST /api/token"}, status_code=401
             )
-        body = await _json(request)
+        body = await read_json_body(request)
         if not isinstance(body, dict):
             return JSONResponse({"error": "send a JSON object"}, status_code=400)
         unknown = sorted(set(body) - API_FIELDS)
@@ -372,15 +379,15 @@ class _Desk:
             )
         try:
             decision = Decision(
-                _text(body, "machine"),
-                _text(body, "key"),
-                _whole(body.get("version")),
-                _text(body, "trigger"),
-                _text(body, "actor"),
+                text_field(body, "machine"),
+                text_field(body, "key"),
+                whole_number(body.get("version")),
+                text_field(body, "trigger"),
+                text_field(body, "actor"),
                 session.account.name,
-                _text(body, "reason"),
+                text_field(body, "reason"),
                 json.dumps(body["result"]) if "result" in body else "",
-                _text(body, "gate") if "gate" in body else "",
+                text_field(body, "gate") if "gate" in body else "",
             )
             row = act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:
@@ -390,14 +397,6 @@ class _Desk:
         return JSONResponse(
             {"machine": row.machine, "key": row.key, "state": row.state, "version": version}
         )
-
-
-API_FIELDS = frozenset(
-    {"machine", "key", "version", "trigger", "actor", "reason", "result", "gate"}
-)
-"""What ``/api/act`` reads; any other field is refused, never ignored."""
-FORM_FIELDS = frozenset({"csrf", "version", "trigger", "actor", "reason", "result", "gate"})
-"""What an entity page's form sends; any other field is refused, never ignored."""
 
 
 def _stamp(path: Path) -> tuple[int, ...]:
@@ -423,89 +422,6 @@ def pending_entry(w: Any) -> dict[str, Any]:
 
 def _to_login() -> Response:
     return RedirectResponse("/login", status_code=303)
-
-
-def _posted_here(request: Request) -> bool:
-    """A browser's POST from this desk's own page: its ``Origin`` (sent by browsers on every
-    POST) is this host, and the browser does not say it came from another site."""
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        return False
-    origin = request.headers.get("origin")
-    return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
-
-
-async def _body(request: Request) -> bytes | None:
-    """The request's body, or None past ``MAX_FORM`` bytes: refused by its declared length
-    before anything is read, and read no further than the limit when it declares none."""
-    declared = request.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) > MAX_FORM:
-        return None
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM:
-            return None
-    return body
-
-
-async def _form(request: Request) -> dict[str, Any] | None:
-    """An URL-encoded form (what a browser's form sends), or None when it is too large, of
-    another kind, not UTF-8, or names a field twice."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = await _body(request)
-    if body is None or kind not in ("", "application/x-www-form-urlencoded"):
-        return None
-    try:
-        pairs = parse_qsl(
-            body.decode("utf-8"), keep_blank_values=True, max_num_fields=20, errors="strict"
-        )
-    except (UnicodeDecodeError, ValueError):
-        return None
-    found = dict(pairs)
-    return found if len(found) == len(pairs) else None
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        raise ValueError("a key given twice")
-    return found
-
-
-async def _json(request: Request) -> object:
-    """A JSON body, or None when it is too large, not JSON, or gives a key twice (which
-    would leave the last one to decide)."""
-    body = await _body(request)
-    if body is None:
-        return None
-    try:
-        return json.loads(body, object_pairs_hook=_unique)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _whole(text: object) -> int:
-    try:
-        value = int(str(text))
-    except ValueError:
-        raise DeskError(f"not a whole number: {str(text)[:40]!r}") from None
-    if not 0 <= value < 2**62:
-        raise DeskError("a number out of range")
-    return value
-
-
-def _text(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str):
-        raise DeskError(f"{key!r} must be a string")
-    return value
-
-
-def _page_number(text: str | None) -> int:
-    try:
-        return max(1, min(int(text or "1"), 10**6))
-    except ValueError:
-        return 1
 
 
 def _picture(dot: str) -> str | None:

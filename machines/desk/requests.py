@@ -1,0 +1,106 @@
+"""What a request to the desk brings, read within limits: a browser's form from the
+desk's own page, a JSON body, and the few kinds of value they hold. Anything too large, of
+another kind, not UTF-8, or naming a field twice is refused rather than read in part."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+
+from machines.desk.waiting import DeskError
+
+MAX_FORM = 64 * 1024
+"""The largest form or JSON body the desk reads (bytes)."""
+
+API_FIELDS = frozenset(
+    {"machine", "key", "version", "trigger", "actor", "reason", "result", "gate"}
+)
+"""What ``/api/act`` reads; any other field is refused, never ignored."""
+FORM_FIELDS = frozenset({"csrf", "version", "trigger", "actor", "reason", "result", "gate"})
+"""What an entity page's form sends; any other field is refused, never ignored."""
+
+
+def posted_here(request: Request) -> bool:
+    """A browser's POST from this desk's own page: its ``Origin`` (sent by browsers on every
+    POST) is this host, and the browser does not say it came from another site."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None past ``MAX_FORM`` bytes: refused by its declared length
+    before anything is read, and read no further than the limit when it declares none."""
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > MAX_FORM:
+        return None
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            return None
+    return body
+
+
+async def read_form(request: Request) -> dict[str, Any] | None:
+    """An URL-encoded form (what a browser's form sends), or None when it is too large, of
+    another kind, not UTF-8, or names a field twice."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await _body(request)
+    if body is None or kind not in ("", "application/x-www-form-urlencoded"):
+        return None
+    try:
+        pairs = parse_qsl(
+            body.decode("utf-8"), keep_blank_values=True, max_num_fields=20, errors="strict"
+        )
+    except (UnicodeDecodeError, ValueError):
+        return None
+    found = dict(pairs)
+    return found if len(found) == len(pairs) else None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a key given twice")
+    return found
+
+
+async def read_json_body(request: Request) -> object:
+    """A JSON body, or None when it is too large, not JSON, or gives a key twice (which
+    would leave the last one to decide)."""
+    body = await _body(request)
+    if body is None:
+        return None
+    try:
+        return json.loads(body, object_pairs_hook=_unique)
+    except (ValueError, RecursionError):
+        return None
+
+
+def whole_number(text: object) -> int:
+    try:
+        value = int(str(text))
+    except ValueError:
+        raise DeskError(f"not a whole number: {str(text)[:40]!r}") from None
+    if not 0 <= value < 2**62:
+        raise DeskError("a number out of range")
+    return value
+
+
+def text_field(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise DeskError(f"{key!r} must be a string")
+    return value
+
+
+def page_number(text: str | None) -> int:
+    try:
+        return max(1, min(int(text or "1"), 10**6))
+    except ValueError:
+        return 1
