@@ -235,8 +235,9 @@ def test_a_person_cannot_fail_a_transfer_with_money_moving_by_an_added_move(
         engine.step("t1")
     assert engine.nodes("t1")["withdraw"].state == "observing"
     before = engine.request("t1")
+    seen = engine.transfer_version("t1")
     with pytest.raises(InvalidStateTransition, match="only the bundled definition's moves"):
-        engine.confirm_failed("t1", by="bob", evidence="looks failed", seen=before.version)
+        engine.confirm_failed("t1", by="bob", evidence="looks failed", seen=seen)
     after = engine.request("t1")
     assert (after.state, after.version, after.data["reservation"]) == (
         "executing",

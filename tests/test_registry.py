@@ -43,10 +43,12 @@ NOT_IDS = {
     "same-origin",
     "content-length",
     "content-type",
+    "signed-out",
 }
 """Kebab-case strings in the package that are not invariant ids (names of test actors, the
 name the package is published under, the git commands ``machines diff --base`` runs, the
-desk's subcommand and the HTTP header names and values it sends and reads)."""
+desk's subcommand, the HTTP header names and values it sends and reads, and the code of
+its sign-in page's one message)."""
 
 
 def _literals(paths: list[Path]) -> set[str]:
