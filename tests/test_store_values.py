@@ -564,7 +564,7 @@ def test_json_written_behind_the_stores_back_is_a_store_error(tmp_path: Path) ->
             tx.get("outcome", "k")
     raw.close()
     store.close()
-    from machines.store.records import frozen
+    from machines.store.stored_json import frozen
 
     for value in ([1], "text", None, 5):
         with pytest.raises(StoreError, match="JSON object"):

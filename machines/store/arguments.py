@@ -18,13 +18,8 @@ from machines.runtime.history import frozen_context
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.records import derived_variables
-from machines.store.records import (
-    EMPTY,
-    MAX_DUE,
-    MAX_KEY_BYTES,
-    Row,
-    UnstorableData,
-)
+from machines.store.records import MAX_DUE, MAX_KEY_BYTES, Row, UnstorableData
+from machines.store.stored_json import EMPTY
 
 
 def text(value: object, what: str, machine: str | None = None) -> str:

@@ -198,7 +198,7 @@ def postgres_schema(spec: MachineSpec, version: int = 1) -> str:
         key_check="",
         json="JSON",
         context_object="json_typeof(context) = 'object'",
-        data_object="json_typeof(data) = 'object'",
+        data_object="jsonb_typeof(data::jsonb) = 'object'",
         scope_check="",
         ordinal="\n  ordinal BIGSERIAL NOT NULL,",
         real="DOUBLE PRECISION",

@@ -39,11 +39,11 @@ from machines.store.records import (
     as_read,
     check_annotations,
     closed_store,
-    decode,
     encode,
     ended,
     same_entity,
 )
+from machines.store.stored_json import decode
 from machines.store.versions import DefinitionVersion
 
 _Stored = tuple[Row, str]  # a row and the JSON text of its data, which every read decodes

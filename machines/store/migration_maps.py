@@ -30,7 +30,8 @@ from machines.spec.vocabulary import (
     NODE_SIDE_EFFECT,
 )
 from machines.store.names import name
-from machines.store.records import StoreError, Unreadable, read_json
+from machines.store.records import StoreError
+from machines.store.stored_json import Unreadable, read_json
 
 SHOWN_KEYS = 3
 

@@ -57,9 +57,7 @@ from machines.store.records import (
     StaleWrite,
     StoreError,
     closed_store,
-    frozen,
     hide_passwords,
-    read_json,
     shown_url,
 )
 from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
@@ -70,6 +68,7 @@ from machines.store.sql import (
     record_version,
     refused,
 )
+from machines.store.stored_json import frozen, read_json
 from machines.store.versions import legacy, no_registry, no_tables
 
 SCHEMA_LOCK = 0x6D616368
@@ -378,11 +377,11 @@ class _PostgresDialect(Dialect):
         return refusal
 
     def number_in_data_below(self) -> str:
-        # numeric, not double precision: a number no double holds (1e400, which any
-        # session that may update a row can write) must not fail every sweep
+        # as jsonb, whose numbers are numeric: the table's check has read every row's data
+        # as jsonb, so no row can make the sweep fail (a key given twice, 1e400, \u0000)
         return (
-            "(SELECT (value #>> '{}')::numeric FROM json_each(data) "
-            "WHERE key = %s AND json_typeof(value) = 'number') < %s::numeric"
+            "(SELECT (v)::numeric FROM (SELECT data::jsonb -> %s AS v) f "
+            "WHERE jsonb_typeof(v) = 'number') < %s::numeric"
         )
 
 

@@ -15,7 +15,6 @@ changed when it does.
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 from collections.abc import Collection, Mapping
@@ -195,7 +194,8 @@ class Transaction(Protocol):
         expired leases). They are this transaction's to move: PostgreSQL locks them and
         skips rows another transaction holds (``FOR UPDATE SKIP LOCKED``), so sweepers
         never wait on each other; SQLite and memory hold the whole store for the
-        transaction anyway."""
+        transaction anyway. A row that cannot be read (written outside the store: the
+        audit names it) is left out, so that it does not stop the sweep of the others."""
 
 
 class Store(Protocol):
@@ -418,70 +418,3 @@ def encode(
     except Exception as exc:  # a Mapping whose own methods raise
         problem = f"{column} cannot be stored: reading it raised {type(exc).__name__}"
     raise UnstorableData(f"{machine} {describe(key)}: {problem}")
-
-
-EMPTY: Mapping[str, Any] = MappingProxyType({})
-"""The read-only empty mapping: an empty column, or no context given."""
-
-
-class Unreadable(str):
-    """A stored JSON text the store will not read (``read_json``): the text, and why."""
-
-    reason: str
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return found
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys)
-
-
-def read_json(text: str | bytes) -> object:
-    """A stored JSON text as Python values, or ``Unreadable``: not JSON, nested too deep,
-    or an object that gives a key twice (SQLite reads the first value, PostgreSQL and
-    Python the last: a text the store never writes, whose readers disagree)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    try:
-        return _STRICT.decode(text)
-    except _DuplicateKey as twice:
-        reason = f"gives the key {describe(twice.args[0])} twice"
-    except RecursionError:
-        reason = "is nested too deep to read"
-    except ValueError:
-        reason = "is not JSON"
-    unreadable = Unreadable(text)
-    unreadable.reason = reason
-    return unreadable
-
-
-def decode(text: str | None) -> Mapping[str, Any]:
-    """A JSON object column as the database holds it (SQLite: text), read-only at the top;
-    anything but a JSON object there was written behind the store's back: ``StoreError``."""
-    if not text:
-        return EMPTY
-    return frozen(read_json(text))
-
-
-def frozen(value: object) -> Mapping[str, Any]:
-    """A JSON object column as read (a dict), read-only at the top; anything else was
-    written behind the store's back: ``StoreError``."""
-    if type(value) is dict:
-        return MappingProxyType(value)
-    what = f"a text that {value.reason}" if isinstance(value, Unreadable) else describe(value)
-    raise StoreError(
-        f"the database holds {what} where a JSON object belongs; it was written "
-        "outside the store (machines audit --from-store checks the rest)"
-    )

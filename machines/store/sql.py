@@ -34,11 +34,11 @@ from machines.store.records import (
     StaleWrite,
     StoreError,
     check_annotations,
-    decode,
     encode,
     ended,
     same_entity,
 )
+from machines.store.stored_json import decode
 from machines.store.versions import VERSION_COLUMNS, DefinitionVersion, fits
 
 
@@ -406,12 +406,18 @@ class SQLTransaction:
         spec = spec_for(self._specs, machine)
         state, field, before, limit = check_due(spec, state, field, before, limit)
         p = self.dialect.param
-        return self._select(
-            spec.name,
-            f"WHERE state = {p} AND {self.dialect.number_in_data_below()}",
+        out = []
+        for values in self._fetchall(
+            f"SELECT {self._columns()} FROM {name(spec.name, 'entities')} "
+            f"WHERE state = {p} AND {self.dialect.number_in_data_below()} "
+            f"ORDER BY {self.dialect.ordinal} LIMIT {limit} {self.dialect.lock_skipping}",
             (state, field, before),
-            f"LIMIT {limit} {self.dialect.lock_skipping}",
-        )
+        ):
+            try:
+                out.append(self._row(spec.name, values))
+            except StoreError:
+                continue  # written outside the store: the audit names it
+        return out
 
     def _select(self, m: str, where: str, params: tuple[Any, ...], tail: str = "") -> list[Row]:
         """Rows of machine ``m`` (a name checked with ``spec_for``), oldest first."""
@@ -475,9 +481,20 @@ def _typed(**columns: object) -> None:
             isinstance(value, bool)
             or not isinstance(value, wanted)
             or (isinstance(value, float) and not math.isfinite(value))
+            or (isinstance(value, str) and not value.isascii() and not _utf8(value))
         ):
             raise StoreError(
                 f"the database holds {describe(value)} as its {column}, which the table's "
                 "checks refuse; it was written outside the store (machines audit "
                 "--from-store checks the rest)"
             )
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is UTF-8 (SQLite hands on a key's bytes that are not as lone
+    surrogates, read leniently: ``sqlite._lenient_text``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -39,14 +39,9 @@ from machines.store.ddl import (
 )
 from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_sqlite import guard_differences, served_versions
-from machines.store.records import (
-    ClosedOnExit,
-    OneWriteTransactions,
-    StoreError,
-    closed_store,
-    decode,
-)
+from machines.store.records import ClosedOnExit, OneWriteTransactions, StoreError, closed_store
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
+from machines.store.stored_json import decode
 from machines.store.versions import legacy, no_registry, no_tables
 
 
@@ -339,3 +334,45 @@ class _SQLiteDialect(Dialect):
 
 class _SQLiteTransaction(SQLTransaction):
     dialect = _SQLiteDialect()
+
+    def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        try:
+            return super()._fetchone(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _undecodable(exc):
+                raise
+            with _lenient_text(self._conn):
+                return super()._fetchone(sql, params)
+
+    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        try:
+            return super()._fetchall(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _undecodable(exc):
+                raise
+            with _lenient_text(self._conn):
+                return super()._fetchall(sql, params)
+
+
+def _undecodable(error: sqlite3.OperationalError) -> bool:
+    """A text column whose bytes are not UTF-8 (SQLite takes any bytes as text, and its
+    ``CHECK (typeof(key) = 'text')`` cannot tell): one such row made every read of the
+    table fail, and the audit with it."""
+    return str(error).startswith("Could not decode to UTF-8")
+
+
+@contextmanager
+def _lenient_text(conn: Any) -> Iterator[None]:
+    """Texts read with their bytes that are not UTF-8 as lone surrogates, which every
+    check of a row read refuses (``StoreError`` naming the entity), instead of failing the
+    whole read; the normal (faster, C) decoding is put back afterwards."""
+    before = conn.text_factory
+    conn.text_factory = _surrogates
+    try:
+        yield
+    finally:
+        conn.text_factory = before
+
+
+def _surrogates(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
