@@ -94,8 +94,11 @@ def test_a_reclaim_count_that_is_no_count_is_refused_naming_it(victims: Victims)
 
 @pytest.mark.parametrize("until", ["1" + "0" * 400, "1e400"])
 def test_a_lease_no_float_holds_is_reported_not_a_crash(victims: Victims, until: str) -> None:
+    """A 400-digit integer is a lease (held, shown as written); ``1e400``, which Python
+    reads as infinity and the store never writes, makes the row unreadable (batch 20)."""
     set_field(victims, "outcome_entities", "busy", "lease_until", until)
-    with pytest.raises(EffectInProgress, match="lease until "):
+    expected: type[Exception] = EffectInProgress if "e" not in until else StoreError
+    with pytest.raises(expected, match=r"lease until |holds the number 1e400"):
         ExactlyOnce(victims.store, worker="w").run("busy", lambda: 1)
 
 
@@ -104,3 +107,27 @@ def test_one_lease_no_float_holds_does_not_stop_the_sweep(victims: Victims) -> N
     victims.store.insert("outcome", "gone", data={"owner": "w2", "lease_until": 1.0})
     set_field(victims, "outcome_entities", "busy", "lease_until", "1e400")
     assert ExactlyOnce(victims.store, worker="w").park_expired() == ["gone"]
+
+
+def test_a_lease_rewritten_while_the_effect_runs_parks_the_key(victims: Victims) -> None:
+    """Outsider batch 20 (a09): while the effect ran, another session gave the claim to
+    'ghost' until 1e300 (a data write, no move). The worker's settle failed and its caller
+    was told "indeterminate", but the key stayed in_flight under the forged lease: every
+    later caller was told "in progress" forever, and reclaim and decide refused it. A claim
+    rewritten with no move since it was taken is now parked as it stands."""
+    from machines.errors import EffectIndeterminate
+
+    eo = ExactlyOnce(victims.store, worker="w")
+    ran: list[str] = []
+
+    def charge() -> str:
+        ran.append("charge")
+        set_field(victims, "outcome_entities", "new", "owner", '"ghost"')
+        return "charged"
+
+    with pytest.raises(EffectIndeterminate, match="rewritten outside machines"):
+        eo.run("new", charge)
+    row = eo.outcome("new")
+    assert row is not None and row.state == "indeterminate"
+    eo.reclaim("new", by="ops", reason="the bank shows no charge", seen=row.version)
+    assert ran == ["charge"]

@@ -26,13 +26,11 @@ Life of a key, on the ``outcome`` machine:
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import time
-import types
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
@@ -52,6 +50,7 @@ from machines.spec.states import OutcomeState
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.arguments import store_with
+from machines.systems.awaiting import steps_of, through
 from machines.systems.effectlog_errors import EffectNotFound
 
 MACHINE = "outcome"
@@ -179,7 +178,7 @@ class ExactlyOnce:
             except BaseException as error:
                 self._after_error(claim, attempt, error)
                 continue
-            steps = _steps_of(started)
+            steps = steps_of(started)
             if steps is None:
                 raise self._park_quietly(
                     claim,
@@ -189,7 +188,7 @@ class ExactlyOnce:
                     "a plain one)",
                 )
             try:
-                value = await _through(steps)
+                value = await through(steps)
             except BaseException as error:
                 self._after_error(claim, attempt, error)
                 continue
@@ -418,9 +417,8 @@ class ExactlyOnce:
                 claim, "succeed", {"result": value, "attempts": attempt}, {"attempts": attempt}
             )
         except StaleWrite as lost:
-            raise self._indeterminate(
-                claim, f"the lease was lost before the result was stored ({lost})"
-            ) from lost
+            reason = f"the lease was lost before the result was stored ({lost})"
+            raise self._park_quietly(claim, reason) from lost
         except Exception as failed:
             raise self._park_after_write_failure(claim, failed) from failed
         return value
@@ -446,11 +444,29 @@ class ExactlyOnce:
         )
 
     def _park_quietly(self, claim: Row, reason: str) -> EffectIndeterminate:
-        """Park our own claim; if even that write fails, the expired lease will park it."""
+        """Park our own claim; if even that write fails, the expired lease will park it.
+        A claim that changed since it was taken was parked or reclaimed meanwhile (a move),
+        or else rewritten outside machines (its holder or lease, with no move): then it is
+        parked as it is now, for no expiry of a forged lease would ever park it."""
         try:
             with self.store.transaction() as tx:
                 row = self._park(tx, claim, reason)
             return self._indeterminate(row, reason)
+        except StaleWrite:
+            return self._park_rewritten(claim, reason)
+        except Exception as store_error:
+            return self._indeterminate(
+                claim, f"{reason}; parking failed too ({message_of(store_error)})"
+            )
+
+    def _park_rewritten(self, claim: Row, reason: str) -> EffectIndeterminate:
+        try:
+            with self.store.transaction() as tx:
+                row = tx.get(MACHINE, claim.key)
+                if row is None or row.state != OutcomeState.IN_FLIGHT or row.moves != claim.moves:
+                    return self._indeterminate(claim, f"{reason}; it was parked or reclaimed")
+                why = f"{reason}; its holder or lease was rewritten outside machines meanwhile"
+                return self._indeterminate(self._park(tx, row, why), why)
         except Exception as store_error:
             return self._indeterminate(
                 claim, f"{reason}; parking failed too ({message_of(store_error)})"
@@ -462,26 +478,6 @@ class ExactlyOnce:
     def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
         gate = arguments.stored_fields(row, "gate")
         return EffectIndeterminate(row.key, reason, gate_open=gate.get("state") == "open")
-
-
-def _steps_of(started: object) -> Iterator[Any] | None:
-    """The iterator ``await started`` would drive, or None when it cannot be had: not an
-    awaitable, or one whose ``__await__`` raises or gives no iterator. That failure is the
-    object's, after ``fn`` ran, so it is no error of the effect for a classifier to judge
-    (a classifier that retries ``TypeError`` would run ``fn`` again)."""
-    if not inspect.isawaitable(started):
-        return None
-    try:
-        steps = started.__await__()
-    except Exception:
-        return None
-    return steps if isinstance(steps, Iterator) else None
-
-
-@types.coroutine
-def _through(steps: Iterator[Any]) -> Generator[Any, Any, Any]:
-    """Await what ``_steps_of`` found."""
-    return (yield from steps)
 
 
 def _parked(row: Row, call: str, trigger: str) -> Row:
