@@ -253,7 +253,10 @@ def test_pending_says_the_days_of_a_long_wait(
     assert "old in indeterminate for 2d 03:00:0" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("proxy", ["*", "proxy.internal", "10.0.0.7, *", " ", "10.0.0.300"])
+@pytest.mark.parametrize(
+    "proxy",
+    ["*", "proxy.internal", "10.0.0.7, *", " ", "10.0.0.300", "0.0.0.0/0", "::/0", "10.0.0.7,::/0"],
+)
 def test_a_proxy_is_named_by_its_address_only(
     proxy: str,
     tmp_path: Path,
@@ -262,7 +265,8 @@ def test_a_proxy_is_named_by_its_address_only(
 ) -> None:
     """Outsider batch 18 (b20): ``--proxy`` took any text, ``*`` included, which makes the
     desk trust anyone's X-Forwarded-For and X-Forwarded-Proto. It takes IP addresses and
-    networks only; a name or ``*`` is a usage error, and nothing is served."""
+    networks only; a name, ``*`` or a network of every address (batch 20, b11:
+    ``0.0.0.0/0``) is a usage error, and nothing is served."""
     served: list[Any] = []
     monkeypatch.setattr(serving, "serve", lambda *a, **k: served.append(a))
     accounts = tmp_path / "accounts.json"

@@ -646,3 +646,34 @@ def test_an_undo_that_may_have_been_sent_is_never_sent_again(
     assert (step.state, len(paid)) == ("compensation_failed", attempts)
     assert f"{attempts} attempt(s)" in step.reason
     assert ("may have been sent" in step.reason) is (classify is None)
+
+
+def test_an_undo_that_is_never_awaited_is_never_recorded_as_done(log: EffectLog) -> None:
+    """Outsider batch 20 (b02): an ``async def`` compensation returned a coroutine that
+    compensate never awaited, and the effect ended ``compensated`` though no refund ran. An
+    async function is refused before anything moves; a plain one that returns an awaitable
+    ends ``compensation_failed``, saying the undo did not run."""
+    import asyncio
+
+    from machines.errors import InvalidArgument
+
+    unknown_failure(log, "b", tool="refund", session="s1")
+    refunded: list[str] = []
+
+    async def refund(row: Row) -> None:
+        refunded.append(row.key)
+
+    with pytest.raises(InvalidArgument, match="async function"):
+        log.compensate("s1", {"refund": refund})
+    assert assert_consistent(log, "b").state == "executing"
+
+    def deferred(row: Row) -> object:
+        return refund(row)
+
+    (step,) = log.compensate("s1", {"refund": deferred})
+    assert step.state == "compensation_failed" and "the undo did not run" in step.reason
+    assert refunded == []
+    future: asyncio.Future[None] = asyncio.new_event_loop().create_future()
+    unknown_failure(log, "c", tool="refund", session="s2")
+    (step,) = log.compensate("s2", {"refund": lambda row: future})
+    assert step.state == "compensation_failed"

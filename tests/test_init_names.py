@@ -36,3 +36,18 @@ def test_a_name_init_takes_checks_clean(
     monkeypatch.chdir(tmp_path)
     assert main(["init", "findings_log"]) == 0
     assert main(["check", "--spec-dir", "specs"]) == 0
+
+
+@pytest.mark.parametrize("name", ["yes", "no", "on", "off", "true", "false", "null"])
+def test_a_name_a_yaml_reader_would_retype_is_written_as_text(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 20 (b13): init wrote ``machine: yes`` bare, which the loader reads as
+    the boolean true and refuses, so check failed and the generated test did not collect.
+    The name is written quoted: what init writes loads, whatever lower_snake name it is."""
+    import machines
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", name]) == 0
+    assert machines.load(tmp_path / "specs" / f"{name}.yaml").name == name
+    assert main(["check", "--spec-dir", "specs"]) == 0

@@ -322,3 +322,60 @@ def test_a_decision_on_a_key_never_run_is_a_typed_not_found(store: Store) -> Non
         eo.decide("nope", landed=False, by="ops", reason="checked")
     with pytest.raises(LookupError):
         eo.reclaim("nope", by="ops", reason="checked")
+
+
+class LyingTier(str):
+    """A tier that equals anything it is compared with."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+class LyingCount(int):
+    """A count whose comparisons say it is in any range."""
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+
+def test_what_is_checked_is_what_is_used(store: Store) -> None:
+    """Outsider batch 20 (b01, b04): ``EffectLog.call`` checked the tier's characters and
+    then compared the caller's object with 'safe', which a lying ``__eq__`` passed: the
+    call ran outside the log each time (three runs, no row). A count's lying comparisons
+    passed its bounds (``retries=-5``). The plain text and number are what is used."""
+    from machines.errors import InvalidArgument
+
+    log = EffectLog(store, worker="w")
+    ran: list[int] = []
+    for _ in range(3):
+        assert log.call("sig", lambda: ran.append(1) or "done", tier=LyingTier("compensable")) == (
+            "done"
+        )
+    assert ran == [1]
+    row = log.effect("sig")
+    assert row is not None and row.context["tier"] == "compensable"
+    with pytest.raises(InvalidArgument, match="retries"):
+        ExactlyOnce(store, retries=LyingCount(-5))
+    with pytest.raises(InvalidArgument, match="retries"):
+        log.compensate("s", {}, retries=LyingCount(10**9))
+
+
+def test_a_callback_that_cannot_be_shown_is_still_refused_typed(store: Store) -> None:
+    """Outsider batch 20 (b14): the refusal of a callback that is not callable showed it
+    with ``repr``, so one whose ``__repr__`` raised let a raw RuntimeError out."""
+    from machines.systems.transfer.errors import TransferConfigError
+
+    class Unshowable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    with pytest.raises(TransferConfigError, match="not callable"):
+        TransferEngine(store, {}, {"request_failed": Unshowable()})

@@ -58,14 +58,14 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _addresses(text: str) -> bool:
-    """Whether ``text`` names IP addresses or networks only, comma-separated."""
+    """Whether ``text`` names IP addresses or networks only, comma-separated, none of
+    them every address (``0.0.0.0/0``, ``::/0``)."""
     parts = [part.strip() for part in text.split(",")]
     try:
-        for part in parts:
-            ipaddress.ip_network(part, strict=False)
+        networks = [ipaddress.ip_network(part, strict=False) for part in parts]
     except ValueError:
         return False
-    return bool(parts)
+    return all(network.prefixlen > 0 for network in networks)  # /0 is anyone, as * is
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:

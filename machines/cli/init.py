@@ -24,7 +24,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 DEFINITION = """\
 spec_version: 1
-machine: {name}
+machine: '{name}'
 description: One {name}, from opened to closed. Describe what one entity is here.
 
 initial: opened

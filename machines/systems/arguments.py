@@ -45,6 +45,7 @@ def count(value: object, what: str, *, least: int = 0, most: int | None = None) 
     """An ``int`` (not a bool) in ``least..most``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{what} must be an integer, not {describe(value)}")
+    value = int.__index__(value)  # the number itself: a subclass's comparisons could lie
     if value < least or (most is not None and value > most):
         bound = f"between {least} and {most}" if most is not None else f"at least {least}"
         raise InvalidArgument(f"{what} must be {bound}, not {describe(value)}")

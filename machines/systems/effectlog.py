@@ -40,12 +40,13 @@ Every other state refuses to run with a typed error; nothing is ever run twice o
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, cast
 
-from machines.errors import EffectError, message_of
+from machines.errors import EffectError, InvalidArgument, message_of
 from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
 from machines.store.records import RecordExists, Row, Store, Transaction
@@ -166,11 +167,11 @@ class EffectLog:
 
         A signature belongs to one tier, one tool and one session: asking for it with another
         raises ``RecordExists``."""
-        arguments.text(signature, "signature")
+        signature = arguments.text(signature, "signature")
         arguments.function(fn, "fn")
-        arguments.text(tier, "tier")
-        arguments.optional_text(tool, "tool")
-        arguments.optional_text(session, "session")
+        tier = arguments.text(tier, "tier")  # what is checked is what is used: plain texts
+        tool = arguments.optional_text(tool, "tool")
+        session = arguments.optional_text(session, "session")
         if tier == SAFE:
             return fn()
         claim = self._claim(signature, tier, tool, session)
@@ -205,8 +206,15 @@ class EffectLog:
         compensation fails closed: it ends ``compensation_failed`` (a person must repair
         it) without anything run. Every other effect is left as it is, with the reason in
         its step."""
-        arguments.text(session, "session")
+        session = arguments.text(session, "session")
         arguments.functions(compensations, "compensations")
+        for tool, action in compensations.items():
+            if inspect.iscoroutinefunction(action):
+                raise InvalidArgument(
+                    f"compensations: {describe(tool)} is an async function, which compensate "
+                    "would not await (the undo would be recorded as done without running): "
+                    "give a plain function that runs the undo to the end"
+                )
         arguments.count(retries, "retries", most=MAX_RETRIES)
         with self.store.transaction() as tx:
             signatures = [row.key for row in tx.scope(MACHINE, session)]
@@ -358,7 +366,7 @@ class EffectLog:
     def _decide(self, key: str, trigger: str, by: str, reason: str, seen: int | None) -> Row:
         by = arguments.text(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
         if not isinstance(reason, str):
-            raise arguments.InvalidArgument(f"{trigger}: reason must be a string")
+            raise InvalidArgument(f"{trigger}: reason must be a string")
         reason = arguments.plain(reason)
         seen = arguments.seen(seen, f"{trigger}: seen")
         with self.store.transaction() as tx:
@@ -462,7 +470,14 @@ def _attempt(
     while True:
         attempt += 1
         try:
-            action(row)
+            ran = action(row)
+            if inspect.isawaitable(ran):
+                if inspect.iscoroutine(ran):
+                    ran.close()  # never started: nothing of it ran
+                return attempt, (
+                    f"the compensation returned {describe(ran)}, which compensate does not "
+                    "await: the undo did not run"
+                )
         except Exception as exc:
             error = f"{type(exc).__name__}: {message_of(exc)}"
             verdict = verdict_of(classify, exc)

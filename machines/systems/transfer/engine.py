@@ -487,4 +487,4 @@ def _check_callbacks(callbacks: Mapping[str, object]) -> None:
                 f"unknown callback '{name}'; the engine fires: {', '.join(CALLBACKS)}"
             )
         if not callable(callback):
-            raise TransferConfigError(f"callback '{name}' is not callable: {callback!r}")
+            raise TransferConfigError(f"callback '{name}' is not callable: {describe(callback)}")
