@@ -95,3 +95,56 @@ def test_sqlite_a_key_that_is_not_utf8_stops_nothing_else(
         assert main(["audit", "--from-store", victims.store.url]) == 1
         out = capsys.readouterr().out
         assert "cannot be read" in out and "FAILED: 1 breach(es)" in out, out
+
+
+def test_rows_that_cannot_be_read_take_no_place_in_a_sweep(victims: Victims) -> None:
+    """Outsider batch 21 (a01, a03): the sweep's LIMIT counted the row it then left out, so
+    with ``limit=1`` an unreadable row ahead of a real expired key hid it on every call (N
+    such rows hid it from any sweep of ``limit <= N``)."""
+    twice = '{"owner": "w", "lease_until": 1.0, "lease_until": 1.0}'
+    assert written(
+        victims, f"UPDATE {OE} SET data = {{p}}, version = version + 1 WHERE key = 'busy'", (twice,)
+    )
+    assert ExactlyOnce(victims.store, worker="sweeper").park_expired(limit=1) == ["gone"]
+
+
+def test_an_unreadable_row_leaves_the_rest_of_the_queue_listed(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 21 (a04): one parked row that cannot be read made ``machines pending``
+    (and the desk's list) fail for the whole store, so every other parked key disappeared
+    from the people's queue. It is left out; the audit names it."""
+    from machines.errors import EffectIndeterminate
+
+    eo = ExactlyOnce(victims.store, worker="w")
+    for key in ("parked-1", "parked-2"):
+        with pytest.raises(EffectIndeterminate):
+            eo.run(key, lambda: (_ for _ in ()).throw(TimeoutError("sent")))
+    twice = '{"reason": "a", "reason": "b"}'
+    assert written(
+        victims,
+        f"UPDATE {OE} SET data = {{p}}, version = version + 1 WHERE key = 'parked-1'",
+        (twice,),
+    )
+    capsys.readouterr()
+    assert main(["pending", victims.store.url]) == 0
+    out = capsys.readouterr().out
+    assert "parked-2" in out and "parked-1" not in out, out
+
+
+def test_kept_heads_say_an_unreadable_entity_cannot_be_checked(
+    victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 21 (a06): ``--check-heads`` said an entity that cannot be read "is
+    gone: deleted outside machines", though its row is there."""
+    heads = tmp_path / "heads.json"
+    assert main(["audit", "--from-store", victims.store.url, "--save-heads", str(heads)]) == 0
+    twice = '{"owner": "w", "owner": "x"}'
+    assert written(
+        victims, f"UPDATE {OE} SET data = {{p}}, version = version + 1 WHERE key = 'busy'", (twice,)
+    )
+    capsys.readouterr()
+    assert main(["audit", "--from-store", victims.store.url, "--check-heads", str(heads)]) == 1
+    out = capsys.readouterr().out
+    assert "outcome 'busy': was kept with 0 moves and cannot be read now" in out, out
+    assert "is gone" not in out

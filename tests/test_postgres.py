@@ -262,3 +262,29 @@ def test_a_failing_read_of_the_schema_is_a_message_not_a_traceback(
     shown = said.out + said.err
     assert "cannot read the store's schema, nothing changed: canceling statement" in shown, shown
     assert "Traceback" not in shown
+
+
+def test_the_session_settings_the_store_relies_on_are_its_own(url: str) -> None:
+    """Outsider batch 21 (a09, a10, a08 note): a URL's options (or a role's settings) gave
+    the store's sessions another client encoding (a key or result of '✓' raised a raw
+    UnicodeEncodeError), ``extra_float_digits=-15`` (times read back rounded, and kept
+    heads named edits nobody made) and ``synchronous_commit=off`` (a claim already taken
+    could be lost in a crash, and its effect run again). The store pins them."""
+    hostile = (
+        url + "%20-cclient_encoding%3DLATIN1%20-cextra_float_digits%3D-15"
+        "%20-csynchronous_commit%3Doff"
+    )
+    with open_store(hostile) as store:
+        assert ExactlyOnce(store, worker="w").run("key-✓", lambda: {"v": "✓"}) == {"v": "✓"}
+        with store.transaction() as tx:
+            row = tx.get("outcome", "key-✓")
+            settings = [
+                tx._conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[attr-defined]
+                for name in ("client_encoding", "extra_float_digits", "synchronous_commit")
+            ]
+    assert settings == ["UTF8", "3", "on"]
+    with open_store(url) as plain, plain.transaction() as tx:
+        same = tx.get("outcome", "key-✓")
+    assert row is not None and same is not None
+    assert (row.created_at, row.updated_at) == (same.created_at, same.updated_at)
+    assert row.created_at != round(row.created_at)

@@ -21,7 +21,7 @@ from machines.store.postgres import (
     LOCK_TIMEOUT,
     SCHEMA_LOCK,
     fingerprint,
-    limit_lock_waits,
+    pin_session,
 )
 from machines.store.records import DefinitionVersion, StoreError, hide_passwords, shown_url
 from machines.store.schema_postgres import foreign_code, one_store_on_path, pin_search_path
@@ -41,7 +41,7 @@ class PostgresDatabase:
                 f"cannot connect to PostgreSQL at {self.where}: {hide_passwords(str(exc), url)}"
             ) from exc
         try:
-            limit_lock_waits(self._conn)
+            pin_session(self._conn)
             schema = one_store_on_path(self._conn, self.where)
             if schema is not None:
                 pin_search_path(self._conn, schema)

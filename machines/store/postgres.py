@@ -142,7 +142,7 @@ def _connect(
             f"cannot connect to PostgreSQL at {shown_url(url)}: {hide_passwords(str(exc), url)}"
         ) from exc
     set_json_loads(read_json, conn)  # a key given twice is refused, as on SQLite
-    limit_lock_waits(conn)
+    pin_session(conn)
     if schema is not None:
         try:
             pin_search_path(conn, schema)
@@ -158,15 +158,28 @@ def _connect(
     return conn
 
 
-def limit_lock_waits(conn: psycopg.Connection[Any]) -> None:
-    """``LOCK_TIMEOUT`` for every statement of the session."""
+def pin_session(conn: psycopg.Connection[Any]) -> None:
+    """The settings every statement of the store's session relies on, whatever the URL's
+    options, the role's or the database's settings say: ``LOCK_TIMEOUT``; text sent and
+    read as UTF-8 (another client encoding cannot hold every key and result); times read
+    to their last digit (``extra_float_digits`` below 1 rounds them, so a time would not
+    read back as written, and kept heads would name edits nobody made); and a commit that
+    is durable when it returns (``synchronous_commit = off`` could lose a claim already
+    taken after a crash, and its effect would run again; a stronger setting is kept)."""
     try:
+        for setting, value in (
+            ("lock_timeout", f"{LOCK_TIMEOUT}s"),
+            ("client_encoding", "UTF8"),
+            ("extra_float_digits", "3"),
+        ):
+            conn.execute("SELECT pg_catalog.set_config(%s, %s, false)", (setting, value))
         conn.execute(
-            "SELECT pg_catalog.set_config('lock_timeout', %s, false)", (f"{LOCK_TIMEOUT}s",)
+            "SELECT pg_catalog.set_config('synchronous_commit', 'on', false) WHERE "
+            "pg_catalog.current_setting('synchronous_commit') = 'off'"
         )
     except psycopg.Error as exc:
         conn.close()
-        raise StoreError(f"cannot set the session's lock timeout: {exc}") from exc
+        raise StoreError(f"cannot set what the store's session relies on: {exc}") from exc
 
 
 class PostgresStore(ClosedOnExit):

@@ -183,7 +183,10 @@ class Transaction(Protocol):
         """Up to ``limit`` rows in any of ``states`` (a list of names; none for an empty
         one), skipping the first ``offset``: those that have waited longest first (by the
         time of their last write, then creation order), for a person's list of what waits
-        on them (``machines desk``). ``limit`` is 1 to ``MAX_PAGE``."""
+        on them (``machines desk``). ``limit`` is 1 to ``MAX_PAGE``. A row that cannot be
+        read (written outside the store: the audit names it, and no person's move could be
+        made on it) is left out, in its place, so that it does not empty the list of
+        everything else that waits."""
 
     def counts(self, machine: str) -> dict[str, int]:
         """How many rows of ``machine`` are in each state that holds any."""

@@ -7,7 +7,6 @@ its ``last_*`` columns; the database checks it and writes its history event itse
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -38,7 +37,7 @@ from machines.store.records import (
     ended,
     same_entity,
 )
-from machines.store.stored_json import decode
+from machines.store.stored_json import decode, typed
 from machines.store.versions import VERSION_COLUMNS, DefinitionVersion, fits
 
 
@@ -168,8 +167,8 @@ class SQLTransaction:
         key, state, context, data, scope, ordinal, moves, version, created, updated = values
         try:
             context, data = self.dialect.json(context), self.dialect.json(data)
-            _typed(key=key, state=state, scope=scope, ordinal=ordinal, moves=moves)
-            _typed(version=version, created_at=created, updated_at=updated)
+            typed(key=key, state=state, scope=scope, ordinal=ordinal, moves=moves)
+            typed(version=version, created_at=created, updated_at=updated)
         except StoreError as unreadable:
             raise StoreError(f"{machine} {describe(key)}: {unreadable}") from unreadable
         return Row(
@@ -383,15 +382,15 @@ class SQLTransaction:
         if not wanted:
             return []
         p = self.dialect.param
-        return [
-            self._row(spec.name, values)
-            for values in self._fetchall(
+        return self._readable(
+            spec.name,
+            self._fetchall(
                 f"SELECT {self._columns()} FROM {name(spec.name, 'entities')} "
                 f"WHERE state IN ({', '.join([p] * len(wanted))}) "
                 f"ORDER BY updated_at, {self.dialect.ordinal} LIMIT {limit} OFFSET {offset}",
                 wanted,
-            )
-        ]
+            ),
+        )
 
     def counts(self, machine: str) -> dict[str, int]:
         m = spec_for(self._specs, machine).name
@@ -406,17 +405,31 @@ class SQLTransaction:
         spec = spec_for(self._specs, machine)
         state, field, before, limit = check_due(spec, state, field, before, limit)
         p = self.dialect.param
+        out: list[Row] = []
+        seen = 0
+        while True:  # past the rows that cannot be read, so that they take no place
+            wanted = limit - len(out)
+            found = self._fetchall(
+                f"SELECT {self._columns()} FROM {name(spec.name, 'entities')} "
+                f"WHERE state = {p} AND {self.dialect.number_in_data_below()} "
+                f"ORDER BY {self.dialect.ordinal} LIMIT {wanted} OFFSET {seen} "
+                f"{self.dialect.lock_skipping}",
+                (state, field, before),
+            )
+            seen += len(found)
+            out += self._readable(spec.name, found)
+            if len(out) >= limit or len(found) < wanted:
+                return out
+
+    def _readable(self, m: str, found: list[tuple[Any, ...]]) -> list[Row]:
+        """The rows of ``found`` that can be read; the others were written outside the
+        store (the audit names them) and are left out."""
         out = []
-        for values in self._fetchall(
-            f"SELECT {self._columns()} FROM {name(spec.name, 'entities')} "
-            f"WHERE state = {p} AND {self.dialect.number_in_data_below()} "
-            f"ORDER BY {self.dialect.ordinal} LIMIT {limit} {self.dialect.lock_skipping}",
-            (state, field, before),
-        ):
+        for values in found:
             try:
-                out.append(self._row(spec.name, values))
+                out.append(self._row(m, values))
             except StoreError:
-                continue  # written outside the store: the audit names it
+                continue
         return out
 
     def _select(self, m: str, where: str, params: tuple[Any, ...], tail: str = "") -> list[Row]:
@@ -457,44 +470,3 @@ def moved(row: Row, dest: str, data_json: str, now: float) -> Row:
 def refused(error: object) -> StoreError:
     """A write the database itself said no to (a generated trigger, a constraint)."""
     return StoreError(f"the database refused the write: {error}")
-
-
-_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
-    "key": (str,),
-    "state": (str,),
-    "scope": (str, type(None)),
-    "ordinal": (int,),
-    "moves": (int,),
-    "version": (int,),
-    "created_at": (int, float),
-    "updated_at": (int, float),
-}
-
-
-def _typed(**columns: object) -> None:
-    """Each column of a row read is of the type its table declares: SQLite keeps what its
-    checks refuse once they are switched off (``PRAGMA ignore_check_constraints``), and a
-    time that is a text would be compared with numbers wherever it is read."""
-    for column, value in columns.items():
-        wanted = _COLUMN_TYPES[column]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, wanted)
-            or (isinstance(value, float) and not math.isfinite(value))
-            or (isinstance(value, str) and not value.isascii() and not _utf8(value))
-        ):
-            raise StoreError(
-                f"the database holds {describe(value)} as its {column}, which the table's "
-                "checks refuse; it was written outside the store (machines audit "
-                "--from-store checks the rest)"
-            )
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` is UTF-8 (SQLite hands on a key's bytes that are not as lone
-    surrogates, read leniently: ``sqlite._lenient_text``)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

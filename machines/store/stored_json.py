@@ -5,7 +5,8 @@ Both databases hold what any session that may write a row wrote there: a key giv
 (whose readers disagree), a number no float holds, a NUL or a lone surrogate. Read as it
 is, such a value would reach a system, and every write of it back would be refused; read
 here it is an ``Unreadable`` text with its reason, which a row read turns into a
-``StoreError`` naming the entity (and the audit into a breach with its place)."""
+``StoreError`` naming the entity (and the audit into a breach with its place). The other
+columns of a row read are checked the same way (``typed``)."""
 
 from __future__ import annotations
 
@@ -129,3 +130,44 @@ def frozen(value: object) -> Mapping[str, Any]:
         f"the database holds {what} where a JSON object belongs; it was written "
         "outside the store (machines audit --from-store checks the rest)"
     )
+
+
+_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
+    "key": (str,),
+    "state": (str,),
+    "scope": (str, type(None)),
+    "ordinal": (int,),
+    "moves": (int,),
+    "version": (int,),
+    "created_at": (int, float),
+    "updated_at": (int, float),
+}
+
+
+def typed(**columns: object) -> None:
+    """Each column of a row read is of the type its table declares: SQLite keeps what its
+    checks refuse once they are switched off (``PRAGMA ignore_check_constraints``), and a
+    time that is a text would be compared with numbers wherever it is read."""
+    for column, value in columns.items():
+        wanted = _COLUMN_TYPES[column]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, wanted)
+            or (isinstance(value, float) and not math.isfinite(value))
+            or (isinstance(value, str) and not value.isascii() and not _utf8(value))
+        ):
+            raise StoreError(
+                f"the database holds {describe(value)} as its {column}, which the table's "
+                "checks refuse; it was written outside the store (machines audit "
+                "--from-store checks the rest)"
+            )
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is UTF-8 (SQLite hands on a key's bytes that are not as lone
+    surrogates, read leniently: ``sqlite._lenient_text``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
