@@ -507,3 +507,54 @@ class TestRuntimeOptionsAndArguments:
         with pytest.raises(InvalidStateTransition, match="must be a string"):
             m.can("execute", actor="proxy")
         assert "['pending']" in repr(m)
+
+
+class PosingAsCompensable(str):
+    """A tier whose text is its own but that compares and hashes as 'compensable'."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return hash("compensable")
+
+
+class PosingAsPending(str):
+    """A state whose text is its own but that compares and hashes as 'pending'."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return hash("pending")
+
+
+@pytest.mark.parametrize("honest_first", [True, False], ids=["honest first", "posing first"])
+def test_a_context_value_is_judged_by_its_characters(honest_first: bool) -> None:
+    """Outsider batch 21 (b16, b17): an 'irreversible' tier that compared and hashed as
+    'compensable' let ``spec.step`` execute a call without its approval, and
+    ``spec.machine`` took the stepper cached for an honest compensable entity made before
+    it (the outcome depended on what other callers did first). Every lookup is by the
+    characters now, so it is irreversible whatever came before."""
+    from machines.errors import InvalidStateTransition
+
+    spec = machines.load("effect")
+    posing = PosingAsCompensable("irreversible")
+    if honest_first:
+        assert spec.machine(tier="compensable").execute(actor="proxy") is not None
+    with pytest.raises(InvalidStateTransition):
+        spec.step("pending", "execute", actor="proxy", tier=posing)
+    m = spec.machine(tier=posing)
+    assert dict(m.context) == {"tier": "irreversible"}
+    with pytest.raises(InvalidStateTransition):
+        m.execute(actor="proxy")
+    stepper = spec.stepper(tier="compensable")
+    with pytest.raises(InvalidStateTransition):
+        stepper(PosingAsPending("committed"), "execute", "proxy")
+    assert spec.step("pending", "execute", actor="proxy", tier="compensable") == "executing"

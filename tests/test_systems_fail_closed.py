@@ -379,3 +379,62 @@ def test_a_callback_that_cannot_be_shown_is_still_refused_typed(store: Store) ->
 
     with pytest.raises(TransferConfigError, match="not callable"):
         TransferEngine(store, {}, {"request_failed": Unshowable()})
+
+
+class PosingAsGate(str):
+    """A node name that says it starts with anything."""
+
+    def startswith(self, *args: object) -> bool:
+        return True
+
+
+class SignedAsSomeoneElse(str):
+    """A name that formats as another person's."""
+
+    def __format__(self, spec: str) -> str:
+        return "mallory"
+
+
+class EqualToEverything(str):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return hash("completed")
+
+
+def test_a_persons_texts_are_used_as_checked(store: Store) -> None:
+    """Outsider batch 21 (b04, b18): ``complete_manual`` asked the caller's node name
+    whether it ``startswith`` the gate prefix (a lying one "completed manually" a
+    withdrawal), ``decide`` and ``cancel`` formatted the caller's ``by`` into what they
+    store, and ``reconcile`` looked its evidence up by the caller's ``__eq__``/``__hash__``
+    (an unknown node marked completed with 'failed' recorded). The checked plain texts are
+    what is used."""
+    from machines.systems.transfer.errors import TransferRefused
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    engine = engine_for(store, FakeVenue())
+    executing(engine, "t", [plan_node("withdraw", "action", True)])
+    with pytest.raises(TransferRefused, match="not a manual gate"):
+        engine.complete_manual("t", PosingAsGate("withdraw"), by="olga", drive=False)
+    assert engine.nodes("t")["withdraw"].state == "ready"
+
+    eo = ExactlyOnce(store, worker="w")
+    with pytest.raises(EffectIndeterminate):
+        eo.run("k", lambda: (_ for _ in ()).throw(TimeoutError("sent")))
+    eo.decide("k", landed=False, by=SignedAsSomeoneElse("olga"), reason="the bank says no")
+    row = eo.outcome("k")
+    assert row is not None and row.data["error"]["message"].startswith("olga decided")
+
+    venue = FakeVenue({"withdraw": {"submit": [TimeoutError("no answer")]}})
+    engine = engine_for(store, venue)
+    executing(engine, "u", [plan_node("withdraw", "action", True)])
+    for _ in range(4):
+        engine.step("u")
+    assert engine.nodes("u")["withdraw"].state == "unknown"
+    engine.reconcile("u", "withdraw", EqualToEverything("failed"), by="venue-records")
+    assert engine.nodes("u")["withdraw"].state == "failed"

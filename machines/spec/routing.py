@@ -127,8 +127,12 @@ class Router:
         and asks this for the rest."""
         if actor is None:
             raise self.refuse(state, trigger, actor, context)
-        try:
-            dest = self._route(state, trigger, actor, context)
+        s, t, a = plain(state), plain(trigger), plain(actor)
+        try:  # the characters decide, never a subclass's __eq__ or __hash__
+            values = {str.__str__(k): str.__str__(v) for k, v in context.items()}
+            if s is None or t is None or a is None:
+                raise TypeError("not a string")
+            dest = self._route(s, t, a, values)
         except Exception:  # no such edge, or an unhashable or hostile argument
             raise self.refuse(state, trigger, actor, context) from None
         if dest is None:
@@ -172,14 +176,14 @@ class Router:
         """A step function for one fixed context, validated once: ``(state, trigger,
         actor) -> dest``. Every decision is precomputed into one dict; equal contexts get
         the very same stepper (entities share it, so binding costs one lookup)."""
-        try:
-            cache_key = tuple(sorted(context.items()))
+        try:  # by the characters: a subclass's __eq__ or __hash__ must not pick a stepper
+            cache_key = tuple(sorted((str.__str__(k), str.__str__(v)) for k, v in context.items()))
             stepper = self._bound.get(cache_key)
-        except Exception:  # an unhashable or hostile value: check_context names it
+        except Exception:  # not strings, or hostile: check_context names it
             stepper = None
         if stepper is None:
             self.check_context(context)
-            frozen = MappingProxyType({k: str.__str__(v) for k, v in context.items()})
+            frozen = MappingProxyType({str.__str__(k): str.__str__(v) for k, v in context.items()})
             cache_key = tuple(sorted(frozen.items()))
             table = {}
             for key in self._table:
@@ -361,13 +365,16 @@ def _compile_step(router: Router) -> Step:
     def step(state: str, trigger: str, *, actor: str | None = None, **context: str) -> str:
         """The destination of this move, or raise ``InvalidStateTransition`` /
         ``ContextError`` (``Router.decide`` says which)."""
+        exact = type(state) is str and type(trigger) is str and type(actor) is str
         if len(context) == 1:
             pair = context.popitem()  # this call's own dict: cheaper than unpacking items()
-            try:
-                return single[(state, trigger, actor, pair)]
-            except Exception:  # not precomputed, or a hostile argument: the reference says why
-                context = dict((pair,))
-        elif not context:
+            if exact and type(pair[1]) is str:  # a subclass's __hash__ must not pick a move
+                try:
+                    return single[(state, trigger, actor, pair)]
+                except Exception:  # not precomputed: the reference says why
+                    pass
+            context = dict((pair,))
+        elif not context and exact:
             try:
                 return bare[(state, trigger, actor)]
             except Exception:
@@ -397,8 +404,10 @@ def _make_stepper(
 
     def stepper(state: str, trigger: str, actor: str) -> str:
         try:
-            return table[(state, trigger, actor)]
-        except Exception:  # no such move, or an unhashable or hostile argument
+            if type(state) is str and type(trigger) is str and type(actor) is str:
+                return table[(state, trigger, actor)]
+            return table[(str.__str__(state), str.__str__(trigger), str.__str__(actor))]
+        except Exception:  # no such move, or not strings, or a hostile argument
             raise refuse(state, trigger, actor, context) from None
 
     setattr(stepper, "context", context)  # noqa: B010 - a function attribute, by design

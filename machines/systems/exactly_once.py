@@ -252,7 +252,8 @@ class ExactlyOnce:
         and run again, say) is ``StaleWrite`` and keeps what it has become."""
         arguments.flag(landed, "landed")
         seen = arguments.seen(seen, "decide: seen")
-        detail = {"by": arguments.text(by, "by"), "reason": arguments.text(reason, "reason")}
+        by, reason = arguments.text(by, "by"), arguments.text(reason, "reason")
+        detail = {"by": by, "reason": reason}  # the checked texts, and only those, are used
         if landed:
             dumps(result, what=f"the result decided for '{key}'")
         decided_at = self._now()

@@ -47,6 +47,7 @@ from machines.spec.states import NodeState, RequestState
 from machines.spec.vocabulary import DONE
 from machines.store.records import Row, StaleWrite, Store
 from machines.systems import arguments
+from machines.systems.arguments import plain
 from machines.systems.exactly_once import process_identity
 from machines.systems.reliance import require_reliable
 from machines.systems.transfer.driver import Driver
@@ -272,7 +273,7 @@ class TransferEngine(Driver):
                 if row.state in (NodeState.BLOCKED, NodeState.READY):
                     s.move_node(row, "cancel", OPERATOR, detail)
                 elif row.state in (NodeState.PREPARING, NodeState.AWAITING_SIGNATURE):
-                    why = f"the request was cancelled by {by} before anything was sent"
+                    why = f"the request was cancelled by {detail['by']} before anything was sent"
                     s.move_node(row, "fail", EXECUTOR, said(self.engine_id, evidence=why))
         return RequestState(s.request.state)
 
@@ -375,6 +376,7 @@ class TransferEngine(Driver):
         """What the venue's records show about an ``unknown`` node: ``"submitted"``,
         ``"completed"`` or ``"failed"``. The only way out of ``unknown``; refused (with
         ``InvalidStateTransition``, nothing written) for a node in any other state."""
+        evidence = plain(evidence) if isinstance(evidence, str) else evidence
         trigger = _RECONCILE.get(evidence) if isinstance(evidence, str) else None
         if trigger is None:
             raise TransferRefused(
@@ -403,12 +405,13 @@ class TransferEngine(Driver):
         the operator acted on (``transfer_version``; ``StaleWrite`` if it moved since).
         ``reason``: what the operator says they did, kept on the resume and on the gate's
         move."""
-        required(node, "node")
+        node = required(node, "node")  # the checked text is what is used
         arguments.flag(drive, "drive")
         if not isinstance(reason, str):
             raise TransferRefused(
                 f"complete_manual: reason must be a string, not {describe(reason)}"
             )
+        reason = plain(reason)
         seen = arguments.seen(seen, "complete_manual: seen")
         if not node.startswith(self.manual_prefix):
             raise TransferRefused(

@@ -149,7 +149,7 @@ class Session:
         return request_mode(self.request.state, (n.state for n in self.nodes.values()))
 
     def node(self, name: str) -> Row:
-        required(name, "node")
+        name = required(name, "node")
         try:
             return self.nodes[name]
         except KeyError:
