@@ -438,3 +438,69 @@ def test_a_persons_texts_are_used_as_checked(store: Store) -> None:
     assert engine.nodes("u")["withdraw"].state == "unknown"
     engine.reconcile("u", "withdraw", EqualToEverything("failed"), by="venue-records")
     assert engine.nodes("u")["withdraw"].state == "failed"
+
+
+class ReadsOtherwise(dict):  # type: ignore[type-arg]
+    """Compensations whose ``items`` and ``get`` disagree."""
+
+    def get(self, key: object, default: object = None) -> object:
+        raise RuntimeError("get was asked")
+
+
+def test_what_compensate_checks_is_what_it_runs(store: Store) -> None:
+    """Outsider batch 21 (b01, b02): compensate checked the mapping's items() and ran what
+    its get() returned: one whose get raised let a RuntimeError out after the effect had
+    moved to compensating (stuck there), and one whose items() were empty ended the undo
+    as tried. An async function where a plain one is called (an effect, a classifier, an
+    undo) ran nothing and was recorded as run; it is refused before anything moves."""
+    from machines.errors import InvalidArgument
+
+    log = EffectLog(store, worker="w")
+    upstream = Upstream(lambda: (_ for _ in ()).throw(TimeoutError("sent")))
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("sig", upstream, tool="refund", session="s")
+    refunded: list[str] = []
+    steps = log.compensate("s", ReadsOtherwise(refund=lambda row: refunded.append(row.key)))
+    assert [(s.signature, s.state) for s in steps] == [("sig", "compensated")]
+    assert refunded == ["sig"]
+
+    async def charge() -> str:
+        return "charged"
+
+    class AsyncCall:
+        async def __call__(self) -> str:
+            return "charged"
+
+    for call in (
+        lambda: ExactlyOnce(store, worker="w").run("k", charge),
+        lambda: ExactlyOnce(store, worker="w").run("k", AsyncCall()),
+        lambda: log.call("sig-2", charge),
+        lambda: ExactlyOnce(store, classify=charge),
+        lambda: log.compensate("s", {"refund": charge}),
+    ):
+        with pytest.raises(InvalidArgument, match="async function"):
+            call()
+    with store.transaction() as tx:
+        assert tx.get("outcome", "k") is None and tx.get("effect", "sig-2") is None
+
+
+class LyingSeconds(int):
+    def __abs__(self) -> int:
+        return 0
+
+    def __float__(self) -> float:
+        return float("nan")
+
+
+def test_a_clock_reading_is_judged_as_the_number_it_is(store: Store) -> None:
+    """Outsider batch 21 (b03): the clock check asked the reading's own ``abs`` and
+    ``float``, so an int subclass could give a move a NaN time or raise OverflowError."""
+    from machines.errors import MachinesError
+
+    log = EffectLog(store, worker="w", clock=lambda: LyingSeconds(10**400))
+    with pytest.raises(MachinesError, match="clock"):
+        log.call("sig", lambda: 1)
+    log = EffectLog(store, worker="w", clock=lambda: LyingSeconds(1_700_000_000))
+    assert log.call("sig", lambda: 1) == 1
+    row = log.effect("sig")
+    assert row is not None and row.data["started_at"] == 1_700_000_000.0

@@ -60,8 +60,10 @@ def checked_clock(
             raise error(f"{owner}: the clock raised {type(exc).__name__}; {consequence}") from exc
         if at.__class__ is float and math.isfinite(at):
             return at
-        if isinstance(at, int) and not isinstance(at, bool) and abs(at) < 2**53:
-            return float(at)
+        if isinstance(at, int) and not isinstance(at, bool):
+            whole = int.__index__(at)  # the number itself: a subclass's abs or float could lie
+            if abs(whole) < 2**53:
+                return float(whole)
         raise error(
             f"{owner}: the clock must return seconds since the epoch as a finite number, not "
             f"{describe(at)}; {consequence}"

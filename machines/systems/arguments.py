@@ -8,6 +8,7 @@ Keys themselves are checked by the store, the one place every system's keys go t
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -111,22 +112,48 @@ def _unreadable(row: Row, field: str, value: object, kind: str) -> StoreError:
     )
 
 
-def function(value: object, what: str) -> Callable[..., Any]:
+def function(value: object, what: str, *, asynchronous: bool = False) -> Callable[..., Any]:
+    """A callable; a plain one unless ``asynchronous`` (an ``async def`` given where a
+    plain function is called would return a coroutine nobody awaits: nothing would run,
+    and what called it would record that it had)."""
     if not callable(value):
         raise InvalidArgument(f"{what} must be callable, not {describe(value)}")
+    if not asynchronous and _is_async(value):
+        raise InvalidArgument(
+            f"{what} is an async function, which is called here without being awaited (it "
+            "would not run): give a plain function (ExactlyOnce.arun takes an async one)"
+        )
     return value
 
 
-def functions(value: object, what: str) -> Mapping[str, Callable[..., Any]]:
-    """A mapping of names to callables (compensations by tool, say)."""
+def _is_async(value: object) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    if inspect.iscoroutinefunction(value):
+        return True
+    kind = type(value)
+    call = None if inspect.isroutine(value) else inspect.getattr_static(kind, "__call__", None)
+    return inspect.iscoroutinefunction(call)
+
+
+def functions(value: object, what: str) -> dict[str, Callable[..., Any]]:
+    """A mapping of names to plain callables (compensations by tool, say), copied once:
+    what is checked is what is used (a mapping's own ``get`` could answer otherwise)."""
     if not isinstance(value, Mapping):
         raise InvalidArgument(f"{what} must be a mapping of names to callables")
-    for name, item in value.items():
+    try:
+        pairs = list(value.items())
+    except Exception as exc:
+        raise InvalidArgument(f"{what} cannot be read: {type(exc).__name__}") from None
+    out: dict[str, Callable[..., Any]] = {}
+    for name, item in pairs:
         if not isinstance(name, str) or not callable(item):
             raise InvalidArgument(
                 f"{what} must map names to callables; {describe(name)} maps to {describe(item)}"
             )
-    return value
+        out[plain(name)] = function(item, f"{what}: {describe(name)}")
+    if len(out) != len(pairs):
+        raise InvalidArgument(f"{what} names one tool twice")
+    return out
 
 
 def store_with(store: object, machine: str, system: str) -> Store:

@@ -207,14 +207,7 @@ class EffectLog:
         it) without anything run. Every other effect is left as it is, with the reason in
         its step."""
         session = arguments.text(session, "session")
-        arguments.functions(compensations, "compensations")
-        for tool, action in compensations.items():
-            if inspect.iscoroutinefunction(action):
-                raise InvalidArgument(
-                    f"compensations: {describe(tool)} is an async function, which compensate "
-                    "would not await (the undo would be recorded as done without running): "
-                    "give a plain function that runs the undo to the end"
-                )
+        compensations = arguments.functions(compensations, "compensations")
         arguments.count(retries, "retries", most=MAX_RETRIES)
         with self.store.transaction() as tx:
             signatures = [row.key for row in tx.scope(MACHINE, session)]

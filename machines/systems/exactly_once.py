@@ -166,7 +166,7 @@ class ExactlyOnce:
         plain function given by mistake has run by the time it returns something that is
         not awaitable: the key is parked at once (never retried, whatever the classifier
         says of the error awaiting it would raise)."""
-        arguments.function(fn, "fn")
+        arguments.function(fn, "fn", asynchronous=True)
         claim = self._claim(key)
         if isinstance(claim, _Replay):
             return claim.value
