@@ -478,7 +478,7 @@ def test_document_that_is_a_list(spec_dir: Path) -> None:
     path.write_text("- a\n- b\n", encoding="utf-8")
     problem = only_problem(load_error(path))
     assert problem.startswith("line 1, at <document>: ")
-    assert "is not of type 'object'" in problem
+    assert "the document is list (a list), not a mapping of keys" in problem
 
 
 def test_every_problem_is_listed(spec_dir: Path) -> None:

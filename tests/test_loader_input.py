@@ -685,3 +685,42 @@ def test_read_definition_takes_a_str_path_like_load(spec_dir: Path) -> None:
     assert spec.name == "request" and spec.derivation is not None
     with pytest.raises(SpecUnreadable):
         read_definition(None)  # type: ignore[arg-type]
+
+
+def test_a_definition_linked_from_outside_is_refused_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 21 (b13): ``specs/notes.yaml`` linked to a CI machine's credentials
+    made ``machines check`` and ``machines docs`` read it and print it ("'https://ci-bot:
+    ghp_...' is not of type 'object'") into the job's log. A link out of the directory is
+    refused naming the link, unread; a document that is no mapping is not quoted."""
+    from machines.cli import main
+
+    secret = tmp_path / "credentials"
+    secret.write_text("https://ci-bot:ghp_S3CRETt0ken@github.com\n", encoding="utf-8")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "outcome.yaml").write_text(
+        (machines.load("outcome").path or Path()).read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (specs / "notes.yaml").symlink_to(secret)
+    for command in (
+        ["check", "--spec-dir", str(specs)],
+        ["check", "--spec-dir", str(specs), "--format", "json"],
+    ):
+        capsys.readouterr()
+        assert main(command) != 0
+        said = capsys.readouterr()
+        assert "ghp_S3CRET" not in said.out + said.err
+        assert (
+            "notes.yaml" in said.out + said.err and "outside this directory" in said.out + said.err
+        )
+    (specs / "notes.yaml").unlink()
+    (specs / "notes.yaml").write_text(
+        "https://ci-bot:ghp_S3CRETt0ken@github.com\n", encoding="utf-8"
+    )
+    capsys.readouterr()
+    assert main(["check", "--spec-dir", str(specs)]) != 0
+    said = capsys.readouterr()
+    assert "ghp_S3CRET" not in said.out + said.err
+    assert "the document is str (a text), not a mapping of keys" in said.out + said.err

@@ -89,6 +89,8 @@ def definition_paths(spec_dir: str | Path) -> list[Path]:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if entry.name.endswith(DIRECTORY_SUFFIXES):
+                    if entry.is_symlink():
+                        _refuse_a_link_out(directory, Path(entry.path))
                     names.append(entry.name)
                     if len(names) > MAX_DEFINITIONS:
                         break
@@ -116,6 +118,25 @@ def definition_paths(spec_dir: str | Path) -> list[Path]:
             )
         stems[stem] = name
     return [directory / name for name in sorted(names)]
+
+
+def _refuse_a_link_out(directory: Path, link: Path) -> None:
+    """A definition that is a link to a file outside its directory is refused, naming the
+    link: a pull request's ``specs/notes.yaml`` linked to a CI machine's credentials would
+    have them read, and quoted in an error, into the job's log."""
+    try:
+        target = link.resolve(strict=True)
+        inside = target.is_relative_to(directory.resolve(strict=True))
+    except (OSError, RuntimeError, ValueError):
+        inside = False
+    if not inside:
+        raise SpecUnreadable(
+            link,
+            [
+                "a link to a file outside this directory of definitions; a definition is a "
+                "file of the directory itself (copy it in, or point --spec-dir at its own)"
+            ],
+        )
 
 
 def stat_definition(path: Path) -> os.stat_result:

@@ -277,5 +277,16 @@ def _wants_text(error: jsonschema.ValidationError) -> bool:
 def _quoting_instance(error: jsonschema.ValidationError) -> str:
     """jsonschema's message with the offending value shown by ``quote``: it embeds the
     whole ``repr`` of the value, which may be most of the file."""
+    if not error.absolute_path and error.validator == "type":  # the document itself
+        return (
+            f"the document is {type(error.instance).__name__} ({_yaml_kind(error.instance)}), "
+            "not a mapping of keys: its text is not shown, since it is no definition"
+        )
     whole = repr(error.instance)
     return clip(error.message.replace(whole, quote(error.instance)))
+
+
+def _yaml_kind(value: object) -> str:
+    return {str: "a text", list: "a list", int: "a number", float: "a number"}.get(
+        type(value), "a value"
+    )
