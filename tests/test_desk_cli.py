@@ -255,7 +255,20 @@ def test_pending_says_the_days_of_a_long_wait(
 
 @pytest.mark.parametrize(
     "proxy",
-    ["*", "proxy.internal", "10.0.0.7, *", " ", "10.0.0.300", "0.0.0.0/0", "::/0", "10.0.0.7,::/0"],
+    [
+        "*",
+        "proxy.internal",
+        "10.0.0.7, *",
+        " ",
+        "10.0.0.300",
+        "0.0.0.0/0",
+        "::/0",
+        "10.0.0.7,::/0",
+        "0.0.0.0/1,128.0.0.0/1",
+        "::/1,8000::/1",
+        "::ffff:0:0/96",
+        "9.0.0.0/7",
+    ],
 )
 def test_a_proxy_is_named_by_its_address_only(
     proxy: str,

@@ -58,14 +58,34 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _addresses(text: str) -> bool:
-    """Whether ``text`` names IP addresses or networks only, comma-separated, none of
-    them every address (``0.0.0.0/0``, ``::/0``)."""
-    parts = [part.strip() for part in text.split(",")]
+    """Whether ``text`` names IP addresses or networks only, comma-separated, that
+    together are no wide range: merged, each is at most a /8 of IPv4 (an IPv4-mapped IPv6
+    network counts as the IPv4 one) or a /32 of IPv6. A range that wide is not a proxy,
+    and every address (``0.0.0.0/0``, or its two halves) trusts anyone's headers, as ``*``
+    would."""
     try:
-        networks = [ipaddress.ip_network(part, strict=False) for part in parts]
+        networks = [ipaddress.ip_network(part.strip(), strict=False) for part in text.split(",")]
     except ValueError:
         return False
-    return all(network.prefixlen > 0 for network in networks)  # /0 is anyone, as * is
+    mapped = ipaddress.IPv6Network("::ffff:0:0/96")
+    v4: list[ipaddress.IPv4Network] = []
+    v6: list[ipaddress.IPv6Network] = []
+    for network in networks:
+        if isinstance(network, ipaddress.IPv4Network):
+            v4.append(network)
+        elif network.subnet_of(mapped):
+            v4.append(
+                ipaddress.IPv4Network(
+                    f"{network.network_address.ipv4_mapped}/{network.prefixlen - 96}"
+                )
+            )
+        elif network.overlaps(mapped):  # wider than the mapped range itself
+            return False
+        else:
+            v6.append(network)
+    return all(n.prefixlen >= 8 for n in ipaddress.collapse_addresses(v4)) and all(
+        n.prefixlen >= 32 for n in ipaddress.collapse_addresses(v6)
+    )
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
