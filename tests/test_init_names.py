@@ -51,3 +51,48 @@ def test_a_name_a_yaml_reader_would_retype_is_written_as_text(
     assert main(["init", name]) == 0
     assert machines.load(tmp_path / "specs" / f"{name}.yaml").name == name
     assert main(["check", "--spec-dir", "specs"]) == 0
+
+
+def test_init_writes_into_the_projects_spec_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 21 (b08): in a project whose ``[tool.machines] spec_dir`` is
+    ``defs``, init run from a subfolder wrote a second ``specs/`` there, which check did not
+    see, and advised adding the table the project already has. It writes into the
+    project's own folder, and the test it writes reads the definition from there."""
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "shop"\n\n[tool.machines]\nspec_dir = "defs"\n', encoding="utf-8"
+    )
+    sub = tmp_path / "services"
+    sub.mkdir()
+    monkeypatch.chdir(sub)
+    monkeypatch.delenv("MACHINES_SPEC_DIR", raising=False)
+    assert main(["init", "ticket"]) == 0
+    out = capsys.readouterr().out
+    assert "add to your pyproject.toml" not in out and "spec_dir (../defs" in out, out
+    assert (tmp_path / "defs" / "ticket.yaml").is_file() and not (sub / "specs").exists()
+    assert main(["check"]) == 0
+    assert "ticket" in capsys.readouterr().out
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:xdist",
+            "-o",
+            "addopts=",
+            "test_ticket.py",
+        ],
+        cwd=sub,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -359,7 +359,7 @@ def test_docs_never_writes_through_a_link_or_into_a_fifo(
         (["diagrams"], "diagrams"),
         (["docs"], "docs"),
         (["diagrams"], "configured"),
-        (["init", "refund_two"], "specs"),
+        (["init", "refund_two"], "defs"),  # init writes into the project's spec_dir
     ],
 )
 def test_no_command_writes_through_a_linked_folder_out_of_the_project(
@@ -383,6 +383,8 @@ def test_no_command_writes_through_a_linked_folder_out_of_the_project(
     if folder == "configured":
         (root / "out").symlink_to(outside, target_is_directory=True)
     else:
+        if (root / folder).is_dir():
+            shutil.rmtree(root / folder)
         (root / folder).symlink_to(outside, target_is_directory=True)
     monkeypatch.chdir(root)
     assert main(command) == 2

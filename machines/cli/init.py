@@ -10,14 +10,15 @@ folder, never over a file that is there, and says how to name the folder in
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers
 from machines.cli.output import odd_names, printable_naming
-from machines.errors import MachinesError
-from machines.spec.project import written_inside
+from machines.errors import MachinesError, printable
+from machines.spec.project import project_settings, written_inside
 from machines.spec.vocabulary import RESERVED_MACHINES
 
 NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -71,7 +72,7 @@ from pathlib import Path
 import machines
 from machines.testing import ConformanceSuite, RuntimeAdapter, spec_dir_under_test
 
-OURS = Path(__file__).parent / "specs"
+OURS = Path(__file__).parent / "{folder}"
 
 
 class {title_id}Conformance(ConformanceSuite):
@@ -103,15 +104,23 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             f"the machine pages ({', '.join(sorted(RESERVED_MACHINES))}); choose another name"
         )
     title_id = "".join(part.capitalize() for part in name.split("_"))
+    settings = project_settings()
+    configured = settings.folders.get("spec_dir") if settings is not None else None
+    folder, root = (
+        (Path("specs"), Path.cwd())
+        if configured is None or settings is None
+        else (configured, settings.path.parent)
+    )
+    shown = Path(os.path.relpath(folder, Path.cwd())).as_posix()
     files = {
-        Path("specs") / f"{name}.yaml": DEFINITION.format(name=name),
-        Path(f"test_{name}.py"): TEST.format(name=name, title_id=title_id),
+        folder / f"{name}.yaml": DEFINITION.format(name=name),
+        Path(f"test_{name}.py"): TEST.format(name=name, title_id=title_id, folder=shown),
     }
     try:
-        written_inside(Path("specs"), Path.cwd(), "where init writes the definition")
+        written_inside(folder, root, "where init writes the definition")
     except (MachinesError, OSError) as exc:
         # it names the working folder (and where a link leads), named as the user likes
-        said = printable_naming(f"machines init: {exc}; nothing written", odd_names(Path("specs")))
+        said = printable_naming(f"machines init: {exc}; nothing written", odd_names(folder))
         print(said, file=sys.stderr)
         return 2
     there = [str(path) for path in files if path.exists() or path.is_symlink()]
@@ -127,11 +136,13 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         print(f"machines init: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
     for path in files:
-        print(f"machines init: wrote {path}")
-    print(
-        'next: add to your pyproject.toml\n  [tool.machines]\n  spec_dir = "specs"\n'
-        f"then run: machines check, and python -m pytest test_{name}.py"
-    )
+        print(printable(f"machines init: wrote {path}"))
+    if configured is None:
+        print('next: add to your pyproject.toml\n  [tool.machines]\n  spec_dir = "specs"')
+    else:
+        where = f"{shown}, [tool.machines] of {settings.path}" if settings else shown
+        print(printable(f"it is in the project's spec_dir ({where})"))
+    print(f"then run: machines check, and python -m pytest test_{name}.py")
     return 0
 
 
