@@ -121,3 +121,41 @@ def test_sigterm_to_mutate_ends_a_setsid_grandchild(tmp_path: Path, marker: str)
     assert b"Traceback" not in err, err.decode()[-2000:]
     time.sleep(0.2)
     assert not _with_marker(marker), "a process started with setsid outlived mutate"
+
+
+def test_no_copy_is_left_by_a_process_that_writes_into_it(tmp_path: Path, marker: str) -> None:
+    """Outsider batch 21 (b09): a detached grandchild with its environment cleared (so it
+    carries no mark of its command) that kept writing into its copy of the definitions
+    outlived its command while another command ran (``--jobs``), and re-made the copy after
+    it was removed: it was left in $TMPDIR. Each copy is removed again once the run has
+    ended every orphan."""
+    writer = (
+        "import os, sys, time\n"
+        "folder = sys.argv[1]\n"
+        "while True:\n"
+        "    os.makedirs(folder, exist_ok=True)\n"
+        "    open(os.path.join(folder, 'left'), 'w').close()\n"
+        "    time.sleep(0.01)\n"
+    )
+    (tmp_path / "writer.py").write_text(writer, encoding="utf-8")
+    script = (
+        f'setsid env -i {sys.executable} {tmp_path / "writer.py"} "$MACHINES_SPEC_DIR" '
+        f"{marker} & sleep 0.5; exit 1"
+    )
+    done = _mutate(
+        tmp_path,
+        "--no-baseline",
+        "--only",
+        "*:drop-transition:*",
+        "--jobs",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        script,
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    time.sleep(0.3)
+    assert not _with_marker(marker)
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith("machines-mutant-")]
+    assert left == [], left

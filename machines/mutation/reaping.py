@@ -54,6 +54,8 @@ class _Reaper:
         self.before: frozenset[int] = frozenset()
         self.started: set[int] = set()
         self.previous: int | None = None
+        self.afterwards: list[Callable[[], object]] = []
+        """What to do once every orphan is ended (remove a copy one could write into)."""
 
 
 _REAPER = _Reaper()
@@ -79,6 +81,21 @@ def reaping() -> Iterator[None]:
             _end_all(lambda table: _below(_adopted(table), table))
             if _REAPER.previous is not None:
                 _subreaper(_REAPER.previous)
+            with _REAPER.lock:
+                todo, _REAPER.afterwards = _REAPER.afterwards, []
+            for action in todo:
+                action()
+
+
+def when_ended(action: Callable[[], object]) -> None:
+    """``action`` once the outermost ``reaping`` block has ended every orphan (at once,
+    outside one): a command's copy is removed again then, since an orphan left running
+    while other commands ran could have written into it after it was first removed."""
+    with _REAPER.lock:
+        if _REAPER.depth > 0:
+            _REAPER.afterwards.append(action)
+            return
+    action()
 
 
 def start(popen: Callable[[], Started]) -> Started:

@@ -15,6 +15,7 @@ a command that fails there would "kill" every mutant.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import shutil
@@ -138,9 +139,12 @@ def check_command(command: Sequence[str]) -> None:
 def baseline(spec_dir: Path, command: Sequence[str], timeout: float) -> float:
     """Run ``command`` on an unmutated copy of ``spec_dir``; its seconds when it passes,
     else ``InvalidArgument`` saying that the tests must pass first, and how they failed."""
-    with reaping.reaping(), tempfile.TemporaryDirectory(prefix="machines-mutant-baseline-") as tmp:
+    # the copy is removed after the last of what the command started is ended (a process
+    # left running could write into it again): the reaping block is the inner one
+    with tempfile.TemporaryDirectory(prefix="machines-mutant-baseline-") as tmp, reaping.reaping():
         copy = _copy(spec_dir, Path(tmp))
         code, seconds, said = _run_command(command, copy, None, timeout, Path(tmp) / "output")
+    reaping.when_ended(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
     if code == 0:
         return seconds
     if code is None:
@@ -256,7 +260,7 @@ def kill(
     """Write ``mutant`` into a fresh copy of ``spec_dir``; the definition's rules judge it
     first, then ``command``."""
     started = time.perf_counter()
-    with reaping.reaping(), tempfile.TemporaryDirectory(prefix="machines-mutant-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="machines-mutant-") as tmp, reaping.reaping():
         copy = _copy(spec_dir, Path(tmp))
         (copy / mutant.file).write_text(mutant.text(), encoding="utf-8")
         try:
@@ -267,6 +271,7 @@ def kill(
             evidence = _MUTANT_LINE.sub("", problem)
             return Outcome(mutant, True, RULES, _clip(evidence), time.perf_counter() - started)
         code, _, said = _run_command(command, copy, mutant, timeout, Path(tmp) / "output", running)
+    reaping.when_ended(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
     seconds = time.perf_counter() - started
     last = _clip(said[-1]) if said else ""
     if code is None:
