@@ -531,3 +531,41 @@ def test_the_runtime_conforms_to_every_bundled_definition(name: str) -> None:
     # derandomized: the same runs every time, which take every transition (at ci, 150
     # runs; at 75, effect's approve was never drawn)
     RuntimeConformance.run(settings(scaled(300, 50), derandomize=True, database=None))
+
+
+def test_a_service_that_answers_with_its_typed_names_conforms(tmp_path: Path) -> None:
+    """Outsider batch 22 (B2): a correct service whose state() and history() answered with
+    the StrEnum members ``machines export --format python`` generates for this use was
+    refused ("returned EffectState ..., not a str"). A str subclass is read as its text."""
+    import runpy
+
+    from machines.render.export import export
+    from machines.testing import ConformanceSuite, RuntimeAdapter
+
+    spec = machines.load("effect")
+    names = tmp_path / "effect_names.py"
+    names.write_text(export(spec, "python"), encoding="utf-8")
+    state_type = runpy.run_path(str(names))["EffectState"]
+
+    class Typed(RuntimeAdapter):
+        def state(self, entity: Any) -> Any:
+            return state_type(super().state(entity))
+
+        def history(self, entity: Any) -> Any:
+            return [
+                {**event, "source": state_type(event["source"]), "dest": state_type(event["dest"])}
+                for event in (
+                    {f: getattr(e, f) for f in ("seq", "source", "trigger", "dest", "actor")}
+                    for e in super().history(entity)
+                )
+            ]
+
+    effect = spec
+
+    class TypedConformance(ConformanceSuite):
+        spec = effect
+
+        def make_adapter(self) -> Any:
+            return Typed(effect)
+
+    TypedConformance.run()

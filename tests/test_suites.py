@@ -16,6 +16,7 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 import machines
+from machines.errors import EffectFailed, EffectIndeterminate
 from machines.spec.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
 from machines.systems.reliance import standing_for_a_buggy_implementation
@@ -178,6 +179,32 @@ def test_the_exactly_once_suite_catches_an_executor_that_retries_parked_keys(
 
     monkeypatch.setattr(ExactlyOnce, "_claim", optimistic)
     assert rule_broken(ExactlyOnceOnMemory) in {"indeterminate-stays", "interrupted-parks"}
+
+
+class FailedOfOurOwn(EffectFailed):
+    """A user's failure type that forgets ``super().__init__``: no error_type, no message."""
+
+    def __init__(self, key: str) -> None:
+        Exception.__init__(self, f"{key} failed")
+
+
+def test_the_exactly_once_suite_reports_a_bug_told_with_a_failure_of_the_users_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 22 (B1): an implementation that told a caller "failed" for a charge
+    that timed out after it was sent, with an EffectFailed subclass of its own that never
+    set error_type, made the suite crash with a raw AttributeError instead of naming the
+    bug. What the caller was told is read without trusting the object."""
+    original = ExactlyOnce.run
+
+    def says_failed(self, key, fn):  # type: ignore[no-untyped-def]
+        try:
+            return original(self, key, fn)
+        except EffectIndeterminate:
+            raise FailedOfOurOwn(key) from None
+
+    monkeypatch.setattr(ExactlyOnce, "run", says_failed)
+    assert rule_broken(ExactlyOnceOnMemory) == "failed-means-not-sent"
 
 
 def test_the_effect_log_suite_catches_a_log_that_reruns_unknown_calls(

@@ -66,16 +66,17 @@ class Move(NamedTuple):
 
 def moves_of(moves: object) -> tuple[Move, ...] | None:
     """A history an adapter returned, as ``Move``s; None when it is not a sequence of moves
-    with four ``str`` attributes ``source``, ``trigger``, ``dest`` and ``actor``."""
+    with four ``str`` attributes ``source``, ``trigger``, ``dest`` and ``actor`` (a ``str``
+    subclass, such as a generated ``StrEnum``, counts as its text)."""
     if not isinstance(moves, Sequence) or isinstance(moves, str | bytes):
         return None
     out = []
     try:
         for move in moves:
             parts = (move.source, move.trigger, move.dest, move.actor)
-            if not all(type(part) is str for part in parts):
+            if not all(isinstance(part, str) for part in parts):
                 return None
-            out.append(Move(*parts))
+            out.append(Move(*(str.__str__(part) for part in parts)))  # a StrEnum: its text
     except Exception:  # a hostile sequence or move: user code
         return None
     return tuple(out)

@@ -112,12 +112,13 @@ def events_of(history: object, where: str) -> Exposed:
                     f"{where}: event {number} ({describe(event)}) has no field '{name}'; "
                     f"every event has {', '.join(FIELDS)}"
                 )
-            if type(value) is not wanted:
+            if not isinstance(value, wanted) or isinstance(value, bool):
                 raise AdapterContractError(
                     f"{where}: field '{name}' of event {number} is {describe(value)}, not "
                     f"{'an int' if wanted is int else 'a str'}"
                 )
-            values.append(value)
+            # by its value: a StrEnum or an int subclass is what it holds, its methods aside
+            values.append(int.__index__(value) if isinstance(value, int) else str.__str__(value))
         events.append(Event(*values))
         contexts.append(_context_of(event, number, where))
     return Exposed(tuple(events), tuple(contexts))
@@ -133,13 +134,13 @@ def _context_of(event: object, number: int, where: str) -> Mapping[str, str] | N
     if context is _ABSENT or context is None:
         return None
     if not isinstance(context, Mapping) or not all(
-        type(k) is str and type(v) is str for k, v in context.items()
+        isinstance(k, str) and isinstance(v, str) for k, v in context.items()
     ):
         raise AdapterContractError(
             f"{where}: field 'context' of event {number} is {describe(context)}, not a "
             "mapping of str to str (leave it out, or None, if your events record none)"
         )
-    return dict(context)
+    return {str.__str__(k): str.__str__(v) for k, v in context.items()}
 
 
 @dataclass

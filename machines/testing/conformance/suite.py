@@ -399,12 +399,13 @@ class ConformanceSuite(RuleBasedStateMachine):
                 f"{name}.state({tracked}) raised {type(error).__name__}: "
                 f"{message_of(error, 200)}; it must return the entity's state"
             ) from error
-        if type(state) is not str:
+        if not isinstance(state, str):
             raise AdapterContractError(
                 f"{name}.state({tracked}) returned {type(state).__name__} {describe(state)}, "
                 "not a str: return the "
                 "state's name as the definition spells it"
             )
+        state = str.__str__(state)  # a StrEnum (machines export --format python) is its text
         where = f"{name}.history({tracked})"
         try:
             history = self.adapter.history(tracked.handle)

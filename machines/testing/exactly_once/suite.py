@@ -395,14 +395,24 @@ def _told(run: Callable[[], Any]) -> Told:
         return Told("untyped", "the suite stopped the run")
     except (KeyboardInterrupt, asyncio.CancelledError) as interrupt:
         return Told("interrupted", type(interrupt).__name__)
-    except EffectFailed as failed:
-        return Told("failed", (failed.error_type, failed.error_message))
+    except EffectFailed as failed:  # a subclass of the user's may not have set them
+        return Told("failed", (_said(failed, "error_type"), _said(failed, "error_message")))
     except EffectIndeterminate:
         return Told("indeterminate")
     except EffectInProgress:
         return Told("in progress")
     except Exception as error:
         return Told("untyped", _what(error))
+
+
+def _said(error: EffectFailed, field: str) -> str:
+    """What a failure says in ``field``, as text; one that cannot be read says so (it is
+    still the failure the caller was told, which is what the rules judge)."""
+    try:
+        value = getattr(error, field)
+    except Exception as unreadable:
+        return f"<{field} unreadable: {_what(unreadable)}>"
+    return value if type(value) is str else describe(value)
 
 
 def _problems(check: Callable[[], object]) -> list[str]:
