@@ -558,3 +558,35 @@ def test_a_context_value_is_judged_by_its_characters(honest_first: bool) -> None
     with pytest.raises(InvalidStateTransition):
         stepper(PosingAsPending("committed"), "execute", "proxy")
     assert spec.step("pending", "execute", actor="proxy", tier="compensable") == "executing"
+
+
+def test_a_synchronous_entity_refuses_an_async_callback() -> None:
+    """Outsider batch 22 (B3): an ``async def on_enter_executing`` on a synchronous
+    entity's model (or an async hook, an object with an async ``__call__``, a partial of
+    an async function) was accepted, the move made and recorded, and the coroutine never
+    awaited: the user's side effect never happened. Refused before the entity exists."""
+    import functools
+
+    from machines.runtime.templates import Hooks
+
+    spec = machines.load("effect")
+
+    class Model:
+        state = "pending"
+
+        async def on_enter_executing(self, event: object) -> None:
+            return None
+
+    async def hook(event: object) -> None:
+        return None
+
+    class AsyncCall:
+        async def __call__(self, event: object) -> None:
+            return None
+
+    with pytest.raises(machines.MachinesError, match="on_enter_executing is an async function"):
+        spec.machine(Model(), tier="compensable")
+    for callback in (hook, AsyncCall(), functools.partial(hook)):
+        with pytest.raises(machines.MachinesError, match="async function"):
+            spec.machine(tier="compensable", hooks=Hooks(after_state_change=(callback,)))
+    assert spec.async_machine(Model(), tier="compensable") is not None

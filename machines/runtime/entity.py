@@ -43,7 +43,7 @@ from machines.runtime.history import (
     frozen_detail,
 )
 from machines.runtime.templates import Hooks as Hooks
-from machines.runtime.templates import check_hook_names, fire, template
+from machines.runtime.templates import check_hook_names, fire, refuse_async_callbacks, template
 from machines.spec.jsonvalue import describe
 from machines.spec.records import derived_variables
 from machines.spec.routing import plain, shown, suggest
@@ -124,6 +124,8 @@ class _Entity(abc.ABC):
             entity_id = _entity_id(spec, None if own else model, entity_id)
         if hooks is not None:
             check_hook_names(spec, hooks, model)
+        if not self._asynchronous:
+            refuse_async_callbacks(spec, hooks, None if own else model)
         self._entity_id = entity_id
         self._model = model
         self._attr = state_attr

@@ -9,6 +9,7 @@ model (``fire``). The template's states tell the entity the moment its state is 
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Callable
@@ -229,3 +230,44 @@ def check_hook_names(spec: MachineSpec, hooks: Hooks, model: object) -> None:
                 f"{spec.name}: hook '{shown(name)}' is neither an attribute of the model "
                 f"(a {type(model).__name__}) nor a dotted module path"
             )
+
+
+def refuse_async_callbacks(spec: MachineSpec, hooks: Hooks | None, model: object | None) -> None:
+    """A synchronous entity calls its hooks and its model's ``on_enter_<state>`` /
+    ``on_exit_<state>`` without awaiting them: an ``async def`` there would return a
+    coroutine nobody runs, and the move would be recorded while its callback never ran.
+    Refused before the entity exists (``AsyncEntityMachine`` awaits them)."""
+    found: list[tuple[str, object]] = []
+    for name in hooks.names() if hooks is not None else ():
+        if "." not in name and model is not None:
+            found.append((f"hook '{name}'", inspect.getattr_static(model, name, None)))
+    for field in fields(hooks) if hooks is not None else ():
+        for callback in getattr(hooks, field.name):
+            if not isinstance(callback, str):
+                found.append((f"a hook of {field.name}", callback))
+    if model is not None:
+        for state in spec.states:
+            for which in ("on_enter_", "on_exit_"):
+                method = inspect.getattr_static(type(model), which + state, None)
+                found.append((f"the model's {which}{state}", method))
+    for what, callback in found:
+        if callback is not None and _is_async(callback):
+            raise MachinesError(
+                f"{spec.name}: {what} is an async function, which a synchronous entity "
+                "would call without awaiting (it would never run): make it a plain function, "
+                "or use spec.async_machine(...)"
+            )
+
+
+def _is_async(callback: object) -> bool:
+    """An ``async def`` (a partial of one too), or an object whose ``__call__`` is one."""
+    if isinstance(callback, staticmethod | classmethod):
+        callback = callback.__func__
+    if inspect.iscoroutinefunction(callback):
+        return True
+    call = (
+        None
+        if inspect.isroutine(callback)
+        else inspect.getattr_static(type(callback), "__call__", None)
+    )
+    return inspect.iscoroutinefunction(call)
