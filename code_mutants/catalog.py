@@ -83,9 +83,8 @@ CATALOG: tuple[CodeMutant, ...] = (
         "a holder whose lease was taken over reports its result as a success",
         "a key any caller was told is indeterminate stays so (lease fencing)",
         old="""        except StaleWrite as lost:
-            raise self._indeterminate(
-                claim, f"the lease was lost before the result was stored ({lost})"
-            ) from lost""",
+            reason = f"the lease was lost before the result was stored ({lost})"
+            raise self._park_quietly(claim, reason) from lost""",
         new="""        except StaleWrite:
             return value  # it ran; someone else's bookkeeping""",
         detectors=EO,
@@ -205,11 +204,10 @@ CATALOG: tuple[CodeMutant, ...] = (
         "a compensation is really run before its effect is called compensated",
         old="""        attempt += 1
         try:
-            action(row)""",
+            ran = action(row)""",
         new="""        attempt += 1
         try:
-            if attempt > 1:
-                action(row)""",
+            ran = action(row) if attempt > 1 else None""",
         detectors=LOG,
     ),
     CodeMutant(

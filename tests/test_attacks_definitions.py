@@ -271,3 +271,27 @@ def test_a_person_cannot_reject_a_call_in_flight_by_an_added_move(
     with pytest.raises(InvalidStateTransition, match="only the bundled definition's moves"):
         log.reject("wire-1", by="bob", reason="looks stuck")
     assert log.effect("wire-1").version == before.version
+
+
+@pytest.mark.parametrize(
+    ("machine", "source", "dest", "actor", "system"),
+    [
+        ("effect", "executing", "pending", "proxy", "EffectLog"),
+        ("node", "submitting", "ready", "executor", "TransferEngine"),
+    ],
+)
+def test_a_move_back_to_where_an_effect_starts_is_refused(
+    opener: Callable[..., Store], machine: str, source: str, dest: str, actor: str, system: str
+) -> None:
+    """Outsider batch 22 (B4): a definition adding moves from a started effect back to a
+    state the system starts it from (executing -> halted -> pending by the automatic proxy;
+    a node's submitting -> paused -> ready) passed check, diff, migrate and the reliance
+    check; after two legal moves an effect whose outcome was unknown ran again, and a node
+    already submitted was submitted a second time. A system refuses such a definition."""
+    spec = machines.load(machine)
+    template = next(t for t in spec.transitions if t.source == source)
+    extra = replace(template, trigger="requeue", dest=dest, actors=(actor,), when={})
+    others = [machines.load(m) for m in ("effect", "outcome", "node", "request") if m != machine]
+    store = opener(replace(spec, transitions=(*spec.transitions, extra)), *others)
+    with pytest.raises(InvalidArgument, match="from which the system starts its effect"):
+        build(system, store)

@@ -46,7 +46,7 @@ from machines.errors import InvalidArgument, InvalidStateTransition, MachinesErr
 from machines.spec import MachineSpec
 from machines.spec.loader import load
 from machines.spec.structure import check_structure
-from machines.spec.vocabulary import TAGS
+from machines.spec.vocabulary import EFFECT_STARTED, TAGS
 
 _SHOWN = 4
 _UNCHECKED: ContextVar[bool] = ContextVar("machines_reliance_unchecked", default=False)
@@ -147,6 +147,7 @@ def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
                 "rules that keep a state for people read it"
             )
     yield from _rules_broken(given, bundled)
+    yield from _sending_reopened(given, bundled)
     if given.derivation != bundled.derivation:
         yield (
             "its derivation of the state from the nodes differs from the bundled one (the "
@@ -211,3 +212,20 @@ def _rules_broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
         return
     for v in violations:
         yield " ".join(v.describe(location=False).split())
+
+
+def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    """A move of the owner's that leads into a state from which the system starts its
+    effect (a source of a bundled move into an ``effect-started`` state): with it, an
+    effect that was started, its outcome unknown, could be started again (executing ->
+    halted -> pending, by the automatic proxy). The bundled moves back there are the
+    system's own (a call that provably failed before it was sent)."""
+    started = bundled.states_tagged(EFFECT_STARTED)
+    starts = {t.source for t in bundled.transitions if t.dest in started} - started
+    ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
+    for t in given.transitions:
+        if t.dest in starts and (t.source, t.trigger, t.dest) not in ours:
+            yield (
+                f"the move '{t.trigger}' from '{t.source}' leads to '{t.dest}', from which the "
+                "system starts its effect: an effect already started could be started again"
+            )
