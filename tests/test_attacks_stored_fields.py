@@ -10,6 +10,7 @@ field, nothing is written, and one such row does not stop the sweep of the other
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +132,41 @@ def test_a_lease_rewritten_while_the_effect_runs_parks_the_key(victims: Victims)
     assert row is not None and row.state == "indeterminate"
     eo.reclaim("new", by="ops", reason="the bank shows no charge", seen=row.version)
     assert ran == ["charge"]
+
+
+@pytest.mark.parametrize("sent", ['"x"', '{"by": "e1"}', '{"at": "soon"}', "[1]", '{"at": 1e308}'])
+def test_a_send_mark_rewritten_sends_the_node_to_unknown(victims: Victims, sent: str) -> None:
+    """Outsider batch 22 (a B1): a submitting node whose ``sent`` mark was rewritten (a
+    text, no time, a time far ahead) made every step raise a raw TypeError or KeyError, or
+    (1e308) wait for ever, with money perhaps moved and nothing for a person to see. A mark
+    the engine cannot read is no mark: the node goes unknown, for a person to reconcile."""
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    engine = engine_for(victims.store, FakeVenue({"withdraw": {"submit": [KeyboardInterrupt()]}}))
+    executing(engine, "t", [plan_node("withdraw", "action", True)])
+    with pytest.raises(KeyboardInterrupt):
+        engine.run("t")
+    assert engine.nodes("t")["withdraw"].state == "submitting"
+    with victims.store.transaction() as tx:
+        row = tx.get("node", "t/withdraw")
+        assert row is not None
+        tx.update(row, {**row.data, "sent": json.loads(sent)})
+    engine.step("t")
+    assert engine.nodes("t")["withdraw"].state == "unknown"
+
+
+def test_an_approval_error_rewritten_is_refused_typed(victims: Victims) -> None:
+    """Outsider batch 22 (a B2): a pending Irreversible call whose stored ``error`` was
+    rewritten to a text made every call raise a raw AttributeError."""
+    from machines.systems.effectlog import EffectAwaitingApproval
+
+    log = EffectLog(victims.store, worker="w")
+    with pytest.raises(EffectAwaitingApproval):
+        log.call("wire", lambda: 1, tier="irreversible", tool="wire")
+    with victims.store.transaction() as tx:
+        row = tx.get("effect", "wire")
+        assert row is not None
+        tx.update(row, {**row.data, "error": "x"})
+    with pytest.raises(StoreError, match="its error is 'x', not an object"):
+        log.call("wire", lambda: 1, tier="irreversible", tool="wire")

@@ -269,10 +269,13 @@ def test_the_session_settings_the_store_relies_on_are_its_own(url: str) -> None:
     the store's sessions another client encoding (a key or result of '✓' raised a raw
     UnicodeEncodeError), ``extra_float_digits=-15`` (times read back rounded, and kept
     heads named edits nobody made) and ``synchronous_commit=off`` (a claim already taken
-    could be lost in a crash, and its effect run again). The store pins them."""
+    could be lost in a crash, and its effect run again); and (batch 22, a B5) serializable
+    by default (racing callers of one key were told StaleWrite) or read-only by default
+    (every write refused as if the store were an audit's). The store pins them."""
     hostile = (
         url + "%20-cclient_encoding%3DLATIN1%20-cextra_float_digits%3D-15"
-        "%20-csynchronous_commit%3Doff"
+        "%20-csynchronous_commit%3Doff%20-cdefault_transaction_isolation%3Dserializable"
+        "%20-cdefault_transaction_read_only%3Don"
     )
     with open_store(hostile) as store:
         assert ExactlyOnce(store, worker="w").run("key-✓", lambda: {"v": "✓"}) == {"v": "✓"}
@@ -280,9 +283,15 @@ def test_the_session_settings_the_store_relies_on_are_its_own(url: str) -> None:
             row = tx.get("outcome", "key-✓")
             settings = [
                 tx._conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[attr-defined]
-                for name in ("client_encoding", "extra_float_digits", "synchronous_commit")
+                for name in (
+                    "client_encoding",
+                    "extra_float_digits",
+                    "synchronous_commit",
+                    "transaction_isolation",
+                    "transaction_read_only",
+                )
             ]
-    assert settings == ["UTF8", "3", "on"]
+    assert settings == ["UTF8", "3", "on", "read committed", "off"]
     with open_store(url) as plain, plain.transaction() as tx:
         same = tx.get("outcome", "key-✓")
     assert row is not None and same is not None

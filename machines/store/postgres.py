@@ -161,7 +161,10 @@ def _connect(
 def pin_session(conn: psycopg.Connection[Any]) -> None:
     """The settings every statement of the store's session relies on, whatever the URL's
     options, the role's or the database's settings say: ``LOCK_TIMEOUT``; text sent and
-    read as UTF-8 (another client encoding cannot hold every key and result); times read
+    read as UTF-8 (another client encoding cannot hold every key and result); the isolation
+    the store's writes are made for (read committed: under serializable, racing callers of
+    one key were told StaleWrite instead of its result), writable unless it is an audit's;
+    times read
     to their last digit (``extra_float_digits`` below 1 rounds them, so a time would not
     read back as written, and kept heads would name edits nobody made); and a commit that
     is durable when it returns (``synchronous_commit = off`` could lose a claim already
@@ -171,6 +174,8 @@ def pin_session(conn: psycopg.Connection[Any]) -> None:
             ("lock_timeout", f"{LOCK_TIMEOUT}s"),
             ("client_encoding", "UTF8"),
             ("extra_float_digits", "3"),
+            ("default_transaction_isolation", "read committed"),
+            ("default_transaction_read_only", "off"),  # an audit's session sets it again
         ):
             conn.execute("SELECT pg_catalog.set_config(%s, %s, false)", (setting, value))
         conn.execute(
@@ -360,10 +365,13 @@ class PostgresStore(ClosedOnExit):
                 f"lock and keeps it); nothing was written: find it in pg_locks, then try again"
             ) from exc
         except psycopg.errors.ReadOnlySqlTransaction as exc:
-            raise StoreError(
-                f"{self.where}: this store was opened read-only (for an audit): it refuses "
-                "every write"
-            ) from exc
+            why = (
+                "this store was opened read-only (for an audit): it refuses every write"
+                if self.read_only
+                else f"the server refused the write as read-only ({exc}): a standby, or a "
+                "setting of the server's"
+            )
+            raise StoreError(f"{self.where}: {why}") from exc
         except _DIALECT.refusals as exc:
             raise refused(_DIALECT.reason(exc)) from exc
         except psycopg.Error as exc:

@@ -254,7 +254,7 @@ class EffectLog:
         if row.state == "committed":
             return self._replay(tx, row)
         if row.state == "pending":
-            return EffectAwaitingApproval(row.key, row.data.get("error"))
+            return EffectAwaitingApproval(row.key, arguments.stored_fields(row, "error") or None)
         if row.state == "executing":
             return still_executing(row)
         if row.state == "rejected":

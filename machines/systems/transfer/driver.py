@@ -9,13 +9,15 @@ request concurrently. Executors are called between transactions, never inside on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeGuard
 
 from machines.derive import Deriver
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState
 from machines.store.records import Row, StaleWrite, Store
 from machines.systems.transfer.errors import CallbackFailed
@@ -169,9 +171,14 @@ class Driver:
         """A submitting node found by a step: its ``submit`` call is still out, or never
         reported back (a crash). After ``submit_timeout`` it goes unknown, never resent."""
         sent = row.data.get("sent")
-        if sent is not None and self.clock() - sent["at"] < self.submit_timeout:
-            return []
-        who = f"by {sent['by']} " if sent else ""
+        at = sent.get("at") if isinstance(sent, Mapping) else None
+        by = sent.get("by") if isinstance(sent, Mapping) else None
+        now = self.clock()
+        if _a_time(at) and now - at < self.submit_timeout and at <= now + self.submit_timeout:
+            return []  # still out, sent at a time that can be: wait for it
+        # no readable mark of when it was sent (none, or one rewritten outside the engine:
+        # a text, no time, a time far ahead): it may have moved money, so it goes unknown
+        who = f"by {describe(by)} " if isinstance(by, str) else ""
         why = (
             f"submit() started {who}did not report back within {self.submit_timeout:g}s; "
             "the money may have moved"
@@ -226,3 +233,12 @@ class Driver:
         except StaleWrite:
             return []
         return s.moved
+
+
+def _a_time(value: object) -> TypeGuard[float]:
+    """A time a clock could have given: a finite float, or an int a float holds exactly."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and abs(value) < 2**53
