@@ -397,3 +397,26 @@ def test_an_entitys_picture_shows_where_it_is_and_the_way_it_came() -> None:
     if shutil.which("dot"):
         svg = picture._repr_svg_()
         assert svg is not None and svg.lstrip().startswith(("<?xml", "<svg", "<!--"))
+
+
+def test_a_definitions_free_text_is_never_markup_on_its_page() -> None:
+    """Outsider batch 22 (b B7): descriptions and findings went into the site's pages as
+    they are, so a wording-only pull request (what diff calls wording) could put a live
+    script on the published site, and an ESC byte into it. Free text is escaped."""
+    from dataclasses import replace
+
+    import machines
+    from machines.render.pages import machine_page
+
+    spec = machines.load("outcome")
+    hostile = replace(
+        spec,
+        description="<script>alert(1)</script> \x1b[2J & more",
+        states={
+            name: replace(state, description="<img src=x onerror=alert(1)>")
+            for name, state in spec.states.items()
+        },
+    )
+    page = machine_page(hostile, "diagrams")
+    assert "<script>" not in page and "<img" not in page and "\x1b" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&amp; more" in page

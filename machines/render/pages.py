@@ -10,8 +10,10 @@ user's machine pages as files.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Mapping, Sequence
 
+from machines.errors import printable
 from machines.render.view import DiagramView
 from machines.spec import Clause, Finding, MachineSpec, Rule
 from machines.spec.registry import judged_by
@@ -341,11 +343,14 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return _text(text).replace("|", "\\|")
 
 
 def _text(text: str) -> str:
-    return " ".join(text.split())
+    """A definition's free text as a page shows it: on one line, with ``<``, ``>`` and
+    ``&`` as entities and control characters escaped, so that a wording-only change (what
+    ``machines diff`` calls wording) can never put markup, a script, on the site."""
+    return html.escape(printable(" ".join(text.split())), quote=False)
 
 
 def _finding(heading: str, f: Finding) -> list[str]:
