@@ -326,6 +326,10 @@ def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
         assert refused.status_code == 400 and "unknown fields" in refused.text, refused.text
     wrong = client.post("/api/act", json={**body, "result": {"id": "x"}}, headers=auth)
     assert wrong.status_code == 409 and "a result goes only with" in wrong.text
+    # outsider batch 22 (b B5): a version given as a text ("2", " 2 ", "+2") was taken
+    for spelled in (str(entry["version"]), f" {entry['version']} ", f"+{entry['version']}"):
+        text = client.post("/api/act", json={**body, "version": spelled}, headers=auth)
+        assert text.status_code in (400, 409) and "not a whole number" in text.text, text.text
     done = client.post("/api/act", json=body, headers=auth)
     assert done.status_code == 200 and done.json()["state"] == "failed"
     assert client.post("/api/act", json=body, headers=auth).status_code == 409  # stale now

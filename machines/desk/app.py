@@ -381,7 +381,7 @@ class _Desk:
             decision = Decision(
                 text_field(body, "machine"),
                 text_field(body, "key"),
-                whole_number(body.get("version")),
+                whole_number(body.get("version"), json_number=True),
                 text_field(body, "trigger"),
                 text_field(body, "actor"),
                 session.account.name,

@@ -5,12 +5,14 @@ another kind, not UTF-8, or naming a field twice is refused rather than read in 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
 from machines.desk.waiting import DeskError
+from machines.spec.jsonvalue import describe
 
 MAX_FORM = 64 * 1024
 """The largest form or JSON body the desk reads (bytes)."""
@@ -82,14 +84,23 @@ async def read_json_body(request: Request) -> object:
         return None
 
 
-def whole_number(text: object) -> int:
-    try:
-        value = int(str(text))
-    except ValueError:
-        raise DeskError(f"not a whole number: {str(text)[:40]!r}") from None
+def whole_number(given: object, *, json_number: bool = False) -> int:
+    """A whole number as a form or a query writes it (ASCII digits, nothing else: not
+    ``+2``, `` 2 ``, ``٢`` or ``0_2``, which Python's ``int`` would all take), or as a JSON
+    body gives it (``json_number``: a JSON number, not a text)."""
+    if json_number:
+        value = given if type(given) is int else None
+    else:
+        text = given if type(given) is str else None
+        value = int(text) if text is not None and _DIGITS.fullmatch(text) else None
+    if value is None:
+        raise DeskError(f"not a whole number: {describe(given)}")
     if not 0 <= value < 2**62:
         raise DeskError("a number out of range")
     return value
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
 
 
 def text_field(body: dict[str, Any], key: str) -> str:
