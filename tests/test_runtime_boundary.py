@@ -590,3 +590,29 @@ def test_a_synchronous_entity_refuses_an_async_callback() -> None:
         with pytest.raises(machines.MachinesError, match="async function"):
             spec.machine(tier="compensable", hooks=Hooks(after_state_change=(callback,)))
     assert spec.async_machine(Model(), tier="compensable") is not None
+
+
+def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:
+    """Outsider batch 22 (b B6): a model whose state attribute raised when read let a raw
+    RuntimeError out of a trigger (making the entity wrapped the same failure already)."""
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.reads = 0
+            self._state = "pending"
+
+        @property
+        def state(self) -> str:
+            self.reads += 1
+            if self.reads > 1:
+                raise RuntimeError("the database behind the model is down")
+            return self._state
+
+        @state.setter
+        def state(self, value: str) -> None:
+            self._state = value
+
+    m = machines.load("effect").machine(Flaky(), tier="compensable")
+    with pytest.raises(machines.MachinesError, match="reading the model's state raised"):
+        m.execute(actor="proxy")
+    assert m.history == []

@@ -160,7 +160,7 @@ class _Entity(abc.ABC):
 
     @property
     def state(self) -> str:
-        current = getattr(self._model, self._attr)
+        current = self._source()
         text = plain(current)
         if text is None:
             raise MachinesError(
@@ -222,10 +222,21 @@ class _Entity(abc.ABC):
 
     # -- internals ----------------------------------------------------------------------
 
+    def _source(self) -> Any:
+        """The model's state as it holds it; a model whose attribute raises is a
+        ``MachinesError`` (as when the entity is made), and nothing moves."""
+        try:
+            return getattr(self._model, self._attr)
+        except Exception as exc:
+            raise MachinesError(
+                f"{self._spec.name}: reading the model's {self._attr} raised "
+                f"{type(exc).__name__}; nothing moved"
+            ) from exc
+
     def _decide(
         self, trigger: str, actor: str, context: Mapping[str, str]
     ) -> tuple[str, str, Mapping[str, str]]:
-        source = getattr(self._model, self._attr)
+        source = self._source()
         if actor is NO_ACTOR:
             raise self._no_actor(source, trigger)
         if self._changing:
@@ -407,7 +418,7 @@ class EntityMachine(_Entity):
             if context or self._changing or actor is NO_ACTOR:
                 source, dest, ctx = self._decide(name, actor, context)
             else:  # the common case, inlined: the bound context's precomputed table
-                source = getattr(self._model, self._attr)
+                source = self._source()
                 dest = self._stepper(source, name, actor)
                 ctx = self._context
             frozen = None if detail is None else self._frozen(name, detail)
