@@ -170,3 +170,32 @@ def test_an_approval_error_rewritten_is_refused_typed(victims: Victims) -> None:
         tx.update(row, {**row.data, "error": "x"})
     with pytest.raises(StoreError, match="its error is 'x', not an object"):
         log.call("wire", lambda: 1, tier="irreversible", tool="wire")
+
+
+def test_the_saga_undoes_by_the_tool_the_run_was_started_with(victims: Victims) -> None:
+    """Outsider batch 22 (a B3): an executing card_charge whose stored tool was rewritten
+    to wire_refund had the wire_refund undo run (a refund of something never made) and
+    ended compensated, the audit saying OK. The tool a run starts with is in its history,
+    which no write changes; an effect whose tool differs is left for a person."""
+    from machines.systems.effectlog import EffectOutcomeUnknown
+
+    log = EffectLog(victims.store, worker="w")
+
+    def charge() -> None:
+        raise TimeoutError("sent, no answer")
+
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("c1", charge, tool="card_charge", session="s")
+    with victims.store.transaction() as tx:
+        row = tx.get("effect", "c1")
+        assert row is not None
+        tx.update(row, {**row.data, "tool": "wire_refund"})
+    ran: list[str] = []
+    (step,) = log.compensate(
+        "s",
+        {
+            "wire_refund": lambda r: ran.append("wire_refund"),
+            "card_charge": lambda r: ran.append("card"),
+        },
+    )
+    assert ran == [] and step.state == "executing" and "started as 'card_charge'" in step.reason

@@ -49,6 +49,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from machines.errors import EffectError, InvalidArgument, message_of
 from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
+from machines.spec.states import EffectState
 from machines.store.records import RecordExists, Row, Store, Transaction
 from machines.systems import arguments
 from machines.systems.effectlog_errors import (
@@ -272,9 +273,10 @@ class EffectLog:
             "started_at": self._now(),
             "unknown_outcome": None,
         }
-        return tx.move(
-            row, trigger, actor="proxy", detail={"worker": self.worker, "reason": reason}, data=data
-        )
+        detail = {"worker": self.worker, "reason": reason, "tool": row.data.get("tool")}
+        # the tool goes in the history too, which no write can change: the saga undoes by
+        # the tool the call was started with, not by what the row says now
+        return tx.move(row, trigger, actor="proxy", detail=detail, data=data)
 
     def _replay(self, tx: Transaction, row: Row) -> _Replay:
         """Serve the cached result and count the replay on the committed record."""
@@ -379,7 +381,7 @@ class EffectLog:
             row = tx.get(MACHINE, key)
             if row is None:
                 raise EffectNotFound(key)
-            skip = _not_compensable(row)
+            skip = _not_compensable(row) or _tool_rewritten(tx, row)
             if skip is not None:
                 return UndoStep(key, row.state, skip)
             row = tx.move(
@@ -444,6 +446,24 @@ def _decided_by(tx: Transaction, row: Row) -> str | None:
             by = event.detail.get("by")
             return by if isinstance(by, str) else None
     return None
+
+
+def _tool_rewritten(tx: Transaction, row: Row) -> str | None:
+    """Why the saga leaves ``row`` alone when its tool is not the one its run was started
+    with (its history says; a start recorded before this release names none): its data
+    was rewritten outside machines, and the undo of another tool would be run."""
+    started = [
+        e.detail["tool"]
+        for e in tx.history(MACHINE, row.key)
+        if e.dest == EffectState.EXECUTING and e.detail is not None and "tool" in e.detail
+    ]
+    if not started or started[-1] == row.data.get("tool"):
+        return None
+    return (
+        f"its tool is {describe(row.data.get('tool'))} but its run was started as "
+        f"{describe(started[-1])}: the row was changed outside machines, so no undo runs; "
+        "check it by hand (machines audit --from-store)"
+    )
 
 
 def _not_compensable(row: Row) -> str | None:
