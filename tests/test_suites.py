@@ -326,3 +326,37 @@ def test_importing_the_suites_reads_no_definition() -> None:
     assert lines[:1] == ["0 []"], done.stdout + done.stderr
     assert done.returncode == 0, done.stderr
     assert int(lines[1]) > 0
+
+
+@pytest.mark.parametrize("garbage", [None, 1, "effect", b"x", [1], {"a": 1}, object()])
+def test_the_suites_helpers_refuse_garbage_typed(garbage: object) -> None:
+    """Outsider batch 22 (b B4): spec_walker, Coverage's methods, check_adapter,
+    RuntimeAdapter, Venue, ReferenceTransfer and RuleBroken let raw AttributeError or
+    TypeError out on garbage, or took it and failed later. Each refuses it typed (and a
+    RuleBroken made of garbage still shows it)."""
+    from machines.errors import MachinesError
+    from machines.testing import RuntimeAdapter, spec_walker
+    from machines.testing.contract import check_adapter
+    from machines.testing.transfer.adapter import ReferenceTransfer
+    from machines.testing.transfer.venue import Venue
+    from machines.testing.verdict import RuleBroken
+
+    coverage = Coverage()
+    for call in (
+        lambda: spec_walker(garbage),  # type: ignore[arg-type]
+        lambda: coverage.missing(garbage),  # type: ignore[arg-type]
+        lambda: coverage.require(garbage),  # type: ignore[arg-type]
+        lambda: coverage.require_probes(garbage),  # type: ignore[arg-type]
+        lambda: coverage.table([garbage]),  # type: ignore[list-item]
+        lambda: coverage.record("effect", garbage if garbage != "effect" else 1, "t", "d"),  # type: ignore[arg-type]
+        lambda: coverage.record_probe("effect", "s", "t", "a", garbage),  # type: ignore[arg-type]
+        lambda: check_adapter(object(), garbage),  # type: ignore[arg-type]
+        lambda: RuntimeAdapter(garbage),  # type: ignore[arg-type]
+        lambda: ReferenceTransfer(garbage),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(MachinesError):
+            call()
+    if not callable(garbage):
+        with pytest.raises(MachinesError):
+            Venue(garbage)  # type: ignore[arg-type]
+    assert RuleBroken(garbage, garbage).rule  # type: ignore[arg-type]

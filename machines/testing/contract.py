@@ -14,7 +14,8 @@ import abc
 import inspect
 from typing import Any
 
-from machines.errors import MachinesError
+from machines.errors import InvalidArgument, MachinesError
+from machines.spec.jsonvalue import describe
 from machines.spec.registry import GUARANTEE, INVARIANTS
 from machines.spec.routing import suggest
 
@@ -90,6 +91,11 @@ def _contract_of(cls: type) -> type:
 def check_adapter(adapter: object, contract: type[Adapter]) -> None:
     """Refuse (``AdapterContractError``) an adapter object, subclass of ``contract`` or not,
     that lacks one of its methods: for adapters that are duck-typed."""
+    if not isinstance(contract, type) or not issubclass(contract, Adapter):
+        raise InvalidArgument(
+            f"check_adapter: contract must be an adapter class (such as ExactlyOnceAdapter), "
+            f"not {describe(contract)}"
+        )
     if isinstance(adapter, contract):
         return  # its class statement already checked it
     duties = required(contract)
@@ -127,3 +133,15 @@ def chosen_policies(suite: type, policies: object, known: frozenset[str]) -> fro
             f"{', '.join(sorted(known)) or 'none'}"
         )
     return frozenset(policies)
+
+
+def expect(value: object, kind: type | tuple[type, ...], what: str) -> None:
+    """``value`` is a ``kind``, or ``InvalidArgument`` naming ``what`` and what it got:
+    every public helper of the suites checks what it is given before it uses it."""
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        value_ok = False
+    else:
+        value_ok = isinstance(value, kind)
+    if not value_ok:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise InvalidArgument(f"{what} must be a {names}, not {describe(value)}")

@@ -13,6 +13,7 @@ from collections import Counter
 
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
+from machines.testing.contract import expect
 
 Edge = tuple[str, str, str]
 """(source, trigger, dest)."""
@@ -35,11 +36,18 @@ class Coverage:
         self._probed: dict[str, dict[Probe, bool]] = {}
 
     def record(self, machine: str, source: str, trigger: str, dest: str) -> None:
+        for name, value in (("machine", machine), ("source", source), ("trigger", trigger)):
+            expect(value, str, f"Coverage.record: {name}")
+        expect(dest, str, "Coverage.record: dest")
         with self._lock:
             self._taken.setdefault(machine, Counter())[(source, trigger, dest)] += 1
 
     def record_probe(self, machine: str, state: str, trigger: str, actor: str, moved: bool) -> None:
         """A move fired from ``state``: ``moved`` when it was accepted, else refused."""
+        for name, value in (("machine", machine), ("state", state), ("trigger", trigger)):
+            expect(value, str, f"Coverage.record_probe: {name}")
+        expect(actor, str, "Coverage.record_probe: actor")
+        expect(moved, bool, "Coverage.record_probe: moved")
         with self._lock:
             probed = self._probed.setdefault(machine, {})
             probed[(state, trigger, actor)] = probed.get((state, trigger, actor), False) or moved
@@ -55,12 +63,16 @@ class Coverage:
 
     def missing(self, spec: MachineSpec) -> list[Edge]:
         """Edges of ``spec`` never taken, in definition order."""
+        expect(spec, MachineSpec, "Coverage.missing: spec")
         taken = self.taken(spec.name)
         edges = dict.fromkeys((t.source, t.trigger, t.dest) for t in spec.transitions)
         return [edge for edge in edges if edge not in taken]
 
     def table(self, specs: list[MachineSpec]) -> str:
         """A short report: per machine, edges covered out of all, and the missing ones."""
+        expect(specs, (list, tuple), "Coverage.table: specs")
+        for spec in specs:
+            expect(spec, MachineSpec, "Coverage.table: each spec")
         lines = []
         width = max([10, *(len(spec.name) + 2 for spec in specs)])
         for spec in specs:
@@ -80,6 +92,7 @@ class Coverage:
     def require(self, spec: MachineSpec) -> None:
         """Raise ``CoverageGap`` naming every edge of ``spec`` never taken (with the
         table), or return when every one was."""
+        expect(spec, MachineSpec, "Coverage.require: spec")
         missing = self.missing(spec)
         if missing:
             raise CoverageGap(
@@ -94,6 +107,9 @@ class Coverage:
         some move was fired and refused there (a run that never tried a refusal, or never
         tried the moves of the definition the implementation runs on, says nothing about
         them)."""
+        expect(spec, MachineSpec, "Coverage.require_probes: spec")
+        if also_try is not None:
+            expect(also_try, MachineSpec, "Coverage.require_probes: also_try")
         probed = self.probed(spec.name)
         reached = {state for state, _, _ in probed}
         missing = [

@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple
 
 from machines.errors import MachinesError, message_of
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 from machines.spec.loader import load
 from machines.spec.registry import GUARANTEE, INVARIANTS, Kind
 
@@ -35,6 +36,8 @@ class RuleBroken(AssertionError):
     (``machines.spec.registry.Kind``)."""
 
     def __init__(self, rule: str, message: str) -> None:
+        rule = rule if type(rule) is str else describe(rule)  # shown as given, never a crash
+        message = message if type(message) is str else describe(message)
         self.rule = rule
         found = INVARIANTS.get(rule)
         self.kind: Kind = GUARANTEE if found is None else found.kind

@@ -24,6 +24,7 @@ from machines.testing.conformance.suite import (
     ConformanceSuite,
     ResumableAdapter,
 )
+from machines.testing.contract import expect
 from machines.testing.coverage import Coverage
 
 
@@ -38,6 +39,7 @@ class RuntimeAdapter(ResumableAdapter[EntityMachine]):
     """The conformance suite's adapter over this package's runtime on ``spec``."""
 
     def __init__(self, spec: MachineSpec) -> None:
+        expect(spec, MachineSpec, "RuntimeAdapter: spec")
         self.spec = spec
 
     def create(self, context: Mapping[str, str]) -> EntityMachine:
@@ -74,6 +76,11 @@ def spec_walker(
     your own that reuses a bundled machine's name), counting the moves it saw in
     ``coverage`` (default: a ``Coverage`` of its own). Call its ``run()``, pass it to
     ``run_state_machine_as_test``, or assign ``.TestCase`` to a module-level name."""
+    expect(spec, MachineSpec, "spec_walker: spec")
+    if coverage is not None:
+        expect(coverage, Coverage, "spec_walker: coverage")
+    if judge is not None:
+        expect(judge, MachineSpec, "spec_walker: judge")
     judging = judge_of(spec) if judge is None else judge
     runtime, counted = spec, Coverage() if coverage is None else coverage
 

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from machines.errors import InvalidArgument
+from machines.spec.jsonvalue import describe
 from machines.store import open_store
 from machines.systems.transfer import TransferEngine
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
@@ -117,6 +119,14 @@ class ReferenceTransfer(TransferAdapter):
     engines: dict[str, TransferEngine] = field(init=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.venue, Venue):
+            raise InvalidArgument(
+                f"ReferenceTransfer: venue must be a Venue, not {describe(self.venue)}"
+            )
+        if self.coverage is not None and not isinstance(self.coverage, Coverage):
+            raise InvalidArgument(
+                f"ReferenceTransfer: coverage must be a Coverage, not {describe(self.coverage)}"
+            )
         self.store = FaultyStore(open_store(self.url, self.specs))
         self.watch = StoreWatch(self.store, self.coverage)
         announcing = _Reservations(self.store, self.venue)

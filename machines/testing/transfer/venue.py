@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from machines.errors import InvalidArgument
+from machines.spec.jsonvalue import describe
 from machines.systems.transfer import (
     CALLBACKS,
     ObserveAnswer,
@@ -88,6 +90,12 @@ class Venue:
         ledger: Ledger | None = None,
         announced: Callable[[], None] | None = None,
     ) -> None:
+        if not callable(answer) or (announced is not None and not callable(announced)):
+            raise InvalidArgument(
+                f"Venue: answer (and announced) must be functions, not {describe(answer)}"
+            )
+        if ledger is not None and not isinstance(ledger, Ledger):
+            raise InvalidArgument(f"Venue: ledger must be a Ledger, not {describe(ledger)}")
         self.answer = answer
         self.ledger = ledger if ledger is not None else Ledger()
         self.announced = announced or (lambda: None)
