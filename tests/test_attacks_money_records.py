@@ -441,3 +441,46 @@ def test_a_stored_plan_erased_by_raw_sql_is_named(
     capsys.readouterr()
     assert main(["audit", "--from-store", f"sqlite:///{db}"]) == 1
     assert "its stored plan is not one the engine wrote" in capsys.readouterr().out
+
+
+def test_a_node_reconciled_without_saying_why_is_named_by_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 23 (a A6b): the application's role moved an unknown node (money of
+    unknown fate) by the reconciler's legal move with an empty detail; once another node
+    completed, the request was derived failed and its reservation released, and the audit
+    said OK. Every exit from a state tagged fail-closed, in any machine, records who and
+    why (``fail-closed-indeterminate``)."""
+    import sqlite3
+
+    from machines.cli import main
+    from machines.store import open_store
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    store = open_store(url)
+    engine = engine_for(store, FakeVenue({"withdraw": {"submit": [TimeoutError("no answer")]}}))
+    executing(engine, "t", [plan_node("withdraw", "action", True)])
+    for _ in range(4):
+        engine.step("t")
+    node = engine.nodes("t")["withdraw"]
+    assert node.state == "unknown"
+    with store.transaction() as tx:
+        row = tx.get("node", "t/withdraw")
+    assert row is not None
+    store.close()
+    with sqlite3.connect(tmp_path / "money.db") as raw:
+        raw.execute(
+            "UPDATE node_entities SET state = 'failed', moves = moves + 1, "
+            "version = version + 1, last_trigger = 'reconcile_failed', "
+            "last_actor = 'reconciler', last_detail = '{}', last_context = ? "
+            "WHERE key = 't/withdraw'",
+            (json.dumps(dict(row.context)),),
+        )
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 1
+    out = capsys.readouterr().out
+    assert "[fail-closed-indeterminate] node 't/withdraw': left unknown without recording" in out, (
+        out
+    )

@@ -256,6 +256,38 @@ def fail_closed_indeterminate(
                         (ev,),
                     )
                 )
+    return out + _fail_closed_exits_say_why(specs, snap)
+
+
+def _fail_closed_exits_say_why(specs: Specs, snap: Snapshot) -> list[Breach]:
+    """Of every other machine, each event that leaves a state tagged ``fail-closed`` (a
+    node's ``unknown``: money of unknown fate) records who (``by``) and why (``evidence``
+    or ``reason``): its designated actor may be automatic (a reconciler reading the
+    venue's records), but a move out of it that says nothing was written by no such
+    reading (outsider batch 23: a raw reconcile with an empty detail released a
+    reservation, the audit saying OK)."""
+    out = []
+    for machine, spec in specs.items():
+        if machine == "outcome":
+            continue  # judged above, by its own rule
+        for e in snap.of(machine):
+            for j in _judged(spec, snap, e):
+                ev = j.event
+                if j.migration or j.spec is None:
+                    continue
+                if ev.source not in j.spec.states_tagged(FAIL_CLOSED):
+                    continue
+                detail = ev.detail or {}
+                if not (detail.get("by") and (detail.get("evidence") or detail.get("reason"))):
+                    out.append(
+                        Breach(
+                            "fail-closed-indeterminate",
+                            e.machine,
+                            e.key,
+                            f"left {ev.source} without recording who and why",
+                            (ev,),
+                        )
+                    )
     return out
 
 

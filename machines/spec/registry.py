@@ -142,7 +142,10 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             ),
             _invariant(
                 "fail-closed-indeterminate",
-                "Nothing automatic leaves indeterminate; each exit records who and why.",
+                """Nothing automatic leaves indeterminate; each exit records who and why, as
+                does each exit from a state of any machine tagged fail-closed (a node's
+                unknown: only a reading of the venue's records, which names itself and
+                its evidence, leaves it).""",
                 "stored state",
                 "audit",
             ),

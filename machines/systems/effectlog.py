@@ -470,6 +470,12 @@ def _not_compensable(row: Row) -> str | None:
     """Why the saga leaves ``row`` alone, or None when it must compensate it."""
     if row.context.get("tier") != COMPENSABLE:
         return f"{row.context.get('tier')} effects are never compensated; check it by hand"
+    if row.state == "executing" and not isinstance(row.data.get("unknown_outcome"), Mapping):
+        return (  # outsider batch 23: undone while it ran, then its charge landed
+            "it is executing and its run has not said how it ended: it may still be running "
+            "(an undo now could be followed by the call landing), or its runner stopped "
+            "without a word; nothing is undone: check its runner, then compensate again"
+        )
     return _NOT_COMPENSATED.get(row.state)
 
 
