@@ -247,16 +247,18 @@ def fail_closed_indeterminate(
                     )
                 )
             elif not (ev.detail and ev.detail.get("by") and ev.detail.get("reason")):
-                out.append(
-                    Breach(
-                        "fail-closed-indeterminate",
-                        e.machine,
-                        e.key,
-                        f"left {ev.source} without recording who and why",
-                        (ev,),
-                    )
-                )
+                out.append(_unexplained(e, ev))
     return out + _fail_closed_exits_say_why(specs, snap)
+
+
+def _unexplained(e: Entity, ev: TransitionEvent) -> Breach:
+    return Breach(
+        "fail-closed-indeterminate",
+        e.machine,
+        e.key,
+        f"left {ev.source} without recording who and why",
+        (ev,),
+    )
 
 
 def _fail_closed_exits_say_why(specs: Specs, snap: Snapshot) -> list[Breach]:
@@ -279,15 +281,7 @@ def _fail_closed_exits_say_why(specs: Specs, snap: Snapshot) -> list[Breach]:
                     continue
                 detail = ev.detail or {}
                 if not (detail.get("by") and (detail.get("evidence") or detail.get("reason"))):
-                    out.append(
-                        Breach(
-                            "fail-closed-indeterminate",
-                            e.machine,
-                            e.key,
-                            f"left {ev.source} without recording who and why",
-                            (ev,),
-                        )
-                    )
+                    out.append(_unexplained(e, ev))
     return out
 
 

@@ -20,10 +20,10 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
@@ -332,26 +332,27 @@ class _SQLiteDialect(Dialect):
         )
 
 
+Read = TypeVar("Read")
+
+
 class _SQLiteTransaction(SQLTransaction):
     dialect = _SQLiteDialect()
 
     def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        try:
-            return super()._fetchone(sql, params)
-        except sqlite3.OperationalError as exc:
-            if not _undecodable(exc):
-                raise
-            with _lenient_text(self._conn):
-                return super()._fetchone(sql, params)
+        return self._decoded(lambda: super(_SQLiteTransaction, self)._fetchone(sql, params))
 
     def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._decoded(lambda: super(_SQLiteTransaction, self)._fetchall(sql, params))
+
+    def _decoded(self, read: Callable[[], Read]) -> Read:
+        """``read()``, and again with texts read leniently when one is not UTF-8."""
         try:
-            return super()._fetchall(sql, params)
+            return read()
         except sqlite3.OperationalError as exc:
             if not _undecodable(exc):
                 raise
             with _lenient_text(self._conn):
-                return super()._fetchall(sql, params)
+                return read()
 
 
 def _undecodable(error: sqlite3.OperationalError) -> bool:
