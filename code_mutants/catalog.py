@@ -199,7 +199,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "log-compensation-off-by-one",
-        SYSTEMS + "effectlog.py",
+        SYSTEMS + "effectlog_saga.py",
         "the compensation loop counts a first attempt it never made",
         "a compensation is really run before its effect is called compensated",
         old="""        attempt += 1

@@ -470,8 +470,8 @@ def test_a_saga_interrupted_mid_compensation_leaves_a_consistent_record(log: Eff
 def test_a_run_still_going_is_not_undone_under_it(log: EffectLog) -> None:
     """The session failed while the call was still running. The saga used to compensate
     it there and then, and the charge landed after the refund (outsider batch 23: the
-    customer stayed charged, the effect read compensated, the audit said OK). A run that
-    has not said how it ended is left alone: the call commits its result, and the step
+    customer stayed charged, the effect read compensated, the audit said OK). A call this
+    process is still running is left alone: the call commits its result, and the step
     says why nothing was undone."""
     undone: list[str] = []
     steps: list[Any] = []
@@ -483,7 +483,7 @@ def test_a_run_still_going_is_not_undone_under_it(log: EffectLog) -> None:
     assert log.call("sig", slow_charge, tool="charge", session="s") == "charged late"
     assert undone == []
     ((signature, state, reason),) = [(s.signature, s.state, s.reason) for s in steps]
-    assert (signature, state) == ("sig", "executing") and "may still be running" in reason
+    assert (signature, state) == ("sig", "executing") and "still running in this process" in reason
     row = assert_consistent(log, "sig")
     assert (row.state, row.data["result"]) == ("committed", "charged late")
 

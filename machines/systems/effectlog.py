@@ -40,7 +40,6 @@ Every other state refuses to run with a typed error; nothing is ever run twice o
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,7 +48,6 @@ from typing import Any, NamedTuple, TypeVar, cast
 from machines.errors import EffectError, InvalidArgument, message_of
 from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
-from machines.spec.states import EffectState
 from machines.store.records import RecordExists, Row, Store, Transaction
 from machines.systems import arguments
 from machines.systems.effectlog_errors import (
@@ -61,6 +59,18 @@ from machines.systems.effectlog_errors import (
     EffectRejected,
     EffectStillExecuting,
     still_executing,
+)
+from machines.systems.effectlog_saga import (
+    COMPENSABLE,
+    MACHINE,
+    RUNNING,
+    RUNNING_LOCK,
+    SAFE,
+    Compensation,
+    not_compensable,
+    running_here,
+    tool_rewritten,
+    undo_attempts,
 )
 from machines.systems.exactly_once import (
     Classifier,
@@ -89,16 +99,10 @@ __all__ = [
 ]
 """The errors are defined in ``effectlog_errors`` and raised here, where callers import them."""
 
-MACHINE = "effect"
-SAFE = "safe"
-COMPENSABLE = "compensable"
 MAX_RETRIES = 1_000
 """The most retries ``compensate`` makes of one compensation."""
 
 T = TypeVar("T")
-
-Compensation = Callable[[Row], object]
-"""Undoes one effect; gets the effect's row (tool, signature, data). Raising means failure."""
 
 
 # -- the saga's report ---------------------------------------------------------------------
@@ -110,22 +114,6 @@ class UndoStep(NamedTuple):
     signature: str
     state: str
     reason: str
-
-
-_NOT_COMPENSATED = {
-    "pending": "it never ran (or provably did not take effect): nothing to undo",
-    "committed": (
-        "committed is terminal and the spec cannot undo it (finding "
-        "committed-cannot-be-undone); undo it by hand if it must be"
-    ),
-    "compensating": (
-        "another saga is compensating it, or one stopped mid-way: whether its compensation "
-        "ran is unknown; check it by hand"
-    ),
-    "compensated": "already compensated",
-    "compensation_failed": "an earlier compensation gave up; a person must repair it",
-    "replayed": "a replay: nothing ran",
-}
 
 
 @dataclass(frozen=True)
@@ -294,6 +282,9 @@ class EffectLog:
         """Run the claimed call once. A BaseException that is not an Exception (interrupt,
         exit, cancellation) propagates as it is, after the log wrote that the outcome is
         unknown: the effect stays ``executing``."""
+        running = (self.store.url, claim.key)
+        with RUNNING_LOCK:
+            RUNNING.add(running)
         try:
             value = fn()
         except Exception as error:
@@ -310,6 +301,9 @@ class EffectLog:
                 claim, f"the caller was interrupted ({type(interrupted).__name__}) mid-run"
             )
             raise
+        finally:
+            with RUNNING_LOCK:
+                RUNNING.discard(running)
         return cast(T, self._commit(claim, value))
 
     def _commit(self, claim: Row, value: Any) -> Any:
@@ -381,7 +375,8 @@ class EffectLog:
             row = tx.get(MACHINE, key)
             if row is None:
                 raise EffectNotFound(key)
-            skip = _not_compensable(row) or _tool_rewritten(tx, row)
+            skip = not_compensable(row) or running_here(self.store.url, row)
+            skip = skip or tool_rewritten(tx, row)
             if skip is not None:
                 return UndoStep(key, row.state, skip)
             row = tx.move(
@@ -395,7 +390,7 @@ class EffectLog:
         action = compensations.get(tool) if isinstance(tool, str) else None
         if action is None:
             return self._finish(row, session, 0, f"no compensation is registered for tool {tool!r}")
-        attempts, error = _attempt(action, row, retries, self.classify)
+        attempts, error = undo_attempts(action, row, retries, self.classify)
         return self._finish(row, session, attempts, error)
 
     def _finish(self, row: Row, session: str, attempts: int, error: str | None) -> UndoStep:
@@ -446,63 +441,3 @@ def _decided_by(tx: Transaction, row: Row) -> str | None:
             by = event.detail.get("by")
             return by if isinstance(by, str) else None
     return None
-
-
-def _tool_rewritten(tx: Transaction, row: Row) -> str | None:
-    """Why the saga leaves ``row`` alone when its tool is not the one its run was started
-    with (its history says; a start recorded before this release names none): its data
-    was rewritten outside machines, and the undo of another tool would be run."""
-    started = [
-        e.detail["tool"]
-        for e in tx.history(MACHINE, row.key)
-        if e.dest == EffectState.EXECUTING and e.detail is not None and "tool" in e.detail
-    ]
-    if not started or started[-1] == row.data.get("tool"):
-        return None
-    return (
-        f"its tool is {describe(row.data.get('tool'))} but its run was started as "
-        f"{describe(started[-1])}: the row was changed outside machines, so no undo runs; "
-        "check it by hand (machines audit --from-store)"
-    )
-
-
-def _not_compensable(row: Row) -> str | None:
-    """Why the saga leaves ``row`` alone, or None when it must compensate it."""
-    if row.context.get("tier") != COMPENSABLE:
-        return f"{row.context.get('tier')} effects are never compensated; check it by hand"
-    if row.state == "executing" and not isinstance(row.data.get("unknown_outcome"), Mapping):
-        return (  # outsider batch 23: undone while it ran, then its charge landed
-            "it is executing and its run has not said how it ended: it may still be running "
-            "(an undo now could be followed by the call landing), or its runner stopped "
-            "without a word; nothing is undone: check its runner, then compensate again"
-        )
-    return _NOT_COMPENSATED.get(row.state)
-
-
-def _attempt(
-    action: Compensation, row: Row, retries: int, classify: Classifier
-) -> tuple[int, str | None]:
-    """Run ``action`` up to 1 + ``retries`` times: (attempts made, last error or None).
-    An undo is an effect too (a refund sent twice is money paid twice): a failed attempt
-    is tried again only when ``classify`` says it was not sent (``Verdict.RETRY``)."""
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            ran = action(row)
-            if inspect.isawaitable(ran):
-                if inspect.iscoroutine(ran):
-                    ran.close()  # never started: nothing of it ran
-                return attempt, (
-                    f"the compensation returned {describe(ran)}, which compensate does not "
-                    "await: the undo did not run"
-                )
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {message_of(exc)}"
-            verdict = verdict_of(classify, exc)
-            if verdict is not Verdict.RETRY or attempt > retries:
-                if verdict is Verdict.INDETERMINATE:
-                    error += " (it may have been sent, so it was not tried again)"
-                return attempt, error
-        else:
-            return attempt, None

@@ -1,0 +1,112 @@
+"""The saga's judgement of each effect of a failed session (``EffectLog.compensate``):
+which to leave alone and why (not Compensable, already settled, still running in this
+process, its tool rewritten), and how an undo is attempted (to the end, retried only when
+it was not sent, never recorded as done when it did not run)."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+
+from machines.errors import message_of
+from machines.spec.jsonvalue import describe
+from machines.spec.states import EffectState
+from machines.store.records import Row, Transaction
+from machines.systems.exactly_once import Classifier, Verdict, verdict_of
+
+MACHINE = "effect"
+SAFE = "safe"
+COMPENSABLE = "compensable"
+
+Compensation = Callable[[Row], object]
+"""Undoes one effect; gets the effect's row (tool, signature, data). Raising means failure."""
+
+_NOT_COMPENSATED = {
+    "pending": "it never ran (or provably did not take effect): nothing to undo",
+    "committed": (
+        "committed is terminal and the spec cannot undo it (finding "
+        "committed-cannot-be-undone); undo it by hand if it must be"
+    ),
+    "compensating": (
+        "another saga is compensating it, or one stopped mid-way: whether its compensation "
+        "ran is unknown; check it by hand"
+    ),
+    "compensated": "already compensated",
+    "compensation_failed": "an earlier compensation gave up; a person must repair it",
+    "replayed": "a replay: nothing ran",
+}
+
+
+def tool_rewritten(tx: Transaction, row: Row) -> str | None:
+    """Why the saga leaves ``row`` alone when its tool is not the one its run was started
+    with (its history says; a start recorded before this release names none): its data
+    was rewritten outside machines, and the undo of another tool would be run."""
+    started = [
+        e.detail["tool"]
+        for e in tx.history(MACHINE, row.key)
+        if e.dest == EffectState.EXECUTING and e.detail is not None and "tool" in e.detail
+    ]
+    if not started or started[-1] == row.data.get("tool"):
+        return None
+    return (
+        f"its tool is {describe(row.data.get('tool'))} but its run was started as "
+        f"{describe(started[-1])}: the row was changed outside machines, so no undo runs; "
+        "check it by hand (machines audit --from-store)"
+    )
+
+
+def not_compensable(row: Row) -> str | None:
+    """Why the saga leaves ``row`` alone, or None when it must compensate it."""
+    if row.context.get("tier") != COMPENSABLE:
+        return f"{row.context.get('tier')} effects are never compensated; check it by hand"
+    return _NOT_COMPENSATED.get(row.state)
+
+
+RUNNING: set[tuple[str, str]] = set()
+"""(store, signature) of every call this process is running now."""
+RUNNING_LOCK = threading.Lock()
+
+
+def running_here(store: str, row: Row) -> str | None:
+    """Why the saga leaves ``row`` alone while this process is still running its call:
+    an undo now could be followed by the call landing (outsider batch 23: the refund
+    ran, then the charge landed). A run in another process cannot be told from one that
+    died; the saga undoes it, as a process that died after sending needs."""
+    with RUNNING_LOCK:
+        running = (store, row.key) in RUNNING
+    if not running:
+        return None
+    return (
+        "its call is still running in this process: an undo now could be followed by the "
+        "call landing; nothing is undone: compensate again once the call has returned"
+    )
+
+
+def undo_attempts(
+    action: Compensation, row: Row, retries: int, classify: Classifier
+) -> tuple[int, str | None]:
+    """Run ``action`` up to 1 + ``retries`` times: (attempts made, last error or None).
+    An undo is an effect too (a refund sent twice is money paid twice): a failed attempt
+    is tried again only when ``classify`` says it was not sent (``Verdict.RETRY``)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            ran = action(row)
+            if inspect.isawaitable(ran):
+                if inspect.iscoroutine(ran):
+                    ran.close()  # never started: nothing of it ran
+                return attempt, (
+                    f"the compensation returned {describe(ran)}, which compensate does not "
+                    "await: the undo did not run"
+                )
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {message_of(exc)}"
+            verdict = verdict_of(classify, exc)
+            if verdict is not Verdict.RETRY or attempt > retries:
+                if verdict is Verdict.INDETERMINATE:
+                    error += " (it may have been sent, so it was not tried again)"
+                return attempt, error
+        else:
+            return attempt, None
