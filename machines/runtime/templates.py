@@ -251,7 +251,7 @@ def refuse_async_callbacks(spec: MachineSpec, hooks: Hooks | None, model: object
                 method = inspect.getattr_static(type(model), which + state, None)
                 found.append((f"the model's {which}{state}", method))
     for what, callback in found:
-        if callback is not None and _is_async(callback):
+        if callback is not None and is_async(callback):
             raise MachinesError(
                 f"{spec.name}: {what} is an async function, which a synchronous entity "
                 "would call without awaiting (it would never run): make it a plain function, "
@@ -259,8 +259,10 @@ def refuse_async_callbacks(spec: MachineSpec, hooks: Hooks | None, model: object
             )
 
 
-def _is_async(callback: object) -> bool:
-    """An ``async def`` (a partial of one too), or an object whose ``__call__`` is one."""
+def is_async(callback: object) -> bool:
+    """An ``async def`` (a partial of one too), or an object whose ``__call__`` is one: what
+    a caller that does not await would call without it running (the runtime's synchronous
+    entities, the systems' plain-function arguments)."""
     if isinstance(callback, staticmethod | classmethod):
         callback = callback.__func__
     if inspect.iscoroutinefunction(callback):

@@ -8,12 +8,12 @@ Keys themselves are checked by the store, the one place every system's keys go t
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from machines.errors import InvalidArgument
+from machines.runtime.templates import is_async
 from machines.spec.jsonvalue import describe
 from machines.store.records import Row, StaleWrite, Store, StoreError
 from machines.systems.reliance import require_reliable
@@ -118,21 +118,12 @@ def function(value: object, what: str, *, asynchronous: bool = False) -> Callabl
     and what called it would record that it had)."""
     if not callable(value):
         raise InvalidArgument(f"{what} must be callable, not {describe(value)}")
-    if not asynchronous and _is_async(value):
+    if not asynchronous and is_async(value):
         raise InvalidArgument(
             f"{what} is an async function, which is called here without being awaited (it "
             "would not run): give a plain function (ExactlyOnce.arun takes an async one)"
         )
     return value
-
-
-def _is_async(value: object) -> bool:
-    """An ``async def`` function, or an object whose ``__call__`` is one."""
-    if inspect.iscoroutinefunction(value):
-        return True
-    kind = type(value)
-    call = None if inspect.isroutine(value) else inspect.getattr_static(kind, "__call__", None)
-    return inspect.iscoroutinefunction(call)
 
 
 def functions(value: object, what: str) -> dict[str, Callable[..., Any]]:
