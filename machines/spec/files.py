@@ -120,16 +120,20 @@ def definition_paths(spec_dir: str | Path) -> list[Path]:
     return [directory / name for name in sorted(names)]
 
 
+def resolves_inside(path: Path, root: Path, *, strict: bool = False) -> bool:
+    """Whether ``path``, its links followed, is ``root`` or below it (``strict``: and it
+    exists; a dangling link is not inside). A loop of links is not."""
+    try:
+        return path.resolve(strict=strict).is_relative_to(root.resolve(strict=strict))
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def _refuse_a_link_out(directory: Path, link: Path) -> None:
     """A definition that is a link to a file outside its directory is refused, naming the
     link: a pull request's ``specs/notes.yaml`` linked to a CI machine's credentials would
     have them read, and quoted in an error, into the job's log."""
-    try:
-        target = link.resolve(strict=True)
-        inside = target.is_relative_to(directory.resolve(strict=True))
-    except (OSError, RuntimeError, ValueError):
-        inside = False
-    if not inside:
+    if not resolves_inside(link, directory, strict=True):
         raise SpecUnreadable(
             link,
             [

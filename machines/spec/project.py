@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machines.errors import DISTRIBUTION, InvalidArgument, SpecUnreadable
-from machines.spec.files import SPEC_DIR_VARIABLE, definition_paths, os_reason
+from machines.spec.files import SPEC_DIR_VARIABLE, definition_paths, os_reason, resolves_inside
 from machines.spec.loader import DEFINITION_SUFFIXES, bundled_spec_dir
 from machines.spec.routing import suggest
 
@@ -129,7 +129,7 @@ def _folders(path: Path, table: Mapping[str, object]) -> dict[str, Path]:
                 f"not {value!r}"
             )
         folder = path.parent / value
-        if key in WRITTEN and not _inside(folder, path.parent):
+        if key in WRITTEN and not resolves_inside(folder, path.parent):
             raise InvalidArgument(
                 f"{path}: [tool.machines] {key} = {value!r} is outside the project's folder "
                 f"({path.parent}); machines writes only inside it: give a folder in it"
@@ -140,13 +140,6 @@ def _folders(path: Path, table: Mapping[str, object]) -> dict[str, Path]:
 
 WRITTEN = frozenset({"diagrams_dir", "docs_dir"})
 """The keys that name where a command writes, which must stay inside the project."""
-
-
-def _inside(folder: Path, root: Path) -> bool:
-    try:
-        return folder.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):  # a loop of links
-        return False
 
 
 def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> Definitions:
@@ -231,7 +224,7 @@ def written_inside(folder: Path, root: Path, what: str, *, instead: str = "") ->
     naming where it leads otherwise, and ``instead`` (what else the user may do). A folder
     given on the command line is not checked: the user chose it."""
     where = root / folder
-    if _inside(where, root):
+    if resolves_inside(where, root):
         return folder
     try:
         leads = str(where.resolve())
