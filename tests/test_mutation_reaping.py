@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -159,3 +160,35 @@ def test_no_copy_is_left_by_a_process_that_writes_into_it(tmp_path: Path, marker
     assert not _with_marker(marker)
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith("machines-mutant-")]
     assert left == [], left
+
+
+def test_an_action_asked_for_while_the_orphans_are_ended_waits_for_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI found the copy left once: the last block had counted itself out and was still
+    ending the orphans when another command's thread asked for its copy to be removed;
+    that ran at once, and the orphan, not yet killed, wrote it again."""
+    from machines.mutation import reaping
+
+    ending = threading.Event()
+    order: list[str] = []
+    real = reaping._end_all
+
+    def slow_end_all(doomed: object) -> None:
+        ending.set()
+        time.sleep(0.3)
+        order.append("orphans ended")
+        real(doomed)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reaping, "_end_all", slow_end_all)
+
+    def last_block() -> None:
+        with reaping.reaping():
+            pass
+
+    thread = threading.Thread(target=last_block)
+    thread.start()
+    assert ending.wait(10)
+    reaping.when_ended(lambda: order.append("copy removed"))
+    thread.join(10)
+    assert order == ["orphans ended", "copy removed"]

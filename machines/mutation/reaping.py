@@ -46,6 +46,10 @@ class _Reaper:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.cycle = threading.Lock()
+        """Held while the first block sets up, while a block ends (the last one ending
+        every orphan) and while ``when_ended`` looks: an action asked for while the
+        orphans are being ended waits for them, rather than running before."""
         self.starting = threading.Lock()
         """Held while a command starts and while what is left is looked for and killed:
         a command just started is its parent's child before ``start`` counts it, and
@@ -66,32 +70,36 @@ def reaping() -> Iterator[None]:
     """For the block, this process adopts every orphan of its descendants (where it can),
     and at its end every adopted orphan still running is ended with what it started, and
     the subreaper setting is restored. Blocks nest (the outermost one counts)."""
-    with _REAPER.lock:
-        _REAPER.depth += 1
-        if _REAPER.depth == 1:
+    with _REAPER.cycle:
+        with _REAPER.lock:
+            _REAPER.depth += 1
+            first = _REAPER.depth == 1
+        if first:
             _REAPER.before = frozenset(_children(_table()))
             _REAPER.previous = _subreaper(1)
     try:
         yield
     finally:
-        with _REAPER.lock:
-            _REAPER.depth -= 1
-            last = _REAPER.depth == 0
-        if last:
-            _end_all(lambda table: _below(_adopted(table), table))
-            if _REAPER.previous is not None:
-                _subreaper(_REAPER.previous)
+        todo: list[Callable[[], object]] = []
+        with _REAPER.cycle:
             with _REAPER.lock:
-                todo, _REAPER.afterwards = _REAPER.afterwards, []
-            for action in todo:
-                action()
+                _REAPER.depth -= 1
+                last = _REAPER.depth == 0
+            if last:
+                _end_all(lambda table: _below(_adopted(table), table))
+                if _REAPER.previous is not None:
+                    _subreaper(_REAPER.previous)
+                with _REAPER.lock:
+                    todo, _REAPER.afterwards = _REAPER.afterwards, []
+        for action in todo:
+            action()
 
 
 def when_ended(action: Callable[[], object]) -> None:
     """``action`` once the outermost ``reaping`` block has ended every orphan (at once,
     outside one): a command's copy is removed again then, since an orphan left running
     while other commands ran could have written into it after it was first removed."""
-    with _REAPER.lock:
+    with _REAPER.cycle, _REAPER.lock:
         if _REAPER.depth > 0:
             _REAPER.afterwards.append(action)
             return
