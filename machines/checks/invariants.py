@@ -334,6 +334,19 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
                     e.history,
                 )
             )
+        row = e.row
+        if e.state in ("pending", "approved") and row is not None and row.version != row.moves + 1:
+            out.append(
+                Breach(
+                    "exactly-once",
+                    e.machine,
+                    e.key,
+                    f"{e.state} at version {row.version} after {row.moves} move(s): written "
+                    "outside a move where the log could run it again (a run that ended "
+                    "unknown, reopened?)",
+                    e.history,
+                )
+            )
     return out
 
 

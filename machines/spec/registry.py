@@ -153,7 +153,8 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "exactly-once",
                 """The upstream effect ran at most once per key, plus once per explicit
                 reclaim (outcome) or per execution the effect log started (effect); recorded
-                outcomes are complete.""",
+                outcomes are complete; an effect the log could run again (pending, approved)
+                was never written outside a move, as a run that ended unknown is.""",
                 "stored state",
                 "explorer",
             ),

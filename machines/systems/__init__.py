@@ -8,6 +8,7 @@ from machines.systems.effectlog import (
     EffectNotRecorded,
     EffectOutcomeUnknown,
     EffectRejected,
+    EffectRewritten,
     EffectStillExecuting,
     UndoStep,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "EffectNotRecorded",
     "EffectOutcomeUnknown",
     "EffectRejected",
+    "EffectRewritten",
     "EffectStillExecuting",
     "ExactlyOnce",
     "Executor",

@@ -57,7 +57,9 @@ from machines.systems.effectlog_errors import (
     EffectNotRecorded,
     EffectOutcomeUnknown,
     EffectRejected,
+    EffectRewritten,
     EffectStillExecuting,
+    rewritten,
     still_executing,
 )
 from machines.systems.effectlog_saga import (
@@ -94,6 +96,7 @@ __all__ = [
     "EffectNotRecorded",
     "EffectOutcomeUnknown",
     "EffectRejected",
+    "EffectRewritten",
     "EffectStillExecuting",
     "UndoStep",
 ]
@@ -236,6 +239,8 @@ class EffectLog:
         return decision
 
     def _claim_or_refuse(self, tx: Transaction, row: Row) -> Row | _Replay | EffectError:
+        if row.state in ("pending", "approved") and (refused := rewritten(row)) is not None:
+            return refused
         if row.state == "pending" and row.context.get("tier") == COMPENSABLE:
             return self._start(tx, row, "execute", "a new Compensable call is routed upstream")
         if row.state == "approved":
@@ -364,6 +369,8 @@ class EffectLog:
                 raise EffectNotFound(key)
             arguments.unchanged(row, seen)
             require_bundled_move(MACHINE, row.state, trigger, "human", row.context)
+            if trigger == "approve" and (refused := rewritten(row)) is not None:
+                raise refused
             return tx.move(row, trigger, actor="human", detail={"by": by, "reason": reason})
 
     # -- the saga's steps ------------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""An effect whose run ended unknown cannot be reopened by a raw move (issue 27, outsider
+batch 23, A1).
+
+The application's role moved an effect whose run had ended with an unknown outcome
+(``executing``, with its ``unknown_outcome`` note) back to ``pending`` by EffectLog's own
+``fail`` move, by the proxy: the database takes it (a legal move), the next call ran the
+charge a second time, and the audit said OK. The log reopens an effect only by that move
+made on the very row its claim wrote, while a run that ended unknown writes its note
+outside a move, which leaves a gap between the row's version and its move count that no
+write can close. A ``pending`` or ``approved`` effect with such a gap never runs again
+(``EffectRewritten``), a person cannot approve it, and the audit names it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.systems import EffectLog, EffectRewritten
+from machines.systems.effectlog import EffectAwaitingApproval, EffectOutcomeUnknown
+from tests.raw_sql import COMPENSABLE, DATABASES, IRREVERSIBLE, Victims, attacked
+
+
+@pytest.fixture(params=DATABASES)
+def victims(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Victims]:
+    with attacked(request.param, tmp_path) as found:
+        yield found
+
+
+def raw(victims: Victims, sql: str) -> None:
+    if victims.raw.kind == "sqlite":
+        victims.raw.lite.execute(sql)
+    else:
+        victims.raw.pg.execute(sql.encode())
+
+
+def reopened(kind: str, key: str, context: str, *, clear_note: bool) -> str:
+    """The log's own ``fail`` move (executing -> pending by the proxy), by raw SQL."""
+    cleared = (
+        "json_set(data, '$.unknown_outcome', json('null'))"
+        if kind == "sqlite"
+        else "(data::jsonb || '{\"unknown_outcome\": null}')::json"
+    )
+    data = f", data = {cleared}" if clear_note else ""
+    return (
+        "UPDATE effect_entities SET state = 'pending', moves = moves + 1, "
+        f"version = version + 1, last_trigger = 'fail', last_actor = 'proxy', "
+        'last_detail = \'{"worker": "w", "reason": "the call provably did not take '
+        f"effect\"}}', last_context = '{context}'{data} WHERE key = '{key}'"
+    )
+
+
+def timed_out() -> None:
+    raise TimeoutError("sent; no answer")
+
+
+@pytest.mark.parametrize("clear_note", [False, True], ids=["note kept", "note cleared"])
+def test_a_raw_fail_after_an_unknown_outcome_never_runs_the_effect_again(
+    victims: Victims, clear_note: bool
+) -> None:
+    log = EffectLog(victims.store, worker="w")
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("charge-1", timed_out, tool="charge")
+    raw(victims, reopened(victims.raw.kind, "charge-1", COMPENSABLE, clear_note=clear_note))
+    ran: list[str] = []
+    with pytest.raises(EffectRewritten, match="written outside a move"):
+        log.call("charge-1", lambda: ran.append("charge"), tool="charge")
+    assert ran == []
+    assert main(["audit", "--from-store", victims.store.url]) == 1
+
+
+def test_a_raw_fail_of_an_irreversible_call_cannot_be_approved(victims: Victims) -> None:
+    log = EffectLog(victims.store, worker="w")
+    with pytest.raises(EffectAwaitingApproval):
+        log.call("wire-1", timed_out, tier="irreversible", tool="wire")
+    log.approve("wire-1", by="ann", reason="checked")
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("wire-1", timed_out, tier="irreversible", tool="wire")
+    raw(victims, reopened(victims.raw.kind, "wire-1", IRREVERSIBLE, clear_note=False))
+    with pytest.raises(EffectRewritten):
+        log.approve("wire-1", by="ann", reason="retry")
+    assert log.reject("wire-1", by="ann", reason="it may have been sent").state == "rejected"
+
+
+def test_the_audit_names_the_reopened_effect(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = EffectLog(victims.store, worker="w")
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("charge-2", timed_out, tool="charge")
+    assert main(["audit", "--from-store", victims.store.url]) == 0
+    capsys.readouterr()
+    raw(victims, reopened(victims.raw.kind, "charge-2", COMPENSABLE, clear_note=False))
+    assert main(["audit", "--from-store", victims.store.url]) == 1
+    said = capsys.readouterr().out
+    assert "exactly-once" in said and "charge-2" in said and "written outside a move" in said
+
+
+def test_a_call_that_provably_failed_runs_again(victims: Victims) -> None:
+    """The log's own reopening is untouched: a run the classifier says was not sent."""
+    from machines.systems import not_sent
+
+    log = EffectLog(victims.store, worker="w", classify=not_sent(ConnectionRefusedError))
+
+    def refused() -> None:
+        raise ConnectionRefusedError("no route")
+
+    with pytest.raises(ConnectionRefusedError):
+        log.call("charge-3", refused, tool="charge")
+    assert log.call("charge-3", lambda: "paid", tool="charge") == "paid"
