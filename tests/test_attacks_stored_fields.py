@@ -161,14 +161,24 @@ def test_an_approval_error_rewritten_is_refused_typed(victims: Victims) -> None:
     rewritten to a text made every call raise a raw AttributeError."""
     from machines.systems.effectlog import EffectAwaitingApproval
 
+    from machines.systems import EffectRewritten
+
     log = EffectLog(victims.store, worker="w")
     with pytest.raises(EffectAwaitingApproval):
         log.call("wire", lambda: 1, tier="irreversible", tool="wire")
     with victims.store.transaction() as tx:
         row = tx.get("effect", "wire")
         assert row is not None
-        tx.update(row, {**row.data, "error": "x"})
+        row = tx.move(row, "approve", actor="human", detail={"by": "ann", "reason": "ok"})
+        row = tx.move(row, "resume", actor="proxy")
+        tx.move(row, "fail", actor="proxy", data={**row.data, "error": "x"})  # by moves alone
     with pytest.raises(StoreError, match="its error is 'x', not an object"):
+        log.call("wire", lambda: 1, tier="irreversible", tool="wire")
+    with victims.store.transaction() as tx:  # outside a move: never run, whatever it says
+        row = tx.get("effect", "wire")
+        assert row is not None
+        tx.update(row, {**row.data, "error": None})
+    with pytest.raises(EffectRewritten):
         log.call("wire", lambda: 1, tier="irreversible", tool="wire")
 
 

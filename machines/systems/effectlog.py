@@ -70,7 +70,9 @@ from machines.systems.effectlog_saga import (
     SAFE,
     Compensation,
     not_compensable,
+    running_elsewhere,
     running_here,
+    this_process,
     tool_rewritten,
     undo_attempts,
 )
@@ -263,6 +265,7 @@ class EffectLog:
             **row.data,
             "runs": arguments.stored_count(row, "runs") + 1,
             "runner": self.worker,
+            "process": this_process(),
             "started_at": self._now(),
             "unknown_outcome": None,
         }
@@ -332,7 +335,13 @@ class EffectLog:
             "reason": "the call provably did not take effect",
             "error": recorded,
         }
-        data = {**claim.data, "error": recorded, "runner": None, "started_at": None}
+        data = {
+            **claim.data,
+            "error": recorded,
+            "runner": None,
+            "process": None,
+            "started_at": None,
+        }
         try:
             self.store.move(claim, "fail", actor="proxy", detail=detail, data=data)
         except Exception as failure:
@@ -383,6 +392,7 @@ class EffectLog:
             if row is None:
                 raise EffectNotFound(key)
             skip = not_compensable(row) or running_here(self.store.url, row)
+            skip = skip or running_elsewhere(row)
             skip = skip or tool_rewritten(tx, row)
             if skip is not None:
                 return UndoStep(key, row.state, skip)
@@ -433,6 +443,7 @@ def _fresh(tool: str | None) -> dict[str, Any]:
         "error": None,
         "runs": 0,
         "runner": None,
+        "process": None,
         "started_at": None,
         "replay_count": 0,
         "last_replayed_at": None,

@@ -1,13 +1,17 @@
 """The saga's judgement of each effect of a failed session (``EffectLog.compensate``):
 which to leave alone and why (not Compensable, already settled, still running in this
-process, its tool rewritten), and how an undo is attempted (to the end, retried only when
-it was not sent, never recorded as done when it did not run)."""
+process or in a live one on this host, its tool rewritten), and how an undo is attempted
+(to the end, retried only when it was not sent, never recorded as done when it did not
+run)."""
 
 from __future__ import annotations
 
 import inspect
+import os
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from machines.errors import message_of
 from machines.spec.jsonvalue import describe
@@ -71,8 +75,7 @@ RUNNING_LOCK = threading.Lock()
 def running_here(store: str, row: Row) -> str | None:
     """Why the saga leaves ``row`` alone while this process is still running its call:
     an undo now could be followed by the call landing (outsider batch 23: the refund
-    ran, then the charge landed). A run in another process cannot be told from one that
-    died; the saga undoes it, as a process that died after sending needs."""
+    ran, then the charge landed)."""
     with RUNNING_LOCK:
         running = (store, row.key) in RUNNING
     if not running:
@@ -81,6 +84,48 @@ def running_here(store: str, row: Row) -> str | None:
         "its call is still running in this process: an undo now could be followed by the "
         "call landing; nothing is undone: compensate again once the call has returned"
     )
+
+
+def this_process() -> dict[str, Any]:
+    """This process, as a saga in another one can tell whether it still runs: its host,
+    pid and start time (in clock ticks since boot, from Linux's ``/proc``; None elsewhere,
+    where a live process cannot be told from a new one given the same pid)."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "since": _started(pid)}
+
+
+def running_elsewhere(row: Row) -> str | None:
+    """Why the saga leaves ``row`` alone while the process that started its run (another
+    one on this host, per the run's ``process``) is alive and the run wrote no note of how
+    it ended: its call may still land (batch 23, A4, across processes). A process that
+    died, or one on another host, cannot be told apart from a run that is over; the saga
+    undoes it, as a process that died after sending needs."""
+    if isinstance(row.data.get("unknown_outcome"), Mapping):
+        return None
+    process = row.data.get("process")
+    if not isinstance(process, Mapping):
+        return None
+    pid, since = process.get("pid"), process.get("since")
+    if type(pid) is not int or type(since) is not int or pid <= 0 or pid == os.getpid():
+        return None
+    if process.get("host") != socket.gethostname() or _started(pid) != since:
+        return None
+    return (
+        f"its run was started by process {pid} on this host, which is still alive, and has "
+        "not said how it ended: an undo now could be followed by the call landing; nothing "
+        "is undone: compensate again once that call has returned (or its process has ended)"
+    )
+
+
+def _started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # the name in parentheses may hold spaces
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
 def undo_attempts(
