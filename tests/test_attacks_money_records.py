@@ -443,8 +443,11 @@ def test_a_stored_plan_erased_by_raw_sql_is_named(
     assert "its stored plan is not one the engine wrote" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "detail", ["{}", '{"by": true, "evidence": 1}', '{"by": " ", "evidence": "x"}']
+)
 def test_a_node_reconciled_without_saying_why_is_named_by_the_audit(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], detail: str
 ) -> None:
     """Outsider batch 23 (a A6b): the application's role moved an unknown node (money of
     unknown fate) by the reconciler's legal move with an empty detail; once another node
@@ -474,9 +477,9 @@ def test_a_node_reconciled_without_saying_why_is_named_by_the_audit(
         raw.execute(
             "UPDATE node_entities SET state = 'failed', moves = moves + 1, "
             "version = version + 1, last_trigger = 'reconcile_failed', "
-            "last_actor = 'reconciler', last_detail = '{}', last_context = ? "
+            "last_actor = 'reconciler', last_detail = ?, last_context = ? "
             "WHERE key = 't/withdraw'",
-            (json.dumps(dict(row.context)),),
+            (detail, json.dumps(dict(row.context))),
         )
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 1

@@ -82,6 +82,28 @@ def test_an_exit_from_indeterminate_must_say_who_and_why() -> None:
     assert breach.invariant == "fail-closed-indeterminate" and "who and why" in breach.message
 
 
+@pytest.mark.parametrize(
+    "detail",
+    [
+        {"by": True, "reason": [0]},
+        {"by": " ", "reason": "\t"},
+        {"by": {"x": 1}, "reason": 1},
+        {"by": "ann", "reason": ""},
+        {"by": "ann"},
+        {"reason": "checked"},
+        {"by": 1, "evidence": "statement 42"},
+    ],
+)
+def test_an_exit_from_indeterminate_names_who_and_why_as_text(detail: dict[str, object]) -> None:
+    """Outsider batch 24 (a 1): a raw reclaim whose detail said ``{"by": true, "reason":
+    [0]}`` or blanks freed the key, and the audit said OK: it only asked that the values be
+    truthy. Who and why are texts with something in them, as every system writes them."""
+    lines = history_of(("park", "worker"), ("reclaim", "caller")).splitlines()
+    forged = json.loads(lines[1]) | {"detail": detail}
+    (breach,) = audit_events(read_events([lines[0], json.dumps(forged)]), SPECS)
+    assert breach.invariant == "fail-closed-indeterminate" and "who and why" in breach.message
+
+
 def test_a_terminal_state_left_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     events = read_events(history_of(("succeed", "worker")).splitlines())
     left = events[0]._replace(seq=2, source="succeeded", dest="in_flight", trigger="reclaim")

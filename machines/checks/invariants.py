@@ -246,7 +246,7 @@ def fail_closed_indeterminate(
                         (ev,),
                     )
                 )
-            elif not (ev.detail and ev.detail.get("by") and ev.detail.get("reason")):
+            elif not _says_who_and_why(ev.detail, ("reason",)):
                 out.append(_unexplained(e, ev))
     return out + _fail_closed_exits_say_why(specs, snap)
 
@@ -279,10 +279,20 @@ def _fail_closed_exits_say_why(specs: Specs, snap: Snapshot) -> list[Breach]:
                     continue
                 if ev.source not in j.spec.states_tagged(FAIL_CLOSED):
                     continue
-                detail = ev.detail or {}
-                if not (detail.get("by") and (detail.get("evidence") or detail.get("reason"))):
+                if not _says_who_and_why(ev.detail, ("evidence", "reason")):
                     out.append(_unexplained(e, ev))
     return out
+
+
+def _says_who_and_why(detail: Mapping[str, Any] | None, why: tuple[str, ...]) -> bool:
+    """Whether ``detail`` names who (``by``) and why (one of ``why``), each as text with
+    something in it besides spaces, as every system writes them: ``true``, ``1``, ``[0]``
+    or a blank name nobody (outsider batch 24: a raw reclaim saying ``{"by": true}``)."""
+
+    def text(value: object) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    return detail is not None and text(detail.get("by")) and any(text(detail.get(w)) for w in why)
 
 
 def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
