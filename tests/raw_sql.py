@@ -8,6 +8,7 @@ tests/test_database_owner.py."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from machines.systems.exactly_once import not_sent
 from tests.conftest import postgres_schema
 
 DATABASES = ("sqlite", "postgres")
-FAR = 4_000_000_000.0  # a lease that has not expired
+FAR = time.time() + 24 * 3600  # a lease that has not expired (a day: at most 7 are taken)
 
 
 class Raw:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from machines.errors import EffectInProgress
 from machines.store.records import StoreError
 from machines.systems import EffectLog, ExactlyOnce
 from tests.raw_sql import DATABASES, Victims, attacked
@@ -95,11 +94,14 @@ def test_a_reclaim_count_that_is_no_count_is_refused_naming_it(victims: Victims)
 
 @pytest.mark.parametrize("until", ["1" + "0" * 400, "1e400"])
 def test_a_lease_no_float_holds_is_reported_not_a_crash(victims: Victims, until: str) -> None:
-    """A 400-digit integer is a lease (held, shown as written); ``1e400``, which Python
-    reads as infinity and the store never writes, makes the row unreadable (batch 20)."""
+    """A 400-digit integer is a lease no claim takes (the key is parked, its lease shown as
+    written, batch 24); ``1e400``, which Python reads as infinity and the store never
+    writes, makes the row unreadable (batch 20)."""
+    from machines.errors import EffectIndeterminate
+
     set_field(victims, "outcome_entities", "busy", "lease_until", until)
-    expected: type[Exception] = EffectInProgress if "e" not in until else StoreError
-    with pytest.raises(expected, match=r"lease until |holds the number 1e400"):
+    expected: type[Exception] = EffectIndeterminate if "e" not in until else StoreError
+    with pytest.raises(expected, match=r"later than any lease can|holds the number 1e400"):
         ExactlyOnce(victims.store, worker="w").run("busy", lambda: 1)
 
 
@@ -159,9 +161,8 @@ def test_a_send_mark_rewritten_sends_the_node_to_unknown(victims: Victims, sent:
 def test_an_approval_error_rewritten_is_refused_typed(victims: Victims) -> None:
     """Outsider batch 22 (a B2): a pending Irreversible call whose stored ``error`` was
     rewritten to a text made every call raise a raw AttributeError."""
-    from machines.systems.effectlog import EffectAwaitingApproval
-
     from machines.systems import EffectRewritten
+    from machines.systems.effectlog import EffectAwaitingApproval
 
     log = EffectLog(victims.store, worker="w")
     with pytest.raises(EffectAwaitingApproval):
@@ -209,3 +210,29 @@ def test_the_saga_undoes_by_the_tool_the_run_was_started_with(victims: Victims) 
         },
     )
     assert ran == [] and step.state == "executing" and "started as 'card_charge'" in step.reason
+
+
+@pytest.mark.parametrize("until", ["1e300", "99999999999"])
+def test_a_lease_pushed_past_any_lease_parks_the_key(victims: Victims, until: str) -> None:
+    """Outsider batch 24 (a 2): one raw write set a dead holder's lease to ``1e300``; every
+    later call was told "in progress" and the key never reached a person. A lease ends at
+    most ``MAX_LEASE_SECONDS`` (7 days) after now: a later end is no lease, and the next
+    caller parks the key."""
+    from machines.errors import EffectIndeterminate
+
+    set_field(victims, "outcome_entities", "busy", "lease_until", until)
+    ran: list[str] = []
+    with pytest.raises(EffectIndeterminate, match="later than any lease can"):
+        ExactlyOnce(victims.store, worker="w").run("busy", lambda: ran.append("again"))
+    assert ran == []
+    with victims.store.transaction() as tx:
+        row = tx.get("outcome", "busy")
+    assert row is not None and row.state == "indeterminate"
+
+
+def test_a_lease_longer_than_any_lease_is_refused(victims: Victims) -> None:
+    from machines.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="at most"):
+        ExactlyOnce(victims.store, lease_seconds=8 * 24 * 3600)
+    ExactlyOnce(victims.store, lease_seconds=7 * 24 * 3600)

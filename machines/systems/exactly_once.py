@@ -57,6 +57,10 @@ MACHINE = "outcome"
 RECLAIMED_AT = "version"
 """The field of a reclaim's history detail naming the row version the reclaim wrote: the
 one state of the row in which a key without a lease holder is free for a fresh claim."""
+MAX_LEASE_SECONDS = 7 * 24 * 3600.0
+"""The longest lease a holder may take: a lease that runs out later than that after now
+was written by no claim (the row was changed outside machines), and is no lease at all:
+the next caller parks the key rather than wait for it."""
 MAX_SWEEP = 10_000
 """The most keys one ``park_expired`` call parks (all in one transaction)."""
 
@@ -139,6 +143,12 @@ class ExactlyOnce:
         self.classify = arguments.function(classify, "classify")
         self.retries = arguments.count(retries, "retries")
         self.lease_seconds = arguments.seconds(lease_seconds, "lease_seconds")
+        if self.lease_seconds > MAX_LEASE_SECONDS:
+            raise InvalidArgument(
+                f"lease_seconds must be at most {MAX_LEASE_SECONDS:g} (7 days), not "
+                f"{describe(lease_seconds)}: a longer lease is taken for a row changed "
+                "outside machines"
+            )
         self.on_indeterminate = on_indeterminate
         self.clock = checked_clock(clock, "ExactlyOnce", consequence="nothing was written")
         self.worker = arguments.optional_text(worker, "worker") or process_identity()
@@ -346,6 +356,11 @@ class ExactlyOnce:
                 reason = (
                     f"the lease of {owner} has no readable expiry ({describe(until)}; the row "
                     "was changed outside machines): the effect may have run"
+                )
+            elif until > self._now() + MAX_LEASE_SECONDS:
+                reason = (
+                    f"the lease of {owner} runs out at {describe(until)}, later than any lease "
+                    "can (the row was changed outside machines): the effect may have run"
                 )
             elif until > self._now():
                 raise EffectInProgress(key, owner, until)
