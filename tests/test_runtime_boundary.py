@@ -14,6 +14,7 @@ import datetime
 import io
 import json
 from collections.abc import Callable
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -590,6 +591,32 @@ def test_a_synchronous_entity_refuses_an_async_callback() -> None:
         with pytest.raises(machines.MachinesError, match="async function"):
             spec.machine(tier="compensable", hooks=Hooks(after_state_change=(callback,)))
     assert spec.async_machine(Model(), tier="compensable") is not None
+
+
+def test_a_hook_named_by_its_dotted_path_is_resolved_and_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 24 (b 2): ``Hooks(after_state_change=("asynchooks.after",))`` naming
+    an ``async def`` was accepted by a synchronous entity, the move recorded and the hook
+    never run: the async check skipped every dotted name. A dotted name is resolved before
+    the entity exists; a typo there fails then too, not in the middle of a move."""
+    from machines.runtime.templates import Hooks
+
+    (tmp_path / "asynchooks.py").write_text(
+        "async def after(event):\n    pass\n\ndef plain(event):\n    pass\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = machines.load("effect")
+    with pytest.raises(machines.MachinesError, match=r"'asynchooks\.after' is an async function"):
+        spec.machine(tier="compensable", hooks=Hooks(after_state_change=("asynchooks.after",)))
+    for typo in ("asynchooks.aftr", "no_such_module_here.after"):
+        with pytest.raises(machines.MachinesError, match="names no function by its dotted"):
+            spec.machine(tier="compensable", hooks=Hooks(after_state_change=(typo,)))
+    m = spec.machine(tier="compensable", hooks=Hooks(after_state_change=("asynchooks.plain",)))
+    assert m.execute(actor="proxy") == "executing"
+    assert spec.async_machine(
+        tier="compensable", hooks=Hooks(after_state_change=("asynchooks.after",))
+    )
 
 
 def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:

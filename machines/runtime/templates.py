@@ -9,6 +9,7 @@ model (``fire``). The template's states tell the entity the moment its state is 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import threading
 import weakref
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from transitions import Event, EventData, Machine, State
 from transitions.extensions.asyncio import AsyncEventData, AsyncMachine, AsyncState
 
-from machines.errors import MachinesError
+from machines.errors import MachinesError, message_of
 from machines.spec.jsonvalue import describe
 from machines.spec.routing import shown
 
@@ -221,8 +222,11 @@ def check_hook_names(spec: MachineSpec, hooks: Hooks, model: object) -> None:
     """A hook given by name must name something the model has, or a dotted module path,
     so that a typo fails here rather than in the middle of a move."""
     for name in hooks.names():
+        if "." in name:
+            dotted(spec, name)
+            continue
         try:
-            found = "." in name or hasattr(model, name)
+            found = hasattr(model, name)
         except Exception:
             found = False
         if not found:
@@ -239,7 +243,9 @@ def refuse_async_callbacks(spec: MachineSpec, hooks: Hooks | None, model: object
     Refused before the entity exists (``AsyncEntityMachine`` awaits them)."""
     found: list[tuple[str, object]] = []
     for name in hooks.names() if hooks is not None else ():
-        if "." not in name and model is not None:
+        if "." in name:
+            found.append((f"hook '{shown(name)}'", dotted(spec, name)))
+        elif model is not None:
             found.append((f"hook '{name}'", inspect.getattr_static(model, name, None)))
     for field in fields(hooks) if hooks is not None else ():
         for callback in getattr(hooks, field.name):
@@ -257,6 +263,21 @@ def refuse_async_callbacks(spec: MachineSpec, hooks: Hooks | None, model: object
                 "would call without awaiting (it would never run): make it a plain function, "
                 "or use spec.async_machine(...)"
             )
+
+
+def dotted(spec: MachineSpec, name: str) -> object:
+    """What a hook's dotted module path names (``package.module.function``), as the
+    entity would call it: resolved now, so that a typo or an async function there fails
+    before the entity exists rather than in the middle of a move (outsider batch 24: an
+    async hook named by its path was called unawaited and never ran)."""
+    module, _, attribute = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except Exception as error:
+        raise MachinesError(
+            f"{spec.name}: hook '{shown(name)}' names no function by its dotted module path "
+            f"({type(error).__name__}: {message_of(error)}): check the module and the name"
+        ) from None
 
 
 def is_async(callback: object) -> bool:
