@@ -619,6 +619,43 @@ def test_a_hook_named_by_its_dotted_path_is_resolved_and_judged(
     )
 
 
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("with_context", [False, True], ids=["bound", "given"])
+def test_a_model_set_outside_its_entity_moves_no_more(
+    asynchronous: bool, with_context: bool
+) -> None:
+    """Outsider batch 24 (b 1): a committed charge whose model was set back to pending
+    (a stale row reloaded, other code) was executed and committed again, the history
+    showing a move out of the terminal state. A move starts where the entity's history
+    ends; the model is left as it is, and a new entity bound to it starts from there."""
+
+    class Charge:
+        status: object = None
+
+    spec = machines.load("effect")
+    charge = Charge()
+    make = spec.async_machine if asynchronous else spec.machine
+    m = make(charge, state_attr="status", tier="compensable")
+    extra = {"tier": "compensable"} if with_context else {}
+
+    def fire(trigger: str) -> object:
+        result = m.trigger(trigger, actor="proxy", **extra)
+        return asyncio.run(result) if asynchronous else result
+
+    fire("execute")
+    fire("commit")
+    for outside in ("pending", StrSubclass("committed"), 3):
+        charge.status = outside
+        with pytest.raises(InvalidStateTransition):
+            fire("execute")
+    charge.status = "pending"
+    with pytest.raises(InvalidStateTransition, match="set outside this entity"):
+        fire("execute")
+    assert len(m.history) == 2 and charge.status == "pending"
+    fresh = make(charge, state_attr="status", tier="compensable")
+    assert fresh.state == "pending"
+
+
 def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:
     """Outsider batch 22 (b B6): a model whose state attribute raised when read let a raw
     RuntimeError out of a trigger (making the entity wrapped the same failure already)."""

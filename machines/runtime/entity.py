@@ -248,6 +248,9 @@ class _Entity(abc.ABC):
                 reason="another transition of this entity is under way (fired from a prepare "
                 "or before callback); fire it from an on_enter or after callback instead",
             )
+        history = self._history
+        if history is not None and history._records:
+            self._continues(history._records[-1][1], source, trigger, actor)
         if context:
             self._keep_fixed(context)
             # the bound values judge the move: a value given for a fixed variable only
@@ -261,6 +264,24 @@ class _Entity(abc.ABC):
             merged = MappingProxyType({**self._context, **context, **fixed})
             return source, self._spec.step(source, trigger, actor=actor, **merged), merged
         return source, self._stepper(source, trigger, actor), self._context
+
+    def _continues(self, entered: str, source: object, trigger: str, actor: str) -> None:
+        """A move starts where this entity's history ends: a model whose state was set
+        outside the entity (a stale row reloaded, other code) would otherwise move from a
+        state the entity never reached, out of a terminal one included (outsider batch 24:
+        a committed charge set back to pending was executed again)."""
+        text = plain(source)
+        if text is None or text == entered:
+            return  # a state that is no text is named by spec.step
+        raise InvalidStateTransition(
+            self._spec.name,
+            shown(source),
+            trigger=shown(trigger),
+            actor=shown(actor),
+            reason=f"the model's {self._attr} was set outside this entity: its history ends "
+            f"in '{shown(entered)}'; nothing moved. Bind a new entity to the model to start "
+            "from what it holds now",
+        )
 
     def _no_actor(self, source: object, trigger: object) -> InvalidStateTransition:
         return InvalidStateTransition(
@@ -419,6 +440,11 @@ class EntityMachine(_Entity):
                 source, dest, ctx = self._decide(name, actor, context)
             else:  # the common case, inlined: the bound context's precomputed table
                 source = self._source()
+                history = self._history
+                if history is not None and history._records:
+                    entered = history._records[-1][1]
+                    if type(source) is not str or source != entered:
+                        self._continues(entered, source, name, actor)
                 dest = self._stepper(source, name, actor)
                 ctx = self._context
             frozen = None if detail is None else self._frozen(name, detail)
