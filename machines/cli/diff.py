@@ -32,9 +32,11 @@ from machines.spec.canonical import DIGEST_CHARS
 from machines.spec.diff import KINDS, DiffReport, diff_report
 from machines.spec.files import DIRECTORY_SUFFIXES, MAX_DEFINITION_BYTES
 from machines.spec.loader import definition_paths, read_definition, resolve
+from machines.spec.project import definitions_dir
 
 DEFAULT_SPEC_DIR = Path("spec")
-"""What ``--base`` compares when no NEW is given: the working tree's ``spec/``."""
+"""What ``--base`` compares when no NEW is given and nothing names the project's
+definitions (``machines.spec.project.definitions_dir``): the working folder's ``spec/``."""
 
 GIT_TIMEOUT = 60
 """Seconds one git command may take (it reads a handful of small files)."""
@@ -55,7 +57,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         nargs="?",
         metavar="NEW",
         help="the new version, a file if OLD is one, else a directory; with --base, the only "
-        f"path given: the working tree's file or directory (default: {DEFAULT_SPEC_DIR})",
+        "path given: the working tree's file or directory (default: the project's "
+        f"definitions, $MACHINES_SPEC_DIR or [tool.machines] spec_dir, else {DEFAULT_SPEC_DIR})",
     )
     command.add_argument(
         "--base",
@@ -73,13 +76,14 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         parser.error("with --base give one path at most (NEW): the old version is NEW at GIT_REV")
     if base is None and args.new is None:
         parser.error("diff needs OLD and NEW, or --base GIT_REV [NEW]")
-    names = odd_names(*(Path(p) for p in (args.old, args.new) if p is not None), DEFAULT_SPEC_DIR)
+    names = odd_names(*(Path(p) for p in (args.old, args.new) if p is not None))
     try:
         if base is None:
             old_label, new_label = str(args.old), str(args.new)
             old, new = _read_pair(Path(args.old), Path(args.new))
         else:
-            target = Path(args.old) if args.old is not None else DEFAULT_SPEC_DIR
+            target = Path(args.old) if args.old is not None else _project_definitions()
+            names = odd_names(target)
             new = _read(target)
             old_label, old = _at_revision(base, target)
             new_label = str(target)
@@ -101,9 +105,10 @@ COMMAND = Command(
     description="Exit 0 when no change is breaking, 1 when one is, 2 on unreadable input (a "
     "definition that does not load, a missing path, a revision or path git does not know). "
     "OLD and NEW are two definition files or two directories of definitions, compared "
-    "machine by machine; --base GIT_REV [NEW] compares NEW (default spec) with itself at "
-    "that revision. A change is breaking when something legal becomes illegal or something "
-    "an entity or a service relies on goes away: a machine, state, transition, actor, "
+    "machine by machine; --base GIT_REV [NEW] compares NEW (default: the project's "
+    "definitions) with itself at that revision. A change is breaking when something legal "
+    "becomes illegal or something an entity or a service relies on goes away: a machine, "
+    "state, transition, actor, "
     "context value, tag or annotation removed, an edge's actors or guard values narrowed (a "
     "guard added), a state made terminal, the initial state or a database value changed, "
     "an actor made automatic or not, a context variable added, a forbidden move or a rule "
@@ -207,6 +212,15 @@ def _read(path: Path) -> Side:
     if problems:
         raise SpecError(None, problems)
     return specs
+
+
+def _project_definitions() -> Path:
+    """The definitions ``--base`` compares when no path is given: the project's, as every
+    command finds them (``--spec-dir`` aside: this command takes a path instead), else
+    ``DEFAULT_SPEC_DIR``; never the ones bundled with this package, which no working tree
+    holds."""
+    found = definitions_dir(None)
+    return DEFAULT_SPEC_DIR if found.bundled else found.spec_dir
 
 
 def _at_revision(revision: str, target: Path) -> tuple[str, Side]:

@@ -21,7 +21,17 @@ from machines.cli.output import (
     write_json,
 )
 from machines.errors import MachinesError
-from machines.explore import SYSTEMS, Exploration, ProgressBar, build_model, explore, scopes_of
+from machines.explore import (
+    MACHINES_OF,
+    SYSTEMS,
+    Exploration,
+    ProgressBar,
+    build_model,
+    explore,
+    scopes_of,
+)
+from machines.spec.files import definition_paths
+from machines.spec.project import definitions_dir
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
@@ -40,7 +50,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         "--spec-dir",
         type=Path,
         default=None,
-        help="explore another copy of the definitions (default: the bundled ones)",
+        help="explore another copy of the definitions (default: the project's, from "
+        "$MACHINES_SPEC_DIR or [tool.machines] spec_dir, when they hold the system's "
+        "machines; else the bundled ones)",
     )
     command.add_argument(
         "--max-states",
@@ -62,12 +74,14 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         chosen = list(every)
     names = odd_names(args.spec_dir)  # a folder named as the user likes, named back
     try:
+        spec_dir, definitions = _definitions(args)
+        names = odd_names(spec_dir)
         models = [
             build_model(
                 args.system,
                 scope,
                 rules=args.rules,
-                spec_dir=args.spec_dir,
+                spec_dir=spec_dir,
                 symmetry=not args.no_symmetry,
             )
             for scope in chosen
@@ -75,6 +89,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     except MachinesError as exc:  # an unknown scope or rule set, unreadable definitions
         return failed(args, str(exc), 2, names)
     text = not is_json(args)
+    if text:
+        print(printable_naming(f"machines explore {args.system}: {definitions}", names))
     results = []
     for model in models:
         bar = ProgressBar(sys.stderr, f"{model.name} / {model.scope}")
@@ -96,6 +112,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
                 "explore",
                 code,
                 system=args.system,
+                definitions=definitions,
                 rules=args.rules,
                 symmetry=not args.no_symmetry,
                 max_states=args.max_states,
@@ -123,6 +140,24 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             )
         )
     return code
+
+
+def _definitions(args: argparse.Namespace) -> tuple[Path | None, str]:
+    """The definitions explored (None: the bundled ones) and how they were chosen, as
+    every command finds a project's (``definitions_dir``). A project whose folder holds
+    none of the system's machines (a project of its own machines only) explores the
+    bundled ones, and says so."""
+    found = definitions_dir(args.spec_dir)
+    if found.bundled:
+        return None, "the bundled definitions"
+    wanted = MACHINES_OF[args.system]
+    held = {path.stem for path in definition_paths(found.spec_dir)}
+    if args.spec_dir is None and not held & set(wanted):
+        return None, (
+            f"the bundled definitions ({found.spec_dir}, chosen by {found.source}, holds no "
+            f"{' or '.join(wanted)} machine)"
+        )
+    return found.spec_dir, f"{found.spec_dir} (chosen by {found.source})"
 
 
 def _given(args: argparse.Namespace) -> list[str]:

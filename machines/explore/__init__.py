@@ -5,10 +5,11 @@ the models of the exactly-once and transfer systems; ``scopes`` names the system
 scopes and builds a model of one.
 """
 
-from machines.explore.scopes import SYSTEMS, build_model, scopes_of
+from machines.explore.scopes import MACHINES_OF, SYSTEMS, build_model, scopes_of
 from machines.explore.search import Exploration, Model, ProgressBar, Violation, explore
 
 __all__ = [
+    "MACHINES_OF",
     "SYSTEMS",
     "Exploration",
     "Model",

@@ -16,6 +16,8 @@ from machines.spec import MachineSpec
 from machines.spec.loader import load
 
 SYSTEMS = ("transfer", "exactly-once")
+MACHINES_OF = {"transfer": ("request", "node"), "exactly-once": ("outcome",)}
+"""The machines each system's model is built from (``build_model``)."""
 
 
 def scopes_of(system: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
