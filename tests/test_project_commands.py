@@ -84,3 +84,35 @@ def test_explore_explores_the_projects_definitions_and_says_which(
         doc["definitions"].startswith(str(root / "specs"))
         and "[tool.machines]" in doc["definitions"]
     )
+
+
+@pytest.mark.parametrize("command", ["docs", "diagrams"])
+def test_the_pages_of_a_removed_machine_are_left_over_and_removed(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Outsider batch 24 (b 3): after ``specs/refund.yaml`` was deleted, its page and
+    diagrams stayed, ``--check`` said current and the site kept publishing the machine.
+    A file we generated beside the others that no machine makes any more is named by
+    ``--check`` (exit 1) and removed by the next run; a file of the user's is left."""
+    root = project(tmp_path, monkeypatch)
+    ticket = (root / "specs" / "ticket.yaml").read_text(encoding="utf-8")
+    refund = ticket.replace("machine: 'ticket'", "machine: 'refund'", 1)
+    assert refund != ticket
+    (root / "specs" / "refund.yaml").write_text(refund, encoding="utf-8")
+    assert main([command]) == 0
+    made = {p for p in root.rglob("*refund*") if p.is_file() and "specs" not in p.parts}
+    assert made, "nothing was generated for refund"
+    mine = next(iter(made)).with_name("refund-notes" + next(iter(made)).suffix)
+    mine.write_text("my own notes\n", encoding="utf-8")
+    (root / "specs" / "refund.yaml").unlink()
+    capsys.readouterr()
+    assert main([command, "--check"]) == 1
+    said = capsys.readouterr().out
+    assert "no longer defined" in said and "refund" in said, said
+    assert main([command]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert not any(p.exists() for p in made) and mine.exists()
+    assert main([command, "--check"]) == 0

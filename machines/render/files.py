@@ -106,9 +106,11 @@ def sync(
     files: Mapping[str, str], folder: Path, *, check: bool, force: bool = False
 ) -> tuple[Path, ...]:
     """Write ``files``, each ``marked``, into ``folder`` (or, with ``check``, write nothing);
-    the paths whose content differed or was missing. SVG is compared without Graphviz's
+    the paths whose content differed or was missing, and the paths of ``orphans`` (ours,
+    of a machine no longer defined), which are removed. SVG is compared without Graphviz's
     version line. ``NotOurs`` (and nothing written) when a file to replace does not carry
     ``MARKER``, unless ``force``."""
+    left = orphans(files, folder)
     changed: list[tuple[Path, str]] = []
     foreign = []
     for name, text in sorted(files.items()):
@@ -128,7 +130,44 @@ def sync(
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
             with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8") as handle:
                 handle.write(new)
-    return tuple(path for path, _ in changed)
+        for path in left:
+            path.unlink()
+    return tuple(path for path, _ in changed) + left
+
+
+def orphans(files: Mapping[str, str], folder: Path) -> tuple[Path, ...]:
+    """The files we generated earlier beside ``files`` that they no longer hold: a
+    machine's page or diagram after its definition was removed (outsider batch 24: the
+    site kept publishing it, and ``--check`` said current). Only a regular file that
+    carries ``MARKER``, in a folder ``files`` write into, with a suffix they write there
+    (an SVG is no orphan when this run drew none, without Graphviz)."""
+    wanted = {folder / name for name in files}
+    suffixes: dict[Path, set[str]] = {}
+    for path in wanted:
+        suffixes.setdefault(path.parent, set()).add(path.suffix)
+    found = []
+    for directory, kinds in sorted(suffixes.items()):
+        try:
+            entries = sorted(directory.iterdir())
+        except OSError:
+            continue  # not made yet
+        for path in entries:
+            if path in wanted or path.suffix not in kinds or not _ours(path):
+                continue
+            found.append(path)
+    return tuple(found)
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a link) that carries ``MARKER``."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return is_generated(head.decode("utf-8", errors="replace"))
 
 
 class NotAFile(MachinesError):
