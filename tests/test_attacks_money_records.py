@@ -487,3 +487,38 @@ def test_a_node_reconciled_without_saying_why_is_named_by_the_audit(
     assert "[fail-closed-indeterminate] node 't/withdraw': left unknown without recording" in out, (
         out
     )
+
+
+def test_a_reservation_rewritten_outside_the_engine_is_named_by_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 24 (a 3): a data-only write set an executing request's reservation
+    to ``released`` while its withdrawal's fate was unknown; the engine and the audit
+    noticed nothing until the request next moved. The audit judges the recorded
+    reservation against the one the request's state sets."""
+    import sqlite3
+
+    from machines.cli import main
+    from machines.store import open_store
+    from machines.testing.transfer.suite import plan_node
+    from tests.test_transfer import FakeVenue, engine_for, executing
+
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    store = open_store(url)
+    engine = engine_for(store, FakeVenue({"withdraw": {"submit": [TimeoutError("no answer")]}}))
+    executing(engine, "t", [plan_node("withdraw", "action", True)])
+    for _ in range(4):
+        engine.step("t")
+    assert engine.nodes("t")["withdraw"].state == "unknown"
+    store.close()
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0
+    with sqlite3.connect(tmp_path / "money.db") as raw:
+        raw.execute(
+            "UPDATE request_entities SET data = json_set(data, '$.reservation', 'released'), "
+            "version = version + 1 WHERE key = 't'"
+        )
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 1
+    out = capsys.readouterr().out
+    assert "request 't': its data says the reservation is 'released'" in out, out

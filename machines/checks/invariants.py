@@ -32,6 +32,7 @@ from machines.spec.vocabulary import APPROVAL, COMPENSATION, EFFECT_STARTED, FAI
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.systems.exactly_once import RECLAIMED_AT
 from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
+from machines.systems.transfer.session import Entering
 
 
 @dataclass(frozen=True)
@@ -494,6 +495,27 @@ def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -
     return out
 
 
+def _reservations_recorded(request_spec: MachineSpec, snap: Snapshot) -> list[Breach]:
+    """A request's recorded reservation is the one its state sets, as the engine writes it
+    with every move (outsider batch 24: a data-only write said ``released`` while a node
+    of unknown fate held the money, and nothing noticed until the request next moved)."""
+    sets = Entering.of(request_spec).reservation
+    out = []
+    for r in snap.of("request"):
+        wanted, recorded = sets.get(r.state), r.data.get("reservation")
+        if r.row is not None and wanted is not None and recorded != wanted:
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    r.machine,
+                    r.key,
+                    f"its data says the reservation is {recorded!r}, but in {r.state} it is "
+                    f"{wanted!r}: its data was changed outside the engine",
+                )
+            )
+    return out
+
+
 def no_auto_terminal_money_in_flight(
     specs: Specs,
     snap: Snapshot,
@@ -509,6 +531,7 @@ def no_auto_terminal_money_in_flight(
     moved: dict[str, list[Entity]] = {}
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     out += _nodes_not_planned(snap, plans)
+    out += _reservations_recorded(request_spec, snap)
     for n in snap.of("node"):
         named = node_name(n.key)
         entry = plans.get(n.scope or "", {}).get(named)

@@ -173,7 +173,7 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 the venue certainly refused (submitting -> failed) moved no money, so it does
                 not count. A derivation rule set keeps it when it never derives a state tagged
                 releases-reservation while a node with a side effect is in a node state tagged
-                effect-started.""",
+                effect-started. A stored request records the reservation its state sets.""",
                 "stored state",
                 "audit",
                 "derivation",
