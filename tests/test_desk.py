@@ -214,6 +214,16 @@ def test_hostile_reasons_are_refused_or_shown_escaped(desk: Desk) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img" in page.text
 
 
+def test_a_key_that_reads_reversed_is_shown_escaped(desk: Desk) -> None:
+    """Outsider batch 24 (b, noted): a key holding U+202E (a right-to-left override) was
+    shown raw, so it could pass for another key; ``machines pending`` escapes it. Every
+    text the desk shows is escaped the same way."""
+    key = "refund-\u202egpj.exe"
+    parked(desk.store, key)
+    page = desk.signed_in().get("/").text
+    assert "\u202e" not in page and "refund-\\u202egpj.exe" in page, page
+
+
 def test_a_stale_page_cannot_act_and_two_people_racing_get_one_winner(desk: Desk) -> None:
     parked(desk.store, "charge-5")
     olga, olga_again = desk.signed_in(), desk.signed_in()

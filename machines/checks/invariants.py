@@ -502,8 +502,10 @@ def _reservations_recorded(request_spec: MachineSpec, snap: Snapshot) -> list[Br
     sets = Entering.of(request_spec).reservation
     out = []
     for r in snap.of("request"):
+        if r.row is None or not ({"plan", "reservation"} & set(r.data)):
+            continue  # not the engine's: a request made through the store alone
         wanted, recorded = sets.get(r.state), r.data.get("reservation")
-        if r.row is not None and wanted is not None and recorded != wanted:
+        if wanted is not None and recorded != wanted:
             out.append(
                 Breach(
                     "no-auto-terminal-money-in-flight",

@@ -55,7 +55,7 @@ from machines.desk.waiting import (
     waiting,
     waiting_states,
 )
-from machines.errors import MachinesError
+from machines.errors import MachinesError, printable
 from machines.render.dot import to_dot
 from machines.render.files import render_svg
 from machines.store.records import Store
@@ -109,7 +109,9 @@ class _Desk:
         self.sessions = sessions
         folder = Path(__file__).parent / "templates"
         self.templates = Environment(
-            loader=FileSystemLoader(folder), autoescape=select_autoescape(default=True)
+            loader=FileSystemLoader(folder),
+            autoescape=select_autoescape(default=True),
+            finalize=_shown,
         )
 
     # -- pages -----------------------------------------------------------------------------
@@ -436,3 +438,11 @@ def _picture(dot: str) -> str | None:
 def _detail(event: Any) -> dict[str, str]:
     detail = getattr(event, "detail", None) or {}
     return {str(k): str(v) for k, v in dict(detail).items()}
+
+
+def _shown(value: object) -> object:
+    """Every text a page shows, with the characters that change how text around them reads
+    (a right-to-left override, a control character) written as escapes, as ``machines
+    pending`` prints them: a key or a reason is anyone's who may write to the store
+    (outsider batch 24: a key with U+202E showed reversed). Line breaks are kept."""
+    return printable(value, lines=True) if isinstance(value, str) else value
