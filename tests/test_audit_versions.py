@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from machines.checks.audit import audit_events, audit_store, judge_snapshot, judge_store
-from machines.checks.invariants import Breach, check_invariants
+from machines.checks.breaches import Breach
+from machines.checks.invariants import check_invariants
 from machines.checks.snapshots import Entity, Snapshot, snapshot
 from machines.cli import main
 from machines.runtime.history import TransitionEvent

@@ -21,7 +21,7 @@ ID = re.compile(r"^[a-z]+(-[a-z]+)+$")
 JUDGES: dict[Layer, tuple[str, ...]] = {
     "definitions": ("spec/structure.py",),
     "derivation": ("derive/proof.py",),
-    "stored state": ("checks/invariants.py",),
+    "stored state": ("checks/invariants.py", "checks/money.py"),
     "audit": ("checks/audit.py", "checks/heads.py"),
     "explorer": ("explore/outcome.py", "explore/worlds.py", "explore/transfer*.py"),
     "exactly-once suite": ("testing/exactly_once/*.py",),

@@ -40,9 +40,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
+from machines.checks.breaches import Breach
 from machines.checks.heads import INVARIANT as HISTORY_KEPT
 from machines.checks.heads import Head, check, heads
-from machines.checks.invariants import PREDICATES, Breach, check_invariants
+from machines.checks.invariants import PREDICATES, check_invariants
 from machines.checks.snapshots import Entity, Snapshot, snapshot
 from machines.checks.versions import Versions
 from machines.errors import MachinesError

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from machines.checks.invariants import Breach
+from machines.checks.breaches import Breach
 from machines.checks.snapshots import Entity, Snapshot
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from machines.checks.audit import PersonMove
-from machines.checks.invariants import Breach
+from machines.checks.breaches import Breach
 from machines.cli.command import Command, Parsers, problem
 from machines.cli.output import (
     Document,
