@@ -443,6 +443,20 @@ def test_a_stored_plan_erased_by_raw_sql_is_named(
     assert "its stored plan is not one the engine wrote" in capsys.readouterr().out
 
 
+def withdrawal_of_unknown_fate(tmp_path: Path) -> str:
+    """A SQLite store (its URL) with request ``t`` executing and its one withdrawal
+    ``unknown``: submitted, and no answer."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    with open_store(url) as store:
+        venue = FakeVenue({"withdraw": {"submit": [TimeoutError("no answer")]}})
+        engine = engine_for(store, venue)
+        executing(engine, "t", [node("withdraw", "action", True)])
+        for _ in range(4):
+            engine.step("t")
+        assert engine.nodes("t")["withdraw"].state == "unknown"
+    return url
+
+
 @pytest.mark.parametrize(
     "detail", ["{}", '{"by": true, "evidence": 1}', '{"by": " ", "evidence": "x"}']
 )
@@ -454,25 +468,10 @@ def test_a_node_reconciled_without_saying_why_is_named_by_the_audit(
     completed, the request was derived failed and its reservation released, and the audit
     said OK. Every exit from a state tagged fail-closed, in any machine, records who and
     why (``fail-closed-indeterminate``)."""
-    import sqlite3
-
-    from machines.cli import main
-    from machines.store import open_store
-    from machines.testing.transfer.suite import plan_node
-    from tests.test_transfer import FakeVenue, engine_for, executing
-
-    url = f"sqlite:///{tmp_path / 'money.db'}"
-    store = open_store(url)
-    engine = engine_for(store, FakeVenue({"withdraw": {"submit": [TimeoutError("no answer")]}}))
-    executing(engine, "t", [plan_node("withdraw", "action", True)])
-    for _ in range(4):
-        engine.step("t")
-    node = engine.nodes("t")["withdraw"]
-    assert node.state == "unknown"
-    with store.transaction() as tx:
+    url = withdrawal_of_unknown_fate(tmp_path)
+    with open_store(url) as store, store.transaction() as tx:
         row = tx.get("node", "t/withdraw")
     assert row is not None
-    store.close()
     with sqlite3.connect(tmp_path / "money.db") as raw:
         raw.execute(
             "UPDATE node_entities SET state = 'failed', moves = moves + 1, "
@@ -496,21 +495,7 @@ def test_a_reservation_rewritten_outside_the_engine_is_named_by_the_audit(
     to ``released`` while its withdrawal's fate was unknown; the engine and the audit
     noticed nothing until the request next moved. The audit judges the recorded
     reservation against the one the request's state sets."""
-    import sqlite3
-
-    from machines.cli import main
-    from machines.store import open_store
-    from machines.testing.transfer.suite import plan_node
-    from tests.test_transfer import FakeVenue, engine_for, executing
-
-    url = f"sqlite:///{tmp_path / 'money.db'}"
-    store = open_store(url)
-    engine = engine_for(store, FakeVenue({"withdraw": {"submit": [TimeoutError("no answer")]}}))
-    executing(engine, "t", [plan_node("withdraw", "action", True)])
-    for _ in range(4):
-        engine.step("t")
-    assert engine.nodes("t")["withdraw"].state == "unknown"
-    store.close()
+    url = withdrawal_of_unknown_fate(tmp_path)
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 0
     with sqlite3.connect(tmp_path / "money.db") as raw:
