@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from machines.cli import main
+from machines.store import open_store
 from machines.systems import EffectLog, EffectRewritten
 from machines.systems.effectlog import EffectAwaitingApproval, EffectOutcomeUnknown
 from tests.raw_sql import COMPENSABLE, DATABASES, IRREVERSIBLE, Victims, attacked
@@ -110,3 +111,59 @@ def test_a_call_that_provably_failed_runs_again(victims: Victims) -> None:
     with pytest.raises(ConnectionRefusedError):
         log.call("charge-3", refused, tool="charge")
     assert log.call("charge-3", lambda: "paid", tool="charge") == "paid"
+
+
+WORKER = """
+import os, sys
+from machines.store import open_store
+from machines.systems import EffectLog
+log = EffectLog(open_store(sys.argv[1]), worker="w1")
+def charge():
+    os._exit(9)  # the runner dies mid-run: no note says how the run ended
+log.call("charge-9", charge, tool="charge")
+"""
+
+
+@pytest.mark.parametrize("secret", [None, "the proof itself"])
+def test_a_raw_fail_after_the_runner_died_without_a_note_never_runs_it_again(
+    tmp_path: Path, secret: str | None
+) -> None:
+    """The case batch 23 left documented: the runner died after sending, writing nothing,
+    and the application's role made the log's own ``fail`` move with the detail it writes.
+    Only the runner knows the secret whose digest the run's start carries; a ``fail``
+    that does not reveal it reopens nothing, and the audit names it."""
+    import json
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    db = tmp_path / "died.db"
+    url = f"sqlite:///{db}"
+    root = Path(__file__).resolve().parents[1]
+    ran = subprocess.run(
+        [sys.executable, "-c", WORKER, url],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert ran.returncode == 9, ran.stderr.decode()
+    with sqlite3.connect(db) as raw:
+        (started,) = raw.execute(
+            "SELECT detail FROM effect_history WHERE entity = 'charge-9' ORDER BY seq DESC"
+        ).fetchone()
+        detail = {"worker": "w1", "reason": "the call provably did not take effect"}
+        if secret is not None:
+            detail["secret"] = json.loads(started)["proof"]
+        raw.execute(
+            "UPDATE effect_entities SET state = 'pending', moves = moves + 1, "
+            "version = version + 1, last_trigger = 'fail', last_actor = 'proxy', "
+            "last_detail = ?, last_context = ? WHERE key = 'charge-9'",
+            (json.dumps(detail), COMPENSABLE),
+        )
+    log = EffectLog(open_store(url), worker="w2")
+    again: list[str] = []
+    with pytest.raises(EffectRewritten, match="not made by the run's runner"):
+        log.call("charge-9", lambda: again.append("charge"), tool="charge")
+    assert again == []
+    assert main(["audit", "--from-store", url]) == 1

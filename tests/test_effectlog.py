@@ -4,6 +4,7 @@ undo of a failed session, one winner in a race, nothing half-written on a fault.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -189,10 +190,14 @@ def test_provable_failure_resets_to_pending_and_the_next_call_runs_again(
         "type": "ConnectionRefusedError",
         "message": "upstream refused the connection",
     }
-    assert log.history("sig")[-1].detail == {
+    history = log.history("sig")
+    secret = history[-1].detail["secret"]  # the run's own, which its start's proof hashes
+    assert hashlib.sha256(secret.encode()).hexdigest() == history[-2].detail["proof"]
+    assert history[-1].detail == {
         "worker": "w1",
         "reason": "the call provably did not take effect",
         "error": dict(row.data["error"]),
+        "secret": secret,
     }
     retry = Counter(result=7)
     assert log.call("sig", retry) == 7

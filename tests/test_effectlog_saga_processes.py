@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from machines.store import open_store
-from machines.systems import EffectLog, EffectOutcomeUnknown
+from machines.systems import EffectLog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,32 +87,46 @@ def test_the_saga_undoes_a_call_whose_process_died(tmp_path: Path) -> None:
         store.close()
 
 
-@pytest.mark.parametrize(
-    "process",
-    [
-        {"host": "elsewhere", "pid": 1, "since": 0},
-        {"host": None, "pid": "1", "since": None},
-        "garbage",
-    ],
-)
-def test_a_run_on_another_host_or_unreadable_is_undone_as_before(
-    tmp_path: Path, process: object
+def forge(url: str, how: str) -> None:
+    """One write outside a move on the running effect, as the application's role can
+    make: the process its data names rewritten or removed, or a note of an unknown outcome
+    its runner never wrote (outsider batch 25: each had the refund run before the charge,
+    the audit saying OK)."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as raw:
+        (text,) = raw.execute("SELECT data FROM effect_entities WHERE key = 'charge-1'").fetchone()
+        data = json.loads(text)
+        if how == "host":
+            data["process"] = {"host": "elsewhere", "pid": 1, "since": 0}
+        elif how == "no process":
+            data["process"] = None
+        else:
+            data["unknown_outcome"] = {"reason": "x", "at": 0, "worker": "w1", "secret": "00"}
+        raw.execute(
+            "UPDATE effect_entities SET data = ?, version = version + 1 WHERE key = 'charge-1'",
+            (json.dumps(data),),
+        )
+
+
+@pytest.mark.parametrize("how", ["host", "no process", "a note"])
+def test_a_write_outside_a_move_does_not_let_the_saga_undo_a_running_call(
+    tmp_path: Path, how: str
 ) -> None:
-    """A process on another host (or a record that names none) cannot be asked; the saga
-    undoes it, as a process that died after sending needs."""
-    store = open_store(f"sqlite:///{tmp_path / 'other.db'}")
-    log = EffectLog(store, worker="w")
+    from machines.cli import main
 
-    def timed_out() -> None:
-        raise TimeoutError("sent; no answer")
-
-    with pytest.raises(EffectOutcomeUnknown):
-        log.call("c", timed_out, tool="charge", session="S")
-    with store.transaction() as tx:
-        row = tx.get("effect", "c")
-        assert row is not None
-        tx.update(row, {**row.data, "process": process, "unknown_outcome": None})
+    worker, url = start(tmp_path, 2.0, "return")
+    forge(url, how)
+    store = open_store(url)
     refunds: list[str] = []
-    (step,) = log.compensate("S", {"charge": lambda r: refunds.append(r.key)})
-    assert refunds == ["c"], step
-    store.close()
+    try:
+        (step,) = EffectLog(store, worker="w2").compensate(
+            "S", {"charge": lambda row: refunds.append(row.key)}
+        )
+        assert refunds == [] and step.state == "executing", step
+    finally:
+        store.close()
+    worker.communicate(timeout=30)
+    if how == "a note":
+        assert main(["audit", "--from-store", url]) == 1

@@ -220,7 +220,7 @@ def test_the_effect_log_suite_catches_a_log_that_reruns_unknown_calls(
 
     monkeypatch.setattr(EffectLog, "_claim_or_refuse", rerun_unknown)
     # a log of its own has no fence against a reopened effect (ours refuses one)
-    monkeypatch.setattr("machines.systems.effectlog.rewritten", lambda row: None)
+    monkeypatch.setattr(EffectLog, "_reopened", staticmethod(lambda tx, row: None))
     unknown_reran = {"unknown-stays-unknown", "cancelled-stays-unknown"}
     assert rule_broken(EffectLogOnMemory) in unknown_reran
 

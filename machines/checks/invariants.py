@@ -29,6 +29,7 @@ from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
 from machines.spec.version_changes import kept_state_breaks
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, FAIL_CLOSED
+from machines.systems.effectlog_runs import reveals, run_start, unproven_end
 from machines.systems.exactly_once import RECLAIMED_AT
 
 
@@ -298,20 +299,29 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
                     e.history,
                 )
             )
-        row = e.row
-        if e.state in ("pending", "approved") and row is not None and row.version != row.moves + 1:
-            out.append(
-                Breach(
-                    "exactly-once",
-                    e.machine,
-                    e.key,
-                    f"{e.state} at version {row.version} after {row.moves} move(s): written "
-                    "outside a move where the log could run it again (a run that ended "
-                    "unknown, reopened?)",
-                    e.history,
-                )
-            )
+        out += [Breach("exactly-once", e.machine, e.key, why, e.history) for why in _runs(e)]
     return out
+
+
+def _runs(e: Entity) -> Iterator[str]:
+    """What shows that someone else than an effect's runner wrote where only the runner or
+    a move may (``machines.systems.effectlog_runs``)."""
+    row = e.row
+    if e.state in ("pending", "approved") and row is not None and row.version != row.moves + 1:
+        yield (
+            f"{e.state} at version {row.version} after {row.moves} move(s): written outside "
+            "a move where the log could run it again (a run that ended unknown, reopened?)"
+        )
+    forged = unproven_end(e.history)
+    if forged is not None:
+        yield (
+            f"its '{forged.trigger}' (move #{forged.seq}) out of executing was not made by the "
+            "run's runner: it does not reveal the secret the run started with"
+        )
+    note = e.data.get("unknown_outcome")
+    noted = e.state == "executing" and isinstance(note, Mapping)
+    if noted and not reveals(run_start(e.history), note):
+        yield "its note of an unknown outcome was not written by the run's runner"
 
 
 def _holder_removed(e: Entity) -> str | None:

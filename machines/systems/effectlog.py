@@ -62,6 +62,7 @@ from machines.systems.effectlog_errors import (
     rewritten,
     still_executing,
 )
+from machines.systems.effectlog_runs import PROCESS, PROOF, SECRET, Claim, new_secret, unproven_end
 from machines.systems.effectlog_saga import (
     COMPENSABLE,
     MACHINE,
@@ -222,7 +223,7 @@ class EffectLog:
 
     # -- claim -----------------------------------------------------------------------------
 
-    def _claim(self, key: str, tier: str, tool: str | None, session: str | None) -> Row | _Replay:
+    def _claim(self, key: str, tier: str, tool: str | None, session: str | None) -> Claim | _Replay:
         """Register the call and, in the same transaction, claim its run or decide why not.
         A refusal is raised only after the registration is committed."""
         with self.store.transaction() as tx:
@@ -240,8 +241,8 @@ class EffectLog:
             raise decision
         return decision
 
-    def _claim_or_refuse(self, tx: Transaction, row: Row) -> Row | _Replay | EffectError:
-        if row.state in ("pending", "approved") and (refused := rewritten(row)) is not None:
+    def _claim_or_refuse(self, tx: Transaction, row: Row) -> Claim | _Replay | EffectError:
+        if row.state in ("pending", "approved") and (refused := self._reopened(tx, row)):
             return refused
         if row.state == "pending" and row.context.get("tier") == COMPENSABLE:
             return self._start(tx, row, "execute", "a new Compensable call is routed upstream")
@@ -260,19 +261,42 @@ class EffectLog:
     def _now(self) -> float:
         return self.clock()
 
-    def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Row:
+    @staticmethod
+    def _reopened(tx: Transaction, row: Row) -> EffectRewritten | None:
+        """Why an effect the log could run again (``pending``, ``approved``) must not run:
+        its row was written outside a move, or a move out of ``executing`` was made by
+        someone else than the run's runner (``effectlog_runs``)."""
+        refused = rewritten(row)
+        if refused is not None or row.moves == 0:
+            return refused
+        forged = unproven_end(tx.history(MACHINE, row.key))
+        if forged is None:
+            return None
+        return rewritten(
+            row,
+            why=f"its '{forged.trigger}' (move #{forged.seq}) was not made by the run's runner "
+            "(it does not reveal the secret the run started with)",
+        )
+
+    def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Claim:
+        secret, proof = new_secret()
         data = {
             **row.data,
             "runs": arguments.stored_count(row, "runs") + 1,
             "runner": self.worker,
-            "process": this_process(),
             "started_at": self._now(),
             "unknown_outcome": None,
         }
-        detail = {"worker": self.worker, "reason": reason, "tool": row.data.get("tool")}
-        # the tool goes in the history too, which no write can change: the saga undoes by
-        # the tool the call was started with, not by what the row says now
-        return tx.move(row, trigger, actor="proxy", detail=detail, data=data)
+        detail = {
+            "worker": self.worker,
+            "reason": reason,
+            "tool": row.data.get("tool"),
+            PROCESS: this_process(),
+            PROOF: proof,
+        }
+        # the tool and the process go in the history, which no write can change: the saga
+        # undoes by the tool the call was started with and asks whether that process lives
+        return Claim(tx.move(row, trigger, actor="proxy", detail=detail, data=data), secret)
 
     def _replay(self, tx: Transaction, row: Row) -> _Replay:
         """Serve the cached result and count the replay on the committed record."""
@@ -286,11 +310,11 @@ class EffectLog:
 
     # -- run and settle --------------------------------------------------------------------
 
-    def _run(self, claim: Row, fn: Callable[[], T]) -> T:
+    def _run(self, claim: Claim, fn: Callable[[], T]) -> T:
         """Run the claimed call once. A BaseException that is not an Exception (interrupt,
         exit, cancellation) propagates as it is, after the log wrote that the outcome is
         unknown: the effect stays ``executing``."""
-        running = (self.store.url, claim.key)
+        running = (self.store.url, claim.row.key)
         with RUNNING_LOCK:
             RUNNING.add(running)
         try:
@@ -299,8 +323,9 @@ class EffectLog:
             if verdict_of(self.classify, error) in (Verdict.FAILED, Verdict.RETRY):
                 self._reset(claim, error)
                 raise
+            row = claim.row
             unknown = EffectOutcomeUnknown(
-                claim.key, claim.data.get("runner"), claim.data.get("started_at"), error
+                row.key, row.data.get("runner"), row.data.get("started_at"), error
             )
             self._note_unknown(claim, f"it raised {unknown.error_type}: {unknown.error_message}")
             raise unknown from error
@@ -314,42 +339,42 @@ class EffectLog:
                 RUNNING.discard(running)
         return cast(T, self._commit(claim, value))
 
-    def _commit(self, claim: Row, value: Any) -> Any:
+    def _commit(self, claim: Claim, value: Any) -> Any:
         """Store the result; return it as stored, which every replay returns too."""
-        detail = {"worker": self.worker, "reason": "the tool returned a result"}
+        row = claim.row
+        detail = {
+            "worker": self.worker,
+            "reason": "the tool returned a result",
+            SECRET: claim.secret,
+        }
         try:
-            stored = as_stored(value, what=f"the result of '{claim.key}'")
-            data = {**claim.data, "result": stored, "error": None}
-            self.store.move(claim, "commit", actor="proxy", detail=detail, data=data)
+            stored = as_stored(value, what=f"the result of '{row.key}'")
+            data = {**row.data, "result": stored, "error": None}
+            self.store.move(row, "commit", actor="proxy", detail=detail, data=data)
         except Exception as failure:
             reason = message_of(failure)
             self._note_unknown(claim, f"its result could not be recorded: {reason}")
-            raise EffectNotRecorded(claim.key, reason, value) from failure
+            raise EffectNotRecorded(row.key, reason, value) from failure
         return stored
 
-    def _reset(self, claim: Row, error: Exception) -> None:
+    def _reset(self, claim: Claim, error: Exception) -> None:
         """Back to pending with the error: the classifier says the call did not happen."""
         recorded = {"type": type(error).__name__, "message": message_of(error)}
         detail = {
             "worker": self.worker,
             "reason": "the call provably did not take effect",
             "error": recorded,
+            SECRET: claim.secret,
         }
-        data = {
-            **claim.data,
-            "error": recorded,
-            "runner": None,
-            "process": None,
-            "started_at": None,
-        }
+        data = {**claim.row.data, "error": recorded, "runner": None, "started_at": None}
         try:
-            self.store.move(claim, "fail", actor="proxy", detail=detail, data=data)
+            self.store.move(claim.row, "fail", actor="proxy", detail=detail, data=data)
         except Exception as failure:
             reason = f"{recorded['type']} could not be recorded ({message_of(failure)})"
             self._note_unknown(claim, reason)
-            raise EffectNotRecorded(claim.key, reason) from failure
+            raise EffectNotRecorded(claim.row.key, reason) from failure
 
-    def _note_unknown(self, claim: Row, reason: str) -> None:
+    def _note_unknown(self, claim: Claim, reason: str) -> None:
         """Write on the effect, still ``executing``, that its run ended with an unknown
         outcome and why, so later callers are told so. Best effort: if the write fails the
         effect is just as safe (``executing`` is never run again), only less explained."""
@@ -357,10 +382,10 @@ class EffectLog:
             at: float | None = self._now()
         except Exception:
             at = None
-        note = {"reason": reason, "at": at, "worker": self.worker}
+        note = {"reason": reason, "at": at, "worker": self.worker, SECRET: claim.secret}
         try:
             with self.store.transaction() as tx:
-                tx.update(claim, {**claim.data, "unknown_outcome": note})
+                tx.update(claim.row, {**claim.row.data, "unknown_outcome": note})
         except Exception:
             pass
 
@@ -378,7 +403,7 @@ class EffectLog:
                 raise EffectNotFound(key)
             arguments.unchanged(row, seen)
             require_bundled_move(MACHINE, row.state, trigger, "human", row.context)
-            if trigger == "approve" and (refused := rewritten(row)) is not None:
+            if trigger == "approve" and (refused := self._reopened(tx, row)):
                 raise refused
             return tx.move(row, trigger, actor="human", detail={"by": by, "reason": reason})
 
@@ -392,7 +417,7 @@ class EffectLog:
             if row is None:
                 raise EffectNotFound(key)
             skip = not_compensable(row) or running_here(self.store.url, row)
-            skip = skip or running_elsewhere(row)
+            skip = skip or running_elsewhere(row, tx.history(MACHINE, key))
             skip = skip or tool_rewritten(tx, row)
             if skip is not None:
                 return UndoStep(key, row.state, skip)
@@ -443,7 +468,6 @@ def _fresh(tool: str | None) -> dict[str, Any]:
         "error": None,
         "runs": 0,
         "runner": None,
-        "process": None,
         "started_at": None,
         "replay_count": 0,
         "last_replayed_at": None,

@@ -125,33 +125,35 @@ class EffectClosed(EffectError):
 
 
 class EffectRewritten(EffectClosed):
-    """The effect's row was written outside a move while it could be run again (``pending``
-    or ``approved``): the log never does that, and a run that ended with an unknown outcome
-    writes its note that way, so a row reopened after it could run a sent call again.
-    Nothing runs it under this signature; the audit names it (``exactly-once``)."""
+    """The effect could be run again (``pending`` or ``approved``), but its row was written
+    outside a move, or a move out of ``executing`` was made by someone else than the run's
+    runner: the log does neither, and either could reopen a call that was sent (a run that
+    ended with an unknown outcome, its runner dead). Nothing runs it under this signature;
+    the audit names it (``exactly-once``)."""
 
-    def __init__(self, key: str, state: str, version: int, moves: int) -> None:
-        self.version = version
-        self.moves = moves
+    def __init__(self, key: str, state: str, why: str) -> None:
+        self.why = why
         EffectError.__init__(
             self,
             key,
-            f"effect '{key}' is '{state}', but its row was written outside a move (version "
-            f"{version} after {moves} move(s); the log writes an effect it may run again only "
-            "by moves): it may have run already, so nothing runs it under this signature. "
-            "Check upstream by hand, then use a new call signature if the call must be made "
-            "afresh",
+            f"effect '{key}' is '{state}', but {why}: it may have run already, so nothing "
+            "runs it under this signature. Check upstream by hand, then use a new call "
+            "signature if the call must be made afresh",
         )
         self.state = state
 
 
-def rewritten(row: Row) -> EffectRewritten | None:
-    """Why ``row`` (an effect the log may run again) must not run, if it was written outside
-    a move: every write raises the version by one and every move the move count too, so
-    anything else the row went through shows as a gap between the two."""
-    if row.version == row.moves + 1:
-        return None
-    return EffectRewritten(row.key, row.state, row.version, row.moves)
+def rewritten(row: Row, why: str | None = None) -> EffectRewritten | None:
+    """Why ``row`` (an effect the log may run again) must not run: ``why``, or, if it was
+    written outside a move, that (every write raises the version by one and every move the
+    move count too, so anything else the row went through shows as a gap between the
+    two); None when neither."""
+    if why is None and row.version != row.moves + 1:
+        why = (
+            f"its row was written outside a move (version {row.version} after {row.moves} "
+            "move(s); the log writes an effect it may run again only by moves)"
+        )
+    return None if why is None else EffectRewritten(row.key, row.state, why)
 
 
 def still_executing(row: Row) -> EffectStillExecuting:

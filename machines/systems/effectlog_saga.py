@@ -10,13 +10,15 @@ import inspect
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from machines.errors import message_of
+from machines.runtime.history import TransitionEvent
 from machines.spec.jsonvalue import describe
 from machines.spec.states import EffectState
 from machines.store.records import Row, Transaction
+from machines.systems.effectlog_runs import PROCESS, reveals, run_start
 from machines.systems.exactly_once import Classifier, Verdict, verdict_of
 
 MACHINE = "effect"
@@ -94,15 +96,20 @@ def this_process() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": pid, "since": _started(pid)}
 
 
-def running_elsewhere(row: Row) -> str | None:
+def running_elsewhere(row: Row, history: Sequence[TransitionEvent]) -> str | None:
     """Why the saga leaves ``row`` alone while the process that started its run (another
-    one on this host, per the run's ``process``) is alive and the run wrote no note of how
-    it ended: its call may still land (batch 23, A4, across processes). A process that
-    died, or one on another host, cannot be told apart from a run that is over; the saga
-    undoes it, as a process that died after sending needs."""
-    if isinstance(row.data.get("unknown_outcome"), Mapping):
+    one on this host, as the run's starting event says) is alive and its runner wrote no
+    note of how the run ended: its call may still land (batch 23, A4, across processes).
+    Both are read where no data-only write reaches: the event is history, and a note
+    counts only when it reveals the run's secret (``effectlog_runs``; batch 25: a rewritten
+    host or a forged note had the refund run before the charge). A process that died, or
+    one on another host, cannot be told from a run that is over; the saga undoes it, as a
+    process that died after sending needs."""
+    start = run_start(history)
+    note = row.data.get("unknown_outcome")
+    if start is None or (isinstance(note, Mapping) and reveals(start, note)):
         return None
-    process = row.data.get("process")
+    process = (start.detail or {}).get(PROCESS)
     if not isinstance(process, Mapping):
         return None
     pid, since = process.get("pid"), process.get("since")
