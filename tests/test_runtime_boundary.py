@@ -656,6 +656,32 @@ def test_a_model_set_outside_its_entity_moves_no_more(
     assert fresh.state == "pending"
 
 
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_model_set_outside_before_the_first_move_moves_no_more(asynchronous: bool) -> None:
+    """Outsider batch 25 (b 4): the same before the entity's first move: made in pending,
+    its model set to executing by other code, the entity accepted commit and its history
+    began with a move out of a state it never entered. The first move starts where the
+    entity was made."""
+
+    class Charge:
+        status: object = None
+
+    spec = machines.load("effect")
+    charge = Charge()
+    make = spec.async_machine if asynchronous else spec.machine
+    m = make(charge, state_attr="status", tier="compensable")
+    charge.status = "executing"
+    assert not m.can("commit", actor="proxy")
+    with pytest.raises(InvalidStateTransition, match="set outside this entity"):
+        result = m.trigger("commit", actor="proxy")
+        if asynchronous:
+            asyncio.run(result)
+    assert len(m.history) == 0
+    charge.status = "pending"
+    fired = m.trigger("execute", actor="proxy")
+    assert (asyncio.run(fired) if asynchronous else fired) == "executing"
+
+
 def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:
     """Outsider batch 22 (b B6): a model whose state attribute raised when read let a raw
     RuntimeError out of a trigger (making the entity wrapped the same failure already)."""

@@ -68,6 +68,7 @@ class _Entity(abc.ABC):
     __slots__ = (
         "__weakref__",
         "_attr",
+        "_born",
         "_changing",
         "_clock",
         "_context",
@@ -130,6 +131,7 @@ class _Entity(abc.ABC):
         self._model = model
         self._attr = state_attr
         self._history: History | None = None  # created on first use: most entities are idle
+        self._born = current  # where the history starts, until it has a move
         self._template = template(
             spec, type(model), state_attr, hooks, self._asynchronous, model_callbacks=not own
         )
@@ -248,9 +250,7 @@ class _Entity(abc.ABC):
                 reason="another transition of this entity is under way (fired from a prepare "
                 "or before callback); fire it from an on_enter or after callback instead",
             )
-        history = self._history
-        if history is not None and history._records:
-            self._continues(history._records[-1][1], source, trigger, actor)
+        self._continues(self._last_entered(), source, trigger, actor)
         if context:
             self._keep_fixed(context)
             # the bound values judge the move: a value given for a fixed variable only
@@ -265,11 +265,18 @@ class _Entity(abc.ABC):
             return source, self._spec.step(source, trigger, actor=actor, **merged), merged
         return source, self._stepper(source, trigger, actor), self._context
 
+    def _last_entered(self) -> str:
+        """The state this entity last entered: its history's last, or the one it was made
+        in while it has none."""
+        history = self._history
+        return history._records[-1][1] if history is not None and history._records else self._born
+
     def _continues(self, entered: str, source: object, trigger: str, actor: str) -> None:
-        """A move starts where this entity's history ends: a model whose state was set
-        outside the entity (a stale row reloaded, other code) would otherwise move from a
-        state the entity never reached, out of a terminal one included (outsider batch 24:
-        a committed charge set back to pending was executed again)."""
+        """A move starts where this entity's history ends (where it was made, before its
+        first move): a model whose state was set outside the entity (a stale row reloaded,
+        other code) would otherwise move from a state the entity never reached, out of a
+        terminal one included (outsider batch 24: a committed charge set back to pending was
+        executed again; batch 25: the same before the first move)."""
         text = plain(source)
         if text is None or text == entered:
             return  # a state that is no text is named by spec.step
@@ -278,8 +285,8 @@ class _Entity(abc.ABC):
             shown(source),
             trigger=shown(trigger),
             actor=shown(actor),
-            reason=f"the model's {self._attr} was set outside this entity: its history ends "
-            f"in '{shown(entered)}'; nothing moved. Bind a new entity to the model to start "
+            reason=f"the model's {self._attr} was set outside this entity, which is in "
+            f"'{shown(entered)}'; nothing moved. Bind a new entity to the model to start "
             "from what it holds now",
         )
 
@@ -440,11 +447,9 @@ class EntityMachine(_Entity):
                 source, dest, ctx = self._decide(name, actor, context)
             else:  # the common case, inlined: the bound context's precomputed table
                 source = self._source()
-                history = self._history
-                if history is not None and history._records:
-                    entered = history._records[-1][1]
-                    if type(source) is not str or source != entered:
-                        self._continues(entered, source, name, actor)
+                entered = self._last_entered()
+                if type(source) is not str or source != entered:
+                    self._continues(entered, source, name, actor)
                 dest = self._stepper(source, name, actor)
                 ctx = self._context
             frozen = None if detail is None else self._frozen(name, detail)
