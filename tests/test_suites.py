@@ -207,6 +207,40 @@ def test_the_exactly_once_suite_reports_a_bug_told_with_a_failure_of_the_users_o
     assert rule_broken(ExactlyOnceOnMemory) == "failed-means-not-sent"
 
 
+def test_the_effect_log_suite_catches_a_log_that_says_failed_after_sending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 25 (b 1): a log that told a caller ``EffectFailed`` ("provably did
+    not happen") for a call that timed out after it was sent passed: the suite took any
+    MachinesError after a troubled send for a storage failure. Only a write the suite made
+    fail excuses one."""
+    from machines.systems.effectlog import EffectOutcomeUnknown
+
+    original = EffectLog.call
+
+    def says_failed(self, signature, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return original(self, signature, fn, *args, **kwargs)
+        except EffectOutcomeUnknown as unknown:
+            raise EffectFailed(signature, unknown.error_type, unknown.error_message) from None
+
+    monkeypatch.setattr(EffectLog, "call", says_failed)
+    assert rule_broken(EffectLogOnMemory) == "told-truth"
+
+
+def test_the_effect_log_suite_catches_a_saga_that_stops_with_nothing_failing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 25 (b 2): a saga that raised a MachinesError and undid nothing passed:
+    saga-completes was judged only for a saga that returned."""
+
+    def gives_up(self, session, compensations, retries=0):  # type: ignore[no-untyped-def]
+        raise machines.MachinesError(f"the saga of {session} is not written yet")
+
+    monkeypatch.setattr(EffectLog, "compensate", gives_up)
+    assert rule_broken(EffectLogOnMemory) == "saga-completes"
+
+
 def test_the_effect_log_suite_catches_a_log_that_reruns_unknown_calls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from machines.errors import MachinesError
+from machines.errors import EffectFailed, MachinesError
 from machines.spec.registry import judged_by, policies_of
 from machines.systems.effectlog import (
     EffectAwaitingApproval,
@@ -108,6 +108,7 @@ def told_kind(error: BaseException, raised: Sequence[BaseException], fault: bool
         return Told.CANCELLED if isinstance(error, CANCELLATIONS) else Told.TOOL_ERROR
     kinds: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], Told], ...] = (
         (NotSent, Told.NOT_SENT),
+        (EffectFailed, Told.NOT_SENT),  # "provably did not happen", whatever else it is
         (CANCELLATIONS, Told.CANCELLED),
         (EffectAwaitingApproval, Told.AWAITING),
         (EffectRejected, Told.REJECTED),
