@@ -389,8 +389,9 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             ),
             _invariant(
                 "saga-completes",
-                """A saga that returns has undone every unknown effect of its session that has
-                a compensation.""",
+                """A saga that returns, or stops with an error while no compensation it ran
+                failed, has undone every unknown effect of its session that has a
+                compensation.""",
                 "effect-log suite",
             ),
             _invariant(
