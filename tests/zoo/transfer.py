@@ -686,6 +686,14 @@ class AnnouncesEveryTime(Engine):
             self.venue.callback("request_completed", request_id, {"state": "completed"})
 
 
+class AnnouncesNothing(Engine):
+    """Neither the callbacks nor the reservation are ever announced (outsider batch 25: it
+    passed, since none of zero announcements was left unpaired)."""
+
+    def publish(self, s: Session, request_id: str) -> None:
+        return None
+
+
 class NotesBeforeChecking(Engine):
     """An operator's approval is written to the request (who approved) before the engine
     checks that the request can be approved now."""
@@ -829,6 +837,7 @@ BUGS: Mapping[str, Bug] = {
     "cancels with money in flight": bug(CancelsWithMoneyInFlight, MONEY),
     "completes before the observations": bug(CompletesWhenTheMoneyArrived, "completion-means-done"),
     "announces completion every time": bug(AnnouncesEveryTime, "callbacks-once"),
+    "announces nothing": bug(AnnouncesNothing, RESERVED),
     "a refused approval still writes": bug(NotesBeforeChecking, "refusal-changes-nothing"),
     "skips the ready state": bug(ObservesStraightAway, "legal-history"),
     "dispatches the manual gate": bug(DispatchesTheGate, GATED),

@@ -78,6 +78,7 @@ class Ledger:
         self.heard: list[tuple[str, str, str]] = []  # (request, node, fact) not yet confirmed
         self.halted: set[str] = set()  # requests a node of which surely failed
         self.started: set[str] = set()
+        self.interruptions = 0  # steps and operations ended by a crash or a failed write
         self.breach: RuleBroken | None = None
 
     # -- what happens ---------------------------------------------------------------------
@@ -194,6 +195,7 @@ class Ledger:
     def interrupted(self) -> None:
         """A step or operation ended by a failed write or a crash: what was heard in it
         may never have been recorded, so it confirms nothing."""
+        self.interruptions += 1
         self.heard.clear()
 
     def confirm(self) -> None:
@@ -259,6 +261,29 @@ class Ledger:
                         f"the reservation was announced {what} {said}x, {callback} fired {fired}x",
                     )
                     return
+
+    def ended(self, request: str, state: str) -> None:
+        """Between steps, ``request`` is in ``state`` (as the engine says, or its history
+        shows): a request that ended in a state that releases or consumes its reservation
+        was announced so, callback and reservation both, once the run has had no crash or
+        failed write that could have lost them (outsider batch 25: an engine that
+        announced nothing passed, since none of zero announcements was unpaired)."""
+        if self.interruptions or request in self.confirmed:
+            return
+        for states, what, callback in (
+            (self.histories.releases, "released", RELEASES),
+            (self.histories.consumes, "consumed", CONSUMES),
+        ):
+            if state in states and not (
+                self.reserved[(what, request)] and self.fired[(callback, request)]
+            ):
+                self.broken(
+                    "reservation-with-the-end",
+                    request,
+                    f"it ended {state}, yet the reservation was announced {what} "
+                    f"{self.reserved[(what, request)]}x and {callback} fired "
+                    f"{self.fired[(callback, request)]}x",
+                )
 
     def callback(self, name: str, request: object, payload: object) -> None:
         """The engine fired callback ``name`` for ``request``."""
@@ -372,6 +397,7 @@ class Ledger:
             self.broken("legal-history", request, why)
 
     def _request_moved(self, request: str, move: Move) -> None:
+        self.ended(request, move.dest)
         if move.dest in self.histories.releases:
             self._announced(request, RELEASES, f"the move {move}")
         if move.dest in self.histories.consumes:

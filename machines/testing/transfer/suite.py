@@ -413,9 +413,10 @@ class TransferSuite(RecordedSuite):
         for request in self.plans:
             if ledger.breach is not None:
                 break
+            ledger.ended(request, self._state(request))
             history = self.adapter.history(request)
             if history is None:
-                break
+                continue
             ledger.recorded(request, history)
         if ledger.breach is None:
             problems = self.adapter.check()
