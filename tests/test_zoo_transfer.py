@@ -22,7 +22,7 @@ from machines.testing.transfer.oracle import RULES
 from machines.testing.transfer.suite import TransferAdapter, TransferSuite, Venue
 from machines.testing.verdict import RuleBroken
 from tests.zoo import detection_table
-from tests.zoo.transfer import BUGS, Bug, ZooAdapter, adapter_for
+from tests.zoo.transfer import BUGS, SUBMITTED, Bug, Engine, Node, Record, ZooAdapter, adapter_for
 
 DETECT = TRANSFER_HUNT.hunting()
 """A hunt: derandomized, generate phase only, sized so that no bug of the zoo is caught by
@@ -100,8 +100,9 @@ def test_the_zoo_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_zoo_covers_every_promise_of_the_suite() -> None:
     """issue 14 item 2: every rule an engine can break by its behaviour has a bug that is
-    about it (``request-kept`` and ``adapter-check`` judge what an adapter reports)."""
-    behavioural = set(RULES) - {"request-kept", "adapter-check"}
+    about it (``request-kept`` and ``adapter-check`` judge what an adapter reports;
+    ``contract``, an error that escapes a step, has its own test below)."""
+    behavioural = set(RULES) - {"request-kept", "adapter-check", "contract"}
     assert behavioural <= {bug.rules[0] for bug in BUGS.values()}
     assert len(BUGS) >= 6
 
@@ -126,3 +127,24 @@ def test_one_report_per_bug() -> None:
     assert broken.rule == bug.rules[0], str(broken)
     assert report.count("state = ") == 1, report
     assert len(_steps(report)) <= 4, report
+
+
+class LetsTheVenuesErrorOut(Engine):
+    """A send that forgets its try: the venue's ConnectionError escapes ``step()``."""
+
+    def send(self, request_id: str, name: str, sent: Record) -> None:
+        answer = self.venue.submit(Node(request_id, name))
+        self.record(request_id, name, sent, SUBMITTED.get(answer, "lose_track"), "executor")
+
+
+def test_an_error_that_escapes_a_step_is_a_broken_rule_with_a_replayable_run() -> None:
+    """Outsider batch 25 (b 5): an engine that let the venue's ConnectionError out of
+    ``step()`` was reported by ``run()`` as a bare exception, with no rule and no steps
+    (from the tour, not even Hypothesis' steps). It breaks ``contract``, reported with the
+    shortest run that raises it, which replays."""
+    suite = suite_for(adapter_for(LetsTheVenuesErrorOut))
+    with pytest.raises(RuleBroken) as failure:
+        suite.run()
+    report = str(failure.value)
+    assert failure.value.rule == "contract" and "ConnectionError escaped the step" in report
+    assert "replay(steps)" in report

@@ -419,8 +419,10 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
             _invariant(
                 "contract",
                 """The adapter keeps its contract: it raises only the errors the contract names
-                and returns what each method must.""",
+                and returns what each method must; an error that escapes a step is reported
+                under this rule, with the run that raised it.""",
                 "effect-log suite",
+                "transfer suite",
             ),
             # -- the transfer suite -------------------------------------------------------------
             _invariant(

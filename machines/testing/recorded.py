@@ -33,7 +33,7 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine
 
-from machines.errors import MachinesError
+from machines.errors import MachinesError, message_of
 from machines.testing.minimise import MINIMISE_SECONDS, ddmin
 from machines.testing.profiles import run_suite
 from machines.testing.verdict import RuleBroken
@@ -159,6 +159,11 @@ class RecordedSuite(RuleBasedStateMachine):
 
     minimise_seconds: ClassVar[float] = MINIMISE_SECONDS
     """How long ``run()`` spends shortening a report (the shortest run found by then)."""
+    stray: ClassVar[str]
+    """The rule an error that escapes a step breaks (a suite names its own): reported, as
+    a broken rule is, with the shortest run that raises it (outsider batch 25: an engine
+    that let the venue's ConnectionError out of ``step()`` was reported raw, with no
+    steps to replay)."""
     last: ClassVar[list[_Taking] | None] = None
 
     def __init__(self) -> None:
@@ -198,6 +203,10 @@ class RecordedSuite(RuleBasedStateMachine):
             run_suite(cls, Settings(chosen, phases=phases))
         except RuleBroken as broken:
             raise _minimised(cls, _recorded(cls), broken, "the random runs") from None
+        except Exception as error:
+            steps = _recorded(cls)
+            escaped = _escaped(cls, steps[-1].rule if steps else "a step", error)
+            raise _minimised(cls, steps, escaped, "the random runs") from error
 
 
 def _recorded(suite: type[RecordedSuite]) -> list[Step]:
@@ -224,11 +233,27 @@ def _take(suite: type[RecordedSuite], steps: Sequence[Step], *, touring: bool) -
             arguments = dict(step.arguments)
             if step.draws is not None:
                 arguments["data"] = _Draws(None, step.draws, touring=touring)
-            method(machine, **arguments)
-            for judge in judges:
-                judge()
+            try:
+                method(machine, **arguments)
+                for judge in judges:
+                    judge()
+            except (RuleBroken, Diverged):
+                raise
+            except Exception as error:
+                raise _escaped(suite, step.rule, error) from error
     finally:
         machine.teardown()
+
+
+def _escaped(suite: type[RecordedSuite], rule: str, error: Exception) -> RuleBroken:
+    """``error``, which escaped step ``rule`` (the implementation's, not a verdict), as the
+    suite's ``stray`` rule broken."""
+    return RuleBroken(
+        suite.stray,
+        f"{type(error).__name__} escaped the step {rule}: {message_of(error, 300)} (an error "
+        "the adapter's contract does not name; catch it in the implementation, or translate "
+        "it into one the contract names)",
+    )
 
 
 def _initializes(suite: type[RecordedSuite], step: Step) -> bool:

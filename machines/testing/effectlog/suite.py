@@ -242,6 +242,7 @@ class EffectLogSuite(RecordedSuite):
     by default; ``saga-newest-first``)."""
 
     policies: ClassVar[frozenset[str]] = POLICIES
+    stray: ClassVar[str] = "contract"
 
     def make_adapter(self) -> EffectLogAdapter:
         return ReferenceEffectLog()

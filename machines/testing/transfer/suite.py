@@ -97,6 +97,7 @@ class TransferSuite(RecordedSuite):
     (``POLICIES``, all by default; ``halt-after-failure``)."""
 
     policies: ClassVar[frozenset[str]] = POLICIES
+    stray: ClassVar[str] = "contract"
 
     def make_adapter(self, venue: Venue) -> TransferAdapter:
         """Your engine behind a ``TransferAdapter``, built to call ``venue`` (see there)."""
