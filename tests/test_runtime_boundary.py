@@ -682,6 +682,32 @@ def test_a_model_set_outside_before_the_first_move_moves_no_more(asynchronous: b
     assert (asyncio.run(fired) if asynchronous else fired) == "executing"
 
 
+def test_a_model_whose_state_reads_otherwise_mid_move_is_a_typed_error() -> None:
+    """Outsider batch 25 (b, noted): a model whose state read differently on the second
+    read (another writer mid-move) let transitions' own MachineError out of a trigger."""
+
+    class Flip:
+        def __init__(self) -> None:
+            self.reads = 0
+            self._status = "executing"
+
+        @property
+        def status(self) -> str:
+            self.reads += 1
+            return self._status if self.reads != 2 else "compensating"
+
+        @status.setter
+        def status(self, value: str) -> None:
+            self._status = value
+
+    flip = Flip()
+    m = machines.load("effect").machine(flip, state_attr="status", tier="compensable")
+    flip.reads = 0
+    with pytest.raises(InvalidStateTransition, match="changed while the move was being made"):
+        m.fail(actor="proxy")
+    assert m.history == [] and flip._status == "executing"
+
+
 def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:
     """Outsider batch 22 (b B6): a model whose state attribute raised when read let a raw
     RuntimeError out of a trigger (making the entity wrapped the same failure already)."""

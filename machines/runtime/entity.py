@@ -33,6 +33,8 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from transitions import MachineError
+
 from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
 from machines.runtime.history import (
     Clock,
@@ -356,6 +358,17 @@ class _Entity(abc.ABC):
             history = self._history = History(self._spec.name, self._entity_id, self._clock)
         return history
 
+    def _changed_under(self, trigger: str, actor: str, source: object) -> InvalidStateTransition:
+        """transitions refused the move it was handed: the model's state read otherwise
+        when it looked again (a property that changes between two reads). Nothing moved."""
+        return InvalidStateTransition(
+            self._spec.name,
+            shown(source),
+            trigger=shown(trigger),
+            actor=shown(actor),
+            reason=f"the model's {self._attr} changed while the move was being made; nothing moved",
+        )
+
     def _not_applied(self, trigger: str) -> MachinesError:
         return MachinesError(
             f"{self._spec.name}: transitions did not apply '{trigger}' although the spec "
@@ -461,6 +474,8 @@ class EntityMachine(_Entity):
                     self._model,
                     {"actor": actor, "detail": detail, "machine": self},
                 )
+            except MachineError:
+                raise self._changed_under(name, actor, source) from None
             finally:
                 self._pending = outer
                 self._changing = False
@@ -514,9 +529,12 @@ class AsyncEntityMachine(_Entity):
     ) -> str:
         outer = self._pending
         kwargs, dest = self._begin(name, actor, detail, context)
+        source = self._pending[0] if self._pending is not None else None
         try:
             moved = self._events[name].trigger(self._model, **kwargs)
             done = await cast(Awaitable[bool], moved)  # an AsyncEvent: its trigger is a coroutine
+        except MachineError:
+            raise self._changed_under(name, actor, source) from None
         finally:
             self._pending = outer
             self._changing = False
