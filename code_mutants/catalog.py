@@ -172,7 +172,7 @@ CATALOG: tuple[CodeMutant, ...] = (
         old="""        except Exception as failure:
             reason = message_of(failure)
             self._note_unknown(claim, f"its result could not be recorded: {reason}")
-            raise EffectNotRecorded(claim.key, reason, value) from failure
+            raise EffectNotRecorded(row.key, reason, value) from failure
         return stored""",
         new="""        except Exception:
             return value  # it ran: hand the result back anyway
