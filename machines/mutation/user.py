@@ -24,8 +24,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,12 +140,9 @@ def check_command(command: Sequence[str]) -> None:
 def baseline(spec_dir: Path, command: Sequence[str], timeout: float) -> float:
     """Run ``command`` on an unmutated copy of ``spec_dir``; its seconds when it passes,
     else ``InvalidArgument`` saying that the tests must pass first, and how they failed."""
-    # the copy is removed after the last of what the command started is ended (a process
-    # left running could write into it again): the reaping block is the inner one
-    with tempfile.TemporaryDirectory(prefix="machines-mutant-baseline-") as tmp, reaping.reaping():
+    with _copy_folder("machines-mutant-baseline-") as tmp:
         copy = _copy(spec_dir, Path(tmp))
         code, seconds, said = _run_command(command, copy, None, timeout, Path(tmp) / "output")
-    reaping.when_ended(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
     if code == 0:
         return seconds
     if code is None:
@@ -250,6 +248,20 @@ def _run(
     return [done[i] for i in range(len(mutants))]
 
 
+@contextmanager
+def _copy_folder(prefix: str) -> Iterator[str]:
+    """A temporary folder for one command's copy of the definitions, inside a ``reaping``
+    block. Its removal is asked for at once, to run when every orphan is ended (a process
+    the command left running could write into it again): removing it as the block ends
+    could fail while such a process writes into it, and leave it (CI found one left)."""
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp,
+        reaping.reaping(),
+    ):
+        reaping.when_ended(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+        yield tmp
+
+
 def kill(
     mutant: Mutant,
     spec_dir: Path,
@@ -260,7 +272,7 @@ def kill(
     """Write ``mutant`` into a fresh copy of ``spec_dir``; the definition's rules judge it
     first, then ``command``."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="machines-mutant-") as tmp, reaping.reaping():
+    with _copy_folder("machines-mutant-") as tmp:
         copy = _copy(spec_dir, Path(tmp))
         (copy / mutant.file).write_text(mutant.text(), encoding="utf-8")
         try:
@@ -271,7 +283,6 @@ def kill(
             evidence = _MUTANT_LINE.sub("", problem)
             return Outcome(mutant, True, RULES, _clip(evidence), time.perf_counter() - started)
         code, _, said = _run_command(command, copy, mutant, timeout, Path(tmp) / "output", running)
-    reaping.when_ended(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
     seconds = time.perf_counter() - started
     last = _clip(said[-1]) if said else ""
     if code is None:
