@@ -167,3 +167,36 @@ def test_a_raw_fail_after_the_runner_died_without_a_note_never_runs_it_again(
         log.call("charge-9", lambda: again.append("charge"), tool="charge")
     assert again == []
     assert main(["audit", "--from-store", url]) == 1
+
+
+def test_a_commit_forged_with_the_notes_secret_is_named_by_the_audit(
+    victims: Victims, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 26 (a 2): the note of an unknown outcome revealed the very secret
+    that proves the run's end, on the row, where the application's role read it and forged
+    a commit with a made-up result (the saga could not undo it, the audit said OK). The
+    note reveals a secret of its own; a commit that reveals it proves nothing."""
+    import json
+
+    log = EffectLog(victims.store, worker="w")
+    with pytest.raises(EffectOutcomeUnknown):
+        log.call("charge-7", timed_out, tool="charge")
+    row = log.effect("charge-7")
+    assert row is not None
+    note_secret = row.data["unknown_outcome"]["secret"]
+    detail = json.dumps(
+        {"worker": "w", "reason": "the tool returned a result", "secret": note_secret}
+    )
+    data = json.dumps({**row.data, "result": {"charged": False}})
+    raw(
+        victims,
+        "UPDATE effect_entities SET state = 'committed', moves = moves + 1, "
+        f"version = version + 1, last_trigger = 'commit', last_actor = 'proxy', "
+        f"last_detail = '{detail}', last_context = '{COMPENSABLE}', data = '{data}' "
+        "WHERE key = 'charge-7'",
+    )
+    capsys.readouterr()
+    assert main(["audit", "--from-store", victims.store.url]) == 1
+    assert "its 'commit' (move #2) out of executing was not made by the run's runner" in (
+        capsys.readouterr().out
+    )

@@ -130,3 +130,48 @@ def test_a_write_outside_a_move_does_not_let_the_saga_undo_a_running_call(
     worker.communicate(timeout=30)
     if how == "a note":
         assert main(["audit", "--from-store", url]) == 1
+
+
+def test_the_saga_leaves_a_run_of_this_process_under_another_spelling_of_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 26 (a 3): the same database opened twice, by a relative and an
+    absolute path, and the saga undid the call the other store's log was making in this
+    very process (the running calls were known by the URL as typed). They are known by
+    their run now."""
+    monkeypatch.chdir(tmp_path)
+    runner = EffectLog(open_store("sqlite:///same.db"), worker="w1")
+    saga = EffectLog(open_store(f"sqlite:///{tmp_path / 'same.db'}"), worker="w2")
+    refunds: list[str] = []
+
+    def charge() -> str:
+        (step,) = saga.compensate("S", {"charge": lambda row: refunds.append(row.key)})
+        assert step.state == "executing" and "still running in this process" in step.reason
+        return "charged"
+
+    assert runner.call("c", charge, tool="charge", session="S") == "charged"
+    assert refunds == []
+
+
+def test_a_claimed_run_is_this_process_before_its_call_starts(tmp_path: Path) -> None:
+    """Outsider batch 26 (a 4): the claim committed ``executing`` before the run counted
+    as this process's, and a saga in that window undid a call about to be sent. A run
+    counts from before its claim commits."""
+    from machines.systems.effectlog_runs import Claim
+
+    store = open_store(f"sqlite:///{tmp_path / 'window.db'}")
+    log = EffectLog(store, worker="w1")
+    original = EffectLog._run
+    steps: list[object] = []
+
+    def saga_in_the_window(self: EffectLog, claim: Claim, fn: object) -> object:
+        steps.extend(EffectLog(store, worker="w2").compensate("S", {"charge": lambda r: None}))
+        return original(self, claim, fn)  # type: ignore[arg-type]
+
+    EffectLog._run = saga_in_the_window  # type: ignore[method-assign,assignment]
+    try:
+        assert log.call("c", lambda: "charged", tool="charge", session="S") == "charged"
+    finally:
+        EffectLog._run = original  # type: ignore[method-assign]
+    (step,) = steps
+    assert step.state == "executing", step  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
 from machines.spec.version_changes import kept_state_breaks
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, FAIL_CLOSED
-from machines.systems.effectlog_runs import reveals, run_start, unproven_end
+from machines.systems.effectlog_runs import NOTE_PROOF, reveals, run_start, unproven_end
 from machines.systems.exactly_once import RECLAIMED_AT
 
 
@@ -320,7 +320,7 @@ def _runs(e: Entity) -> Iterator[str]:
         )
     note = e.data.get("unknown_outcome")
     noted = e.state == "executing" and isinstance(note, Mapping)
-    if noted and not reveals(run_start(e.history), note):
+    if noted and not reveals(run_start(e.history), note, NOTE_PROOF):
         yield "its note of an unknown outcome was not written by the run's runner"
 
 

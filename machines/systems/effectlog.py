@@ -62,12 +62,21 @@ from machines.systems.effectlog_errors import (
     rewritten,
     still_executing,
 )
-from machines.systems.effectlog_runs import PROCESS, PROOF, SECRET, Claim, new_secret, unproven_end
+from machines.systems.effectlog_runs import (
+    NOTE_PROOF,
+    PROCESS,
+    PROOF,
+    SECRET,
+    Claim,
+    new_secret,
+    over,
+    run_start,
+    running,
+    unproven_end,
+)
 from machines.systems.effectlog_saga import (
     COMPENSABLE,
     MACHINE,
-    RUNNING,
-    RUNNING_LOCK,
     SAFE,
     Compensation,
     not_compensable,
@@ -226,17 +235,24 @@ class EffectLog:
     def _claim(self, key: str, tier: str, tool: str | None, session: str | None) -> Claim | _Replay:
         """Register the call and, in the same transaction, claim its run or decide why not.
         A refusal is raised only after the registration is committed."""
-        with self.store.transaction() as tx:
-            row, created = tx.insert(
-                MACHINE, key, context={"tier": tier}, data=_fresh(tool), scope=session
-            )
-            if not created and row.data.get("tool") != tool:  # its saga compensates by tool
-                raise RecordExists(
-                    f"effect {describe(key)} is registered for tool "
-                    f"{describe(row.data.get('tool'))}, not {describe(tool)}: a signature "
-                    "belongs to one tool, as to one tier and one session"
+        decision: Claim | _Replay | EffectError | None = None
+        try:
+            with self.store.transaction() as tx:
+                row, created = tx.insert(
+                    MACHINE, key, context={"tier": tier}, data=_fresh(tool), scope=session
                 )
-            decision = self._claim_or_refuse(tx, row)
+                if not created and row.data.get("tool") != tool:  # the saga undoes by tool
+                    raise RecordExists(
+                        f"effect {describe(key)} is registered for tool "
+                        f"{describe(row.data.get('tool'))}, not {describe(tool)}: a signature "
+                        "belongs to one tool, as to one tier and one session"
+                    )
+                decision = self._claim_or_refuse(tx, row)
+        except BaseException:
+            if isinstance(decision, Claim):  # the claim did not commit: no run
+                over(decision.proof)
+            raise
+        assert decision is not None
         if isinstance(decision, EffectError):
             raise decision
         return decision
@@ -279,7 +295,11 @@ class EffectLog:
         )
 
     def _start(self, tx: Transaction, row: Row, trigger: str, reason: str) -> Claim:
+        """Claim the run: the move into ``executing``, its event carrying the process and
+        the proofs of the run's secrets; the run counts as this process's from before the
+        claim commits (``effectlog_runs.RUNNING``)."""
         secret, proof = new_secret()
+        note_secret, note_proof = new_secret()
         data = {
             **row.data,
             "runs": arguments.stored_count(row, "runs") + 1,
@@ -293,10 +313,17 @@ class EffectLog:
             "tool": row.data.get("tool"),
             PROCESS: this_process(),
             PROOF: proof,
+            NOTE_PROOF: note_proof,
         }
         # the tool and the process go in the history, which no write can change: the saga
         # undoes by the tool the call was started with and asks whether that process lives
-        return Claim(tx.move(row, trigger, actor="proxy", detail=detail, data=data), secret)
+        running(proof)
+        try:
+            moved = tx.move(row, trigger, actor="proxy", detail=detail, data=data)
+        except BaseException:
+            over(proof)
+            raise
+        return Claim(moved, secret, note_secret)
 
     def _replay(self, tx: Transaction, row: Row) -> _Replay:
         """Serve the cached result and count the replay on the committed record."""
@@ -313,31 +340,30 @@ class EffectLog:
     def _run(self, claim: Claim, fn: Callable[[], T]) -> T:
         """Run the claimed call once. A BaseException that is not an Exception (interrupt,
         exit, cancellation) propagates as it is, after the log wrote that the outcome is
-        unknown: the effect stays ``executing``."""
-        running = (self.store.url, claim.row.key)
-        with RUNNING_LOCK:
-            RUNNING.add(running)
+        unknown: the effect stays ``executing``. The run is this process's until what it
+        ended with is written."""
         try:
-            value = fn()
-        except Exception as error:
-            if verdict_of(self.classify, error) in (Verdict.FAILED, Verdict.RETRY):
-                self._reset(claim, error)
+            try:
+                value = fn()
+            except Exception as error:
+                if verdict_of(self.classify, error) in (Verdict.FAILED, Verdict.RETRY):
+                    self._reset(claim, error)
+                    raise
+                row = claim.row
+                unknown = EffectOutcomeUnknown(
+                    row.key, row.data.get("runner"), row.data.get("started_at"), error
+                )
+                why = f"it raised {unknown.error_type}: {unknown.error_message}"
+                self._note_unknown(claim, why)
+                raise unknown from error
+            except BaseException as interrupted:
+                self._note_unknown(
+                    claim, f"the caller was interrupted ({type(interrupted).__name__}) mid-run"
+                )
                 raise
-            row = claim.row
-            unknown = EffectOutcomeUnknown(
-                row.key, row.data.get("runner"), row.data.get("started_at"), error
-            )
-            self._note_unknown(claim, f"it raised {unknown.error_type}: {unknown.error_message}")
-            raise unknown from error
-        except BaseException as interrupted:
-            self._note_unknown(
-                claim, f"the caller was interrupted ({type(interrupted).__name__}) mid-run"
-            )
-            raise
+            return cast(T, self._commit(claim, value))
         finally:
-            with RUNNING_LOCK:
-                RUNNING.discard(running)
-        return cast(T, self._commit(claim, value))
+            over(claim.proof)
 
     def _commit(self, claim: Claim, value: Any) -> Any:
         """Store the result; return it as stored, which every replay returns too."""
@@ -382,7 +408,7 @@ class EffectLog:
             at: float | None = self._now()
         except Exception:
             at = None
-        note = {"reason": reason, "at": at, "worker": self.worker, SECRET: claim.secret}
+        note = {"reason": reason, "at": at, "worker": self.worker, SECRET: claim.note_secret}
         try:
             with self.store.transaction() as tx:
                 tx.update(claim.row, {**claim.row.data, "unknown_outcome": note})
@@ -416,8 +442,9 @@ class EffectLog:
             row = tx.get(MACHINE, key)
             if row is None:
                 raise EffectNotFound(key)
-            skip = not_compensable(row) or running_here(self.store.url, row)
-            skip = skip or running_elsewhere(row, tx.history(MACHINE, key))
+            history = tx.history(MACHINE, key)
+            skip = not_compensable(row) or running_here(run_start(history))
+            skip = skip or running_elsewhere(row, history)
             skip = skip or tool_rewritten(tx, row)
             if skip is not None:
                 return UndoStep(key, row.state, skip)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -25,10 +26,15 @@ from machines.runtime.history import TransitionEvent
 from machines.store.records import Row
 
 PROOF = "proof"
-"""The field of a run's starting event's detail: the SHA-256 (hex) of the run's secret."""
+"""The field of a run's starting event's detail: the SHA-256 (hex) of the secret the move
+that ends the run reveals (``commit``, ``fail``)."""
+NOTE_PROOF = "note_proof"
+"""The same for the secret the note of an unknown outcome reveals: another secret, since
+the note is on the row, where whoever may write the table reads it, and the run can still
+be ended after it (batch 26: a note's secret let a forged ``commit`` through)."""
 SECRET = "secret"
-"""The field in which the runner reveals the secret: the detail of the move that ends the
-run (``commit``, ``fail``) and the note of an unknown outcome."""
+"""The field in which the runner reveals a secret: the detail of the move that ends the
+run, or the note."""
 PROCESS = "process"
 """The field of a run's starting event's detail naming the process that started it."""
 STARTS = ("execute", "resume")
@@ -38,28 +44,60 @@ ENDS = ("commit", "fail")
 
 
 class Claim(NamedTuple):
-    """A run the log has just started: the row its starting move wrote, and the secret
-    only this runner knows."""
+    """A run the log has just started: the row its starting move wrote, and the secrets
+    only this runner knows (one its end reveals, one its note does)."""
 
     row: Row
     secret: str
+    note_secret: str
+
+    @property
+    def proof(self) -> str:
+        return digest(self.secret)
 
 
 def new_secret() -> tuple[str, str]:
-    """A run's secret and the digest its starting event carries."""
+    """A secret and the digest a run's starting event carries."""
     secret = secrets.token_hex(16)
     return secret, digest(secret)
+
+
+RUNNING: set[str] = set()
+"""The proofs of every run this process is making now, from before its claim commits until
+the call has returned (batch 26: keyed by the store's URL as typed, a run on the same
+database opened under another spelling was undone under its runner; registered only once
+the claim had committed, a saga between the two undid a call about to be sent)."""
+RUNNING_LOCK = threading.Lock()
+
+
+def running(proof: str) -> None:
+    with RUNNING_LOCK:
+        RUNNING.add(proof)
+
+
+def over(proof: str) -> None:
+    with RUNNING_LOCK:
+        RUNNING.discard(proof)
+
+
+def running_here(start: TransitionEvent | None) -> bool:
+    """Whether the run ``start`` began is one this process is making now."""
+    proof = (start.detail or {}).get(PROOF) if start is not None else None
+    with RUNNING_LOCK:
+        return isinstance(proof, str) and proof in RUNNING
 
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii", "replace")).hexdigest()
 
 
-def reveals(start: TransitionEvent | None, said: Mapping[str, Any] | None) -> bool:
-    """Whether ``said`` (a move's detail, or a note) reveals the secret of the run that
-    ``start`` began; a run whose start carries no proof (from before this release) is
-    taken as it is."""
-    proof = (start.detail or {}).get(PROOF) if start is not None else None
+def reveals(
+    start: TransitionEvent | None, said: Mapping[str, Any] | None, proof_field: str = PROOF
+) -> bool:
+    """Whether ``said`` (a move's detail, or with ``NOTE_PROOF`` a note) reveals the
+    secret of the run that ``start`` began; a run whose start carries no proof (from
+    before this release) is taken as it is."""
+    proof = (start.detail or {}).get(proof_field) if start is not None else None
     if not isinstance(proof, str):
         return True
     secret = (said or {}).get(SECRET)

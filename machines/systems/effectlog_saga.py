@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import os
 import socket
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +17,8 @@ from machines.runtime.history import TransitionEvent
 from machines.spec.jsonvalue import describe
 from machines.spec.states import EffectState
 from machines.store.records import Row, Transaction
-from machines.systems.effectlog_runs import PROCESS, reveals, run_start
+from machines.systems import effectlog_runs as runs
+from machines.systems.effectlog_runs import NOTE_PROOF, PROCESS, reveals, run_start
 from machines.systems.exactly_once import Classifier, Verdict, verdict_of
 
 MACHINE = "effect"
@@ -69,18 +69,11 @@ def not_compensable(row: Row) -> str | None:
     return _NOT_COMPENSATED.get(row.state)
 
 
-RUNNING: set[tuple[str, str]] = set()
-"""(store, signature) of every call this process is running now."""
-RUNNING_LOCK = threading.Lock()
-
-
-def running_here(store: str, row: Row) -> str | None:
-    """Why the saga leaves ``row`` alone while this process is still running its call:
-    an undo now could be followed by the call landing (outsider batch 23: the refund
-    ran, then the charge landed)."""
-    with RUNNING_LOCK:
-        running = (store, row.key) in RUNNING
-    if not running:
+def running_here(start: TransitionEvent | None) -> str | None:
+    """Why the saga leaves an effect alone while this process is still making its run (the
+    run its starting event ``start`` began): an undo now could be followed by the call
+    landing (outsider batch 23: the refund ran, then the charge landed)."""
+    if not runs.running_here(start):
         return None
     return (
         "its call is still running in this process: an undo now could be followed by the "
@@ -107,7 +100,7 @@ def running_elsewhere(row: Row, history: Sequence[TransitionEvent]) -> str | Non
     process that died after sending needs."""
     start = run_start(history)
     note = row.data.get("unknown_outcome")
-    if start is None or (isinstance(note, Mapping) and reveals(start, note)):
+    if start is None or (isinstance(note, Mapping) and reveals(start, note, NOTE_PROOF)):
         return None
     process = (start.detail or {}).get(PROCESS)
     if not isinstance(process, Mapping):
