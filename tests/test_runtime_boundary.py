@@ -708,6 +708,35 @@ def test_a_model_whose_state_reads_otherwise_mid_move_is_a_typed_error() -> None
     assert m.history == [] and flip._status == "executing"
 
 
+def test_a_cancelled_async_move_is_cancelled_not_a_machines_bug() -> None:
+    """Outsider batch 26 (b 4): a task cancelled (or timed out) while an async
+    ``on_enter_`` callback awaited was told "transitions did not apply 'execute' ... a bug
+    in machines", and the cancellation was lost, although the move was made and recorded.
+    The caller is told it was cancelled; the history says what was made."""
+
+    class Charge:
+        status: object = None
+
+        async def on_enter_executing(self, event: object) -> None:
+            await asyncio.sleep(1.0)
+
+    spec = machines.load("effect")
+
+    async def main() -> None:
+        m = spec.async_machine(Charge(), state_attr="status", tier="compensable")
+        task = asyncio.ensure_future(m.trigger("execute", actor="proxy"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled() and m.state == "executing" and len(m.history) == 1
+        m2 = spec.async_machine(Charge(), state_attr="status", tier="compensable")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(m2.trigger("execute", actor="proxy"), 0.05)
+
+    asyncio.run(main())
+
+
 def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:
     """Outsider batch 22 (b B6): a model whose state attribute raised when read let a raw
     RuntimeError out of a trigger (making the entity wrapped the same failure already)."""

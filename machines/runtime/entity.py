@@ -539,5 +539,11 @@ class AsyncEntityMachine(_Entity):
             self._pending = outer
             self._changing = False
         if not done:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # transitions caught the cancellation and said "not applied": the caller
+                # must be told it was cancelled (the move may have been made; its history
+                # says), not that machines failed (outsider batch 26)
+                raise asyncio.CancelledError
             raise self._not_applied(name)
         return dest
