@@ -57,16 +57,23 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _addresses(text: str) -> bool:
-    """Whether ``text`` names IP addresses or networks only, comma-separated, that
-    together are no wide range: merged, each is at most a /8 of IPv4 (an IPv4-mapped IPv6
-    network counts as the IPv4 one) or a /32 of IPv6. A range that wide is not a proxy,
-    and every address (``0.0.0.0/0``, or its two halves) trusts anyone's headers, as ``*``
-    would."""
+WIDEST = {4: 2**24, 6: 2**96}
+"""The most addresses ``--proxy`` may name, all its networks together: a /8 of IPv4, a
+/32 of IPv6 (an IPv4-mapped IPv6 network counts as the IPv4 one)."""
+
+
+def _addresses(text: str) -> str:
+    """``text``'s IP addresses and networks, comma-separated, as uvicorn is given them; a
+    ``ValueError`` saying why not. Each is an address or a network written as one (no host
+    bits set: uvicorn would match nothing, batch 26), and together they name no wide range
+    (``WIDEST``, counted over the merged networks: 128 odd /8s are half of IPv4, batch
+    26). A range that wide is not a proxy, and every address trusts anyone's headers, as
+    ``*`` would."""
+    parts = [part.strip() for part in text.split(",")]
     try:
-        networks = [ipaddress.ip_network(part.strip(), strict=False) for part in text.split(",")]
-    except ValueError:
-        return False
+        networks = [ipaddress.ip_network(part) for part in parts]
+    except ValueError as error:
+        raise ValueError(f"{error} (write a network's own address, 10.0.0.0/8)") from None
     mapped = ipaddress.IPv6Network("::ffff:0:0/96")
     v4: list[ipaddress.IPv4Network] = []
     v6: list[ipaddress.IPv6Network] = []
@@ -80,12 +87,17 @@ def _addresses(text: str) -> bool:
                 )
             )
         elif network.overlaps(mapped):  # wider than the mapped range itself
-            return False
+            raise ValueError("it holds every IPv4 address")
         else:
             v6.append(network)
-    return all(n.prefixlen >= 8 for n in ipaddress.collapse_addresses(v4)) and all(
-        n.prefixlen >= 32 for n in ipaddress.collapse_addresses(v6)
-    )
+    counts = {
+        4: sum(n.num_addresses for n in ipaddress.collapse_addresses(v4)),
+        6: sum(n.num_addresses for n in ipaddress.collapse_addresses(v6)),
+    }
+    for version, count in counts.items():
+        if count > WIDEST[version]:
+            raise ValueError(f"{count:,} IPv{version} addresses together; a proxy is fewer")
+    return ",".join(parts)
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
@@ -94,12 +106,16 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             return _add(args, parsers)
         if args.name is not None or args.roles is not None:
             parsers[1]["desk"].error("a name and --roles go with add-account only")
-        if args.proxy is not None and not _addresses(args.proxy):
-            parsers[1]["desk"].error(
-                f"--proxy takes the proxy's IP address or network (192.0.2.7, 10.0.0.0/8; "
-                f"several with commas), not {printable(repr(args.proxy))}: a name or * would "
-                "trust the forwarded headers of anyone who reaches the desk"
-            )
+        if args.proxy is not None:
+            try:
+                args.proxy = _addresses(args.proxy)
+            except ValueError as why:
+                parsers[1]["desk"].error(
+                    f"--proxy takes the proxy's IP address or network (192.0.2.7, 10.0.0.0/8; "
+                    f"several with commas, a /8 of IPv4 at most in all), not "
+                    f"{printable(repr(args.proxy))} ({printable(str(why))}): a name, * or a "
+                    "wide range would trust the forwarded headers of anyone who reaches the desk"
+                )
         return _serve(args)
     except (MachinesError, OSError) as exc:
         print(f"machines desk: {problem(exc)}", file=sys.stderr)
