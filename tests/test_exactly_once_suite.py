@@ -359,3 +359,28 @@ def test_garbage_from_an_adapter_is_a_named_rule_never_a_traceback(where: str, v
         assert len(str(failure)) < 4000
     else:
         assert where in ("history", "check")  # an empty history or check may be right
+
+
+def test_a_decision_on_a_key_whose_dead_holder_still_holds_its_lease_is_named() -> None:
+    """Outsider batch 26 (b 1): an executor whose ``decide`` also took keys in flight passed
+    the suite: a decision on a key whose holder had died after sending, its lease still
+    live, was taken as one on a parked key. Until the lease runs out nothing tells that
+    key from one whose holder still runs; only a parked key is left by a person."""
+    from machines.testing.exactly_once.oracle import Oracle, Told
+
+    oracle = Oracle(["k1"], 30.0)
+    call = oracle.begin("k1", "worker", "dies after sending")
+    oracle.invoked(call)
+    oracle.sent(call)
+    oracle.answered(call, Told("crashed", None))
+    oracle.decided("k1", False, None, None)
+    assert oracle.broken is not None and oracle.broken.rule == "explicit-exit"
+    assert "lease was live" in str(oracle.broken)
+    late = Oracle(["k1"], 30.0)
+    call = late.begin("k1", "worker", "dies after sending")
+    late.invoked(call)
+    late.sent(call)
+    late.answered(call, Told("crashed", None))
+    late.clock = 31.0
+    late.decided("k1", False, None, None)
+    assert late.broken is None

@@ -596,6 +596,31 @@ class DecisionReruns(Ledger):
             super().decide(key, landed, result)
 
 
+class DecidesHeldKeys(Ledger):
+    """A person's decision is written on a key still in flight too, not only a parked one
+    (outsider batch 26: the suite passed it while the holder's lease was live)."""
+
+    def decide(self, key: str, landed: bool, result: Any) -> None:
+        dest, trigger = (
+            ("succeeded", "decide_landed") if landed else ("failed", "decide_not_landed")
+        )
+        with self.tx():
+            row = self.row(key)
+            if row is None or row[0] not in ("indeterminate", "in_flight"):
+                raise NotParked(key)
+            self.write(
+                "UPDATE effects SET state = ?, result = ?, error_type = ?, error_message = ?, "
+                "owner = NULL, lease_until = NULL, version = version + 1 WHERE key = ?",
+                dest,
+                json.dumps(result) if landed else None,
+                None if landed else "Decided",
+                None if landed else "a person decided it did not land",
+                key,
+            )
+            if row[0] == "indeterminate":
+                self.move(key, "indeterminate", trigger, dest, "operator")
+
+
 class AttemptsAsMoves(Ledger):
     """Records every retry as a move of its own (in_flight -> in_flight)."""
 
@@ -636,6 +661,7 @@ BUGS: dict[type[Ledger], Expect] = {
     IgnoresReclaim: Expect("explicit-exit", 3),
     ReclaimsAnything: Expect("explicit-exit", 2),
     DecisionReruns: Expect("explicit-exit", 3),
+    DecidesHeldKeys: Expect("explicit-exit", 3),
     AttemptsAsMoves: Expect("legal-history", 1),
 }
 """Each bug, and what the suite must say when it catches it."""

@@ -418,6 +418,14 @@ class Oracle:
                 )
             elif phase is Phase.PARKED:
                 self.breaks("explicit-exit", f"the {what} of parked {key} was refused")
+        elif phase is Phase.HELD and not self._expired(record):
+            # its holder may still send and record: only a parked key is left by a person
+            # (outsider batch 26: a decision on a key whose holder's lease was live passed)
+            self.breaks(
+                "explicit-exit",
+                f"the {what} of {key} was accepted while its holder's lease was live "
+                f"(until {record.lease_until:g}, now {self.clock:g})",
+            )
         elif phase in (Phase.PARKED, Phase.HELD):
             if decision is None:
                 record.claim, record.sends, record.answer = record.claim + 1, 0, None
