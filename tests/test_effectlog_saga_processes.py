@@ -19,6 +19,7 @@ import pytest
 
 from machines.store import open_store
 from machines.systems import EffectLog
+from machines.systems.effectlog import UndoStep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,38 +54,35 @@ def start(tmp_path: Path, seconds: float, end: str) -> tuple[subprocess.Popen[by
     return worker, url
 
 
-def test_the_saga_leaves_a_call_a_live_process_is_running(tmp_path: Path) -> None:
-    worker, url = start(tmp_path, 2.0, "return")
-    store = open_store(url)
+def saga_of(url: str) -> tuple[UndoStep, list[str]]:
+    """Session S compensated from this process: its one step, and the refunds made."""
     refunds: list[str] = []
-    try:
+    with open_store(url) as store:
         (step,) = EffectLog(store, worker="w2").compensate(
             "S", {"charge": lambda row: refunds.append(row.key)}
         )
-        assert refunds == [] and step.state == "executing", step
-        assert "still alive" in step.reason
-        out, err = worker.communicate(timeout=30)
-        assert worker.returncode == 0, err.decode()
-        assert out.decode().strip() == "charged"
+    return step, refunds
+
+
+def test_the_saga_leaves_a_call_a_live_process_is_running(tmp_path: Path) -> None:
+    worker, url = start(tmp_path, 2.0, "return")
+    step, refunds = saga_of(url)
+    assert refunds == [] and step.state == "executing", step
+    assert "still alive" in step.reason
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err.decode()
+    assert out.decode().strip() == "charged"
+    with open_store(url) as store:
         row = EffectLog(store, worker="w2").effect("charge-1")
-        assert row is not None and row.state == "committed"
-    finally:
-        store.close()
+    assert row is not None and row.state == "committed"
 
 
 def test_the_saga_undoes_a_call_whose_process_died(tmp_path: Path) -> None:
     worker, url = start(tmp_path, 0.1, "die")
     worker.communicate(timeout=30)
     assert worker.returncode == 9
-    store = open_store(url)
-    refunds: list[str] = []
-    try:
-        (step,) = EffectLog(store, worker="w2").compensate(
-            "S", {"charge": lambda row: refunds.append(row.key)}
-        )
-        assert refunds == ["charge-1"] and step.state == "compensated", step
-    finally:
-        store.close()
+    step, refunds = saga_of(url)
+    assert refunds == ["charge-1"] and step.state == "compensated", step
 
 
 def forge(url: str, how: str) -> None:
@@ -118,15 +116,8 @@ def test_a_write_outside_a_move_does_not_let_the_saga_undo_a_running_call(
 
     worker, url = start(tmp_path, 2.0, "return")
     forge(url, how)
-    store = open_store(url)
-    refunds: list[str] = []
-    try:
-        (step,) = EffectLog(store, worker="w2").compensate(
-            "S", {"charge": lambda row: refunds.append(row.key)}
-        )
-        assert refunds == [] and step.state == "executing", step
-    finally:
-        store.close()
+    step, refunds = saga_of(url)
+    assert refunds == [] and step.state == "executing", step
     worker.communicate(timeout=30)
     if how == "a note":
         assert main(["audit", "--from-store", url]) == 1
