@@ -507,3 +507,45 @@ def test_a_reservation_rewritten_outside_the_engine_is_named_by_the_audit(
     assert main(["audit", "--from-store", url]) == 1
     out = capsys.readouterr().out
     assert "request 't': its data says the reservation is 'released'" in out, out
+
+
+def test_a_plan_and_its_rows_rewritten_together_keep_the_money_in_flight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 26 (a 1): the plan and the node rows rewritten together, saying the
+    sent withdrawal had no side effect: a sibling's failure then failed the request and
+    released its reservation with the money on its way, and the audit said OK (the guards
+    cannot tell such writes from the engine's). Every node move records the side effect
+    the engine read then, in history, which no write changes: the engine derives no
+    release from the rewrite, and the audit names it."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    venue = FakeVenue({"withdraw": {"observe": ["pending"]}, "check": {"observe": ["pending"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        executing(engine, "t", [node("withdraw", "action", True), node("check", "action", False)])
+        for _ in range(4):
+            engine.step("t")
+        assert engine.nodes("t")["withdraw"].state == "observing"
+    with sqlite3.connect(tmp_path / "money.db") as raw:
+        (text,) = raw.execute("SELECT data FROM request_entities WHERE key = 't'").fetchone()
+        data = json.loads(text)
+        for entry in data["plan"]:
+            entry["has_side_effect"] = False
+        raw.execute(
+            "UPDATE request_entities SET data = ?, version = version + 1 WHERE key = 't'",
+            (json.dumps(data),),
+        )
+        raw.execute(
+            "UPDATE node_entities SET data = json_set(data, '$.has_side_effect', json('false')), "
+            "version = version + 1 WHERE scope = 't'"
+        )
+    venue.script["check"] = {"observe": ["failed"]}
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        with contextlib.suppress(MachinesError):
+            engine.step("t")
+        request = engine.request("t")
+        assert (request.state, request.data["reservation"]) != ("failed", "released"), request
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 1
+    assert "its moves recorded it with a side effect" in capsys.readouterr().out

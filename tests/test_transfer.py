@@ -414,7 +414,12 @@ def test_manual_gate_waits_for_an_operator_then_runs_on(
     gate = events(store, "node", "r8/manual_confirm")
     assert [(e.trigger, e.actor) for e in gate] == [("wake", "planner"), *gate_moves]
     did = "did the action of manual_confirm"
-    assert gate[1].detail == {"by": "engine-1", "approved_by": "dana", "reason": did}
+    assert gate[1].detail == {
+        "by": "engine-1",
+        "approved_by": "dana",
+        "reason": did,
+        "side_effect": False,  # what the engine read then, kept where no write reaches
+    }
     assert states(engine, "r8")["deposit_observe"] == "ready"
     assert engine.run("r8") == RequestState.COMPLETED
     resumed = [e for e in events(store, "request", "r8") if e.trigger == "resume"]

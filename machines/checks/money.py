@@ -16,7 +16,13 @@ from machines.derive import Deriver
 from machines.spec import MachineSpec
 from machines.spec.vocabulary import EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
-from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
+from machines.systems.transfer.plans import (
+    node_key,
+    node_name,
+    plan_entries,
+    recorded_side_effect,
+    row_differences,
+)
 from machines.systems.transfer.session import Entering
 
 
@@ -149,6 +155,17 @@ def no_auto_terminal_money_in_flight(
                     f"request's plan ({said!r}): one of them was changed outside the engine",
                 )
             )
+        recorded = recorded_side_effect(n.history)
+        if recorded and n.data.get("has_side_effect") is not True:
+            out.append(
+                Breach(
+                    "no-auto-terminal-money-in-flight",
+                    n.machine,
+                    n.key,
+                    "its moves recorded it with a side effect, and its data and its "
+                    "request's plan now say it has none: they were changed outside the engine",
+                )
+            )
         for j in events_judged(node_spec, snap, n):
             ev = j.event
             if ev.source == "unknown" and ev.actor != "reconciler" and not j.migration:
@@ -161,7 +178,7 @@ def no_auto_terminal_money_in_flight(
                         (ev,),
                     )
                 )
-        if (n.data.get("has_side_effect") or said) and n.state in started:
+        if (n.data.get("has_side_effect") or said or recorded) and n.state in started:
             moved.setdefault(n.scope or "", []).append(n)
     for r in snap.of("request"):
         judged = events_judged(request_spec, snap, r)[-1:]

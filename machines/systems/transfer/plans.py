@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from machines.runtime.history import TransitionEvent
 from machines.spec.jsonvalue import describe
 from machines.store.records import Row
 
@@ -54,6 +55,17 @@ def validate_plan(
     if not problems:
         problems = _graph_problems(nodes)
     return nodes, _listed(problems)
+
+
+SIDE_EFFECT = "side_effect"
+"""The field of every node move's history detail saying whether the node has a side effect
+as the engine read it then: history no write changes, so a plan and node rows rewritten
+together, consistently, cannot make money that moved look idle (outsider batch 26)."""
+
+
+def recorded_side_effect(history: Iterable[TransitionEvent]) -> bool:
+    """Whether any of a node's moves recorded it with a side effect."""
+    return any((event.detail or {}).get(SIDE_EFFECT) is True for event in history)
 
 
 def node_key(request_id: str, name: str) -> str:

@@ -27,7 +27,14 @@ from machines.store.records import Row, Transaction
 from machines.systems.arguments import plain
 from machines.systems.reliance import require_bundled_move
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
-from machines.systems.transfer.plans import node_key, node_name, plan_entries, row_differences
+from machines.systems.transfer.plans import (
+    SIDE_EFFECT,
+    node_key,
+    node_name,
+    plan_entries,
+    recorded_side_effect,
+    row_differences,
+)
 from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
 
 REQUEST, NODE = "request", "node"
@@ -143,6 +150,7 @@ class Session:
         ``name`` is the application's to write)."""
         self.moved: list[Movement] = []
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
+        self._recorded: dict[str, bool] = {}
 
     @property
     def mode(self) -> Mode:
@@ -158,23 +166,31 @@ class Session:
             ) from None
 
     def signature(self) -> Signature:
-        """The nodes' signature for the derivation. A node counts as having a side effect
-        when its own data or the request's plan says so, or when the two do not agree on
-        which node it is (its key names it): one row rewritten outside the engine cannot
-        make money in flight look idle."""
+        """The nodes' signature for the derivation, each node's side effect as
+        ``has_side_effect`` says."""
         deriver = self.engine.deriver
-        planned = plan_entries(self.request.data)
-        triples = []
-        for named, r in self.nodes.items():
-            entry = planned.get(named)
-            side = (
-                r.data.get("has_side_effect") is not False
-                or entry is None
-                or entry.get("has_side_effect") is not False
-                or r.data.get("name") != named
-            )
-            triples.append((named, r.state, side))
+        triples = [(named, r.state, self.has_side_effect(named)) for named, r in self.nodes.items()]
         return deriver.alphabet.signature(deriver.kinds_of(triples))
+
+    def has_side_effect(self, named: str) -> bool:
+        """Whether node ``named`` counts as having a side effect: when its own data or the
+        request's plan says so, when the two do not agree on which node it is (its key
+        names it), or when any of its moves recorded it so (its history, which no write
+        changes): neither one row nor the plan and the rows rewritten together, outside
+        the engine, can make money in flight look idle."""
+        row = self.nodes[named]
+        entry = plan_entries(self.request.data).get(named)
+        if (
+            row.data.get("has_side_effect") is not False
+            or entry is None
+            or entry.get("has_side_effect") is not False
+            or row.data.get("name") != named
+        ):
+            return True
+        if named not in self._recorded:  # read once a session, for a node said to have none
+            history = self.tx.history(NODE, row.key) if row.moves else []
+            self._recorded[named] = recorded_side_effect(history)
+        return self._recorded[named]
 
     def move_node(
         self,
@@ -185,6 +201,7 @@ class Session:
         data: Mapping[str, Any] | None = None,
     ) -> Row:
         mode = self.mode
+        detail = {**detail, SIDE_EFFECT: self.has_side_effect(node_name(row.key))}
         moved = self.tx.move(row, trigger, actor=actor, detail=detail, data=data)
         if not allowed(mode, row.state, trigger, actor):
             raise TransferRefused(
