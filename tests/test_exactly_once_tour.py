@@ -26,7 +26,8 @@ def test_the_tour_alone_catches_each_zoo_bug_with_the_shortest_report(kind: type
     with pytest.raises(RuleBroken) as caught:
         take_tour(suite_for(kind, history=kind is AttemptsAsMoves), kind.__name__)
     assert caught.value.rule == expected.rule, str(caught.value)
-    assert len(steps_of(caught.value)) == expected.steps, caught.value.__notes__
+    shortest = expected.steps if expected.tour_steps is None else expected.tour_steps
+    assert len(steps_of(caught.value)) == shortest, caught.value.__notes__
 
 
 def test_careful_executors_pass_the_tour() -> None:

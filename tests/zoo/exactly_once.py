@@ -638,6 +638,9 @@ class Expect(NamedTuple):
 
     rule: str
     steps: int
+    tour_steps: int | None = None
+    """The tour's shortest report, where it finds a shorter run than Hypothesis' shrinker
+    (it takes every short run in turn)."""
 
 
 BUGS: dict[type[Ledger], Expect] = {
@@ -661,7 +664,7 @@ BUGS: dict[type[Ledger], Expect] = {
     IgnoresReclaim: Expect("explicit-exit", 3),
     ReclaimsAnything: Expect("explicit-exit", 2),
     DecisionReruns: Expect("explicit-exit", 3),
-    DecidesHeldKeys: Expect("explicit-exit", 3),
+    DecidesHeldKeys: Expect("explicit-exit", 3, tour_steps=2),
     AttemptsAsMoves: Expect("legal-history", 1),
 }
 """Each bug, and what the suite must say when it catches it."""
