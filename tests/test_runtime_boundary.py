@@ -737,6 +737,50 @@ def test_a_cancelled_async_move_is_cancelled_not_a_machines_bug() -> None:
     asyncio.run(main())
 
 
+def test_a_task_a_hook_starts_cannot_move_beside_another_move() -> None:
+    """Outsider batch 27 (b 1): a task started by ``on_enter_indeterminate`` fired
+    ``confirm`` while the caller fired ``refute`` (here decide_landed and decide_not_landed):
+    both were accepted from indeterminate,
+    the caller was told succeeded while the model ended failed, and the history's third
+    event copied its first. The task had inherited the moving mark and skipped the lock for
+    good. A move started under the mark ends before the move that holds the lock does, and
+    a mark outlives no move."""
+    spec = machines.load("outcome")
+
+    class Charge:
+        def __init__(self) -> None:
+            self.state: object = None
+            self.m: Any = None
+            self.spawned: Any = None
+
+        async def on_enter_indeterminate(self, event: object) -> None:
+            self.spawned = asyncio.ensure_future(
+                self.m.trigger("decide_landed", actor="operator", detail={"by": "bot"})
+            )
+
+        async def on_exit_indeterminate(self, event: object) -> None:
+            await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        charge = Charge()
+        charge.m = spec.async_machine(charge)
+        await charge.m.trigger("park", actor="worker")
+        await asyncio.sleep(0)
+        outcomes = []
+        refute = charge.m.trigger("decide_not_landed", actor="operator")
+        for pending in (refute, charge.spawned):
+            try:
+                outcomes.append(await pending)
+            except InvalidStateTransition:
+                outcomes.append("refused")
+        chain = [(e.source, e.trigger, e.dest) for e in charge.m.history]
+        assert chain[0] == ("in_flight", "park", "indeterminate") and len(chain) == 2, chain
+        assert chain[1][0] == "indeterminate" and charge.state == chain[1][2]
+        assert sorted(outcomes) == sorted(["refused", chain[1][2]]), outcomes
+
+    asyncio.run(main())
+
+
 def test_a_model_whose_state_cannot_be_read_is_a_typed_error_on_a_move() -> None:
     """Outsider batch 22 (b B6): a model whose state attribute raised when read let a raw
     RuntimeError out of a trigger (making the entity wrapped the same failure already)."""

@@ -484,12 +484,14 @@ class EntityMachine(_Entity):
             return dest
 
 
-_MOVING: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+_MOVING: contextvars.ContextVar[frozenset[object]] = contextvars.ContextVar(
     "machines_moving", default=frozenset()
 )
-"""Ids of the async entities whose move the current context is inside. A context variable,
-not the current task: transitions runs callbacks in tasks of their own (``gather``), and
-those inherit it."""
+"""The tokens of the async entities' moves the current context is inside. A context
+variable, not the current task: transitions runs callbacks in tasks of their own
+(``gather``), and those inherit it. A token, not the entity: a task a callback starts
+inherits it too, and outlives the move (outsider batch 27: such a task skipped the lock
+for good, and made a move beside another); it counts only while its move holds the lock."""
 
 
 class AsyncEntityMachine(_Entity):
@@ -498,12 +500,16 @@ class AsyncEntityMachine(_Entity):
     ``spec.async_machine(...)``. An ``asyncio.Lock`` per entity serialises moves; a
     callback may await another trigger on the same entity (it runs inside the first)."""
 
-    __slots__ = ("_lock",)
+    __slots__ = ("_holding", "_lock", "_nested")
     _asynchronous: ClassVar[bool] = True
 
     def __init__(self, spec: MachineSpec, model: object | None = None, **options: Any) -> None:
         super().__init__(spec, model, **options)
         self._lock = asyncio.Lock()
+        self._holding: object | None = None
+        """The token of the move that holds the lock now (None: no move)."""
+        self._nested: set[asyncio.Future[None]] = set()
+        """The nested moves under way: the move holding the lock ends after them."""
 
     async def trigger(
         self,
@@ -515,17 +521,33 @@ class AsyncEntityMachine(_Entity):
     ) -> str:
         """As ``EntityMachine.trigger``, awaited."""
         moving = _MOVING.get()
-        if id(self) in moving:
-            return await self._move(name, actor, detail, context)  # nested, from a callback
-        async with self._lock:
-            token = _MOVING.set(moving | {id(self)})
+        if self._holding is not None and self._holding in moving:
+            # nested, from a callback (or a task one started): the move holding the lock
+            # ends only after it, so no other move comes between (outsider batch 27)
+            ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._nested.add(ended)
             try:
                 return await self._move(name, actor, detail, context)
             finally:
+                self._nested.discard(ended)
+                ended.set_result(None)
+        async with self._lock:
+            held = self._holding = object()
+            token = _MOVING.set(moving | {held})
+            try:
+                return await self._move(name, actor, detail, context, holding=True)
+            finally:
                 _MOVING.reset(token)
+                self._holding = None
 
     async def _move(
-        self, name: str, actor: str, detail: Mapping[str, Any] | None, context: Mapping[str, str]
+        self,
+        name: str,
+        actor: str,
+        detail: Mapping[str, Any] | None,
+        context: Mapping[str, str],
+        *,
+        holding: bool = False,
     ) -> str:
         outer = self._pending
         kwargs, dest = self._begin(name, actor, detail, context)
@@ -536,8 +558,12 @@ class AsyncEntityMachine(_Entity):
         except MachineError:
             raise self._changed_under(name, actor, source) from None
         finally:
-            self._pending = outer
-            self._changing = False
+            try:
+                while holding and self._nested:  # the nested moves it started end first
+                    await asyncio.gather(*self._nested, return_exceptions=True)
+            finally:
+                self._pending = outer
+                self._changing = False
         if not done:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
