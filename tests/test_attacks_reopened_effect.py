@@ -20,7 +20,11 @@ import pytest
 from machines.cli import main
 from machines.store import open_store
 from machines.systems import EffectLog, EffectRewritten
-from machines.systems.effectlog import EffectAwaitingApproval, EffectOutcomeUnknown
+from machines.systems.effectlog import (
+    EffectAwaitingApproval,
+    EffectNotRecorded,
+    EffectOutcomeUnknown,
+)
 from tests.raw_sql import COMPENSABLE, DATABASES, IRREVERSIBLE, Victims, attacked
 
 
@@ -200,3 +204,35 @@ def test_a_commit_forged_with_the_notes_secret_is_named_by_the_audit(
     assert "its 'commit' (move #2) out of executing was not made by the run's runner" in (
         capsys.readouterr().out
     )
+
+
+def test_a_commit_forged_while_the_call_runs_is_never_replayed(victims: Victims) -> None:
+    """Outsider batch 27 (a 1): the application's role wrote the log's own commit move, with
+    a result of its choosing, while the charge ran: every later caller was served that
+    result (the audit named it). A committed effect whose commit does not reveal the run's
+    secret is refused, not replayed."""
+    import json
+
+    log = EffectLog(victims.store, worker="w")
+    served: list[object] = []
+
+    def charge() -> str:
+        data = json.dumps({"result": {"paid_to": "attacker"}})
+        detail = json.dumps({"worker": "w", "reason": "the tool returned a result"})
+        column = "data" if victims.raw.kind == "sqlite" else "data::text"
+        (old,) = victims.raw.query(f"SELECT {column} FROM effect_entities WHERE key = 'c-8'")[0]
+        merged = json.dumps({**json.loads(old), **json.loads(data)})
+        raw(
+            victims,
+            "UPDATE effect_entities SET state = 'committed', moves = moves + 1, "
+            "version = version + 1, last_trigger = 'commit', last_actor = 'proxy', "
+            f"last_detail = '{detail}', last_context = '{COMPENSABLE}', data = '{merged}' "
+            "WHERE key = 'c-8'",
+        )
+        return "charged"
+
+    with pytest.raises(EffectNotRecorded):  # the runner's own commit is fenced off
+        log.call("c-8", charge, tool="charge")
+    with pytest.raises(EffectRewritten, match="result is no run's"):
+        served.append(log.call("c-8", lambda: "again", tool="charge"))
+    assert served == []

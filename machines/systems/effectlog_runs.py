@@ -124,3 +124,10 @@ def unproven_end(history: Sequence[TransitionEvent]) -> TransitionEvent | None:
         if event.dest == "executing" and event.trigger in STARTS:
             start = event
     return None
+
+
+def unproven(event: TransitionEvent, so: str = "") -> str:
+    """Why ``event`` (an ``unproven_end``) proves nothing, for a refusal's message."""
+    told = f"its '{event.trigger}' (move #{event.seq}) was not made by the run's runner (it "
+    told += "does not reveal the secret the run started with)"
+    return f"{told}, so {so} no run's" if so else told
