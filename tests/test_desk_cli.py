@@ -90,7 +90,7 @@ def test_a_desk_that_starts_binds_to_localhost_and_closes_its_store(
 ) -> None:
     served: list[tuple[Any, str, int]] = []
     monkeypatch.setattr(
-        serving, "serve", lambda app, host, port, proxy=None: served.append((app, host, port))
+        serving, "serve", lambda app, host, port, **options: served.append((app, host, port))
     )
     closed: list[bool] = []
     made = serving.desk_for
@@ -230,6 +230,41 @@ def test_behind_the_named_proxy_the_desk_is_https(
                 assert "secure" in answer.headers["set-cookie"].lower()
     finally:
         store.close()
+
+
+def test_the_desk_answers_only_for_its_own_host_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 27 (b 2): the desk never looked at the Host header, and its sign-in
+    check compared Origin with that same header: a page whose name was pointed at
+    127.0.0.1 (DNS rebinding) counted as the desk's own page, guessed passwords against a
+    loopback desk and locked a person out. It answers for localhost, the address it
+    listens on and the names given with --hostname only."""
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app))
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    app, store = serving.desk_for(f"sqlite:///{tmp_path}/s.db", accounts, None, 30)
+    try:
+        serving.serve(app, "127.0.0.1", 8750, names=["desk.example.com"])
+        for host, ok in (
+            ("127.0.0.1:8750", True),
+            ("localhost:8750", True),
+            ("desk.example.com", True),
+            ("rebound.attacker.example:8750", False),
+        ):
+            client = TestClient(served["app"], base_url=f"http://{host}")
+            origin = {"origin": f"http://{host}"}
+            answer = client.post(
+                "/login", data={"name": "olga", "password": "wrong"}, headers=origin
+            )
+            assert (answer.status_code == 400) is not ok, (host, answer.status_code)
+    finally:
+        store.close()
+    assert serving.answered_hosts("0.0.0.0") == ["localhost", "127.0.0.1"]
 
 
 def test_pending_says_the_days_of_a_long_wait(

@@ -43,6 +43,15 @@ def _arguments(command: argparse.ArgumentParser) -> None:
         "trusted (the page's https origin, the person's address); no one else's are",
     )
     command.add_argument(
+        "--hostname",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name people reach the desk by (repeatable; the one your TLS proxy "
+        "forwards): a request naming any other host than these, localhost and the --host "
+        "address is refused",
+    )
+    command.add_argument(
         "--session-minutes",
         type=whole(1, 24 * 60),
         default=30,
@@ -156,7 +165,7 @@ def _serve(args: argparse.Namespace) -> int:
             "(Ctrl-C to stop)",
             file=sys.stderr,
         )
-        serve(app, args.host, args.port, proxy=args.proxy)
+        serve(app, args.host, args.port, proxy=args.proxy, names=args.hostname)
     finally:
         store.close()
     return 0

@@ -3,6 +3,7 @@ against them, and the application served with uvicorn."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,27 @@ def desk_for(
     return app, store
 
 
-def serve(app: Starlette, host: str, port: int, *, proxy: str | None = None) -> None:
+LOCAL_NAMES = ("localhost", "127.0.0.1")
+"""The names the desk always answers to: its own machine's."""
+
+
+def answered_hosts(host: str, names: Sequence[str] = ()) -> list[str]:
+    """The host names a request may name (its ``Host`` header) for the desk to answer it:
+    the machine's own, the address it listens on, and ``names`` (what a proxy forwards).
+    Any other is refused: a page whose name was pointed at this machine (DNS rebinding)
+    would otherwise be the desk's own page to the desk (outsider batch 27)."""
+    wildcard = host in ("0.0.0.0", "::", "")
+    return list(dict.fromkeys([*LOCAL_NAMES, *([] if wildcard else [host]), *names]))
+
+
+def serve(
+    app: Starlette,
+    host: str,
+    port: int,
+    *,
+    proxy: str | None = None,
+    names: Sequence[str] = (),
+) -> None:
     """Serve ``app`` until interrupted (uvicorn; no server header, no access log of
     bodies: it logs the request line and status only). Proxy headers are trusted only
     from ``proxy`` (the TLS proxy's address): from anyone else uvicorn would take
@@ -64,10 +85,11 @@ def serve(app: Starlette, host: str, port: int, *, proxy: str | None = None) -> 
     page's origin https (a browser's sign-in is then from the desk's own page) and the
     cookie ``Secure``."""
     import uvicorn
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
 
     try:
         uvicorn.run(
-            app,
+            TrustedHostMiddleware(app, allowed_hosts=answered_hosts(host, names)),
             host=host,
             port=port,
             server_header=False,
