@@ -236,3 +236,20 @@ def test_a_lease_longer_than_any_lease_is_refused(victims: Victims) -> None:
     with pytest.raises(InvalidArgument, match="at most"):
         ExactlyOnce(victims.store, lease_seconds=8 * 24 * 3600)
     ExactlyOnce(victims.store, lease_seconds=7 * 24 * 3600)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("lease_until", "1e300"), ("lease_until", '"soon"'), ("owner", "null")]
+)
+def test_the_sweep_parks_a_key_whose_lease_is_none(
+    victims: Victims, field: str, value: str
+) -> None:
+    """Outsider batch 27 (a 2): a dead holder's lease set to ``1e300`` or a text, or its
+    holder removed, by one raw write: only a caller asking for the key again parked it, and
+    a key nobody asked for again stayed in flight for good, never reaching a person. The
+    sweep parks such a key too."""
+    set_field(victims, "outcome_entities", "busy", field, value)
+    assert ExactlyOnce(victims.store, worker="w").park_expired() == ["busy"]
+    with victims.store.transaction() as tx:
+        row = tx.get("outcome", "busy")
+    assert row is not None and row.state == "indeterminate"

@@ -26,6 +26,7 @@ Life of a key, on the ``outcome`` machine:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -33,7 +34,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from machines.errors import (
     EffectFailed,
@@ -61,6 +62,8 @@ MAX_LEASE_SECONDS = 7 * 24 * 3600.0
 """The longest lease a holder may take: a lease that runs out later than that after now
 was written by no claim (the row was changed outside machines), and is no lease at all:
 the next caller parks the key rather than wait for it."""
+SWEEP_PAGE = 500
+"""How many in-flight keys a sweep reads at once looking for leases that are none."""
 MAX_SWEEP = 10_000
 """The most keys one ``park_expired`` call parks (all in one transaction)."""
 
@@ -220,7 +223,28 @@ class ExactlyOnce:
             for row in tx.due(MACHINE, "in_flight", field="lease_until", before=now, limit=limit):
                 reason = f"the lease of {row.data.get('owner')} expired before a result was stored"
                 parked.append(self._park(tx, row, reason).key)
+        offset = 0
+        while len(parked) < limit:  # and every key whose lease is none (batch 27)
+            with self.store.transaction() as tx:
+                rows = tx.in_states(MACHINE, ["in_flight"], limit=SWEEP_PAGE, offset=offset)
+            for row in rows:
+                why = _no_lease(row, now)
+                if why is not None and len(parked) < limit and (key := self._park_unheld(row, why)):
+                    parked.append(key)
+                else:
+                    offset += 1  # still in flight: the next page starts after it
+            if len(rows) < SWEEP_PAGE:
+                break
         return parked
+
+    def _park_unheld(self, row: Row, reason: str) -> str | None:
+        """Park ``row`` as read, unless it changed or was reclaimed since (its key)."""
+        with contextlib.suppress(StaleWrite), self.store.transaction() as tx:
+            current = tx.get(MACHINE, row.key)
+            if current is None or current.version != row.version or self._reclaimed(tx, row):
+                return None
+            return self._park(tx, current, reason).key
+        return None
 
     # -- the explicit ways out of indeterminate -----------------------------------------
 
@@ -347,24 +371,11 @@ class ExactlyOnce:
                         "attempts": 0,
                     },
                 )
-            if owner is None:
-                reason = (
-                    "the key's lease holder was removed without a reclaim (the row was "
-                    "changed outside machines): the effect may have run"
-                )
-            elif not isinstance(until, int | float) or isinstance(until, bool):
-                reason = (
-                    f"the lease of {owner} has no readable expiry ({describe(until)}; the row "
-                    "was changed outside machines): the effect may have run"
-                )
-            elif until > self._now() + MAX_LEASE_SECONDS:
-                reason = (
-                    f"the lease of {owner} runs out at {describe(until)}, later than any lease "
-                    "can (the row was changed outside machines): the effect may have run"
-                )
-            elif until > self._now():
-                raise EffectInProgress(key, owner, until)
-            else:
+            now = self._now()
+            reason = _no_lease(row, now)
+            if reason is None:
+                if cast(float, until) > now:  # a holder and a numeric expiry: _no_lease said
+                    raise EffectInProgress(key, cast(str, owner), cast(float, until))
                 reason = f"the lease of {owner} expired before a result was stored"
             row = self._park(tx, row, reason)
             parked = self._indeterminate(row, reason)
@@ -494,6 +505,30 @@ class ExactlyOnce:
     def _indeterminate(self, row: Row, reason: str) -> EffectIndeterminate:
         gate = arguments.stored_fields(row, "gate")
         return EffectIndeterminate(row.key, reason, gate_open=gate.get("state") == "open")
+
+
+def _no_lease(row: Row, now: float) -> str | None:
+    """Why an in-flight ``row`` holds no lease at all, written outside machines (so the key
+    is parked, not waited for), or None: no holder (a reclaim's row, which its history
+    frees, excepted by the caller), an expiry that is no number, or one later than any
+    lease can run."""
+    owner, until = row.data.get("owner"), row.data.get("lease_until")
+    if owner is None:
+        return (
+            "the key's lease holder was removed without a reclaim (the row was changed "
+            "outside machines): the effect may have run"
+        )
+    if not isinstance(until, int | float) or isinstance(until, bool):
+        return (
+            f"the lease of {owner} has no readable expiry ({describe(until)}; the row was "
+            "changed outside machines): the effect may have run"
+        )
+    if until > now + MAX_LEASE_SECONDS:
+        return (
+            f"the lease of {owner} runs out at {describe(until)}, later than any lease can "
+            "(the row was changed outside machines): the effect may have run"
+        )
+    return None
 
 
 def _parked(row: Row, call: str, trigger: str) -> Row:
