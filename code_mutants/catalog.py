@@ -106,8 +106,8 @@ CATALOG: tuple[CodeMutant, ...] = (
         SYSTEMS + "exactly_once.py",
         "the lease expiry comparison is inverted",
         "a live lease answers 'in progress'; only an expired one is parked",
-        old="elif until > self._now():",
-        new="elif until < self._now():",
+        old="if cast(float, until) > now:",
+        new="if cast(float, until) < now:",
         detectors=EO,
     ),
     CodeMutant(
