@@ -443,7 +443,7 @@ class EffectLog:
             history = tx.history(MACHINE, key)
             skip = not_compensable(row) or running_here(run_start(history))
             skip = skip or running_elsewhere(row, history)
-            skip = skip or tool_rewritten(tx, row)
+            skip = skip or tool_rewritten(row, history)
             if skip is not None:
                 return UndoStep(key, row.state, skip)
             row = tx.move(

@@ -16,7 +16,7 @@ from machines.errors import message_of
 from machines.runtime.history import TransitionEvent
 from machines.spec.jsonvalue import describe
 from machines.spec.states import EffectState
-from machines.store.records import Row, Transaction
+from machines.store.records import Row
 from machines.systems import effectlog_runs as runs
 from machines.systems.effectlog_runs import NOTE_PROOF, PROCESS, reveals, run_start
 from machines.systems.exactly_once import Classifier, Verdict, verdict_of
@@ -44,13 +44,13 @@ _NOT_COMPENSATED = {
 }
 
 
-def tool_rewritten(tx: Transaction, row: Row) -> str | None:
+def tool_rewritten(row: Row, history: Sequence[TransitionEvent]) -> str | None:
     """Why the saga leaves ``row`` alone when its tool is not the one its run was started
-    with (its history says; a start recorded before this release names none): its data
+    with (its ``history`` says; a start recorded before this release names none): its data
     was rewritten outside machines, and the undo of another tool would be run."""
     started = [
         e.detail["tool"]
-        for e in tx.history(MACHINE, row.key)
+        for e in history
         if e.dest == EffectState.EXECUTING and e.detail is not None and "tool" in e.detail
     ]
     if not started or started[-1] == row.data.get("tool"):
@@ -84,9 +84,20 @@ def running_here(start: TransitionEvent | None) -> str | None:
 def this_process() -> dict[str, Any]:
     """This process, as a saga in another one can tell whether it still runs: its host,
     pid and start time (in clock ticks since boot, from Linux's ``/proc``; None elsewhere,
-    where a live process cannot be told from a new one given the same pid)."""
+    where a live process cannot be told from a new one given the same pid). Read once per
+    process (by pid: a forked child is another), not on every claim."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "since": _started(pid)}
+    found = _THIS_PROCESS.get(pid)
+    if found is None:
+        found = _THIS_PROCESS[pid] = {
+            "host": socket.gethostname(),
+            "pid": pid,
+            "since": _started(pid),
+        }
+    return dict(found)
+
+
+_THIS_PROCESS: dict[int, dict[str, Any]] = {}
 
 
 def running_elsewhere(row: Row, history: Sequence[TransitionEvent]) -> str | None:

@@ -101,13 +101,15 @@ class Movement:
 
 
 def _planned_nodes(
-    request_id: str, request_data: Mapping[str, Any], rows: Iterable[Row]
+    request_id: str,
+    request_data: Mapping[str, Any],
+    planned: Mapping[str, Mapping[str, Any]],
+    rows: Iterable[Row],
 ) -> dict[str, Row]:
     """The request's node rows by name, exactly those of its stored plan: a row in its
     scope whose key is not the request's own (``node_key``), or that its plan does not
     name, or a plan entry with no row, was written outside the engine, and the engine acts
     on none of them (a forged row could stand in for a real node, or fail the transfer)."""
-    planned = plan_entries(request_data)
     nodes: dict[str, Row] = {}
     for row in rows:
         named = node_name(row.key)
@@ -145,7 +147,11 @@ class Session:
         if request is None:
             raise UnknownTransfer(f"no transfer request '{request_id}'")
         self.request = request
-        self.nodes = _planned_nodes(request_id, request.data, tx.scope(NODE, request_id))
+        self.planned = plan_entries(request.data)
+        """The request's plan by node name: the engine never changes a stored plan."""
+        self.nodes = _planned_nodes(
+            request_id, request.data, self.planned, tx.scope(NODE, request_id)
+        )
         """By the name the node's key carries, which no write can change (its data's
         ``name`` is the application's to write)."""
         self.moved: list[Movement] = []
@@ -179,7 +185,7 @@ class Session:
         changes): neither one row nor the plan and the rows rewritten together, outside
         the engine, can make money in flight look idle."""
         row = self.nodes[named]
-        entry = plan_entries(self.request.data).get(named)
+        entry = self.planned.get(named)
         if (
             row.data.get("has_side_effect") is not False
             or entry is None
@@ -252,9 +258,8 @@ class Session:
         """Wake every blocked node whose predecessors are ALL done (completed or skipped)."""
         done = self.engine.done_states
         woken = []
-        planned = plan_entries(self.request.data)
         for name, row in list(self.nodes.items()):
-            entry = planned.get(name, {})
+            entry = self.planned.get(name, {})
             after = [*_names(row.data.get("predecessors")), *_names(entry.get("after"))]
             unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
             if unknown:
