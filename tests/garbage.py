@@ -51,6 +51,25 @@ class StrSubclass(str):
     """A ``str`` that is not quite one: equal to its text, but its own type."""
 
 
+def posing_as(text: str) -> type[str]:
+    """A ``str`` subclass whose instances keep their own characters but compare equal to
+    anything and hash as ``text``: what a lookup by ``__eq__``/``__hash__`` would take
+    for ``text`` (the checks under attack must read the characters instead)."""
+
+    class Posing(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __ne__(self, other: object) -> bool:
+            return False
+
+        def __hash__(self) -> int:
+            return hash(text)
+
+    Posing.__name__ = Posing.__qualname__ = f"PosingAs_{text}"
+    return Posing
+
+
 class IntEnumValue(enum.IntEnum):
     ONE = 1
 

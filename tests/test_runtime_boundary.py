@@ -31,7 +31,7 @@ from machines.errors import (
 from machines.runtime import Hooks
 from machines.runtime.history import History
 from machines.spec import MachineSpec
-from tests.garbage import Hostile, StrSubclass
+from tests.garbage import Hostile, StrSubclass, posing_as
 
 EFFECT = machines.load("effect")
 NOT_AN_OBJECT: Any = [1, 2]
@@ -510,30 +510,10 @@ class TestRuntimeOptionsAndArguments:
         assert "['pending']" in repr(m)
 
 
-class PosingAsCompensable(str):
-    """A tier whose text is its own but that compares and hashes as 'compensable'."""
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __ne__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return hash("compensable")
-
-
-class PosingAsPending(str):
-    """A state whose text is its own but that compares and hashes as 'pending'."""
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __ne__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return hash("pending")
+PosingAsCompensable = posing_as("compensable")
+"""A tier whose text is its own but that compares and hashes as 'compensable'."""
+PosingAsPending = posing_as("pending")
+"""A state whose text is its own but that compares and hashes as 'pending'."""
 
 
 @pytest.mark.parametrize("honest_first", [True, False], ids=["honest first", "posing first"])

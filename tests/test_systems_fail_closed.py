@@ -26,6 +26,7 @@ from machines.systems import (
     Verdict,
     not_sent,
 )
+from tests.garbage import posing_as
 
 
 class Unprintable(Exception):
@@ -395,15 +396,7 @@ class SignedAsSomeoneElse(str):
         return "mallory"
 
 
-class EqualToEverything(str):
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __ne__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return hash("completed")
+EqualToEverything = posing_as("completed")
 
 
 def test_a_persons_texts_are_used_as_checked(store: Store) -> None:
