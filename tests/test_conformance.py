@@ -28,7 +28,9 @@ from machines.testing import (
     ConformanceAdapter,
     ConformanceSuite,
     CoverageGap,
+    Create,
     Event,
+    Fire,
     RuleBroken,
     RuntimeAdapter,
     spec_dir_under_test,
@@ -38,6 +40,7 @@ from machines.testing.conformance.oracle import (
     CREATED,
     ILLEGAL,
     LEGAL,
+    READABLE,
     REFUSAL,
     RULES,
     TERMINAL,
@@ -283,6 +286,27 @@ class StartsSending(Refunds):
         return created
 
 
+class DeletesDeclined(Refunds):
+    """A clean-up query too wide: declining a refund deletes its row, so reading it
+    afterwards fails (fetchone() is None)."""
+
+    def fire(self, refund_id: int, trigger: str, actor: str) -> str:
+        dest: str = super().fire(refund_id, trigger, actor)
+        if dest == "declined":
+            with self.db:
+                self.db.execute("DELETE FROM refunds WHERE id = ?", (refund_id,))
+        return dest
+
+
+class LosesLaterSeqs(Refunds):
+    """Its history query loses the number of every event after the first (a join gone
+    wrong): seq None."""
+
+    def events(self, refund_id: int) -> list[dict[str, object]]:
+        events = super().events(refund_id)
+        return events[:1] + [{**e, "seq": None} for e in events[1:]]
+
+
 @pytest.mark.parametrize(
     ("service", "rule", "seen"),
     [
@@ -294,6 +318,8 @@ class StartsSending(Refunds):
         (MovesEveryRefund, CHAIN, "but its history (the moves the suite saw) ends in"),
         (RefusesLargeRefunds, CREATED, "with size=large raised RefundRefused"),
         (StartsSending, CREATED, "it reads 'sending'"),
+        (DeletesDeclined, READABLE, "state(entity 1) raised TypeError"),
+        (LosesLaterSeqs, READABLE, "field 'seq' of event 2 is None, not an int"),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -301,6 +327,29 @@ def test_a_broken_service_breaks_its_rule(service: type[Any], rule: str, seen: s
     first = broken_rule(suite_for(service))
     assert first.startswith(f"{rule}: "), first
     assert seen in first, first
+
+
+def test_a_read_a_move_broke_is_reported_with_its_steps() -> None:
+    """A service whose row a move deleted is reported as the rule it broke, with the
+    steps that broke it, replayable (outsider batch 27, b 3: it was an
+    ``AdapterContractError`` with no steps). An adapter whose reads fail before it ever
+    read an event well is still the adapter's mistake (the garbage tests below)."""
+    suite = suite_for(DeletesDeclined)
+    with pytest.raises(RuleBroken) as failure:
+        suite.run(HUNT, require_coverage=False)
+    report = str(failure.value)
+    assert report.startswith(f"{READABLE}: entity 1 cannot be read, though"), report
+    assert "': accepted\n    entity 1 read: " in report, report
+    assert "Replay it with DeletesDeclinedConformance.replay(steps)" in report, report
+    with pytest.raises(RuleBroken) as again:
+        suite.replay(
+            [
+                Create(context={"size": "small"}),
+                Fire(1, "send", "service", None),
+                Fire(1, "decline", "service", None),
+            ]
+        )
+    assert again.value.rule == READABLE
 
 
 def test_a_failure_says_what_the_suite_saw_and_what_the_rule_promises() -> None:

@@ -529,6 +529,14 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 of which the definition allows, and it ends in the state the entity reads.""",
                 "conformance suite",
             ),
+            _invariant(
+                "entity-stays-readable",
+                """Once the implementation has shown an entity with a well-formed history,
+                every later read of every entity succeeds: its state is a name and its history
+                a list of well-formed events, never an error (a move that deletes or garbles a
+                row is the implementation's bug, not the adapter's shape).""",
+                "conformance suite",
+            ),
         )
     }
 )

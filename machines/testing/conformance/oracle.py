@@ -33,6 +33,7 @@ ILLEGAL = "illegal-move-refused"
 REFUSAL = "refusal-changes-nothing"
 TERMINAL = "terminal-stays-final"
 CHAIN = "history-is-a-legal-chain"
+READABLE = "entity-stays-readable"
 
 RULES: Mapping[str, str] = judged_by("conformance suite")
 """What each rule of the conformance suite promises; a failure's message starts with its
@@ -212,13 +213,18 @@ class Oracle:
         except MachinesError as refusal:
             return refusal
 
+    def returned(self, tracked: Tracked, trigger: str, actor: str) -> None:
+        """The call firing ``trigger`` by ``actor`` returned: the entity is read next."""
+        self.seen.append(f"{tracked}: {trigger} by {actor} in '{tracked.state}': accepted")
+
     def accepted(
         self, tracked: Tracked, trigger: str, actor: str, expected: str | MachinesError, now: str
     ) -> None:
-        """The implementation accepted ``trigger`` by ``actor`` and now reads ``now``."""
+        """The implementation accepted ``trigger`` by ``actor`` (``returned``) and now
+        reads ``now``."""
         before = tracked.state
         call = f"{tracked}: {trigger} by {actor} in '{before}'"
-        self.seen.append(f"{call}: accepted, now in '{now}'")
+        self.seen[-1] = f"{call}: accepted, now in '{now}'"
         if self.coverage is not None:
             self.coverage.record_probe(self.spec.name, before, trigger, actor, moved=True)
         if self.spec.is_terminal(before):
@@ -274,6 +280,16 @@ class Oracle:
             )
 
     # -- what the adapter exposes --------------------------------------------------------
+
+    def unreadable(self, tracked: Tracked, error: AdapterContractError) -> RuleBroken:
+        """``tracked`` cannot be read, after the adapter read a history well: a step broke
+        it."""
+        self.seen.append(f"{tracked} read: {message_of(error, 200)}")
+        return self.breaks(
+            READABLE,
+            f"{tracked} cannot be read, though the adapter read well-formed histories before: "
+            f"{message_of(error, 300)}",
+        )
 
     def created_as_defined(self, tracked: Tracked, now: str, exposed: Exposed) -> None:
         if now != tracked.start or exposed.events:

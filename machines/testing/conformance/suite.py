@@ -32,7 +32,10 @@ saw accepted is what the exposed history is judged against. The rules (``RULES``
 - ``refusal-changes-nothing``: after a refusal, the state and the history are as they were;
 - ``terminal-stays-final``: nothing leaves a terminal state;
 - ``history-is-a-legal-chain``: every entity's history is exactly the moves the suite saw
-  it make, numbered 1, 2, 3, ..., a legal unbroken chain ending where it reads.
+  it make, numbered 1, 2, 3, ..., a legal unbroken chain ending where it reads;
+- ``entity-stays-readable``: once the adapter has read one entity's moves well, every
+  read succeeds (a read that raises or returns garbage then is the implementation's bug;
+  before, it is the adapter's shape: ``AdapterContractError``).
 
 A failure is a ``RuleBroken`` whose message starts with the rule's name, then what the
 suite saw last, then the shortest run the suite's minimiser found (``Create`` and ``Fire``
@@ -254,6 +257,7 @@ class ConformanceSuite(RuleBasedStateMachine):
         check_adapter(adapter, ConformanceAdapter)
         self.adapter = adapter
         self.trace: list[Action] = []
+        self._shaped = False  # the adapter has read a well-formed event
         self.oracle = Oracle(self.spec, self.coverage)
         probes = [self.spec] + ([self.also_try] if self.also_try is not None else [])
         self._contexts = [dict(v) for v in self.spec.valuations()]
@@ -345,9 +349,8 @@ class ConformanceSuite(RuleBasedStateMachine):
     def check_entity(self, number: int) -> None:
         """Entity ``number`` reads as the moves the suite saw it make."""
         tracked = self.oracle.entities[number - 1]
-        now, exposed = self._read(tracked)
         try:
-            self.oracle.history(tracked, now, exposed)
+            self.oracle.history(tracked, *self._read(tracked))
         except RuleBroken as broken:
             type(self).failed = (tuple(self.trace), broken)
             raise
@@ -385,12 +388,25 @@ class ConformanceSuite(RuleBasedStateMachine):
             self.oracle.refused(tracked, trigger, actor, expected, error)
             self.oracle.unchanged(tracked, *self._read(tracked))
             return
+        self.oracle.returned(tracked, trigger, actor)
         now, _ = self._read(tracked)
         self.oracle.accepted(tracked, trigger, actor, expected, now)
 
     def _read(self, tracked: Tracked) -> tuple[str, Exposed]:
         """The entity's state and history as the adapter reads them, each checked for
-        shape (``AdapterContractError`` otherwise)."""
+        shape. A read that fails before any entity read with a well-formed event is the
+        adapter's shape (``AdapterContractError``); after, a step broke the implementation
+        (``entity-stays-readable``, reported with the steps)."""
+        try:
+            read = self._read_shaped(tracked)
+        except AdapterContractError as error:
+            if self._shaped:
+                raise self.oracle.unreadable(tracked, error) from error
+            raise
+        self._shaped = self._shaped or bool(read[1].events)
+        return read
+
+    def _read_shaped(self, tracked: Tracked) -> tuple[str, Exposed]:
         name = type(self.adapter).__qualname__
         try:
             state = self.adapter.state(tracked.handle)
