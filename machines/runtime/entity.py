@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import _thread
 import abc
-import asyncio
-import contextvars
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -64,7 +62,7 @@ class _NoActor(str):
 NO_ACTOR: str = _NoActor("")
 
 
-class _Entity(abc.ABC):
+class EntityBase(abc.ABC):
     """What the sync and async entity machines share: binding, state, history, decisions."""
 
     __slots__ = (
@@ -422,7 +420,7 @@ def _entity_id(spec: MachineSpec, model: object | None, entity_id: object) -> st
         ) from None
 
 
-class EntityMachine(_Entity):
+class EntityMachine(EntityBase):
     """One entity's lifecycle for synchronous code. Build it with ``spec.machine(...)``.
 
     Thread-safe: one re-entrant lock per entity serialises decide, move and record, so
@@ -482,94 +480,3 @@ class EntityMachine(_Entity):
             if not done:
                 raise self._not_applied(name)
             return dest
-
-
-_MOVING: contextvars.ContextVar[frozenset[object]] = contextvars.ContextVar(
-    "machines_moving", default=frozenset()
-)
-"""The tokens of the async entities' moves the current context is inside. A context
-variable, not the current task: transitions runs callbacks in tasks of their own
-(``gather``), and those inherit it. A token, not the entity: a task a callback starts
-inherits it too, and outlives the move (outsider batch 27: such a task skipped the lock
-for good, and made a move beside another); it counts only while its move holds the lock."""
-
-
-class AsyncEntityMachine(_Entity):
-    """One entity's lifecycle for asyncio code, on ``transitions``' ``AsyncMachine``:
-    ``await m.trigger(...)``; callbacks may be coroutines. Build it with
-    ``spec.async_machine(...)``. An ``asyncio.Lock`` per entity serialises moves; a
-    callback may await another trigger on the same entity (it runs inside the first)."""
-
-    __slots__ = ("_holding", "_lock", "_nested")
-    _asynchronous: ClassVar[bool] = True
-
-    def __init__(self, spec: MachineSpec, model: object | None = None, **options: Any) -> None:
-        super().__init__(spec, model, **options)
-        self._lock = asyncio.Lock()
-        self._holding: object | None = None
-        """The token of the move that holds the lock now (None: no move)."""
-        self._nested: set[asyncio.Future[None]] = set()
-        """The nested moves under way: the move holding the lock ends after them."""
-
-    async def trigger(
-        self,
-        name: str,
-        *,
-        actor: str = NO_ACTOR,
-        detail: Mapping[str, Any] | None = None,
-        **context: str,
-    ) -> str:
-        """As ``EntityMachine.trigger``, awaited."""
-        moving = _MOVING.get()
-        if self._holding is not None and self._holding in moving:
-            # nested, from a callback (or a task one started): the move holding the lock
-            # ends only after it, so no other move comes between (outsider batch 27)
-            ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._nested.add(ended)
-            try:
-                return await self._move(name, actor, detail, context)
-            finally:
-                self._nested.discard(ended)
-                ended.set_result(None)
-        async with self._lock:
-            held = self._holding = object()
-            token = _MOVING.set(moving | {held})
-            try:
-                return await self._move(name, actor, detail, context, holding=True)
-            finally:
-                _MOVING.reset(token)
-                self._holding = None
-
-    async def _move(
-        self,
-        name: str,
-        actor: str,
-        detail: Mapping[str, Any] | None,
-        context: Mapping[str, str],
-        *,
-        holding: bool = False,
-    ) -> str:
-        outer = self._pending
-        kwargs, dest = self._begin(name, actor, detail, context)
-        source = self._pending[0] if self._pending is not None else None
-        try:
-            moved = self._events[name].trigger(self._model, **kwargs)
-            done = await cast(Awaitable[bool], moved)  # an AsyncEvent: its trigger is a coroutine
-        except MachineError:
-            raise self._changed_under(name, actor, source) from None
-        finally:
-            try:
-                while holding and self._nested:  # the nested moves it started end first
-                    await asyncio.gather(*self._nested, return_exceptions=True)
-            finally:
-                self._pending = outer
-                self._changing = False
-        if not done:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                # transitions caught the cancellation and said "not applied": the caller
-                # must be told it was cancelled (the move may have been made; its history
-                # says), not that machines failed (outsider batch 26)
-                raise asyncio.CancelledError
-            raise self._not_applied(name)
-        return dest
