@@ -26,6 +26,7 @@ from machines.checks.versions import Judged, Versions
 from machines.errors import MachinesError
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.jsonvalue import describe
 from machines.spec.records import derived_variables
 from machines.spec.version_changes import kept_state_breaks
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, FAIL_CLOSED
@@ -282,6 +283,14 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
             problem = _holder_removed(e)
             if problem:
                 out.append(Breach("exactly-once", e.machine, e.key, problem, e.history))
+        elif e.state == "in_flight" and "owner" in e.data:
+            until = e.data.get("lease_until")
+            if not isinstance(until, int | float) or isinstance(until, bool):
+                why = (
+                    f"in flight under a lease whose expiry is {describe(until)}, no time: "
+                    "written outside a move (its next caller parks it)"
+                )
+                out.append(Breach("exactly-once", e.machine, e.key, why, e.history))
         if e.state == "succeeded" and "result" not in e.data:
             out.append(Breach("exactly-once", e.machine, e.key, "succeeded without a result"))
         if e.state == "failed" and not e.data.get("error"):
