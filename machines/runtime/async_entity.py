@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from transitions import MachineError
 
+from machines.runtime.binding import Gate
 from machines.runtime.entity import NO_ACTOR, EntityBase
 
 if TYPE_CHECKING:
@@ -37,16 +38,15 @@ class AsyncEntityMachine(EntityBase):
     ``spec.async_machine(...)``. An ``asyncio.Lock`` per entity serialises moves; a
     callback may await another trigger on the same entity (it runs inside the first)."""
 
-    __slots__ = ("_holding", "_lock", "_nested")
+    __slots__ = ("_moves",)
     _asynchronous: ClassVar[bool] = True
 
     def __init__(self, spec: MachineSpec, model: object | None = None, **options: Any) -> None:
         super().__init__(spec, model, **options)
-        self._lock = asyncio.Lock()
-        self._holding: object | None = None
-        """The token of the move that holds the lock now (None: no move)."""
-        self._nested: set[asyncio.Future[None]] = set()
-        """The nested moves under way: the move holding the lock ends after them."""
+        self._moves = self._gate if self._gate is not None else Gate(asynchronous=True)
+        """The lock, the token of the move that holds it now (None: no move), and the
+        nested moves under way, which the move holding the lock ends after; shared by the
+        entities bound to one model's state (``machines.runtime.binding``)."""
 
     async def trigger(
         self,
@@ -57,25 +57,25 @@ class AsyncEntityMachine(EntityBase):
         **context: str,
     ) -> str:
         """As ``EntityMachine.trigger``, awaited."""
-        moving = _MOVING.get()
-        if self._holding is not None and self._holding in moving:
+        moving, moves = _MOVING.get(), self._moves
+        if moves.holding is not None and moves.holding in moving:
             # nested, from a callback (or a task one started): the move holding the lock
             # ends only after it, so no other move comes between (outsider batch 27)
             ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._nested.add(ended)
+            moves.nested.add(ended)
             try:
                 return await self._move(name, actor, detail, context)
             finally:
-                self._nested.discard(ended)
+                moves.nested.discard(ended)
                 ended.set_result(None)
-        async with self._lock:
-            held = self._holding = object()
+        async with moves.lock:
+            held = moves.holding = object()
             token = _MOVING.set(moving | {held})
             try:
                 return await self._move(name, actor, detail, context, holding=True)
             finally:
                 _MOVING.reset(token)
-                self._holding = None
+                moves.holding = None
 
     async def _move(
         self,
@@ -96,8 +96,9 @@ class AsyncEntityMachine(EntityBase):
             raise self._changed_under(name, actor, source) from None
         finally:
             try:
-                while holding and self._nested:  # the nested moves it started end first
-                    await asyncio.gather(*self._nested, return_exceptions=True)
+                nested = self._moves.nested
+                while holding and nested:  # the nested moves it started end first
+                    await asyncio.gather(*nested, return_exceptions=True)
             finally:
                 self._pending = outer
                 self._changing = False

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from transitions import MachineError
 
 from machines.errors import ContextError, InvalidStateTransition, MachinesError, UnknownName
+from machines.runtime.binding import Gate, bind
 from machines.runtime.history import (
     Clock,
     History,
@@ -74,6 +75,7 @@ class EntityBase(abc.ABC):
         "_context",
         "_entity_id",
         "_events",
+        "_gate",
         "_history",
         "_model",
         "_pending",
@@ -113,9 +115,9 @@ class EntityBase(abc.ABC):
                     f"{spec.name}: state_attr is for a model of your own; pass model=..."
                 )
             model, state_attr = self, "_state"
-            current = spec.initial if state is None else _start_state(spec, None, "", state)
+            current = spec.initial if state is None else _start_state(spec, None, "", state)[0]
         elif type(state_attr) is str and state_attr.isidentifier() and state_attr[:2] != "__":
-            current = _start_state(spec, model, state_attr, state)
+            current, held = _start_state(spec, model, state_attr, state)
         else:
             raise MachinesError(
                 f"{spec.name}: state_attr must name an attribute of the model (such as "
@@ -138,9 +140,15 @@ class EntityBase(abc.ABC):
         self._events = self._template.events
         self._pending: Record | None = None
         self._changing = False
+        self._gate: Gate | None = None  # an entity of its own state locks by itself
         if own:
             self._state: str = current
             return
+        self._gate, shared = bind(
+            self, model, state_attr, spec.name, self._context, asynchronous=self._asynchronous
+        )
+        if shared and held:
+            return  # another live entity's state: written by moves only, never by binding
         try:
             setattr(model, state_attr, current)
         except Exception as exc:
@@ -374,9 +382,12 @@ class EntityBase(abc.ABC):
         )
 
 
-def _start_state(spec: MachineSpec, model: object | None, attr: str, state: object) -> str:
+def _start_state(
+    spec: MachineSpec, model: object | None, attr: str, state: object
+) -> tuple[str, bool]:
     """Where an entity starts: the model's own state, else ``state``, else the initial one;
-    each checked to be a state name before it is compared or shown."""
+    each checked to be a state name before it is compared or shown. With whether the
+    model held it."""
     try:
         current = getattr(model, attr, None) if model is not None else None
     except Exception as exc:
@@ -396,8 +407,8 @@ def _start_state(spec: MachineSpec, model: object | None, attr: str, state: obje
             "was passed; pass one or the other"
         )
     if own is not None:
-        return cast(str, current)  # the model's own object (a StrEnum member stays one)
-    return given or spec.initial
+        return cast(str, current), True  # the model's own object (a StrEnum member stays one)
+    return given or spec.initial, False
 
 
 def _entity_id(spec: MachineSpec, model: object | None, entity_id: object) -> str:
@@ -424,14 +435,17 @@ class EntityMachine(EntityBase):
     """One entity's lifecycle for synchronous code. Build it with ``spec.machine(...)``.
 
     Thread-safe: one re-entrant lock per entity serialises decide, move and record, so
-    concurrent triggers on one entity never lose or duplicate a history event.
+    concurrent triggers on one entity never lose or duplicate a history event. Entities
+    bound to one model's state share that lock (``machines.runtime.binding``).
     """
 
     __slots__ = ("_lock",)
 
     def __init__(self, spec: MachineSpec, model: object | None = None, **options: Any) -> None:
         super().__init__(spec, model, **options)
-        self._lock = _thread.RLock()  # the C lock threading.RLock wraps, without the wrapper
+        gate = self._gate
+        # the C lock threading.RLock wraps, without the wrapper
+        self._lock = gate.lock if gate is not None else _thread.RLock()
 
     def trigger(
         self,
