@@ -67,8 +67,10 @@ def version_of(victims: Victims, machine: str, key: str) -> int:
     return row.version
 
 
-@pytest.mark.parametrize("value", ['"x"', "-1", "1.5", "true", "[1]"])
+@pytest.mark.parametrize("value", ['"x"', "-1", "1.5", "true"])
 def test_a_replay_count_that_is_no_count_is_refused_naming_it(victims: Victims, value: str) -> None:
+    """(A list, ``[1]``, the database refuses now: see
+    test_a_finished_effect_cannot_be_made_unreadable.)"""
     set_field(victims, "effect_entities", "done", "replay_count", value)
     before = version_of(victims, "effect", "done")
     with pytest.raises(StoreError, match=r"effect 'done': its replay_count is .*not a count"):
@@ -267,3 +269,49 @@ def test_the_audit_names_a_lease_with_no_time(victims: Victims, value: str) -> N
     breaches = [b for b in audit_store(victims.store.url, bundled_specs()) if b.key == "busy"]
     assert [b.invariant for b in breaches] == ["exactly-once"], breaches
     assert "under a lease whose expiry is" in breaches[0].message, breaches
+
+
+COUNT, AT = '"replay_count":0', '"last_replayed_at":null'
+"""A committed effect's annotations, as the store wrote them."""
+FINISHED_GARBAGE = {
+    "an annotation given twice": (COUNT, '"replay_count":1,"replay_count":2'),
+    "a key given twice inside an annotation": (COUNT, '"replay_count":{"a":1,"a":2}'),
+    "an annotation no float holds": (COUNT, '"replay_count":1e400'),
+    "a NUL in an annotation": (AT, '"last_replayed_at":"x\\u0000y"'),
+    "a lone surrogate in an annotation": (AT, '"last_replayed_at":"\\ud800"'),
+}
+
+
+def _rewritten(victims: Victims, key: str, old: str, new: str) -> str:
+    """An UPDATE that replaces ``old`` by ``new`` in a row's data as stored, raising its
+    version as a write does."""
+    text = "data" if victims.raw.kind == "sqlite" else "data::text"
+    data = f"replace({text}, '{old}', '{new}')"
+    data = data if victims.raw.kind == "sqlite" else f"{data}::json"
+    return f"UPDATE effect_entities SET data = {data}, version = version + 1 WHERE key = '{key}'"
+
+
+@pytest.mark.parametrize("change", list(FINISHED_GARBAGE.values()), ids=list(FINISHED_GARBAGE))
+def test_a_finished_effect_cannot_be_made_unreadable(
+    victims: Victims, change: tuple[str, str]
+) -> None:
+    """Outsider batch 28 (a): on PostgreSQL the application's role wrote a committed
+    effect's annotation twice; the guard dropped every copy before comparing, so the write
+    passed, and every later replay (and the saga of its session) failed for good. A
+    finished entity's annotations are now a text, a number, true, false or null, and no key
+    is given twice, on both databases; its replay works after the refusal."""
+    refused = victims.raw.attempt([_rewritten(victims, "done", *change)])
+    assert refused is not None, "accepted"
+    for honest in ('"replay_count":3', '"replay_count":4.5e300', '"replay_count":"a\\\\u0000"'):
+        assert victims.raw.attempt([_rewritten(victims, "done", COUNT, honest)]) is None, honest
+    log = EffectLog(victims.store, worker="w")
+    assert log.call("done", lambda: 2, tool="charge") == {"v": 1}
+
+
+def test_an_annotation_that_could_hold_a_key_twice_is_not_written(victims: Victims) -> None:
+    """The store refuses, on every database, to write what its guard refuses."""
+    with victims.store.transaction() as tx:
+        row = tx.get("effect", "done")
+        assert row is not None
+        with pytest.raises(StoreError, match="annotation 'replay_count' may hold a text, a"):
+            tx.update(row, {**row.data, "replay_count": {"a": 1}})

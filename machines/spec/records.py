@@ -44,7 +44,8 @@ class State:
     tags: tuple[str, ...]
     annotations: tuple[str, ...] = ()
     """Data fields that may still change while the entity is in this terminal state (a
-    replay count); every other field of a finished entity never changes."""
+    replay count), each a text, a number, true, false or null; every other field of a
+    finished entity never changes."""
 
     @property
     def enum_name(self) -> str:

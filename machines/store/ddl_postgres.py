@@ -7,6 +7,7 @@ compared as text. The trigger functions are pinned to the schema they were creat
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from machines.spec import MachineSpec
@@ -61,6 +62,10 @@ def _context_ok(plan: Plan, column: str, *, at_creation: bool) -> str:
     return f"coalesce({joined}, FALSE)"
 
 
+FLOAT_MAX = repr(sys.float_info.max)
+"""The largest number a float holds, as PostgreSQL reads it: a larger one is no float."""
+
+
 def _final_data(plan: Plan) -> str:
     def without(column: str, kept: Sequence[str]) -> str:
         return (
@@ -68,10 +73,26 @@ def _final_data(plan: Plan) -> str:
             f"WHERE key NOT IN ({in_list(kept)}))"
         )
 
+    def unreadable(kept: Sequence[str]) -> str:
+        """A key given twice, or an annotation that is not a scalar JSON reads back (an
+        object or a list could hold a key twice, a number no float holds): every later
+        read of the finished entity would refuse it (outsider batch 28)."""
+        scalar = (
+            "json_typeof(value) IN ('string', 'boolean', 'null') OR (json_typeof(value) = "
+            f"'number' AND abs(value::text::numeric) <= {FLOAT_MAX})"
+        )
+        return (
+            "NOT (SELECT count(*) = count(DISTINCT key) AND coalesce(bool_and("
+            f"key NOT IN ({in_list(kept)}) OR {scalar}), TRUE) FROM json_each(NEW.data))"
+        )
+
     cases = []
     for state, kept in plan.terminal.items():
         if kept:
-            changed = f"{without('NEW.data', kept)} IS DISTINCT FROM {without('OLD.data', kept)}"
+            changed = (
+                f"{without('NEW.data', kept)} IS DISTINCT FROM {without('OLD.data', kept)} "
+                f"OR {unreadable(kept)}"
+            )
         else:
             changed = "NEW.data::text IS DISTINCT FROM OLD.data::text"
         cases.append(f"\n          WHEN {literal(state)} THEN {changed}")

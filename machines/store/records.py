@@ -389,6 +389,14 @@ def check_annotations(spec: MachineSpec, row: Row, data: Mapping[str, Any]) -> N
             f"changes except its annotations ({allowed}); refused a change of "
             f"{', '.join(changed)}"
         )
+    for field in kept:
+        value = data.get(field)
+        if isinstance(value, Mapping | list | tuple):  # one that could hold a key twice
+            raise StoreError(
+                f"{row.machine} '{row.key}' is {row.state}, a terminal state: its annotation "
+                f"'{field}' may hold a text, a number, true, false or null, not "
+                f"{describe(value)}"
+            )
 
 
 def same_entity(row: Row, scope: str | None, context: Mapping[str, str] | None) -> Row:
