@@ -352,6 +352,67 @@ def test_a_read_a_move_broke_is_reported_with_its_steps() -> None:
     assert again.value.rule == READABLE
 
 
+TICKET = """\
+spec_version: 1
+machine: ticket
+title: Support ticket
+description: One ticket.
+initial: open
+actors:
+  bot: {automatic: true, description: The triage bot.}
+  agent: {automatic: false, description: A person.}
+states:
+  open: {description: Waits for an answer.}
+  answered: {terminal: true, description: Answered.}
+transitions:
+  - {trigger: answer, source: open, dest: answered, actor: [bot, agent], description: Sent.}
+"""
+
+
+def test_a_history_with_the_wrong_actor_names_the_event_and_the_field(tmp_path: Path) -> None:
+    """Outsider batch 28 (b 2): a service that records every answer as the bot's broke
+    history-is-a-legal-chain, but the report showed two chains without actors, identical
+    to the letter. It names the event and what differs, and the chains show actors."""
+    (tmp_path / "ticket.yaml").write_text(TICKET, encoding="utf-8")
+    spec = machines.load(tmp_path / "ticket.yaml")
+
+    class BotsEverything(ConformanceAdapter[int]):
+        def __init__(self) -> None:
+            self.states: dict[int, str] = {}
+            self.events: dict[int, list[dict[str, object]]] = {}
+
+        def create(self, context: Mapping[str, str]) -> int:
+            number = len(self.states) + 1
+            self.states[number], self.events[number] = "open", []
+            return number
+
+        def fire(self, entity: int, trigger: str, actor: str, context: Any, detail: Any) -> None:
+            dest = spec.step(self.states[entity], trigger, actor=actor)
+            seq = len(self.events[entity]) + 1
+            move = {"source": self.states[entity], "trigger": trigger, "dest": dest}
+            self.events[entity].append({"seq": seq, **move, "actor": "bot"})
+            self.states[entity] = dest
+
+        def state(self, entity: int) -> str:
+            return self.states[entity]
+
+        def history(self, entity: int) -> Sequence[object]:
+            return self.events[entity]
+
+    class Suite(ConformanceSuite):
+        spec = machines.load(tmp_path / "ticket.yaml")
+
+        def make_adapter(self) -> ConformanceAdapter[int]:
+            return BotsEverything()
+
+    first = broken_rule(Suite)
+    assert first.startswith(f"{CHAIN}: "), first
+    assert (
+        "event 1 is open --answer (bot)--> answered; the suite saw open --answer (agent)--> "
+        "answered (the actor differs)"
+    ) in first, first
+
+
 def test_a_failure_says_what_the_suite_saw_and_what_the_rule_promises() -> None:
     with pytest.raises(RuleBroken) as failure:
         suite_for(Reopens).run(HUNT, require_coverage=False)

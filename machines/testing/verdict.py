@@ -163,10 +163,30 @@ def chain_problem(
 
 
 def show_chain(chain: Sequence[Move]) -> str:
-    """A history as one line: ``pending --execute--> executing --commit--> committed``."""
+    """A history as one line, each move with its actor:
+    ``pending --execute (proxy)--> executing --commit (proxy)--> committed``."""
     if not chain:
         return "(empty)"
-    return chain[0].source + "".join(f" --{m.trigger}--> {m.dest}" for m in chain)
+    return chain[0].source + "".join(f" --{m.trigger} ({m.actor})--> {m.dest}" for m in chain)
+
+
+def first_difference(shown: Sequence[Move], seen: Sequence[Move]) -> str:
+    """Where ``shown`` (a history an implementation exposed) first differs from ``seen``
+    (the moves the suite saw), as "event N is X; the suite saw Y": a report names the
+    event and the field, not only two long chains."""
+    for number, (one, other) in enumerate(zip(shown, seen, strict=False), 1):
+        if one != other:
+            fields = [f for f in Move._fields if getattr(one, f) != getattr(other, f)]
+            differ = "differs" if len(fields) == 1 else "differ"
+            return (
+                f"event {number} is {one}; the suite saw {other} (the {' and '.join(fields)} "
+                f"{differ})"
+            )
+    if len(shown) > len(seen):
+        return f"event {len(seen) + 1}, {shown[len(seen)]}, is a move the suite never saw"
+    if len(shown) < len(seen):
+        return f"the suite saw a move #{len(shown) + 1}, {seen[len(shown)]}, the history lacks"
+    return "they are the same"
 
 
 def as_told(value: object) -> object:

@@ -25,7 +25,14 @@ from machines.spec.jsonvalue import describe
 from machines.spec.registry import judged_by
 from machines.testing.contract import AdapterContractError
 from machines.testing.coverage import Coverage
-from machines.testing.verdict import Move, RuleBroken, chain_break, promised, show_chain
+from machines.testing.verdict import (
+    Move,
+    RuleBroken,
+    chain_break,
+    first_difference,
+    promised,
+    show_chain,
+)
 
 CREATED = "entity-created-as-defined"
 LEGAL = "legal-move-accepted"
@@ -323,8 +330,9 @@ class Oracle:
         if moves != tracked.moves:
             raise self.breaks(
                 CHAIN,
-                f"the history of {tracked} is {show_chain(moves)}, but the moves the suite saw "
-                f"it make are {show_chain(tracked.moves)}",
+                f"the history of {tracked} is not the moves the suite saw it make: "
+                f"{first_difference(moves, tracked.moves)}; its history is "
+                f"{show_chain(moves)}",
             )
         for number, context in enumerate(exposed.contexts, 1):
             if context is not None and dict(context) != dict(tracked.context):

@@ -24,6 +24,7 @@ from machines.testing.verdict import (
     Move,
     RuleBroken,
     chain_problem,
+    first_difference,
     moves_of,
     promised,
     same_value,
@@ -451,7 +452,8 @@ def _history_problem(
         )
     if chain[: len(record.moves)] != record.moves:
         was, now = show_chain(record.moves), show_chain(chain)
-        return "legal-history", f"the history of {key} was rewritten: {was} became {now}"
+        where = first_difference(chain, record.moves)
+        return "legal-history", f"the history of {key} was rewritten ({where}): {was} became {now}"
     record.moves = chain
     problem = chain_problem(chain, spec)
     if problem is not None:
