@@ -298,6 +298,20 @@ class DeletesDeclined(Refunds):
         return dest
 
 
+class RefusalLosesTheRow(Refunds):
+    """A refused move "rolls back" to a snapshot it never took: the row is gone, even in
+    the first state, before any move was accepted (outsider batch 28, b 3)."""
+
+    def fire(self, refund_id: int, trigger: str, actor: str) -> str:
+        try:
+            dest: str = super().fire(refund_id, trigger, actor)
+        except refunds.RefundRefused:
+            with self.db:
+                self.db.execute("DELETE FROM refunds WHERE id = ?", (refund_id,))
+            raise
+        return dest
+
+
 class LosesLaterSeqs(Refunds):
     """Its history query loses the number of every event after the first (a join gone
     wrong): seq None."""
@@ -319,6 +333,7 @@ class LosesLaterSeqs(Refunds):
         (RefusesLargeRefunds, CREATED, "with size=large raised RefundRefused"),
         (StartsSending, CREATED, "it reads 'sending'"),
         (DeletesDeclined, READABLE, "state(entity 1) raised TypeError"),
+        (RefusalLosesTheRow, READABLE, "though the adapter read a state well before"),
         (LosesLaterSeqs, READABLE, "field 'seq' of event 2 is None, not an int"),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
@@ -338,7 +353,7 @@ def test_a_read_a_move_broke_is_reported_with_its_steps() -> None:
     with pytest.raises(RuleBroken) as failure:
         suite.run(HUNT, require_coverage=False)
     report = str(failure.value)
-    assert report.startswith(f"{READABLE}: entity 1 cannot be read, though"), report
+    assert report.startswith(f"{READABLE}: entity 1 cannot be read, though the adapter"), report
     assert "': accepted\n    entity 1 read: " in report, report
     assert "Replay it with DeletesDeclinedConformance.replay(steps)" in report, report
     with pytest.raises(RuleBroken) as again:

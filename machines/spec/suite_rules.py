@@ -314,10 +314,11 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
     ),
     invariant(
         "entity-stays-readable",
-        """Once the implementation has shown an entity with a well-formed history,
-        every later read of every entity succeeds: its state is a name and its history
-        a list of well-formed events, never an error (a move that deletes or garbles a
-        row is the implementation's bug, not the adapter's shape).""",
+        """Once the implementation has read an entity's state, its history, or an event
+        of it well, every later read of that part of every entity succeeds: a state is
+        a name, a history a list, an event well-formed, never an error (a step that
+        deletes or garbles a row is the implementation's bug, not the adapter's
+        shape).""",
         "conformance suite",
     ),
 )

@@ -87,25 +87,30 @@ def _field(event: object, name: str) -> Any:
 _ABSENT = object()
 
 
-def events_of(history: object, where: str) -> Exposed:
-    """``history`` (what ``where`` returned) as events, or ``AdapterContractError`` naming
-    what is wrong: not a sequence, an event without one of ``FIELDS``, a field of the wrong
-    type, a ``context`` that is not a mapping of ``str`` to ``str``."""
+def items_of(history: object, where: str) -> list[object]:
+    """``history`` (what ``where`` returned) as a list, or ``AdapterContractError``: not a
+    sequence, or one that cannot be read."""
     if not isinstance(history, Sequence) or isinstance(history, str | bytes):
         raise AdapterContractError(
             f"{where} returned {type(history).__name__} {describe(history)}, not a sequence "
             "of events; return a list "
             f"of events with fields {', '.join(FIELDS)} (Event, a mapping or an object)"
         )
-    events: list[Event] = []
-    contexts: list[Mapping[str, str] | None] = []
     try:
-        items = list(history)
+        return list(history)
     except Exception as error:  # a hostile sequence: user code
         raise AdapterContractError(
             f"{where} returned a sequence that cannot be read: {_what(error)}"
         ) from error
-    for number, event in enumerate(items, 1):
+
+
+def events_of(history: object, where: str) -> Exposed:
+    """``history`` (what ``where`` returned) as events, or ``AdapterContractError`` naming
+    what is wrong: not a sequence (``items_of``), an event without one of ``FIELDS``, a
+    field of the wrong type, a ``context`` that is not a mapping of ``str`` to ``str``."""
+    events: list[Event] = []
+    contexts: list[Mapping[str, str] | None] = []
+    for number, event in enumerate(items_of(history, where), 1):
         values: list[Any] = []
         for name in FIELDS:
             try:
@@ -288,13 +293,13 @@ class Oracle:
 
     # -- what the adapter exposes --------------------------------------------------------
 
-    def unreadable(self, tracked: Tracked, error: AdapterContractError) -> RuleBroken:
-        """``tracked`` cannot be read, after the adapter read a history well: a step broke
+    def unreadable(self, tracked: Tracked, error: AdapterContractError, what: str) -> RuleBroken:
+        """``tracked`` cannot be read, after the adapter read ``what`` well: a step broke
         it."""
         self.seen.append(f"{tracked} read: {message_of(error, 200)}")
         return self.breaks(
             READABLE,
-            f"{tracked} cannot be read, though the adapter read well-formed histories before: "
+            f"{tracked} cannot be read, though the adapter read {what} well before: "
             f"{message_of(error, 300)}",
         )
 

@@ -33,9 +33,9 @@ saw accepted is what the exposed history is judged against. The rules (``RULES``
 - ``terminal-stays-final``: nothing leaves a terminal state;
 - ``history-is-a-legal-chain``: every entity's history is exactly the moves the suite saw
   it make, numbered 1, 2, 3, ..., a legal unbroken chain ending where it reads;
-- ``entity-stays-readable``: once the adapter has read one entity's moves well, every
-  read succeeds (a read that raises or returns garbage then is the implementation's bug;
-  before, it is the adapter's shape: ``AdapterContractError``).
+- ``entity-stays-readable``: a part of a read the adapter has read well once (a state, a
+  history, an event) reads well ever after (a read that raises or returns garbage then is
+  the implementation's bug; before, it is the adapter's shape: ``AdapterContractError``).
 
 A failure is a ``RuleBroken`` whose message starts with the rule's name, then what the
 suite saw last, then the shortest run the suite's minimiser found (``Create`` and ``Fire``
@@ -47,7 +47,7 @@ transition the suite saw taken, and every probe it fired, is recorded in the sui
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from hypothesis import settings as Settings
@@ -64,6 +64,7 @@ from machines.testing.conformance.oracle import (
     Oracle,
     Tracked,
     events_of,
+    items_of,
 )
 from machines.testing.conformance.run import breaks, roll_dice, take_tour
 from machines.testing.conformance.steps import Action, Create, Fire, checked_steps
@@ -97,6 +98,15 @@ STRANGER = "stranger"
 DETAIL: Mapping[str, Any] = {"note": "fired by the conformance suite"}
 """The detail some moves are fired with (others with None)."""
 
+
+STATE, HISTORY, EVENT = "state", "history", "event"
+_PARTS: Mapping[str, str] = {
+    STATE: "a state",
+    HISTORY: "a history",
+    EVENT: "a history's events",
+}
+"""The parts of a read, and how a report names one the adapter read well before."""
+_Read = TypeVar("_Read")
 
 Entity = TypeVar("Entity")
 """Your handle for one entity: whatever ``create`` returns (an id, a row, an object)."""
@@ -257,7 +267,7 @@ class ConformanceSuite(RuleBasedStateMachine):
         check_adapter(adapter, ConformanceAdapter)
         self.adapter = adapter
         self.trace: list[Action] = []
-        self._shaped = False  # the adapter has read a well-formed event
+        self._shaped: set[str] = set()  # the parts of a read the adapter has read well
         self.oracle = Oracle(self.spec, self.coverage)
         probes = [self.spec] + ([self.also_try] if self.also_try is not None else [])
         self._contexts = [dict(v) for v in self.spec.valuations()]
@@ -394,20 +404,32 @@ class ConformanceSuite(RuleBasedStateMachine):
 
     def _read(self, tracked: Tracked) -> tuple[str, Exposed]:
         """The entity's state and history as the adapter reads them, each checked for
-        shape. A read that fails before any entity read with a well-formed event is the
-        adapter's shape (``AdapterContractError``); after, a step broke the implementation
-        (``entity-stays-readable``, reported with the steps)."""
-        try:
-            read = self._read_shaped(tracked)
-        except AdapterContractError as error:
-            if self._shaped:
-                raise self.oracle.unreadable(tracked, error) from error
-            raise
-        self._shaped = self._shaped or bool(read[1].events)
-        return read
-
-    def _read_shaped(self, tracked: Tracked) -> tuple[str, Exposed]:
+        shape. A part of a read (a state, a history, an event) that fails before the
+        adapter ever read that part well is the adapter's shape (``AdapterContractError``);
+        after, a step broke the implementation (``entity-stays-readable``, reported with
+        the steps)."""
         name = type(self.adapter).__qualname__
+        state = self._proven(STATE, tracked, lambda: self._state_of(tracked, name))
+        where = f"{name}.history({tracked})"
+        items = self._proven(HISTORY, tracked, lambda: self._history_of(tracked, where))
+        # an empty history proves no event's shape
+        exposed = self._proven(EVENT, tracked, lambda: events_of(items, where), bool(items))
+        return state, exposed
+
+    def _proven(
+        self, part: str, tracked: Tracked, read: Callable[[], _Read], proves: bool = True
+    ) -> _Read:
+        try:
+            value = read()
+        except AdapterContractError as error:
+            if part in self._shaped:
+                raise self.oracle.unreadable(tracked, error, _PARTS[part]) from error
+            raise
+        if proves:
+            self._shaped.add(part)
+        return value
+
+    def _state_of(self, tracked: Tracked, name: str) -> str:
         try:
             state = self.adapter.state(tracked.handle)
         except Exception as error:  # user code
@@ -421,8 +443,9 @@ class ConformanceSuite(RuleBasedStateMachine):
                 "not a str: return the "
                 "state's name as the definition spells it"
             )
-        state = str.__str__(state)  # a StrEnum (machines export --format python) is its text
-        where = f"{name}.history({tracked})"
+        return str.__str__(state)  # a StrEnum (machines export --format python) is its text
+
+    def _history_of(self, tracked: Tracked, where: str) -> list[object]:
         try:
             history = self.adapter.history(tracked.handle)
         except Exception as error:  # user code
@@ -430,4 +453,4 @@ class ConformanceSuite(RuleBasedStateMachine):
                 f"{where} raised {type(error).__name__}: {message_of(error, 200)}; it must "
                 "return the entity's recorded moves"
             ) from error
-        return state, events_of(history, where)
+        return items_of(history, where)
