@@ -162,11 +162,20 @@ def test_the_sdist_and_the_wheel_hold_what_a_user_needs(dist: Path, wheel: Path)
 
 
 def test_the_bundled_definitions_check_from_the_wheel(user: User) -> None:
-    checked = user.run("machines", "check")
+    """In a project whose specs/ nothing names, check refuses to take the bundled
+    definitions for the user's (outsider batch 28, b 4: a broken definition of the user's
+    passed CI); named by MACHINES_SPEC_DIR, the wheel's own copy checks clean."""
+    refused = user.run("machines", "check")
+    assert refused.code == 2 and "holds definitions, but nothing names them" in refused.err
+    found = user.run(
+        "python", "-c", "from machines.spec.loader import *; print(bundled_spec_dir())"
+    )
+    named = User(user.project, user.bin, {**user.env, "MACHINES_SPEC_DIR": found.out.strip()})
+    checked = named.run("machines", "check")
     assert checked.code == 0, checked
     assert "OK: no violations" in checked.out
     assert "_spec" in checked.out  # the wheel's own copy, not this checkout's spec/
-    as_module = user.run("python", "-m", "machines", "check", "--max-nodes", "2")
+    as_module = named.run("python", "-m", "machines", "check", "--max-nodes", "2")
     assert as_module.code == 0, as_module
     version = user.run("machines", "--version")
     assert version.code == 0 and version.out.strip() == "machines 0.1.0", version

@@ -285,6 +285,34 @@ def test_init_writes_a_machine_that_checks_clean_and_a_test_that_passes(
         main(["init", "Ticket!"])
 
 
+@pytest.mark.parametrize("folder", ["specs", "spec"])
+def test_definitions_nothing_names_are_never_taken_for_the_bundled_ones(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    folder: str,
+) -> None:
+    """Outsider batch 28 (b 4): after ``machines init`` without the pyproject setting it
+    advises, ``machines check`` checked the bundled definitions and said OK, a broken
+    definition of the user's unread: a CI job stays green for good. A working folder that
+    keeps definitions nothing names is refused, saying how to name them."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "ticket"]) == 0
+    if folder != "specs":
+        (tmp_path / "specs").rename(tmp_path / folder)
+    (tmp_path / folder / "ticket.yaml").write_text("garbage: [\n")
+    capsys.readouterr()
+    for command in (["check"], ["audit", "--from-store", "memory://"], ["export", "effect"]):
+        assert main(command) == 2, command
+        said = capsys.readouterr().err
+        assert "holds definitions, but nothing names them" in said, said
+        assert f'spec_dir = "{folder}"' in said and f"--spec-dir {folder}" in said, said
+    assert main(["check", "--spec-dir", folder]) != 0  # named, the broken one is read
+    with pytest.raises(InvalidArgument, match="nothing names them"):
+        definitions_dir()
+    assert definitions_dir(strict=False).bundled
+
+
 def test_a_file_or_folder_in_the_working_folder_never_stands_in_for_a_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

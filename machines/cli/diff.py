@@ -219,7 +219,7 @@ def _project_definitions() -> Path:
     command finds them (``--spec-dir`` aside: this command takes a path instead), else
     ``DEFAULT_SPEC_DIR``; never the ones bundled with this package, which no working tree
     holds."""
-    found = definitions_dir(None)
+    found = definitions_dir(None, strict=False)
     return DEFAULT_SPEC_DIR if found.bundled else found.spec_dir
 
 

@@ -142,10 +142,13 @@ WRITTEN = frozenset({"diagrams_dir", "docs_dir"})
 """The keys that name where a command writes, which must stay inside the project."""
 
 
-def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> Definitions:
+def definitions_dir(
+    given: Path | None = None, *, start: Path | None = None, strict: bool = True
+) -> Definitions:
     """The definitions a command acts on (see the module): ``given`` (``--spec-dir``),
     else ``$MACHINES_SPEC_DIR``, else the project's ``[tool.machines] spec_dir``, else the
-    bundled ones."""
+    bundled ones, which with ``strict`` are refused when the working folder keeps
+    definitions nothing names (a caller with a default of its own passes False)."""
     if given is not None:
         return Definitions(given, "--spec-dir")
     variable = os.environ.get(SPEC_DIR_VARIABLE, "")
@@ -154,7 +157,39 @@ def definitions_dir(given: Path | None = None, *, start: Path | None = None) -> 
     settings = project_settings(start)
     if settings is not None and "spec_dir" in settings.folders:
         return Definitions(settings.folders["spec_dir"], f"[tool.machines] of {settings.path}")
+    if strict:
+        _refuse_unnamed(start)
     return Definitions(bundled_spec_dir(), BUNDLED)
+
+
+UNNAMED_FOLDERS = ("specs", "spec")
+"""Where a project keeps definitions that nothing names (``machines init`` writes
+``specs``): the bundled ones are never taken for them."""
+
+
+def _refuse_unnamed(start: Path | None) -> None:
+    """``InvalidArgument`` when the working folder keeps definitions in one of
+    ``UNNAMED_FOLDERS`` that no setting names: a command would act on the bundled ones
+    instead, and a CI job checking a broken definition of the user's would pass (outsider
+    batch 28). This package's own checkout, whose ``spec`` is the bundled folder, is not
+    such a project."""
+    here = start or Path.cwd()
+    for name in UNNAMED_FOLDERS:
+        folder = here / name
+        try:
+            kept = folder.is_dir() and any(
+                p.suffix in DEFINITION_SUFFIXES for p in folder.iterdir()
+            )
+            ours = kept and folder.resolve() == bundled_spec_dir().resolve()
+        except OSError:
+            continue  # a folder it cannot read is no project's definitions to name
+        if kept and not ours and not in_this_package(start):
+            raise InvalidArgument(
+                f"{folder} holds definitions, but nothing names them, and machines would "
+                f"act on its bundled definitions instead: pass --spec-dir {name}, set "
+                f"{SPEC_DIR_VARIABLE}, or add to your pyproject.toml:\n  [tool.machines]\n"
+                f'  spec_dir = "{name}"'
+            )
 
 
 def machine_file(name: str, given: Path | None = None) -> str | Path:
