@@ -142,7 +142,7 @@ CATALOG: tuple[CodeMutant, ...] = (
     ),
     CodeMutant(
         "eo-cancel-is-failure",
-        SYSTEMS + "exactly_once.py",
+        SYSTEMS + "verdicts.py",
         "a cancelled or interrupted call is taken as proof the effect did not happen",
         "a cancelled or interrupted caller leaves the key parked",
         old="""    if not isinstance(error, Exception):

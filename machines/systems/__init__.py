@@ -12,7 +12,7 @@ from machines.systems.effectlog import (
     EffectStillExecuting,
     UndoStep,
 )
-from machines.systems.exactly_once import ExactlyOnce, Verdict, fail_closed, not_sent
+from machines.systems.exactly_once import ExactlyOnce
 from machines.systems.transfer import (
     CALLBACKS,
     CallbackFailed,
@@ -27,6 +27,7 @@ from machines.systems.transfer import (
     TransferRefused,
     UnknownTransfer,
 )
+from machines.systems.verdicts import Verdict, fail_closed, not_sent
 
 __all__ = [
     "CALLBACKS",

@@ -87,14 +87,9 @@ from machines.systems.effectlog_saga import (
     tool_rewritten,
     undo_attempts,
 )
-from machines.systems.exactly_once import (
-    Classifier,
-    Verdict,
-    fail_closed,
-    process_identity,
-    verdict_of,
-)
+from machines.systems.exactly_once import process_identity
 from machines.systems.reliance import require_bundled_move
+from machines.systems.verdicts import Classifier, Verdict, fail_closed, verdict_of
 
 __all__ = [
     "COMPENSABLE",

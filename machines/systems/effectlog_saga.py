@@ -19,7 +19,7 @@ from machines.spec.states import EffectState
 from machines.store.records import Row
 from machines.systems import effectlog_runs as runs
 from machines.systems.effectlog_runs import NOTE_PROOF, PROCESS, reveals, run_start
-from machines.systems.exactly_once import Classifier, Verdict, verdict_of
+from machines.systems.verdicts import Classifier, Verdict, verdict_of
 
 MACHINE = "effect"
 SAFE = "safe"

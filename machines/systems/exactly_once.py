@@ -33,7 +33,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Literal, cast
 
 from machines.errors import (
@@ -53,6 +52,11 @@ from machines.systems import arguments
 from machines.systems.arguments import store_with
 from machines.systems.awaiting import steps_of, through
 from machines.systems.effectlog_errors import EffectNotFound
+from machines.systems.verdicts import Classifier as Classifier
+from machines.systems.verdicts import Verdict as Verdict
+from machines.systems.verdicts import fail_closed as fail_closed
+from machines.systems.verdicts import not_sent as not_sent
+from machines.systems.verdicts import verdict_of
 
 MACHINE = "outcome"
 RECLAIMED_AT = "version"
@@ -71,51 +75,6 @@ MAX_SWEEP = 10_000
 def process_identity(prefix: str = "") -> str:
     """``host:pid:random`` naming this process in leases and audit details."""
     return f"{prefix}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-class Verdict(StrEnum):
-    """What an exception proves about the effect."""
-
-    RETRY = "retry"  # it did not happen and may succeed if tried again (within the lease)
-    FAILED = "failed"  # it did not happen and will not
-    INDETERMINATE = "indeterminate"  # it may have happened
-
-
-Classifier = Callable[[BaseException], Verdict]
-
-
-def fail_closed(error: BaseException) -> Verdict:
-    """The default classifier: no exception proves anything, so every one is indeterminate."""
-    return Verdict.INDETERMINATE
-
-
-def not_sent(
-    *failed: type[BaseException], retry: tuple[type[BaseException], ...] = ()
-) -> Classifier:
-    """A classifier from exception types the caller knows are raised *before* sending:
-    ``retry`` types may be tried again, ``failed`` types end the key failed; everything
-    else stays indeterminate."""
-
-    def classify(error: BaseException) -> Verdict:
-        if isinstance(error, retry):
-            return Verdict.RETRY
-        if isinstance(error, failed):
-            return Verdict.FAILED
-        return Verdict.INDETERMINATE
-
-    return classify
-
-
-def verdict_of(classify: Classifier, error: BaseException) -> Verdict:
-    """What ``classify`` says ``error`` proves. Only an ``Exception`` is classified; a
-    classifier that raises, or answers anything but a ``Verdict``, proves nothing."""
-    if not isinstance(error, Exception):
-        return Verdict.INDETERMINATE
-    try:
-        verdict = classify(error)
-    except Exception:
-        return Verdict.INDETERMINATE
-    return verdict if isinstance(verdict, Verdict) else Verdict.INDETERMINATE
 
 
 @dataclass(frozen=True)
