@@ -67,15 +67,29 @@ def version_of(victims: Victims, machine: str, key: str) -> int:
     return row.version
 
 
-@pytest.mark.parametrize("value", ['"x"', "-1", "1.5", "true"])
-def test_a_replay_count_that_is_no_count_is_refused_naming_it(victims: Victims, value: str) -> None:
-    """(A list, ``[1]``, the database refuses now: see
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("replay_count", v) for v in ('"x"', "-1", "1.5", "true", "1e308", "null")]
+    + [("last_replayed_at", v) for v in ('"yesterday"', "false")],
+)
+def test_a_replay_annotation_written_outside_serves_the_result_and_is_named(
+    victims: Victims, field: str, value: str
+) -> None:
+    """Outsider batch 29 (a 1): a committed effect's replay_count set to "abc", -1, 1.5,
+    1e308, true or null by one raw write, which the guards take (each is a text, a number,
+    true, false or null), made every later call of its signature fail with StoreError, and
+    the audit said OK. The result, which no write can change, is served; the annotations
+    are left as written, and the audit names them. (A list, ``[1]``, the database refuses:
     test_a_finished_effect_cannot_be_made_unreadable.)"""
-    set_field(victims, "effect_entities", "done", "replay_count", value)
+    set_field(victims, "effect_entities", "done", field, value)
     before = version_of(victims, "effect", "done")
-    with pytest.raises(StoreError, match=r"effect 'done': its replay_count is .*not a count"):
-        EffectLog(victims.store, worker="w").call("done", lambda: 1, tool="charge")
-    assert version_of(victims, "effect", "done") == before
+    log = EffectLog(victims.store, worker="w")
+    if field == "replay_count":
+        assert log.call("done", lambda: 1, tool="charge") == {"v": 1}
+        assert version_of(victims, "effect", "done") == before
+    breaches = [b for b in audit_store(victims.store.url, bundled_specs()) if b.key == "done"]
+    assert [b.invariant for b in breaches] == ["exactly-once"], breaches
+    assert f"its {field} is" in breaches[0].message, breaches
 
 
 def test_a_reclaim_count_that_is_no_count_is_refused_naming_it(victims: Victims) -> None:
@@ -277,6 +291,7 @@ FINISHED_GARBAGE = {
     "an annotation given twice": (COUNT, '"replay_count":1,"replay_count":2'),
     "a key given twice inside an annotation": (COUNT, '"replay_count":{"a":1,"a":2}'),
     "an annotation no float holds": (COUNT, '"replay_count":1e400'),
+    "an integer of 5000 digits": (COUNT, '"replay_count":' + "9" * 5000),
     "a NUL in an annotation": (AT, '"last_replayed_at":"x\\u0000y"'),
     "a lone surrogate in an annotation": (AT, '"last_replayed_at":"\\ud800"'),
 }

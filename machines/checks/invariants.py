@@ -30,6 +30,7 @@ from machines.spec.jsonvalue import describe
 from machines.spec.records import derived_variables
 from machines.spec.version_changes import kept_state_breaks
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, FAIL_CLOSED
+from machines.systems.effectlog import LAST_REPLAYED, REPLAY_COUNT
 from machines.systems.effectlog_runs import NOTE_PROOF, reveals, run_start, unproven_end
 from machines.systems.exactly_once import RECLAIMED_AT
 
@@ -309,7 +310,22 @@ def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> lis
                 )
             )
         out += [Breach("exactly-once", e.machine, e.key, why, e.history) for why in _runs(e)]
+        odd = _replays(e)
+        if odd is not None:
+            out.append(Breach("exactly-once", e.machine, e.key, odd, e.history))
     return out
+
+
+def _replays(e: Entity) -> str | None:
+    """Why a committed effect's replay annotations were written outside machines: a count
+    that is no count, a time that is no time. Its replays serve its result and leave them
+    as they are (``EffectLog._replay``), so only the audit says so."""
+    count, at = e.data.get(REPLAY_COUNT, 0), e.data.get(LAST_REPLAYED)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        return f"its {REPLAY_COUNT} is {describe(count)}, no count: written outside a move"
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int | float)):
+        return f"its {LAST_REPLAYED} is {describe(at)}, no time: written outside a move"
+    return None
 
 
 def _runs(e: Entity) -> Iterator[str]:

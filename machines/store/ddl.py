@@ -261,13 +261,14 @@ def _sqlite_context_ok(plan: Plan, column: str, *, at_creation: bool) -> str:
 
 def _sqlite_unreadable(kept: Sequence[str]) -> str:
     """An annotation that is not a scalar JSON reads back: an object or a list (which could
-    hold a key twice), a number no float holds, or a text whose JSON is not the one SQLite
+    hold a key twice), a number no float holds (an integer of thousands of digits, which
+    Python's JSON reader refuses, included), or a text whose JSON is not the one SQLite
     writes for it (a NUL or a lone surrogate, escaped): every later read of the finished
     entity would refuse it (outsider batch 28). A key given twice at the top is refused by
     the comparison before this."""
     judged = (
-        f"CASE WHEN key NOT IN ({in_list(kept)}) OR type IN ('null', 'true', 'false', "
-        "'integer') THEN 1 WHEN type = 'real' THEN abs(value) < 9e999 "
+        f"CASE WHEN key NOT IN ({in_list(kept)}) OR type IN ('null', 'true', 'false') "
+        "THEN 1 WHEN type IN ('integer', 'real') THEN abs(value) < 9e999 "
         "WHEN type = 'text' THEN json_extract(NEW.data, fullkey, fullkey) IS "
         "json_array(value, value) ELSE 0 END"
     )

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from machines.errors import EffectError, InvalidArgument, message_of
 from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
-from machines.store.records import RecordExists, Row, Store, Transaction
+from machines.store.records import RecordExists, Row, Store, StoreError, Transaction
 from machines.systems import arguments
 from machines.systems.effectlog_errors import (
     EffectAwaitingApproval,
@@ -110,6 +110,8 @@ __all__ = [
 ]
 """The errors are defined in ``effectlog_errors`` and raised here, where callers import them."""
 
+REPLAY_COUNT, LAST_REPLAYED = "replay_count", "last_replayed_at"
+"""A committed effect's annotations: how often its result was replayed, and when last."""
 MAX_RETRIES = 1_000
 """The most retries ``compensate`` makes of one compensation."""
 
@@ -319,14 +321,16 @@ class EffectLog:
         return Claim(moved, secret, note_secret)
 
     def _replay(self, tx: Transaction, row: Row) -> _Replay:
-        """Serve the cached result and count the replay on the committed record."""
-        data = {
-            **row.data,
-            "replay_count": arguments.stored_count(row, "replay_count") + 1,
-            "last_replayed_at": self._now(),
-        }
-        tx.update(row, data)
-        return _Replay(row.data.get("result"))
+        """Serve the cached result and count the replay on the committed record. A count
+        written outside machines (no count) is left as it is, for the audit to name: the
+        result, which no write can change, is served all the same (outsider batch 29)."""
+        result = _Replay(row.data.get("result"))
+        try:
+            count = arguments.stored_count(row, REPLAY_COUNT)
+        except StoreError:
+            return result
+        tx.update(row, {**row.data, REPLAY_COUNT: count + 1, LAST_REPLAYED: self._now()})
+        return result
 
     # -- run and settle --------------------------------------------------------------------
 
@@ -489,8 +493,8 @@ def _fresh(tool: str | None) -> dict[str, Any]:
         "runs": 0,
         "runner": None,
         "started_at": None,
-        "replay_count": 0,
-        "last_replayed_at": None,
+        REPLAY_COUNT: 0,
+        LAST_REPLAYED: None,
         "compensation": None,
         "unknown_outcome": None,
     }
