@@ -85,6 +85,35 @@ def test_concurrent_claims_create_each_key_once(url: str) -> None:
         s.close()
 
 
+def test_callers_racing_for_a_reclaimed_key_are_told_in_progress(url: str) -> None:
+    """Outsider batch 29 (a, noted): callers racing for a key just reclaimed each read it
+    free; the winner's claim raised the version, and every loser was told StaleWrite, an
+    answer run() does not give. A loser reads the key again and sees the winner's lease."""
+    from machines.errors import EffectIndeterminate, EffectInProgress
+
+    stores = [open_store(url) for _ in range(8)]
+    first = ExactlyOnce(stores[0], worker="first")
+    with pytest.raises(EffectIndeterminate):
+        first.run("k", lambda: (_ for _ in ()).throw(TimeoutError("after sending")))
+    first.reclaim("k", by="ops", reason="the provider says it never arrived")
+    ran: list[int] = []
+
+    def call(i: int) -> object:
+        def effect() -> int:
+            ran.append(i)
+            time.sleep(0.2)
+            return i
+
+        return ExactlyOnce(stores[i], worker=f"w{i}").run("k", effect)
+
+    results = race(8, call)
+    assert len(ran) == 1, ran
+    losers = [r for r in results if r != ran[0]]
+    assert all(isinstance(r, EffectInProgress) for r in losers), results
+    for s in stores:
+        s.close()
+
+
 def test_concurrent_moves_of_one_row_let_exactly_one_win(url: str) -> None:
     stores = [open_store(url) for _ in range(8)]
     with stores[0].transaction() as tx:

@@ -68,6 +68,9 @@ was written by no claim (the row was changed outside machines), and is no lease 
 the next caller parks the key rather than wait for it."""
 SWEEP_PAGE = 500
 """How many in-flight keys a sweep reads at once looking for leases that are none."""
+CLAIM_ATTEMPTS = 3
+"""How often a caller reads a known key again when another wrote it first (the race for a
+reclaimed key): the loser then sees the winner's lease (``EffectInProgress``)."""
 MAX_SWEEP = 10_000
 """The most keys one ``park_expired`` call parks (all in one transaction)."""
 
@@ -314,6 +317,14 @@ class ExactlyOnce:
             return row
         if row.state != "in_flight":
             return self._recorded(row)
+        for _ in range(CLAIM_ATTEMPTS - 1):
+            with contextlib.suppress(StaleWrite):  # another caller took it meanwhile
+                return self._claim_known(key)
+        return self._claim_known(key)
+
+    def _claim_known(self, key: str) -> Row | _Replay:
+        """``_claim`` of a key that exists, in one transaction: ``StaleWrite`` when another
+        caller wrote it between the read and the write (then the caller reads it again)."""
         parked: EffectIndeterminate | None = None
         with self.store.transaction() as tx:
             row = self._existing(tx, key)
