@@ -27,6 +27,8 @@ DATA = {
     "a number no float holds": '{"owner": "w", "lease_until": 1e200000}',
     "a lone surrogate": '{"owner": "w", "lease_until": 4000000000.0, "x": "\\ud800"}',
     "a NUL": '{"owner": "w", "lease_until": 4000000000.0, "x": "\\u0000"}',
+    "an integer of 5000 digits": '{"owner": "w", "lease_until": 4000000000.0, "x": 1%s}'
+    % ("0" * 4999),
 }
 
 
@@ -61,6 +63,7 @@ def judged(victims: Victims, key: str, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["audit", "--from-store", victims.store.url]) == 1
     out = capsys.readouterr().out
     assert "[append-only-history] outcome " in out and "cannot be read" in out, out
+    assert "is not JSON" not in out, out  # each text names what it holds
     assert "FAILED: 1 breach(es)" in out, out
 
 

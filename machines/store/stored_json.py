@@ -56,12 +56,23 @@ def _finite(text: str) -> float:
     return number
 
 
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python reads (sys.get_int_max_str_digits)
+        digits = len(text)
+        raise _NotStored(f"holds an integer of {digits} digits, more than Python reads") from None
+
+
 def _no_constant(text: str) -> float:
     raise _NotStored(f"holds {text}, which JSON has not")
 
 
 _STRICT = json.JSONDecoder(
-    object_pairs_hook=_unique_keys, parse_float=_finite, parse_constant=_no_constant
+    object_pairs_hook=_unique_keys,
+    parse_float=_finite,
+    parse_int=_whole,
+    parse_constant=_no_constant,
 )
 _ESCAPED_OUTSIDE_UTF8 = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 """An escaped NUL or surrogate: a text that holds one may hold what the store never writes."""
