@@ -282,6 +282,15 @@ def test_a_gate_reaches_only_the_desk_and_only_once_passed() -> None:
     assert not ledger.gate_passed("r1", "manual_review")
 
 
+def test_an_end_never_announced_is_said_to_be_the_adapters_reading() -> None:
+    """Outsider batch 29 (b 3): the adapter's request_state is the implementation's own
+    word that a request ended; the report says so, rather than blaming the engine alone."""
+    ledger = planned("withdraw")
+    ledger.ended("r1", "completed")
+    assert ledger.breach is not None and ledger.breach.rule == "reservation-with-the-end"
+    assert "it reads completed (ended, as the adapter says)" in str(ledger.breach)
+
+
 def test_a_release_without_its_callback_breaks_reservation_with_the_end() -> None:
     """issue 14 item 3: between steps a release comes with request_failed, once."""
     ledger = planned("withdraw")

@@ -68,8 +68,10 @@ class TransferAdapter(Adapter):
     @abstractmethod
     def request_state(self, request_id: str) -> str | None:
         """The request's state (a state of the bundled ``request`` definition), or None
-        if the engine does not know the request. Used to choose what to do, never to
-        judge."""
+        if the engine does not know the request. Used to choose what to do, and taken as
+        your implementation's own word that a request ended: then its end must have been
+        announced (``reservation-with-the-end``), and a request it no longer knows breaks
+        ``request-kept``. It is never taken as proof that a promise was kept."""
 
     @abstractmethod
     def node_states(self, request_id: str) -> dict[str, str]:

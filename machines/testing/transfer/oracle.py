@@ -280,7 +280,8 @@ class Ledger:
                 self.broken(
                     "reservation-with-the-end",
                     request,
-                    f"it ended {state}, yet the reservation was announced {what} "
+                    f"it reads {state} (ended, as the adapter says), yet the reservation was "
+                    f"announced {what} "
                     f"{self.reserved[(what, request)]}x and {callback} fired "
                     f"{self.fired[(callback, request)]}x",
                 )
