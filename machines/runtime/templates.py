@@ -178,6 +178,8 @@ def _build_template(
     asynchronous: bool,
     model_callbacks: bool,
 ) -> Machine:
+    if model_callbacks and not asynchronous:
+        _refuse_async_methods(spec, model_type)
     states = []
     for name in spec.states:
         on_enter: list[Callback] = []
@@ -251,11 +253,25 @@ def refuse_async_callbacks(spec: MachineSpec, hooks: Hooks | None, model: object
         for callback in getattr(hooks, field.name):
             if not isinstance(callback, str):
                 found.append((f"a hook of {field.name}", callback))
-    if model is not None:
-        for state in spec.states:
-            for which in ("on_enter_", "on_exit_"):
-                method = inspect.getattr_static(type(model), which + state, None)
-                found.append((f"the model's {which}{state}", method))
+    _refuse_async(spec, found)
+
+
+def _refuse_async_methods(spec: MachineSpec, model_type: type) -> None:
+    """``refuse_async_callbacks`` for the model class's ``on_enter_<state>`` and
+    ``on_exit_<state>``: once per class, when its synchronous template is built (each
+    ``getattr_static`` walks the class's MRO: on every entity's creation, it made binding
+    a model cost some thirty times an entity of its own)."""
+    _refuse_async(
+        spec,
+        [
+            (f"the model's {which}{state}", inspect.getattr_static(model_type, which + state, None))
+            for state in spec.states
+            for which in ("on_enter_", "on_exit_")
+        ],
+    )
+
+
+def _refuse_async(spec: MachineSpec, found: list[tuple[str, object]]) -> None:
     for what, callback in found:
         if callback is not None and is_async(callback):
             raise MachinesError(
