@@ -162,3 +162,52 @@ def test_a_row_is_free_again_once_its_entities_are_gone() -> None:
     del cyclic
     gc.collect()
     assert gone() is None
+
+
+def test_async_moves_of_one_row_in_two_open_loops_are_refused_not_hung() -> None:
+    """Outsider batch 29 (b 1): two threads, an event loop each, each an async entity on
+    one row: one move was made and the other caller waited for ever, the asyncio lock's
+    wake-up sent to the wrong loop. A move from a second loop while the first is open is
+    refused; once that loop is closed (a second asyncio.run) moves go on."""
+
+    class Slow:
+        status: object = None
+
+        async def on_enter_in_flight(self, event: Any) -> None:
+            await asyncio.sleep(0)
+
+    row = Slow()
+    told: dict[str, object] = {}
+    inside = threading.Event()
+    release = threading.Event()
+
+    async def first() -> None:
+        entity = OUTCOME.async_machine(row, state_attr="status")
+        await entity.trigger("park", actor="worker")
+        inside.set()
+        while not release.is_set():  # its loop stays open while the other thread moves
+            await asyncio.sleep(0.01)
+        told["first"] = entity.state
+
+    async def second() -> None:
+        entity = OUTCOME.async_machine(row, state_attr="status")
+        try:
+            told["second"] = await entity.trigger("decide_landed", actor="operator")
+        except MachinesError as refused:
+            told["second"] = str(refused)
+
+    thread = threading.Thread(target=lambda: asyncio.run(first()), daemon=True)
+    thread.start()
+    assert inside.wait(10)
+    done = threading.Thread(target=lambda: asyncio.run(second()), daemon=True)
+    done.start()
+    done.join(10)
+    release.set()
+    thread.join(10)
+    assert not done.is_alive() and not thread.is_alive(), told
+    assert "moves in another event loop, which is still open" in str(told["second"]), told
+    assert row.status == "indeterminate"
+
+    kept = OUTCOME.async_machine(row, state_attr="status")  # one entity, two loops in turn
+    assert asyncio.run(kept.trigger("reclaim", actor="caller")) == "in_flight"
+    assert asyncio.run(kept.trigger("succeed", actor="worker")) == "succeeded"

@@ -68,6 +68,7 @@ class AsyncEntityMachine(EntityBase):
             finally:
                 moves.nested.discard(ended)
                 ended.set_result(None)
+        moves.enter(asyncio.get_running_loop(), self._spec.name)
         async with moves.lock:
             held = moves.holding = object()
             token = _MOVING.set(moving | {held})

@@ -32,14 +32,37 @@ from machines.spec.routing import shown
 class Gate:
     """What the moves of one entity's state are serialised by: the lock (re-entrant for
     threads, an ``asyncio.Lock`` for tasks), and for tasks the token of the move that holds
-    it and the nested moves started under that move (``machines.runtime.async_entity``)."""
+    it, the nested moves started under that move (``machines.runtime.async_entity``), and
+    the event loop its moves run in (``enter``)."""
 
-    __slots__ = ("holding", "lock", "nested")
+    __slots__ = ("_loop", "holding", "lock", "nested")
 
     def __init__(self, asynchronous: bool) -> None:
         self.lock: Any = asyncio.Lock() if asynchronous else _thread.RLock()
         self.holding: object | None = None
         self.nested: set[asyncio.Future[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def enter(self, loop: asyncio.AbstractEventLoop, machine: str) -> None:
+        """Let a move start in ``loop``: the loop of every move so far, or a new one once
+        that loop is closed (a second ``asyncio.run``, with a fresh lock). An asyncio lock
+        cannot serialise two loops (a thread each): a move from another loop while the
+        first is open would wait for a wake-up that never comes (outsider batch 29), so it
+        is refused."""
+        if loop is self._loop:
+            return
+        with _GUARD:
+            current = self._loop
+            if current is loop:
+                return
+            if current is not None and not current.is_closed():
+                raise MachinesError(
+                    f"{machine}: this entity's state already moves in another event loop, "
+                    "which is still open (in another thread?); an asyncio lock cannot keep "
+                    "two loops' moves apart: move a model's async entities in one loop, or "
+                    "use sync entities (spec.machine) across threads"
+                )
+            self._loop, self.lock = loop, asyncio.Lock()
 
 
 class _Binding:
