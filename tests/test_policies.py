@@ -3,10 +3,12 @@ correct implementation, or a policy, this package's choice among safe designs; a
 executor safely chooses otherwise leaves the policy out, and the report says which kind
 broke.
 
-The exactly-once suite's one policy is ``interrupted-parks`` (park a key at once when its
-caller is interrupted). ``KeepsLeaseOnCancel`` holds the interrupted caller's lease until it
-expires instead: nothing runs twice, so it fails only on the policy, and passes without it;
-the executors that lose the claim on an interrupt still fail without it, on a guarantee."""
+The exactly-once suite's policies are ``interrupted-parks`` (park a key at once when its
+caller is interrupted) and ``failure-replayed`` (replay a failure that proved nothing was
+sent, rather than free the key). ``KeepsLeaseOnCancel`` holds the interrupted caller's
+lease until it expires instead: nothing runs twice, so it fails only on the policy, and
+passes without it; the executors that lose the claim on an interrupt still fail without it,
+on a guarantee."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from machines.testing.verdict import RuleBroken
 from tests.zoo.exactly_once import (
     CancelIsFailure,
     ForgetsOnCancel,
+    FreesEveryOutcome,
+    FreesFailures,
     KeepsLeaseOnCancel,
     Ledger,
     LedgerAdapter,
@@ -53,7 +57,8 @@ def broken(suite: type[ExactlyOnceSuite]) -> RuleBroken:
 
 def test_every_rule_is_labelled_and_the_exactly_once_policy_is_named() -> None:
     assert {i.kind for i in INVARIANTS.values()} == {GUARANTEE, POLICY}
-    assert POLICIES == policies_of("exactly-once suite") == {"interrupted-parks"}
+    assert policies_of("exactly-once suite") == POLICIES
+    assert {"interrupted-parks", "failure-replayed"} == POLICIES
     assert kind_of("one-send-per-claim") == GUARANTEE
     assert set(POLICIES) < set(RULES)
 
@@ -66,6 +71,19 @@ def test_a_safe_executor_of_another_policy_fails_only_on_the_policy() -> None:
 
 def test_it_passes_when_the_policy_is_left_out() -> None:
     run_suite(suite_for(KeepsLeaseOnCancel, policies=frozenset()), HUNT)
+
+
+def test_an_executor_that_frees_a_failed_key_fails_only_on_that_policy() -> None:
+    """Outsider batch 29 (b 2): freeing a key whose failure proved nothing was sent (the
+    next call runs the effect afresh, a new claim) broke replay-identical, a guarantee
+    the user could not leave out, though nothing is ever sent twice. It is the policy
+    failure-replayed; left out, such an executor passes, and freeing a succeeded key is
+    still caught on the guarantee."""
+    report = broken(suite_for(FreesFailures))
+    assert report.rule == "failure-replayed" and report.kind == POLICY, str(report)
+    run_suite(suite_for(FreesFailures, policies=frozenset({"interrupted-parks"})), HUNT)
+    report = broken(suite_for(FreesEveryOutcome, policies=frozenset()))
+    assert report.rule == "replay-identical" and report.kind == GUARANTEE, str(report)
 
 
 @pytest.mark.parametrize(

@@ -66,6 +66,18 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         "exactly-once suite",
     ),
     invariant(
+        "failure-replayed",
+        """A failure a caller was told (an error that proved nothing was sent, or a
+        person's decision that the effect did not land) is kept: every later caller is
+        told the same failure, and the effect does not run again under the key. A
+        policy: an executor that frees the key instead, so that a later call runs the
+        effect afresh as a new claim (as an idempotency key of Stripe's does when the
+        request never started), is safe too: nothing landed (the guarantees judge the
+        rest).""",
+        "exactly-once suite",
+        kind=POLICY,
+    ),
+    invariant(
         "interrupted-parks",
         """A caller cancelled or interrupted inside the effect (asyncio.CancelledError,
         KeyboardInterrupt) leaves the key parked at once: indeterminate for every later

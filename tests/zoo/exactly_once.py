@@ -458,6 +458,27 @@ class KeepsLeaseOnCancel(Ledger):
             self.park(key, version)
 
 
+class FreesFailures(Ledger):
+    """Safe, by another policy: a failed key (nothing was sent, or a person decided it did
+    not land) is freed, and the next call claims it afresh, as Stripe's idempotency keys
+    do for a request that never started (outsider batch 29, b 2)."""
+
+    settled_to_free: tuple[str, ...] = ("failed",)
+
+    def claim_in(self, key: str, worker: str, now: float) -> Claim:
+        row = self.row(key)
+        if row is not None and row[0] in self.settled_to_free:
+            self.write("DELETE FROM effects WHERE key = ?", key)
+        return super().claim_in(key, worker, now)
+
+
+class FreesEveryOutcome(FreesFailures):
+    """Frees a succeeded key too ("the next payment with this key is a new one"): its
+    effect runs again."""
+
+    settled_to_free = ("failed", "succeeded")
+
+
 class ReplaysStoredText(Ledger):
     """Replays a succeeded key's result as the JSON text it stored (the decode was
     forgotten on the replay path): the first caller got a dict, every later one a str."""
@@ -652,6 +673,7 @@ BUGS: dict[type[Ledger], Expect] = {
     AcksBeforeDurable: Expect("replay-identical", 3),
     ReplaysStoredText: Expect("replay-identical", 2),
     ForgetsErrors: Expect("replay-identical", 2),
+    FreesFailures: Expect("failure-replayed", 2),
     ForgetsOnCancel: Expect("interrupted-parks", 2),
     CancelIsFailure: Expect("interrupted-parks", 2),
     TakesOverExpired: Expect("expired-lease-parks", 1),

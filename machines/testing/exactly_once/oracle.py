@@ -38,6 +38,7 @@ POLICIES: frozenset[str] = policies_of("exactly-once suite")
 """The rules that are this package's policies, not guarantees: judged unless a suite
 leaves them out (``ExactlyOnceSuite.policies``)."""
 INTERRUPTED = "interrupted-parks"
+FAILURE_KEPT = "failure-replayed"
 
 ATTEMPTS = 20
 """How many starts of its effect the suite lets one call make: a retry loop with no bound
@@ -128,6 +129,9 @@ class KeyRecord:
     error: tuple[str, str] | None = None
     decided: bool = False
     moves: tuple[Move, ...] = ()
+    freed: bool = False
+    """Failed, with ``failure-replayed`` left out: the executor may have freed the key, and
+    its history may start a new chain."""
 
 
 class StopRun(BaseException):
@@ -257,6 +261,10 @@ class Oracle:
             )
         elif phase is Phase.PARKED:
             self.breaks(record.parked_by, f"the effect of parked {key} started again")
+        elif phase is Phase.FAILED and record.freed:
+            self._fresh_claim(call, record)  # the key was freed: a new claim
+        elif phase is Phase.FAILED:  # decided "did not land" too: nothing landed
+            self.breaks(FAILURE_KEPT, f"the effect of failed {key} started again")
         elif phase in SETTLED:
             rule = "explicit-exit" if record.decided else "replay-identical"
             self.breaks(rule, f"the effect of {phase.value} {key} started again")
@@ -278,6 +286,12 @@ class Oracle:
         else:
             record.phase, record.holder = Phase.RUNNING, call.number
             record.lease_until = self.clock + self.lease
+
+    def _fresh_claim(self, call: CallSeen, record: KeyRecord) -> None:
+        record.claim, record.sends, record.answer, record.error = record.claim + 1, 0, None, None
+        record.phase, record.holder, record.freed = Phase.RUNNING, call.number, False
+        record.decided = False
+        record.lease_until = self.clock + self.lease
 
     def _answered(self, call: CallSeen, record: KeyRecord, told: Told) -> None:
         problem = self._answer_problem(call, record, told)
@@ -329,6 +343,7 @@ class Oracle:
                     f"was told {told.describe()} although claim {record.claim} sent"
                 )
             record.phase, record.holder, record.error = Phase.FAILED, None, told.value
+            record.freed = FAILURE_KEPT not in self.policies
             return None
         if record.sends == 1 and same_value(told.value, record.answer):
             record.phase, record.holder, record.result = Phase.SUCCEEDED, None, told.value
@@ -359,6 +374,7 @@ class Oracle:
             )
         if told.kind == "failed":
             record.phase, record.holder, record.error = Phase.FAILED, None, told.value
+            record.freed = FAILURE_KEPT not in self.policies
             return None
         if told.kind == "in progress":
             return "in-progress-means-held", "was told its own interrupted run is in progress"
@@ -370,6 +386,10 @@ class Oracle:
         )
 
     def _replay_problem(self, record: KeyRecord, told: Told) -> tuple[str, str] | None:
+        if record.freed and told.kind == "failed" and record.error is None:
+            record.error = told.value  # decided "did not land": its first replay fixes it
+        if record.freed and not (told.kind == "failed" and same_value(told.value, record.error)):
+            return _freed_problem(told)
         if record.phase is Phase.SUCCEEDED and told.kind == "result":
             if same_value(told.value, record.result):
                 return None
@@ -436,6 +456,7 @@ class Oracle:
                 record.phase = Phase.SUCCEEDED if landed else Phase.FAILED
                 record.result, record.error = (result, None) if landed else (None, None)
                 record.decided, record.holder = True, None
+                record.freed = not landed and FAILURE_KEPT not in self.policies
         elif not (phase is Phase.FREE and decision is None):  # a second reclaim changes nothing
             self.breaks("explicit-exit", f"the {what} of {key} was accepted while {phase.value}")
 
@@ -450,10 +471,13 @@ def _history_problem(
             f"history({key!r}) gave {describe(moves)}, not a list of moves with str source, "
             "trigger, dest and actor (or None)"
         )
+    if record.freed and chain[: len(record.moves)] != record.moves:
+        record.moves = ()  # a key freed after its failure: a new chain, judged from its start
     if chain[: len(record.moves)] != record.moves:
         was, now = show_chain(record.moves), show_chain(chain)
         where = first_difference(chain, record.moves)
-        return "legal-history", f"the history of {key} was rewritten ({where}): {was} became {now}"
+        rule = FAILURE_KEPT if record.phase is Phase.FAILED else "legal-history"
+        return rule, f"the history of {key} was rewritten ({where}): {was} became {now}"
     record.moves = chain
     problem = chain_problem(chain, spec)
     if problem is not None:
@@ -464,7 +488,7 @@ def _history_problem(
     state = chain[-1].dest if chain else spec.initial
     if record.phase is Phase.NEW and chain:
         return "legal-history", f"{key} was never called, yet its history has {len(chain)} move(s)"
-    expected = _STANDS[record.phase]
+    expected = _STANDS[record.phase] + ((spec.initial,) if record.freed else ())
     if state in expected:
         return None
     return _rule_behind(record), (
@@ -492,5 +516,27 @@ def _rule_behind(record: KeyRecord) -> str:
     if record.phase is Phase.FREE or record.decided:
         return "explicit-exit"
     if record.phase in SETTLED:
-        return "replay-identical"
+        return _kept_by(record.phase)
     return "legal-history"
+
+
+def _freed_problem(told: Told) -> tuple[str, str] | None:
+    """What a caller of a key freed after its failure (``failure-replayed`` left out) may
+    be told without the effect running: the failure again (judged before); nothing else
+    has a cause."""
+    if told.kind == "failed":
+        return (
+            "replay-identical",
+            f"was told {told.describe()}, another failure, though nothing ran",
+        )
+    if told.kind == "result":
+        return "result-from-upstream", f"was given {told.describe()}, though nothing ran since"
+    if told.kind == "in progress":
+        return "in-progress-means-held", "was told in progress, though nothing ran since"
+    return "indeterminate-has-cause", f"was told {told.describe()}, though nothing ran since"
+
+
+def _kept_by(phase: Phase) -> str:
+    """The rule that keeps a settled key where it is: a result by a guarantee, a failure
+    (nothing landed) by a policy (``failure-replayed``)."""
+    return FAILURE_KEPT if phase is Phase.FAILED else "replay-identical"

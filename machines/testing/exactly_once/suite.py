@@ -243,8 +243,9 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
 
     ``policies`` are the rules of this package's choosing that the suite judges besides
     the guarantees (``POLICIES``, all by default): an executor that safely chooses
-    otherwise sets, say, ``policies = frozenset()`` to keep an interrupted caller's lease
-    until it expires instead of parking the key at once (``interrupted-parks``)."""
+    otherwise leaves one out, say ``interrupted-parks`` to keep an interrupted caller's
+    lease until it expires instead of parking the key at once, or ``failure-replayed`` to
+    free a key whose failure proved nothing was sent."""
 
     policies: ClassVar[frozenset[str]] = POLICIES
 
