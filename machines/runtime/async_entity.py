@@ -1,9 +1,10 @@
 """The entity machine for asyncio code: ``spec.async_machine(...)``.
 
 Its moves are ``EntityMachine``'s (``machines.runtime.entity``), awaited. What is its own is
-the lock: an ``asyncio.Lock`` per entity, and a move fired from inside another (by a
-callback, or by a task a callback started) runs inside the move that holds the lock, which
-ends only after it.
+the lock: an ``asyncio.Lock`` per entity (per model, for the entities bound to one model's
+state: ``machines.runtime.binding``), in one event loop at a time; and a move fired from
+inside another (by a callback, or by a task a callback started) runs inside the move that
+holds the lock, which ends only after it.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ for good, and made a move beside another); it counts only while its move holds t
 class AsyncEntityMachine(EntityBase):
     """One entity's lifecycle for asyncio code, on ``transitions``' ``AsyncMachine``:
     ``await m.trigger(...)``; callbacks may be coroutines. Build it with
-    ``spec.async_machine(...)``. An ``asyncio.Lock`` per entity serialises moves; a
-    callback may await another trigger on the same entity (it runs inside the first)."""
+    ``spec.async_machine(...)``. An ``asyncio.Lock`` per entity (per model it is bound to)
+    serialises moves; a callback may await another trigger on the same entity (it runs
+    inside the first)."""
 
     __slots__ = ("_moves",)
     _asynchronous: ClassVar[bool] = True

@@ -38,7 +38,7 @@ class Gate:
     __slots__ = ("_loop", "holding", "lock", "nested")
 
     def __init__(self, asynchronous: bool) -> None:
-        self.lock: Any = asyncio.Lock() if asynchronous else _thread.RLock()
+        self.lock: Any = None if asynchronous else _thread.RLock()  # async: made by enter
         self.holding: object | None = None
         self.nested: set[asyncio.Future[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -66,6 +66,9 @@ class Gate:
 
 
 class _Binding:
+    """The entities bound to one model's state attribute now: their machine, context and
+    kind, their gate, and a weak reference to each."""
+
     __slots__ = ("asynchronous", "context", "entities", "gate", "machine")
 
     def __init__(self, machine: str, context: Mapping[str, str], asynchronous: bool) -> None:
