@@ -42,8 +42,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 
+from machines.derive.proof import check_derivation
 from machines.errors import InvalidArgument, InvalidStateTransition, MachinesError
 from machines.spec import MachineSpec
+from machines.spec.canonical import semantic_digest
 from machines.spec.loader import load
 from machines.spec.structure import check_structure
 from machines.spec.vocabulary import EFFECT_STARTED, TAGS
@@ -78,6 +80,51 @@ def require_reliable(specs: Mapping[str, MachineSpec], machine: str, system: str
             f"(machines.load('{machine}'), or yours with them restored)"
         )
     return given
+
+
+def require_money_proved(request: MachineSpec, node: MachineSpec, system: str) -> None:
+    """Refuse (``InvalidArgument``) a pair of request and node definitions whose
+    derivation ``machines check`` cannot prove safe: a node definition of the owner's may
+    add states and moves the bundled derivation's rules do not know, and a request may
+    then fail with a withdrawal in flight (outsider batch 30). The bundled pair (as it is
+    in the store, by its semantic digest) was proved by ``machines check`` itself; any
+    other pair is proved here, once per pair (a second or two)."""
+    if _UNCHECKED.get():
+        return
+    if all(
+        semantic_digest(given) == semantic_digest(bundled(name))
+        for given, name in ((request, "request"), (node, "node"))
+    ):
+        return
+    key = (id(request), id(node))
+    with _lock:
+        known = _proved.get(key)
+    if known is None or known[0] is not request or known[1] is not node:
+        report = check_derivation(request, node)
+        sets = request.derivation.rule_sets if request.derivation is not None else {}
+        found = tuple(
+            f"{result.name}: {c.invariant}: {c.describe()}"
+            for result in report.results
+            for c in result.counterexamples
+            if c.invariant not in sets[result.name].known_violations  # kept for show
+        )
+        known = (request, node, found)
+        with _lock:
+            if len(_proved) >= 16:
+                _proved.clear()
+            _proved[key] = known
+    if known[2]:
+        more = f"; and {len(known[2]) - _SHOWN} more" if len(known[2]) > _SHOWN else ""
+        raise InvalidArgument(
+            f"{system} cannot run on the store's definitions of 'request' and 'node': the "
+            f"derivation of a request's state from its nodes is not safe on them: "
+            f"{'; '.join(known[2][:_SHOWN])}{more} (machines check shows each "
+            "counterexample). Tag the node's added states for what they mean, or restore "
+            "the bundled definitions"
+        )
+
+
+_proved: dict[tuple[int, int], tuple[MachineSpec, MachineSpec, tuple[str, ...]]] = {}
 
 
 def require_bundled_move(
@@ -148,6 +195,7 @@ def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
             )
     yield from _rules_broken(given, bundled)
     yield from _sending_reopened(given, bundled)
+    yield from _effect_forgotten(given, bundled)
     if given.derivation != bundled.derivation:
         yield (
             "its derivation of the state from the nodes differs from the bundled one (the "
@@ -229,3 +277,28 @@ def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
                 f"the move '{t.trigger}' from '{t.source}' leads to '{t.dest}', from which the "
                 "system starts its effect: an effect already started could be started again"
             )
+
+
+def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    """A move of the owner's by an automatic actor, without evidence, out of a state where
+    the effect may have happened (``effect-started``) into one where it did not: the system
+    (and the derivation, which counts money in flight by the tag) would then take an effect
+    that may have happened for one that did not. A withdrawal the venue accepted, moved to
+    an added untagged state, let a failed sibling release the reservation with the money
+    out (outsider batch 30); and through an added tagged state, the automatic executor
+    reached ``failed`` with no evidence, around the bundled rule that names the states. The
+    bundled moves out (a failure proved before sending) are the system's own."""
+    started = given.states_tagged(EFFECT_STARTED)
+    ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
+    for t in given.transitions:
+        if (t.source, t.trigger, t.dest) in ours or t.source not in started:
+            continue
+        automatic = [a for a in t.actors if given.actors[a].automatic]
+        if t.dest not in started and automatic and not t.evidence:
+            yield (
+                f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
+                f"leads to '{t.dest}' (it did not) by the automatic "
+                f"{', '.join(repr(a) for a in automatic)} with no evidence: tag '{t.dest}' "
+                f"{EFFECT_STARTED}, or give the move its evidence"
+            )
+

@@ -49,7 +49,7 @@ from machines.store.records import Row, StaleWrite, Store
 from machines.systems import arguments
 from machines.systems.arguments import plain
 from machines.systems.exactly_once import process_identity
-from machines.systems.reliance import require_reliable
+from machines.systems.reliance import require_money_proved, require_reliable
 from machines.systems.transfer.driver import Driver
 from machines.systems.transfer.errors import PlanError, TransferConfigError, TransferRefused
 from machines.systems.transfer.executor import Executor, PlanNode, check_executors
@@ -118,6 +118,7 @@ class TransferEngine(Driver):
         if NODE not in specs:
             raise TransferConfigError("the store needs both the 'request' and 'node' machines")
         require_reliable(specs, NODE, "TransferEngine")
+        require_money_proved(specs[REQUEST], specs[NODE], "TransferEngine")
         if not isinstance(executors, Mapping) or not all(isinstance(n, str) for n in executors):
             raise TransferConfigError(
                 f"executors must map names to executors, not {describe(executors)}"
