@@ -5,6 +5,7 @@ never failed (nor its reservation released) while money may be on its way."""
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -12,7 +13,8 @@ from typing import Any, cast
 import pytest
 
 import machines
-from machines.errors import InvalidStateTransition, MachinesError
+from machines.errors import InvalidArgument, InvalidStateTransition, MachinesError
+from machines.spec import MachineSpec
 from machines.spec.loader import load
 from machines.spec.states import NodeState, RequestState
 from machines.store import Store, open_store
@@ -965,3 +967,85 @@ def test_a_node_kind_the_engine_cannot_dispatch_is_refused_in_the_plan(tmp_path:
         engine.submit("r-magic", [node("m", "magic", False)])
     with pytest.raises(UnknownTransfer):
         engine.request("r-magic")
+
+
+def _node_with(tmp_path: Path, tagged: bool, evidence: bool) -> MachineSpec:
+    """The bundled node definition and an owner's state where a sent withdrawal may be
+    parked, reached by the automatic executor from the sent states, left for failed."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir
+
+    doc = yaml.safe_load((bundled_spec_dir() / "node.yaml").read_text(encoding="utf-8"))
+    doc["states"]["parked_at_venue"] = {"description": "The venue asked us to wait."}
+    if tagged:
+        doc["states"]["parked_at_venue"]["tags"] = ["effect-started"]
+    drop = {"trigger": "drop", "source": "parked_at_venue", "dest": "failed"}
+    if evidence:
+        drop["evidence"] = "the venue says it gave the money back"
+    doc["transitions"] += [
+        {
+            "trigger": "hold",
+            "source": ["submitting", "submitted", "observing"],
+            "dest": "parked_at_venue",
+            "actor": "executor",
+            "description": "parked",
+        },
+        {**drop, "actor": "executor", "description": "dropped"},
+    ]
+    (tmp_path / "node.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return load(tmp_path / "node.yaml")
+
+
+@pytest.mark.parametrize(
+    ("tagged", "evidence", "says"),
+    [
+        (False, False, "'hold' from 'submitting' (the effect may have happened) leads to"),
+        (True, False, "'drop' from 'parked_at_venue' (the effect may have happened)"),
+        (True, True, "the derivation of a request's state from its nodes is not safe"),
+    ],
+    ids=["untagged", "tagged-no-evidence", "tagged-with-evidence"],
+)
+def test_a_node_definition_that_hides_money_in_flight_is_refused(
+    tmp_path: Path, tagged: bool, evidence: bool, says: str
+) -> None:
+    """Outsider batch 30 (a 1): a node state of the owner's, untagged, reached by the
+    automatic executor from the sent states, made a withdrawal the venue accepted count as
+    idle: a failed sibling released the reservation with the money out, and the audit and
+    machines check said OK. Tagged, the executor reached failed through it with no
+    evidence, around the bundled rule that names the states. The engine now refuses a
+    move that forgets an effect without evidence, and a pair whose derivation machines
+    check cannot prove."""
+    store = open_store("memory://", [_node_with(tmp_path, tagged, evidence), load("request")])
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        engine_for(store, FakeVenue())
+
+
+def test_a_node_in_a_state_of_the_owners_is_a_typed_error(tmp_path: Path) -> None:
+    """Outsider batch 30 (a 2): a node the owner's own code moved to a state the store's
+    definition adds made engine.nodes() raise a raw ValueError."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir
+    from machines.systems.transfer.errors import TransferError
+
+    doc = yaml.safe_load((bundled_spec_dir() / "node.yaml").read_text(encoding="utf-8"))
+    doc["states"]["on_hold"] = {"description": "Held by the owner before it is ready."}
+    doc["transitions"].append(
+        {"trigger": "hold", "source": "blocked", "dest": "on_hold", "actor": "operator",
+         "description": "The owner holds it."}
+    )  # fmt: skip
+    doc["transitions"].append(
+        {"trigger": "release", "source": "on_hold", "dest": "blocked", "actor": "operator",
+         "description": "The owner lets it go on."}
+    )  # fmt: skip
+    (tmp_path / "node.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    store = open_store("memory://", [load(tmp_path / "node.yaml"), load("request")])
+    engine = engine_for(store, FakeVenue())
+    engine.submit("r1", [node("a", "action", True), node("b", "action", True, "a")])
+    with store.transaction() as tx:
+        row = tx.get("node", "r1/b")
+        assert row is not None
+        tx.move(row, "hold", actor="operator")
+    with pytest.raises(TransferError, match="node 'b' of request 'r1' is in 'on_hold'"):
+        engine.nodes("r1")

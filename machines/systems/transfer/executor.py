@@ -15,7 +15,7 @@ from machines.errors import message_of, storable_text
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState
 from machines.store.records import Row
-from machines.systems.transfer.errors import TransferConfigError
+from machines.systems.transfer.errors import TransferConfigError, TransferError
 
 PrepareAnswer = Literal["sign", "submit", "retry"]
 SubmitAnswer = Literal["accepted", "completed", "failed", "unknown"]
@@ -32,6 +32,8 @@ ON_OBSERVE = {"completed": "complete", "failed": "fail", "unknown": "lose_track"
 """The node trigger each answer leads to. ``"submit"`` (prepare) and ``"pending"``
 (observe) are handled apart; any other answer fails a node that sent nothing and moves a
 node whose call is out to ``unknown``."""
+_NODE_STATES = frozenset(state.value for state in NodeState)
+"""The node states the engine drives: the bundled definition's."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,16 @@ class PlanNode:
 
     @classmethod
     def of(cls, request_id: str, row: Row) -> PlanNode:
+        """The node of ``row``; ``TransferError`` when its state is one the store's
+        definition adds, which the engine does not drive (outsider batch 30: a raw
+        ``ValueError``)."""
         d = row.data
+        if row.state not in _NODE_STATES:
+            raise TransferError(
+                f"node '{d.get('name')}' of request '{request_id}' is in '{row.state}', a "
+                "state the store's node definition adds: the engine neither reads nor moves "
+                "a node there (the owner's own code does)"
+            )
         return cls(
             request_id,
             d["name"],
