@@ -326,3 +326,51 @@ def test_the_session_settings_the_store_relies_on_are_its_own(url: str) -> None:
     assert row is not None and same is not None
     assert (row.created_at, row.updated_at) == (same.created_at, same.updated_at)
     assert row.created_at != round(row.created_at)
+
+
+def test_a_venues_answer_survives_a_race_for_the_request_row(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 30 (a 3): while an engine recorded the venue's answer to a submit,
+    another writer raised the request row's version (another engine's derived move, say);
+    the engine's session lost the race and was dropped, the node's move with it, and the
+    node later went unknown, its history saying the venue never reported back. The move is
+    made again while the node itself is as it was read."""
+    from machines.systems import TransferEngine
+    from machines.systems.transfer import session as sessions
+
+    class Venue:
+        def prepare(self, node: object) -> str:
+            return "submit"
+
+        def submit(self, node: object) -> str:
+            return "completed"
+
+        def observe(self, node: object) -> str:
+            return "pending"
+
+    store, other = open_store(url), open_store(url)
+    engine = TransferEngine(store, {"venue": Venue()}, engine_id="A")
+    plan = [{"name": "x", "kind": "action", "has_side_effect": True, "executor": "venue"}]
+    engine.submit("r1", plan)
+    engine.validate("r1")
+    engine.request_approval("r1")
+    engine.approve("r1", by="alice")
+    engine.start("r1")
+    engine.step("r1")  # ready -> preparing
+    derive, raced = sessions.Session._derive, []
+
+    def racing(self: Any) -> Any:
+        if not raced and self.nodes["x"].state == "completed":
+            raced.append(True)
+            with other.transaction() as tx:  # another writer touches the request row
+                row = tx.get("request", "r1")
+                assert row is not None
+                tx.update(row, row.data)
+        return derive(self)
+
+    monkeypatch.setattr(sessions.Session, "_derive", racing)
+    engine.step("r1")  # preparing -> submitting, and the venue answers completed
+    assert raced and engine.nodes("r1")["x"].state.value == "completed"
+    store.close()
+    other.close()

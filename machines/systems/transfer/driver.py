@@ -47,6 +47,10 @@ from machines.systems.transfer.session import (
     said,
 )
 
+APPLY_ATTEMPTS = 5
+"""How often a node move is made again when its session lost a race for the request row
+while the node itself was not moved."""
+
 
 class Driver:
     """The engine's node moves and transactions; ``TransferEngine`` sets the attributes."""
@@ -224,15 +228,29 @@ class Driver:
         data: Mapping[str, Any] | None = None,
     ) -> list[Movement]:
         """Move ``row`` if the request is (still) in a mode that allows the move
-        (``policy``) and nobody moved the node since it was read; else nothing."""
-        try:
-            with self._session(request_id) as s:
-                if not allowed(s.mode, row.state, trigger, actor):
+        (``policy``) and nobody moved the node since it was read; else nothing. A session
+        that lost a race for the request row (another engine's derived move, say) while
+        the node is as it was read is made again: the move may be a venue's answer, which
+        would otherwise be lost, and the node later taken for one that never reported
+        back (outsider batch 30)."""
+        for attempt in range(1, APPLY_ATTEMPTS + 1):
+            try:
+                with self._session(request_id) as s:
+                    if not allowed(s.mode, row.state, trigger, actor):
+                        return []
+                    s.move_node(row, trigger, actor, detail, data)
+            except StaleWrite:
+                if attempt == APPLY_ATTEMPTS or not self._unmoved(row):
                     return []
-                s.move_node(row, trigger, actor, detail, data)
-        except StaleWrite:
-            return []
-        return s.moved
+                continue
+            return s.moved
+        return []
+
+    def _unmoved(self, row: Row) -> bool:
+        """Whether ``row`` is still at the version it was read at."""
+        with self.store.transaction() as tx:
+            now = tx.get(row.machine, row.key)
+        return now is not None and now.version == row.version
 
 
 def _a_time(value: object) -> TypeGuard[float]:
