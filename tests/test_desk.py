@@ -224,6 +224,39 @@ def test_a_key_that_reads_reversed_is_shown_escaped(desk: Desk) -> None:
     assert "\u202e" not in page and "refund-\\u202egpj.exe" in page, page
 
 
+@pytest.mark.parametrize("key", [".", ".."])
+def test_a_key_a_browser_would_drop_from_a_path_can_be_opened_and_acted_on(
+    desk: Desk, key: str
+) -> None:
+    """Outsider batch 30 (b 3): an entity keyed "." or ".." was listed, but a browser drops
+    such a path segment (/entity/outcome/.. is /entity/), so no person could open it or act
+    on it. Its links carry the key in the query; followed as a browser would, they work."""
+    from urllib.parse import urljoin
+
+    parked(desk.store, key)
+    client = desk.signed_in()
+    links = re.findall(r'class="entity" href="([^"]+)"', client.get("/").text)
+    (link,) = [h for h in links if h.endswith(f"key={key}")]
+    assert urljoin("http://desk/", link) == f"http://desk{link}"  # no dot segment to drop
+    page = client.get(link)
+    assert page.status_code == 200 and 'id="state">indeterminate<' in page.text
+    action = re.search(r'<form[^>]*action="([^"]+/act[^"]*)"', page.text)
+    assert action is not None and urljoin("http://desk/", action.group(1)).endswith(
+        f"/act?key={key}"
+    )
+    version = re.search(r'name="version" value="(\d+)"', page.text)
+    assert version is not None
+    fields = {
+        "csrf": csrf_of(page.text),
+        "version": version.group(1),
+        "trigger": "decide_not_landed",
+        "actor": "operator",
+        "reason": "the bank statement shows nothing",
+    }
+    done = client.post(action.group(1), data=fields)
+    assert done.status_code == 200 and 'id="state">failed<' in done.text, done.text
+
+
 def test_a_stale_page_cannot_act_and_two_people_racing_get_one_winner(desk: Desk) -> None:
     parked(desk.store, "charge-5")
     olga, olga_again = desk.signed_in(), desk.signed_in()

@@ -264,7 +264,42 @@ def test_the_desk_answers_only_for_its_own_host_names(
             assert (answer.status_code == 400) is not ok, (host, answer.status_code)
     finally:
         store.close()
-    assert serving.answered_hosts("0.0.0.0") == ["localhost", "127.0.0.1"]
+    assert serving.answered_hosts("0.0.0.0") == ["localhost", "127.0.0.1", "[::1]"]
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("*", "a * would answer any host"),
+        ("*example.com", "a * would answer any host"),
+        ("desk.example.com:8443", "a port is not part of it"),
+        ("desk_example.com", "it is no DNS name"),
+        ("", "it is no DNS name"),
+    ],
+)
+def test_a_hostname_that_names_no_host_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, says: str
+) -> None:
+    """Outsider batch 30 (b 1): --hostname '*' turned the Host check off (Starlette reads
+    it as any host), '*example.com' crashed the desk with a traceback after it said it was
+    serving, and a name with its port matched nothing. Each is refused before anything
+    starts, exit 2, naming the value."""
+    accounts = tmp_path / "accounts.json"
+    with pytest.raises(SystemExit) as stopped:
+        main(["desk", "sqlite:///x.db", "--accounts", str(accounts), "--hostname", given])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "--hostname takes a host name" in err and says in err, err
+
+
+def test_a_desk_on_an_ipv6_address_answers_for_it() -> None:
+    """Outsider batch 30 (b 2): --host ::1 was answered for as '::1', but a browser sends
+    '[::1]:port', and every request was refused; the URL printed was no URL."""
+    assert serving.answered_hosts("::1") == ["localhost", "127.0.0.1", "[::1]"]
+    assert "[2001:db8::7]" in serving.answered_hosts("2001:db8::7")
+    assert serving.url_host("::1") == "[::1]" and serving.url_host("127.0.0.1") == "127.0.0.1"
+    assert serving.host_name("Desk.Example.COM.") == "desk.example.com."
+    assert serving.host_name("[2001:DB8::1]") == "[2001:db8::1]"
 
 
 def test_pending_says_the_days_of_a_long_wait(

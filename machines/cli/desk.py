@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem, whole
+from machines.desk.serving import host_name
 from machines.errors import MachinesError, install_command, printable
 
 ADD = "add-account"
@@ -115,6 +116,17 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             return _add(args, parsers)
         if args.name is not None or args.roles is not None:
             parsers[1]["desk"].error("a name and --roles go with add-account only")
+        names = []
+        for given in args.hostname:
+            try:
+                names.append(host_name(given))
+            except ValueError as why:
+                parsers[1]["desk"].error(
+                    f"--hostname takes a host name as browsers send it (desk.example.com, "
+                    f"192.0.2.7, [2001:db8::1]), not {printable(repr(given))} "
+                    f"({printable(str(why))})"
+                )
+        args.hostname = names
         if args.proxy is not None:
             try:
                 args.proxy = _addresses(args.proxy)
@@ -155,13 +167,14 @@ def _password() -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from machines.desk.serving import desk_for, serve
+    from machines.desk.serving import desk_for, serve, url_host
     from machines.store.records import shown_url
 
     app, store = desk_for(args.target, args.accounts, args.spec_dir, args.session_minutes)
     try:
         print(
-            f"machines desk: serving {shown_url(store.url)} on http://{args.host}:{args.port}/ "
+            f"machines desk: serving {shown_url(store.url)} on "
+            f"http://{url_host(args.host)}:{args.port}/ "
             "(Ctrl-C to stop)",
             file=sys.stderr,
         )

@@ -72,6 +72,21 @@ HEADERS = {
 }
 
 
+ACT, DOT_KEY = "act", "key"
+"""The last segment of an entity's form action, and the query parameter that carries a key
+no path can ("." or "..")."""
+
+
+def entity_href(machine: str, key: str, *, act: bool = False) -> str:
+    """The path of an entity's page (or, with ``act``, of its form's action). A key "." or
+    ".." goes in the query: a browser drops such a path segment (outsider batch 30), and
+    the entity could not be opened or acted on from the desk."""
+    base = f"/entity/{quote(machine, safe='')}"
+    if key in (".", ".."):
+        return f"{base}{'/' + ACT if act else ''}?{urlencode({DOT_KEY: key})}"
+    return f"{base}/{quote(key, safe='')}{'/' + ACT if act else ''}"
+
+
 def desk_app(store: Store, accounts: Accounts, *, sessions: Sessions | None = None) -> Starlette:
     """The desk over ``store``, for ``accounts``."""
     desk = _Desk(store, accounts, sessions or Sessions())
@@ -80,6 +95,7 @@ def desk_app(store: Store, accounts: Accounts, *, sessions: Sessions | None = No
         Route("/login", desk.login, methods=["POST"]),
         Route("/logout", desk.logout, methods=["POST"]),
         Route("/", desk.waiting_page, methods=["GET"]),
+        Route("/entity/{machine}", desk.entity_or_act, methods=["GET", "POST"]),
         Route("/entity/{machine}/{key:path}", desk.entity_or_act, methods=["GET", "POST"]),
         Route("/api/token", desk.api_token, methods=["POST"]),
         Route("/api/pending", desk.api_pending, methods=["GET"]),
@@ -231,14 +247,16 @@ class _Desk:
             previous=urlencode({**query, "page": number - 1}) if number > 1 else None,
             next=urlencode({**query, "page": number + 1}) if len(listed) > PAGE else None,
             machines={m: waiting_states(s) for m, s in sorted(self.store.specs().items())},
-            quote=quote,
+            entity_href=entity_href,
         )
 
     async def entity_or_act(self, request: Request) -> Response:
         session = self.session(request)
         if session is None:
             return _to_login()
-        machine, key = request.path_params["machine"], request.path_params["key"]
+        machine, key = request.path_params["machine"], request.path_params.get("key", "")
+        if key in ("", ACT) and DOT_KEY in request.query_params:  # a key "." or ".."
+            key = request.query_params[DOT_KEY] + ("/act" if key == ACT else "")
         if request.method == "POST":
             if not key.endswith("/act"):
                 return self.page("error.html", session, status=404, message="no such page")
@@ -282,7 +300,7 @@ class _Desk:
             history=history,
             moves=moves,
             picture=_picture(to_dot(spec, row.state, taken)),
-            action=f"/entity/{quote(machine, safe='')}/{quote(key, safe='')}/act",
+            action=entity_href(machine, key, act=True),
             detail=_detail,
         )
 
@@ -319,8 +337,7 @@ class _Desk:
             act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:
             return self.entity(session, machine, key, status=409, message=str(exc))
-        target = f"/entity/{quote(machine, safe='')}/{quote(key, safe='')}"
-        return RedirectResponse(target, status_code=303)
+        return RedirectResponse(entity_href(machine, key), status_code=303)
 
     # -- the API ---------------------------------------------------------------------------
 

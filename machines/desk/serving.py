@@ -3,6 +3,8 @@ against them, and the application served with uvicorn."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,8 +58,42 @@ def desk_for(
     return app, store
 
 
-LOCAL_NAMES = ("localhost", "127.0.0.1")
+LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 """The names the desk always answers to: its own machine's."""
+
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)\Z")
+
+
+def host_name(text: str) -> str:
+    """``text`` as a ``Host`` header names a host (lower case, an IPv6 address in
+    brackets), or ``ValueError`` saying why it is none: a ``*`` (which would answer any
+    host: DNS rebinding), a port, or anything but a DNS name or an IP address (outsider
+    batch 30: ``*`` turned the check off, ``*x.com`` crashed the desk, ``name:8443``
+    matched nothing)."""
+    name = text.strip().lower()
+    inner = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    try:
+        address = ipaddress.ip_address(inner)
+    except ValueError:
+        address = None
+    if address is not None:
+        return f"[{address.compressed}]" if address.version == 6 else address.compressed
+    labels = name.removesuffix(".").split(".")
+    if "*" in name:
+        raise ValueError("a * would answer any host")
+    if ":" in name:
+        raise ValueError("a port is not part of it")
+    if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise ValueError("it is no DNS name")
+    return name
+
+
+def url_host(host: str) -> str:
+    """``host`` (an address to listen on) as a URL names it: an IPv6 address in brackets."""
+    try:
+        return host_name(host)
+    except ValueError:
+        return host
 
 
 def answered_hosts(host: str, names: Sequence[str] = ()) -> list[str]:
@@ -66,7 +102,7 @@ def answered_hosts(host: str, names: Sequence[str] = ()) -> list[str]:
     Any other is refused: a page whose name was pointed at this machine (DNS rebinding)
     would otherwise be the desk's own page to the desk (outsider batch 27)."""
     wildcard = host in ("0.0.0.0", "::", "")
-    return list(dict.fromkeys([*LOCAL_NAMES, *([] if wildcard else [host]), *names]))
+    return list(dict.fromkeys([*LOCAL_NAMES, *([] if wildcard else [url_host(host)]), *names]))
 
 
 def serve(
