@@ -382,9 +382,9 @@ def test_pytest_as_the_command(
         (["--spec-dir", "specs", "--examples", "5", "--", "true"], "--examples is for"),
         (["--spec-dir", "specs", "--timeout", "0", "--", "true"], "must be a whole number"),
         (["--timeout", "5"], "--timeout is for your own definitions"),
-        (["--only", "*"], "--only is for your own definitions"),
+        (["--only", "*"], "specs holds definitions, but nothing names them"),  # batch 30
         (["--no-baseline"], "--no-baseline is for your own definitions"),
-        (["--skip", "*"], "--skip is for your own definitions"),
+        (["--skip", "*"], "specs holds definitions, but nothing names them"),
         (["--jobs", "2"], "--jobs is for your own definitions"),
         (["--spec-dir", "specs", "--jobs", "0", "--", "true"], "must be a whole number"),
     ],

@@ -254,6 +254,13 @@ def test_mutate_with_a_test_command_mutates_the_projects_definitions(
     monkeypatch.chdir(tmp_path)  # no project: the words are taken for catalog ids
     assert main(["mutate", "--", "true"]) == 2
     assert "unknown mutation(s) true" in capsys.readouterr().err
+    monkeypatch.chdir(root)  # outsider batch 30 (b 4): listing and choosing, no command
+    assert main(["mutate", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "refund.yaml:" in listed and "outcome-auto-exit-indeterminate" not in listed
+    assert main(["mutate", "--list", "--only", "refund.yaml:*:drop-transition:*"]) == 0
+    chosen = capsys.readouterr().out.splitlines()
+    assert chosen[:-1] and all(":drop-transition:" in line for line in chosen[:-1]), chosen
 
 
 def test_init_writes_a_machine_that_checks_clean_and_a_test_that_passes(

@@ -117,6 +117,12 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         found = definitions_dir(None)  # in a project: its definitions, as every command
         if not found.bundled:
             args.spec_dir = found.spec_dir
+    elif args.spec_dir is None and not args.ids and (args.list or args.only or args.skip):
+        # listing or choosing mutants in a project: its own (outsider batch 30); the
+        # catalog is of this package's definitions, which its own checkout names
+        found = definitions_dir(None)
+        if not found.bundled and not _bundled_folder(found.spec_dir):
+            args.spec_dir = found.spec_dir
     if args.spec_dir is not None:
         return _run_yours(args)
     for given, option in (
@@ -129,6 +135,16 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         if given:
             raise InvalidArgument(f"{option} is for your own definitions: give --spec-dir DIR")
     return _run_catalog(args)
+
+
+def _bundled_folder(folder: Path) -> bool:
+    """Whether ``folder`` is this package's own definitions (its checkout's ``spec``)."""
+    from machines.spec.loader import bundled_spec_dir
+
+    try:
+        return folder.resolve() == bundled_spec_dir().resolve()
+    except OSError:
+        return False
 
 
 def _a_command(ids: list[str]) -> bool:
