@@ -295,3 +295,53 @@ def test_a_move_back_to_where_an_effect_starts_is_refused(
     store = opener(replace(spec, transitions=(*spec.transitions, extra)), *others)
     with pytest.raises(InvalidArgument, match="from which the system starts its effect"):
         build(system, store)
+
+
+def with_detour(name: str, folder: Path, source: str, dest: str, actor: str) -> MachineSpec:
+    """The bundled ``name`` with a state of the owner's, tagged effect-started, that the
+    automatic ``actor`` reaches from ``source`` and leaves for ``dest``, neither move with
+    evidence."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir
+
+    doc = yaml.safe_load((bundled_spec_dir() / f"{name}.yaml").read_text(encoding="utf-8"))
+    doc["states"]["confirming"] = {"description": "Ours.", "tags": ["effect-started"]}
+    doc["transitions"] += [
+        {"trigger": "confirm_later", "source": source, "dest": "confirming", "actor": actor,
+         "description": "Ours."},
+        {"trigger": "assume", "source": "confirming", "dest": dest, "actor": actor,
+         "description": "Ours."},
+    ]  # fmt: skip
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return machines.load(folder / f"{name}.yaml")
+
+
+@pytest.mark.parametrize(
+    ("system", "machine", "source", "dest", "actor"),
+    [
+        ("ExactlyOnce", "outcome", "in_flight", "succeeded", "worker"),
+        ("TransferEngine", "node", "observing", "completed", "observer"),
+    ],
+)
+def test_an_unknown_outcome_cannot_be_settled_through_a_state_of_the_owners(
+    opener: Callable[..., Store],
+    tmp_path: Path,
+    system: str,
+    machine: str,
+    source: str,
+    dest: str,
+    actor: str,
+) -> None:
+    """Outsider batch 31 (a): through a state of the owner's, tagged effect-started, the
+    automatic worker settled a key whose effect was still running as succeeded with a
+    result of its own, no evidence: every later caller was told it, and machines check,
+    the system and the audit said OK. Such a move into a terminal state is refused. (The
+    effect definition's own rule, no-skipping-commit, refuses the same detour as it
+    loads.)"""
+    specs = {name: machines.load(name) for name in ("outcome", "effect", "request", "node")}
+    specs[machine] = with_detour(machine, tmp_path, source, dest, actor)
+    store = opener(*specs.values())
+    with pytest.raises(InvalidArgument, match=rf"{system} cannot run") as refused:
+        build(system, store)
+    assert f"settles it in '{dest}' by the automatic '{actor}'" in str(refused.value)

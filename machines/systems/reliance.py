@@ -281,9 +281,11 @@ def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
 
 def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
     """A move of the owner's by an automatic actor, without evidence, out of a state where
-    the effect may have happened (``effect-started``) into one where it did not: the system
-    (and the derivation, which counts money in flight by the tag) would then take an effect
-    that may have happened for one that did not. A withdrawal the venue accepted, moved to
+    the effect may have happened (``effect-started``) into one where it did not, or into a
+    terminal state: the system (and the derivation, which counts money in flight by the
+    tag) would then take an effect that may have happened for one that did not, or an
+    outcome nobody knows for a settled one (batch 31: through an added state, the worker
+    reached ``succeeded`` with a result of its own, and every later caller was told it). A withdrawal the venue accepted, moved to
     an added untagged state, let a failed sibling release the reservation with the money
     out (outsider batch 30); and through an added tagged state, the automatic executor
     reached ``failed`` with no evidence, around the bundled rule that names the states. The
@@ -294,11 +296,18 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
         if (t.source, t.trigger, t.dest) in ours or t.source not in started:
             continue
         automatic = [a for a in t.actors if given.actors[a].automatic]
-        if t.dest not in started and automatic and not t.evidence:
+        if not automatic or t.evidence:
+            continue
+        by = f"by the automatic {', '.join(repr(a) for a in automatic)} with no evidence"
+        if t.dest not in started:
             yield (
                 f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
-                f"leads to '{t.dest}' (it did not) by the automatic "
-                f"{', '.join(repr(a) for a in automatic)} with no evidence: tag '{t.dest}' "
-                f"{EFFECT_STARTED}, or give the move its evidence"
+                f"leads to '{t.dest}' (it did not) {by}: tag '{t.dest}' {EFFECT_STARTED}, "
+                "or give the move its evidence"
+            )
+        elif given.states[t.dest].terminal:
+            yield (
+                f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
+                f"settles it in '{t.dest}' {by}: give the move its evidence"
             )
 
