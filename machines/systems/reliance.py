@@ -283,13 +283,13 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
     """A move of the owner's by an automatic actor, without evidence, out of a state where
     the effect may have happened (``effect-started``) into one where it did not, or into a
     terminal state: the system (and the derivation, which counts money in flight by the
-    tag) would then take an effect that may have happened for one that did not, or an
-    outcome nobody knows for a settled one (batch 31: through an added state, the worker
-    reached ``succeeded`` with a result of its own, and every later caller was told it). A withdrawal the venue accepted, moved to
-    an added untagged state, let a failed sibling release the reservation with the money
-    out (outsider batch 30); and through an added tagged state, the automatic executor
-    reached ``failed`` with no evidence, around the bundled rule that names the states. The
-    bundled moves out (a failure proved before sending) are the system's own."""
+    tag) would take an effect that may have happened for one that did not, or an outcome
+    nobody knows for a settled one. A withdrawal the venue accepted, moved to an added
+    untagged state, let a failed sibling release the reservation with the money out
+    (outsider batch 30); through an added tagged state, the automatic executor reached
+    ``failed``, and the worker ``succeeded`` with a result of its own (batch 31), around
+    the bundled rules that name the states. The bundled moves out (a failure proved before
+    sending) are the system's own."""
     started = given.states_tagged(EFFECT_STARTED)
     ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
     for t in given.transitions:
@@ -310,4 +310,3 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
                 f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
                 f"settles it in '{t.dest}' {by}: give the move its evidence"
             )
-
