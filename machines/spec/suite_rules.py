@@ -206,6 +206,15 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         "effect-log suite",
     ),
     invariant(
+        "not-sent-runs-again",
+        """A call whose tool proved nothing was sent (NotSent) leaves its signature free:
+        a later call runs the tool again. A policy: a log that keeps the failure instead,
+        and tells every later caller it did not happen (EffectFailed, or EffectClosed),
+        never running the tool again, is safe too.""",
+        "effect-log suite",
+        kind=POLICY,
+    ),
+    invariant(
         "decisions",
         """The log accepts a human decision only on an irreversible call that waits for
         one, and refuses none there.""",
@@ -282,8 +291,11 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         "in-flight-followed",
         """Work in flight is followed to its end: until a started request ends, every
         step of it that ends normally asks the venue about each node the venue
-        accepted (or said pending) without a final word since.""",
+        accepted (or said pending) without a final word since. A policy: an engine that
+        asks less often (a backoff between polls) is safe too, as long as it gives up no
+        work in flight (the guarantees judge that).""",
         "transfer suite",
+        kind=POLICY,
     ),
     invariant(
         "request-kept",

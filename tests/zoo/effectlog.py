@@ -395,6 +395,26 @@ class ReleasesWhenCancelled(CarefulLog):
         return self._commit(signature, record, value)
 
 
+class KeepsNotSentFailures(CarefulLog):
+    """Safe, by another policy: a compensable call whose tool proved nothing was sent is
+    closed for good; every later caller is told so, and the tool never runs again
+    (outsider batch 31, b 2)."""
+
+    def _route(self, signature: str, record: Record) -> str:
+        if record.get("not_sent"):
+            raise Closed("failed before sending")
+        return super()._route(signature, record)
+
+    def _run(self, signature: str, record: Record, fn: Callable[[], Any]) -> Any:
+        try:
+            return super()._run(signature, record, fn)
+        except NotSent:
+            if record["tier"] == "compensable":
+                record["not_sent"] = True
+                self.disk.write(signature, record)
+            raise
+
+
 class UndoesOldestFirst(CarefulLog):
     """Undoes a session in the order its calls were made."""
 
@@ -487,6 +507,7 @@ BUGS = (
     Bug(EveryErrorIsRetryable, ("unknown-stays-unknown",)),
     Bug(ReleasesWhenCancelled, ("cancelled-stays-unknown", "saga-completes")),
     Bug(UndoesOldestFirst, ("saga-newest-first",)),
+    Bug(KeepsNotSentFailures, ("not-sent-runs-again",)),
     Bug(UndoesCommitted, ("saga-only-unknown", "replay")),
     Bug(RetriesFailedUndo, ("saga-once",)),
     Bug(ResumesWithExecute, ("history-chain",), history=True),

@@ -27,6 +27,7 @@ from machines.testing.effectlog.rules import (
     IRREVERSIBLE,
     POLICIES,
     RULES,
+    RUNS_AGAIN,
     Call,
     Told,
 )
@@ -79,6 +80,8 @@ class Belief:
     approvals: int = 0
     waiting: bool = False
     """A caller was told it waits for a human, and nothing has run since."""
+    not_sent: bool = False
+    """Its last run's tool proved nothing was sent (NotSent)."""
     undo: str | None = None  # None | done | failed | died
     saga_passed: bool = False
     running: int = 0
@@ -289,6 +292,12 @@ class Observer:
             return
         if kind is Told.NOT_SENT and attempt.raised and isinstance(attempt.raised[-1], NotSent):
             belief.waiting = belief.call.tier == IRREVERSIBLE
+            belief.not_sent = True
+            return
+        if kind in (Told.NOT_SENT, Told.CLOSED) and belief.not_sent and not attempt.runs:
+            # the log kept the proven failure: a policy's choice (batch 31), not a lie
+            told = f"a caller was told {said}; its tool had proved nothing was sent"
+            self.breach(RUNS_AGAIN, signature, told)
             return
         if kind is Told.AWAITING and belief.call.tier == IRREVERSIBLE and not belief.approved:
             belief.waiting = True

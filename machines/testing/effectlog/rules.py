@@ -64,6 +64,8 @@ class Saga(enum.Enum):
 RULES: Mapping[str, str] = judged_by("effect-log suite")
 """Every rule the suite judges by: its stable name (the start of a failure message) and
 what it promises."""
+RUNS_AGAIN = "not-sent-runs-again"
+"""The policy that a call whose tool proved nothing was sent leaves the signature free."""
 POLICIES: frozenset[str] = policies_of("effect-log suite")
 """The rules that are this package's policies, judged unless a suite leaves them out
 (``EffectLogSuite.policies``)."""
