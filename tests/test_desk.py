@@ -97,18 +97,23 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def form(client: TestClient, key: str, trigger: str, **fields: str) -> dict[str, str]:
-    page = client.get(f"/entity/outcome/{key}")
-    version = re.search(r'name="version" value="(\d+)"', page.text)
-    assert version is not None, page.text
+def fields_of(page: str, trigger: str, **fields: str) -> dict[str, str]:
+    """The fields of the form on ``page`` (an entity's page) for ``trigger`` by the
+    operator, with a reason, and ``fields`` over them."""
+    version = re.search(r'name="version" value="(\d+)"', page)
+    assert version is not None, page
     return {
-        "csrf": csrf_of(page.text),
+        "csrf": csrf_of(page),
         "version": version.group(1),
         "trigger": trigger,
         "actor": "operator",
         "reason": "the bank statement shows it",
         **fields,
     }
+
+
+def form(client: TestClient, key: str, trigger: str, **fields: str) -> dict[str, str]:
+    return fields_of(client.get(f"/entity/outcome/{key}").text, trigger, **fields)
 
 
 ROUTES = [
@@ -244,16 +249,7 @@ def test_a_key_a_browser_would_drop_from_a_path_can_be_opened_and_acted_on(
     assert action is not None and urljoin("http://desk/", action.group(1)).endswith(
         f"/act?key={key}"
     )
-    version = re.search(r'name="version" value="(\d+)"', page.text)
-    assert version is not None
-    fields = {
-        "csrf": csrf_of(page.text),
-        "version": version.group(1),
-        "trigger": "decide_not_landed",
-        "actor": "operator",
-        "reason": "the bank statement shows nothing",
-    }
-    done = client.post(action.group(1), data=fields)
+    done = client.post(action.group(1), data=fields_of(page.text, "decide_not_landed"))
     assert done.status_code == 200 and 'id="state">failed<' in done.text, done.text
 
 
@@ -477,15 +473,9 @@ def test_an_operator_settles_a_parked_charge_and_a_stuck_transfer_and_the_audit_
         "confirm_failed",
         "confirm_completed",
     ]
-    version = re.search(r'name="version" value="(\d+)"', page.text)
-    assert version is not None
-    fields = {
-        "csrf": csrf_of(page.text),
-        "version": version.group(1),
-        "trigger": "confirm_failed",
-        "actor": "operator",
-        "reason": "the exchange confirms the withdrawal was returned",
-    }
+    fields = fields_of(
+        page.text, "confirm_failed", reason="the exchange confirms the withdrawal was returned"
+    )
     settled = olga.post("/entity/request/t-1/act", data=fields)
     assert 'id="state">failed<' in settled.text
     assert "t-1" not in olga.get("/").text and "charge-9" not in olga.get("/").text
