@@ -345,3 +345,37 @@ def test_an_unknown_outcome_cannot_be_settled_through_a_state_of_the_owners(
     with pytest.raises(InvalidArgument, match=rf"{system} cannot run") as refused:
         build(system, store)
     assert f"settles it in '{dest}' by the automatic '{actor}'" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("actor", "evidence", "says"),
+    [
+        ("worker", " ", "by the automatic 'worker' with no evidence"),
+        ("worker", "\u200b", "by the automatic 'worker' with no evidence"),
+        ("caller", None, "a state of yours that says it did not"),
+    ],
+    ids=["a-space", "a-zero-width-space", "a-person"],
+)
+def test_an_effect_cannot_be_forgotten_by_blank_evidence_or_a_persons_added_state(
+    opener: Callable[..., Store], tmp_path: Path, actor: str, evidence: str | None, says: str
+) -> None:
+    """Outsider batch 32 (a 1, a 2): evidence that was a space (or a zero-width space) let
+    the automatic actor move an effect that may have happened into an added untagged state;
+    a person's move there did the same without a word. A transfer then released its
+    reservation with a withdrawal out. Evidence must show something, and a person's word
+    that an effect did not happen goes to a state of the bundled definition."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir
+
+    doc = yaml.safe_load((bundled_spec_dir() / "outcome.yaml").read_text(encoding="utf-8"))
+    doc["states"]["limbo"] = {"description": "Ours.", "terminal": True}
+    move = {"trigger": "give_up", "source": "in_flight", "dest": "limbo", "actor": actor}
+    if evidence is not None:
+        move["evidence"] = evidence
+    doc["transitions"].append({**move, "description": "Ours."})
+    (tmp_path / "outcome.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
+    store = opener(machines.load(tmp_path / "outcome.yaml"))
+    with pytest.raises(InvalidArgument, match="ExactlyOnce cannot run") as refused:
+        ExactlyOnce(store)
+    assert says in str(refused.value)

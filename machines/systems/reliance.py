@@ -37,6 +37,7 @@ the definition it holds.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -296,7 +297,15 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
         if (t.source, t.trigger, t.dest) in ours or t.source not in started:
             continue
         automatic = [a for a in t.actors if given.actors[a].automatic]
-        if not automatic or t.evidence:
+        if not automatic and t.dest not in started and t.dest not in bundled.states:
+            yield (
+                f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
+                f"leads to '{t.dest}', a state of yours that says it did not: tag it "
+                f"{EFFECT_STARTED} (a person's word that it did not happen goes to a state "
+                "of the bundled definition)"
+            )
+            continue
+        if not automatic or said(t.evidence):
             continue
         by = f"by the automatic {', '.join(repr(a) for a in automatic)} with no evidence"
         if t.dest not in started:
@@ -310,3 +319,11 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
                 f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
                 f"settles it in '{t.dest}' {by}: give the move its evidence"
             )
+
+
+def said(text: str | None) -> bool:
+    """Whether ``text`` says something: a character that shows (a space, a zero-width
+    space or another mark nobody sees is no evidence: outsider batch 32)."""
+    return text is not None and any(
+        not (c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp")) for c in text
+    )
