@@ -275,6 +275,10 @@ def test_the_desk_answers_only_for_its_own_host_names(
         ("desk.example.com:8443", "a port is not part of it"),
         ("desk_example.com", "it is no DNS name"),
         ("", "it is no DNS name"),
+        ("desk.example.com.", "without the final dot"),  # batch 32 (b 2): matched nothing
+        ("127.1", "nor an address written in full"),
+        ("123", "nor an address written in full"),
+        ("fe80::1%eth0", "with its %zone"),
     ],
 )
 def test_a_hostname_that_names_no_host_is_refused(
@@ -298,7 +302,7 @@ def test_a_desk_on_an_ipv6_address_answers_for_it() -> None:
     assert serving.answered_hosts("::1") == ["localhost", "127.0.0.1", "[::1]"]
     assert "[2001:db8::7]" in serving.answered_hosts("2001:db8::7")
     assert serving.url_host("::1") == "[::1]" and serving.url_host("127.0.0.1") == "127.0.0.1"
-    assert serving.host_name("Desk.Example.COM.") == "desk.example.com."
+    assert serving.host_name("Desk.Example.COM") == "desk.example.com"
     assert serving.host_name("[2001:DB8::1]") == "[2001:db8::1]"
 
 

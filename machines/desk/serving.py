@@ -77,14 +77,20 @@ def host_name(text: str) -> str:
     except ValueError:
         address = None
     if address is not None:
+        if getattr(address, "scope_id", None):
+            raise ValueError("a browser does not send an address with its %zone")
         return f"[{address.compressed}]" if address.version == 6 else address.compressed
-    labels = name.removesuffix(".").split(".")
+    labels = name.split(".")
     if "*" in name:
         raise ValueError("a * would answer any host")
     if ":" in name:
         raise ValueError("a port is not part of it")
+    if name.endswith("."):
+        raise ValueError("write it without the final dot, as browsers send it")
     if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
         raise ValueError("it is no DNS name")
+    if labels[-1].isdigit():
+        raise ValueError("it is no DNS name, nor an address written in full (127.0.0.1)")
     return name
 
 
