@@ -222,3 +222,19 @@ def test_an_engine_that_backs_off_fails_only_on_that_policy() -> None:
     kept = frozenset({"halt-after-failure"})
     short = hunting(25, 30)  # a pass, not a hunt: the full one takes minutes
     run_suite(type("BacksOffByChoice", (OnBacksOff,), {"policies": kept}), short)
+
+
+def test_an_engine_that_never_follows_is_caught_with_the_policy_left_out() -> None:
+    """Outsider batch 32 (b 1): with in-flight-followed left out (as a team whose engine
+    backs off is told to), an engine that never asks about work in flight passed: its
+    requests stayed in flight for good. A node in flight unasked about for longer than
+    the submit timeout breaks in-flight-asked, a guarantee."""
+    from machines.testing._harness.sizes import TRANSFER_HUNT
+    from tests.test_zoo_transfer import suite_for as on_engine
+    from tests.zoo import transfer
+
+    suite = on_engine(transfer.adapter_for(transfer.NeverFollows))
+    left_out = type("NeverFollowsByChoice", (suite,), {"policies": frozenset()})
+    with pytest.raises(RuleBroken) as caught:
+        run_suite(left_out, TRANSFER_HUNT.hunting())
+    assert caught.value.rule == "in-flight-asked" and caught.value.kind == GUARANTEE

@@ -288,6 +288,14 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         kind=POLICY,
     ),
     invariant(
+        "in-flight-asked",
+        """Work in flight is never left unasked about for good: a step of a started
+        request asks the venue about each node in flight (accepted or pending, no final
+        word since) that it was last asked about more than the submit timeout ago on the
+        suite's clock (an engine may back off between polls; it may not stop).""",
+        "transfer suite",
+    ),
+    invariant(
         "in-flight-followed",
         """Work in flight is followed to its end: until a started request ends, every
         step of it that ends normally asks the venue about each node the venue

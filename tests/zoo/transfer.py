@@ -813,6 +813,15 @@ class StopsFollowingAfterFailure(Engine):
             super().observe(request_id, name, seen)
 
 
+class NeverFollows(Engine):
+    """Never asks the venue about work in flight ("the venue calls us back"): a request
+    whose withdrawal the venue accepted stays in flight for good, its reservation held
+    and nobody told (outsider batch 32, b 1)."""
+
+    def observe(self, request_id: str, name: str, seen: Record) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class Bug:
     engine: type[Engine]
@@ -847,6 +856,7 @@ BUGS: Mapping[str, Bug] = {
     "wakes a node on any predecessor": bug(WakesOnAnyPredecessor, "after-predecessors"),
     "keeps dispatching after a failure": bug(KeepsGoingAfterFailure, "halt-after-failure", MONEY),
     "stops following after a failure": bug(StopsFollowingAfterFailure, "in-flight-followed"),
+    "never follows": bug(NeverFollows, "in-flight-asked", "in-flight-followed"),
 }
 """The zoo: what each engine gets wrong, and the rules the suite may report for it."""
 

@@ -26,12 +26,11 @@ from machines.testing.coverage import Coverage
 from machines.testing.faults import Fault
 from machines.testing.transfer.history import EngineHistory
 from machines.testing.transfer.venue import Venue
+from machines.testing.transfer.watch import SUBMIT_TIMEOUT as SUBMIT_TIMEOUT
 from machines.testing.verdict import Move
 
 ENGINES = ("engine-a", "engine-b")
 """The engine instances the suite steps: they share one storage and step the same requests."""
-SUBMIT_TIMEOUT = 60.0
-"""Seconds after which a submit that never reported back must be declared unknown."""
 
 
 class TransferAdapter(Adapter):

@@ -41,7 +41,14 @@ from machines.testing.transfer.history import (
     EngineHistory as EngineHistory,  # docs/api.md names it here
 )
 from machines.testing.transfer.history import Histories
-from machines.testing.transfer.watch import DONE_WORDS, FAILED, WORDS_OF, NodeWatch, Operation
+from machines.testing.transfer.watch import (
+    DONE_WORDS,
+    FAILED,
+    SUBMIT_TIMEOUT,
+    WORDS_OF,
+    NodeWatch,
+    Operation,
+)
 from machines.testing.verdict import Move, RuleBroken, promised
 
 RULES: Mapping[str, str] = judged_by("transfer suite")
@@ -55,6 +62,9 @@ RELEASES = "request_failed"
 CONSUMES = "request_completed"
 OPERATOR_CONFIRMS = {RELEASES: "confirm_failed", CONSUMES: "confirm_completed"}
 """The operator's act that may override each rule about an announcement."""
+FOLLOW_WITHIN = SUBMIT_TIMEOUT
+"""How long, on the suite's clock, work in flight may go unasked about before a step must
+ask: the engine's own submit timeout (an engine that backs off for less keeps it)."""
 EXCERPT = 14
 """How many lines of what the suite saw a failure report quotes."""
 
@@ -80,6 +90,7 @@ class Ledger:
         self.started: set[str] = set()
         self.interruptions = 0  # steps and operations ended by a crash or a failed write
         self.breach: RuleBroken | None = None
+        self.now = 0.0  # the suite's clock: how far it has advanced the engine's
 
     # -- what happens ---------------------------------------------------------------------
 
@@ -112,6 +123,7 @@ class Ledger:
             )
         if call == "observe":
             watch.observed += 1
+            watch.asked_at = self.now
         if call != "prepare":
             watch.word = None
         if call == "submit":
@@ -207,6 +219,8 @@ class Ledger:
             if fact == FAILED:
                 self.halted.add(request)
             elif watch is not None and watch.word in (None, "accepted"):
+                if not watch.following:
+                    watch.asked_at = self.now
                 watch.following = True
         self.heard.clear()
 
@@ -222,9 +236,23 @@ class Ledger:
             if self.nodes[(request, name)].following
         }
 
+    def waited(self, seconds: float) -> None:
+        """The suite advanced the engine's clock by ``seconds``."""
+        self.now += seconds
+
     def stepped(self, request: str, before: Mapping[str, int]) -> None:
-        """A step of ``request`` ended normally: each node it had to follow was asked about."""
+        """A step of ``request`` ended normally: each node it had to follow was asked about
+        (a policy), and surely each the venue was last asked about more than
+        ``FOLLOW_WITHIN`` seconds ago (a guarantee: an engine may back off, not stop)."""
         skipped = [n for n, calls in before.items() if self.nodes[(request, n)].observed == calls]
+        late = [n for n in skipped if self.now - self.nodes[(request, n)].asked_at > FOLLOW_WITHIN]
+        if late and self.following(request):
+            self.broken(
+                "in-flight-asked",
+                request,
+                f"a step of {request} ended without asking the venue about {', '.join(late)}, "
+                f"in flight with no final word and not asked about for over {FOLLOW_WITHIN:g} s",
+            )
         if skipped and self.following(request):  # not if the request ended meanwhile
             self.broken(
                 "in-flight-followed",

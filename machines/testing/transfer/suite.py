@@ -171,6 +171,7 @@ class TransferSuite(RecordedSuite):
             if operation.startswith("step"):
                 if operation == "step after the timeout":
                     self.adapter.advance_clock(SUBMIT_TIMEOUT + 1)
+                    self.ledger.waited(SUBMIT_TIMEOUT + 1)
                 with self._outage(data):
                     self._step(request, ENGINES[0])
             else:
@@ -390,6 +391,7 @@ class TransferSuite(RecordedSuite):
         ended, a new one comes in), so that every run that steps moves money, whichever
         rules Hypothesis' swarm testing left enabled in it."""
         self.adapter.advance_clock(wait)
+        self.ledger.waited(wait)
         request = self._pick(data, running=True)
         ended = bundled("request").is_terminal(self._state(request))
         if ended and len(self.plans) < len(REQUEST_IDS):

@@ -18,6 +18,11 @@ WORDS_OF: Mapping[str, str] = {"skip": "skipped", "complete_manual": "completed"
 """Operations whose acceptance is a word about their node (``reconcile``: its evidence)."""
 
 
+SUBMIT_TIMEOUT = 60.0
+"""Seconds after which a submit that never reported back must be declared unknown (the
+engines the suite runs are given it)."""
+
+
 @dataclass
 class NodeWatch:
     """What the suite knows of one node, from the outside: its plan entry (side effect,
@@ -29,6 +34,7 @@ class NodeWatch:
     after: tuple[str, ...] = ()
     following: bool = False  # accepted or pending, no final word since (once confirmed)
     observed: int = 0
+    asked_at: float = 0.0  # the suite's clock when it was last asked about, or went in flight
     sends: list[str] = field(default_factory=list)
     word: str | None = None
 
