@@ -67,3 +67,33 @@ def test_a_read_only_detail_is_still_copied() -> None:
     history.record("a", "b", "t", "x", detail=MappingProxyType(underneath))
     underneath["result"] = "rewritten later"
     assert history[0].detail == {"result": "ok"}
+
+
+def test_a_recorded_detail_is_read_only_all_the_way_down() -> None:
+    """Outsider batch 33 (b 1): only the top level of a recorded detail was read-only: a
+    nested list or object of a recorded event could be changed, and write_jsonl then wrote
+    the changed history. Nested values are read-only too, and still equal what was given."""
+    import io
+    import json
+
+    import machines
+
+    m = machines.load("effect").machine(tier="compensable")
+    detail = {"reply": {"text": "sent"}, "refs": [1, {"id": 2}]}
+    m.trigger("execute", actor="proxy", detail=detail)
+    recorded = m.history[0].detail
+    assert recorded == detail
+    reply, refs = recorded["reply"], recorded["refs"]
+    with pytest.raises(TypeError):
+        reply["text"] = "refused"
+    with pytest.raises(TypeError):
+        refs[1]["id"] = 9
+    with pytest.raises(TypeError):
+        refs.clear()
+    with pytest.raises(TypeError):
+        refs.append(3)
+    with pytest.raises(TypeError):
+        refs[0] = 7
+    out = io.StringIO()
+    m.history.write_jsonl(out)
+    assert json.loads(out.getvalue())["detail"] == detail

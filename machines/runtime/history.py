@@ -74,9 +74,42 @@ def checked_clock(
 
 def frozen_detail(detail: object, what: str) -> Mapping[str, Any]:
     """A read-only deep copy of ``detail``, which must be a JSON object (the one rule of
-    ``machines.spec.jsonvalue``), or ``UnstorableValue`` naming ``what``. A deep copy: nothing
-    the caller keeps can change the history afterwards."""
-    return loads_object(dumps_object(detail, what=what))
+    ``machines.spec.jsonvalue``), or ``UnstorableValue`` naming ``what``. A deep copy:
+    nothing the caller keeps can change the history afterwards; read-only all the way down
+    (objects as read-only mappings, lists as ``ReadOnlyList``), so nothing that reads it can
+    either (outsider batch 33: a nested list of a recorded event could be cleared)."""
+    frozen = _frozen(loads_object(dumps_object(detail, what=what)))
+    assert isinstance(frozen, Mapping)
+    return frozen
+
+
+class ReadOnlyList(list[Any]):
+    """A JSON list of a recorded detail: equal to the list it was, and unchangeable."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a recorded event's detail is read-only")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return ReadOnlyList(_frozen(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """A frozen detail (``frozen_detail``) as plain JSON values: dicts and lists."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thawed(v) for v in value]
+    return value
 
 
 def frozen_context(context: object, what: str) -> Mapping[str, str]:
@@ -116,7 +149,7 @@ class TransitionEvent(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (one line of what ``write_jsonl`` writes)."""
         out = self._asdict()
-        out["detail"] = None if self.detail is None else dict(self.detail)
+        out["detail"] = None if self.detail is None else thawed(self.detail)
         out["context"] = dict(self.context)
         return out
 
