@@ -352,9 +352,11 @@ def test_an_unknown_outcome_cannot_be_settled_through_a_state_of_the_owners(
     [
         ("worker", " ", "by the automatic 'worker' with no evidence"),
         ("worker", "\u200b", "by the automatic 'worker' with no evidence"),
+        ("worker", "\u3164", "by the automatic 'worker' with no evidence"),  # batch 33
+        ("worker", "\u2800\u034f", "by the automatic 'worker' with no evidence"),
         ("caller", None, "a state of yours that says it did not"),
     ],
-    ids=["a-space", "a-zero-width-space", "a-person"],
+    ids=["a-space", "a-zero-width-space", "a-hangul-filler", "blank-braille", "a-person"],
 )
 def test_an_effect_cannot_be_forgotten_by_blank_evidence_or_a_persons_added_state(
     opener: Callable[..., Store], tmp_path: Path, actor: str, evidence: str | None, says: str
@@ -379,3 +381,31 @@ def test_an_effect_cannot_be_forgotten_by_blank_evidence_or_a_persons_added_stat
     with pytest.raises(InvalidArgument, match="ExactlyOnce cannot run") as refused:
         ExactlyOnce(store)
     assert says in str(refused.value)
+
+
+def test_a_route_back_to_before_sending_is_refused(
+    opener: Callable[..., Store], tmp_path: Path
+) -> None:
+    """Outsider batch 33 (a 2): an owner's route from a sent node back to ``blocked``
+    (observing -> returned, on evidence, then returned -> blocked) was accepted, since only
+    the states one move before sending were guarded; the engine woke, prepared and
+    submitted the withdrawal again, and the audit said OK. Every state on the bundled way
+    to sending is guarded against a move from outside it."""
+    import yaml
+
+    from machines.spec.loader import bundled_spec_dir
+
+    doc = yaml.safe_load((bundled_spec_dir() / "node.yaml").read_text(encoding="utf-8"))
+    doc["states"]["returned"] = {"description": "The venue gave it back."}
+    doc["transitions"] += [
+        {"trigger": "give_back", "source": "observing", "dest": "returned",
+         "actor": "observer", "evidence": "the venue returned it", "description": "Ours."},
+        {"trigger": "requeue", "source": "returned", "dest": "blocked", "actor": "planner",
+         "description": "Ours."},
+    ]  # fmt: skip
+    (tmp_path / "node.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
+    specs = {name: machines.load(name) for name in ("outcome", "effect", "request")}
+    store = opener(*specs.values(), machines.load(tmp_path / "node.yaml"))
+    with pytest.raises(InvalidArgument, match="TransferEngine cannot run") as refused:
+        TransferEngine(store, {})
+    assert "the move 'requeue' from 'returned' leads to 'blocked'" in str(refused.value)

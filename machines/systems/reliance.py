@@ -271,13 +271,47 @@ def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
     system's own (a call that provably failed before it was sent)."""
     started = bundled.states_tagged(EFFECT_STARTED)
     starts = {t.source for t in bundled.transitions if t.dest in started} - started
+    before = _before_sending(bundled, starts, started)
+    sent = _reachable(given, given.states_tagged(EFFECT_STARTED))
     ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
     for t in given.transitions:
-        if t.dest in starts and (t.source, t.trigger, t.dest) not in ours:
+        if (t.source, t.trigger, t.dest) in ours:
+            continue
+        if t.dest in starts or (t.dest in before and t.source in sent):
             yield (
                 f"the move '{t.trigger}' from '{t.source}' leads to '{t.dest}', from which the "
                 "system starts its effect: an effect already started could be started again"
             )
+
+
+def _before_sending(bundled: MachineSpec, starts: set[str], started: frozenset[str]) -> set[str]:
+    """The states from which the bundled moves lead, through no state where the effect may
+    have happened, to where the system starts it: the whole way there (a node's
+    ``blocked`` wakes to ``ready``, then prepares and submits). An owner's move into it
+    from a state an effect may have started before starts it again (outsider batch 33:
+    ``observing -> returned -> blocked`` sent a withdrawal twice)."""
+    found = set(starts)
+    grew = True
+    while grew:
+        grew = False
+        for t in bundled.transitions:
+            if t.dest in found and t.source not in found and t.source not in started:
+                found.add(t.source)
+                grew = True
+    return found
+
+
+def _reachable(spec: MachineSpec, states: frozenset[str]) -> set[str]:
+    """``states`` and every state ``spec``'s moves lead to from them."""
+    found = set(states)
+    grew = True
+    while grew:
+        grew = False
+        for t in spec.transitions:
+            if t.source in found and t.dest not in found:
+                found.add(t.dest)
+                grew = True
+    return found
 
 
 def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
@@ -322,8 +356,14 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
 
 
 def said(text: str | None) -> bool:
-    """Whether ``text`` says something: a character that shows (a space, a zero-width
-    space or another mark nobody sees is no evidence: outsider batch 32)."""
+    """Whether ``text`` says something: a letter, a digit, a punctuation mark or a symbol
+    that shows. A space, a zero-width space, a mark that draws nothing on its own (a
+    combining mark, a variation selector) or a blank letter (a Hangul filler, a blank
+    Braille pattern) is no evidence (outsider batches 32 and 33)."""
     return text is not None and any(
-        not (c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp")) for c in text
+        unicodedata.category(c)[0] in "LNPS" and c not in _BLANK_LETTERS for c in text
     )
+
+
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5")
+"""Characters of a letter or symbol category that draw nothing."""
