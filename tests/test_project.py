@@ -315,6 +315,14 @@ def test_definitions_nothing_names_are_never_taken_for_the_bundled_ones(
         assert "holds definitions, but nothing names them" in said, said
         assert f'spec_dir = "{folder}"' in said and f"--spec-dir {folder}" in said, said
     assert main(["check", "--spec-dir", folder]) != 0  # named, the broken one is read
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "tickets"\n')
+    (tmp_path / "tests").mkdir()
+    monkeypatch.chdir(tmp_path / "tests")  # batch 33 (b 2): from a subfolder of the project
+    capsys.readouterr()
+    assert main(["check"]) == 2
+    said = capsys.readouterr().err
+    assert f"--spec-dir ../{folder}" in said and f'spec_dir = "{folder}"' in said, said
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(InvalidArgument, match="nothing names them"):
         definitions_dir()
     assert definitions_dir(strict=False).bundled

@@ -168,27 +168,30 @@ UNNAMED_FOLDERS = ("specs", "spec")
 
 
 def _refuse_unnamed(start: Path | None) -> None:
-    """``InvalidArgument`` when the working folder keeps definitions in one of
-    ``UNNAMED_FOLDERS`` that no setting names: a command would act on the bundled ones
-    instead, and a CI job checking a broken definition of the user's would pass (outsider
-    batch 28). This package's own checkout, whose ``spec`` is the bundled folder, is not
-    such a project."""
-    here = start or Path.cwd()
-    for name in UNNAMED_FOLDERS:
-        folder = here / name
+    """``InvalidArgument`` when the working folder, or a folder above it up to the project's
+    root (its nearest ``pyproject.toml``), keeps definitions in one of ``UNNAMED_FOLDERS``
+    that no setting names: a command would act on the bundled ones instead, and a CI job
+    checking a broken definition of the user's would pass (outsider batches 28 and 33, the
+    second from a subfolder). This package's own checkout, whose ``spec`` is the bundled
+    folder, is not such a project."""
+    here = (start or Path.cwd()).absolute()
+    root = next((f for f in (here, *here.parents) if (f / PYPROJECT).is_file()), here)
+    project = [here, *here.parents[: len(here.parts) - len(root.parts)]]  # up to its root
+    for folder in (f / name for f in project for name in UNNAMED_FOLDERS):
         try:
             kept = folder.is_dir() and any(
-                p.suffix in DEFINITION_SUFFIXES for p in folder.iterdir()
+                p.suffix.lower() in DEFINITION_SUFFIXES for p in folder.iterdir()
             )
             ours = kept and folder.resolve() == bundled_spec_dir().resolve()
         except OSError:
             continue  # a folder it cannot read is no project's definitions to name
         if kept and not ours and not in_this_package(start):
+            given, setting = (os.path.relpath(folder, f) for f in (here, root))
             raise InvalidArgument(
                 f"{folder} holds definitions, but nothing names them, and machines would "
-                f"act on its bundled definitions instead: pass --spec-dir {name}, set "
+                f"act on its bundled definitions instead: pass --spec-dir {given}, set "
                 f"{SPEC_DIR_VARIABLE}, or add to your pyproject.toml:\n  [tool.machines]\n"
-                f'  spec_dir = "{name}"'
+                f'  spec_dir = "{Path(setting).as_posix()}"'
             )
 
 
