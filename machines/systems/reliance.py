@@ -92,24 +92,11 @@ def require_money_proved(request: MachineSpec, node: MachineSpec, system: str) -
     other pair is proved here, once per pair (a second or two)."""
     if _UNCHECKED.get():
         return
-    if all(
-        semantic_digest(given) == semantic_digest(bundled(name))
-        for given, name in ((request, "request"), (node, "node"))
-    ):
-        return
     key = (id(request), id(node))
     with _lock:
         known = _proved.get(key)
     if known is None or known[0] is not request or known[1] is not node:
-        report = check_derivation(request, node)
-        sets = request.derivation.rule_sets if request.derivation is not None else {}
-        found = tuple(
-            f"{result.name}: {c.invariant}: {c.describe()}"
-            for result in report.results
-            for c in result.counterexamples
-            if c.invariant not in sets[result.name].known_violations  # kept for show
-        )
-        known = (request, node, found)
+        known = (request, node, _unproved(request, node))
         with _lock:
             if len(_proved) >= 16:
                 _proved.clear()
@@ -126,6 +113,25 @@ def require_money_proved(request: MachineSpec, node: MachineSpec, system: str) -
 
 
 _proved: dict[tuple[int, int], tuple[MachineSpec, MachineSpec, tuple[str, ...]]] = {}
+
+
+def _unproved(request: MachineSpec, node: MachineSpec) -> tuple[str, ...]:
+    """The counterexamples of the derivation's proof on ``request`` and ``node``, but the
+    ones a rule set keeps for show; none for the bundled pair (by semantic digest), which
+    ``machines check`` proved."""
+    if all(
+        semantic_digest(given) == semantic_digest(bundled(name))
+        for given, name in ((request, "request"), (node, "node"))
+    ):
+        return ()
+    report = check_derivation(request, node)
+    sets = request.derivation.rule_sets if request.derivation is not None else {}
+    return tuple(
+        f"{result.name}: {c.invariant}: {c.describe()}"
+        for result in report.results
+        for c in result.counterexamples
+        if c.invariant not in sets[result.name].known_violations  # kept for show
+    )
 
 
 def require_bundled_move(
