@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
@@ -277,8 +277,11 @@ def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
     system's own (a call that provably failed before it was sent)."""
     started = bundled.states_tagged(EFFECT_STARTED)
     starts = {t.source for t in bundled.transitions if t.dest in started} - started
-    before = _before_sending(bundled, starts, started)
-    sent = _reachable(given, given.states_tagged(EFFECT_STARTED))
+    # the bundled way to sending (a node's blocked wakes to ready, then prepares and
+    # submits): an owner's move into it from a state an effect may have started before
+    # starts it again (outsider batch 33: observing -> returned -> blocked sent twice)
+    before = _closure(bundled, starts, backward=True, avoiding=started)
+    sent = _closure(given, given.states_tagged(EFFECT_STARTED))
     ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
     for t in given.transitions:
         if (t.source, t.trigger, t.dest) in ours:
@@ -290,32 +293,23 @@ def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
             )
 
 
-def _before_sending(bundled: MachineSpec, starts: set[str], started: frozenset[str]) -> set[str]:
-    """The states from which the bundled moves lead, through no state where the effect may
-    have happened, to where the system starts it: the whole way there (a node's
-    ``blocked`` wakes to ``ready``, then prepares and submits). An owner's move into it
-    from a state an effect may have started before starts it again (outsider batch 33:
-    ``observing -> returned -> blocked`` sent a withdrawal twice)."""
-    found = set(starts)
-    grew = True
-    while grew:
-        grew = False
-        for t in bundled.transitions:
-            if t.dest in found and t.source not in found and t.source not in started:
-                found.add(t.source)
-                grew = True
-    return found
-
-
-def _reachable(spec: MachineSpec, states: frozenset[str]) -> set[str]:
-    """``states`` and every state ``spec``'s moves lead to from them."""
+def _closure(
+    spec: MachineSpec,
+    states: Iterable[str],
+    *,
+    backward: bool = False,
+    avoiding: frozenset[str] = frozenset(),
+) -> set[str]:
+    """``states`` and every state ``spec``'s moves lead to from them (with ``backward``,
+    every state whose moves lead to them), never through a state of ``avoiding``."""
     found = set(states)
     grew = True
     while grew:
         grew = False
         for t in spec.transitions:
-            if t.source in found and t.dest not in found:
-                found.add(t.dest)
+            here, there = (t.dest, t.source) if backward else (t.source, t.dest)
+            if here in found and there not in found and there not in avoiding:
+                found.add(there)
                 grew = True
     return found
 
