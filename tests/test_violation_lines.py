@@ -119,8 +119,9 @@ def test_a_users_broken_rule_names_the_transition_to_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, line = broken_refund(tmp_path)
-    (v,) = check(tmp_path).violations
+    v, also = check(tmp_path).violations
     assert (v.machine, v.rule, v.kind) == ("refund", "people-settle-unknown", "only_actors_exit")
+    assert (also.rule, also.line) == ("fail-closed-exits", line)
     assert (v.file, v.line, v.location) == (str(path), line, f"{path}:{line}")
     assert main(["check", "--spec-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
@@ -134,9 +135,10 @@ def test_load_names_the_line_of_each_violation(tmp_path: Path) -> None:
     with pytest.raises(SpecViolation) as info:
         machines.load(path)
     assert info.value.path == path
-    (problem,) = info.value.problems
+    problem, also = info.value.problems
     assert problem.startswith(f"line {line}: refund: [people-settle-unknown] ")
-    assert str(info.value).startswith(f"{path}: line {line}: refund: ")
+    assert also.startswith(f"line {line}: refund: [fail-closed-exits] ")
+    assert str(info.value).startswith(f"{path}: 2 problems:\n  - line {line}: refund: ")
 
 
 def test_lines_come_from_the_file_that_was_read(tmp_path: Path) -> None:
@@ -149,7 +151,7 @@ def test_lines_come_from_the_file_that_was_read(tmp_path: Path) -> None:
     (other / "refund.yaml").write_text(export(spec, "yaml"), encoding="utf-8")
     exported_text = (other / "refund.yaml").read_text(encoding="utf-8")
     index = entry_of(yaml.safe_load(exported_text), ("unknown", "found_refunded", "refunded"))
-    (v,) = check(other).violations
+    v, _ = check(other).violations
     assert v.file == str(other / "refund.yaml")
     assert v.line == node_line(exported_text, ("transitions", index)) != line
     assert read_definition(other / "refund.yaml").same_definition(spec)

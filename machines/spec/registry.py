@@ -43,6 +43,12 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "definitions",
             ),
             invariant(
+                "fail-closed-exits",
+                """An automatic actor leaves a state tagged fail-closed only by a move that
+                states its evidence; every other way out is a person's.""",
+                "definitions",
+            ),
+            invariant(
                 "known-machine",
                 "Every recorded event names a machine that has a definition.",
                 "audit",

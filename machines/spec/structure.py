@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from machines.spec.records import Guard, KeyPath, MachineSpec, Rule, Transition
-from machines.spec.vocabulary import BASELINE_RULES, describe_guard
+from machines.spec.vocabulary import BASELINE_RULES, FAIL_CLOSED, describe_guard
 
 Context = Mapping[str, str]
 Path = tuple[Transition, ...]
@@ -167,6 +167,7 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
             v if v.line is not None else replace(v, line=at)
             for v in RULE_KINDS[rule.kind](spec, rule, graph)
         )
+    out.extend(_fail_closed_exits(spec, graph))
     file = file_of(spec)
     return [replace(v, file=file) for v in out]
 
@@ -241,6 +242,31 @@ def _forbidden_moves(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
                     context,
                     line=_transition_line(spec, index),
                 )
+
+
+def _fail_closed_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
+    """The rule the ``fail-closed`` tag states without a declaration: nobody can tell what
+    happened in such a state, so an automatic actor leaves it only on evidence it states (a
+    reconciler reading the venue's records), never on its own. Without the tag's rule an
+    automatic exit from a fail-closed state (a worker that gives up on a parked charge)
+    checked clean, and only the audit of a store caught the first such move."""
+    fail_closed = spec.states_tagged(FAIL_CLOSED)
+    for index, t in enumerate(spec.transitions):
+        auto = _automatic(spec, t)
+        if t.source not in fail_closed or not auto or t.evidence:
+            continue
+        path, context = graph.edge_witness(t)
+        yield Violation(
+            spec.name,
+            "fail-closed-exits",
+            FAIL_CLOSED,
+            f"{_edge_text(t)}: automatic actor {', '.join(auto)} leaves fail-closed state "
+            f"'{t.source}' without stated evidence; add 'evidence:' (what it reads that "
+            "proves what happened) or give the move to a person",
+            path,
+            context,
+            line=_transition_line(spec, index),
+        )
 
 
 def _terminal_exit(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:

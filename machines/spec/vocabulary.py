@@ -62,6 +62,7 @@ TAGS: Mapping[str, Tag] = MappingProxyType(
             Tag(
                 FAIL_CLOSED,
                 "nobody can tell what happened; only the triggers its rules name leave it",
+                "machines check (an automatic actor leaves it only on stated evidence), "
                 "the diagrams (drawn apart, its exits highlighted)",
             ),
             Tag(

@@ -1,0 +1,71 @@
+"""The ``fail-closed`` tag states a rule of its own: an automatic actor leaves such a state
+only by a move that states its evidence (a reconciler reading the venue's records), every
+other way out is a person's. Before, a worker that gave up on a parked state checked clean,
+and only the audit of a store caught the first such move."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from machines.cli import main
+from machines.errors import SpecViolation
+from machines.spec.loader import load, read_definition
+from machines.spec.structure import check_structure
+
+PARKED = """\
+spec_version: 1
+machine: charge
+description: A charge that may end parked.
+initial: working
+actors:
+  worker: {automatic: true, description: The worker.}
+  person: {automatic: false, description: A person.}
+states:
+  working: {tags: [effect-started]}
+  done: {terminal: true}
+  stuck: {tags: [effect-started, fail-closed]}
+transitions:
+  - {trigger: finish, source: working, dest: done, actor: worker, description: Done.}
+  - {trigger: park, source: working, dest: stuck, actor: worker, description: Parked.}
+  - {trigger: decide, source: stuck, dest: done, actor: person, description: Decided.}
+"""
+
+GIVE_UP = "  - {trigger: give_up, source: stuck, dest: done, actor: worker, description: Quit.}\n"
+
+
+def written(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "specs").mkdir(exist_ok=True)
+    path = tmp_path / "specs" / "charge.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_persons_exit_from_a_fail_closed_state_checks_clean(tmp_path: Path) -> None:
+    assert check_structure(load(written(tmp_path, PARKED))) == []
+
+
+def test_an_automatic_exit_without_evidence_is_a_violation(tmp_path: Path) -> None:
+    path = written(tmp_path, PARKED + GIVE_UP)
+    with pytest.raises(SpecViolation, match="line 16: charge: \\[fail-closed-exits\\]"):
+        load(path)
+    (v,) = check_structure(read_definition(path))
+    assert (v.rule, v.kind, v.line) == ("fail-closed-exits", "fail-closed", 16)
+    assert "automatic actor worker leaves fail-closed state 'stuck'" in v.message
+    assert "add 'evidence:'" in v.message
+    assert [t.trigger for t in v.path or ()] == ["park", "give_up"]
+
+
+def test_an_automatic_exit_that_states_its_evidence_checks_clean(tmp_path: Path) -> None:
+    reading = GIVE_UP.replace("actor: worker,", "actor: worker, evidence: the venue's records,")
+    assert check_structure(load(written(tmp_path, PARKED + reading))) == []
+
+
+@pytest.mark.parametrize("actor", ["worker", "[person, worker]"])
+def test_machines_check_fails_on_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], actor: str
+) -> None:
+    written(tmp_path, PARKED + GIVE_UP.replace("actor: worker", f"actor: {actor}"))
+    assert main(["check", "--spec-dir", str(tmp_path / "specs")]) == 1
+    assert "[fail-closed-exits]" in capsys.readouterr().out
