@@ -736,19 +736,6 @@ def test_postgres_other_ways_to_switch_the_guards_off_are_named() -> None:
     assert any(f"may be set by roles that are no superuser ({role})" in w for w in found), found
 
 
-def test_postgres_a_creation_order_sequence_turned_around_is_named(tmp_path: Path) -> None:
-    """Outsider, second batch: a sequence made to count down reversed the order in which
-    compensation undoes a session's effects, and the store opened clean."""
-    with attacked("postgres", tmp_path) as victims:
-        victims.store.close()
-        sql(
-            victims,
-            'ALTER SEQUENCE "effect_entities_ordinal_seq" INCREMENT BY -1 '
-            "MINVALUE -1000000 RESTART WITH 1000",
-        )
-        refused_open(victims, "table effect_entities: its creation order is not drawn, rising")
-
-
 def test_a_second_store_earlier_on_the_search_path_is_refused_not_used() -> None:
     """Outsider, ninth batch (f18): with the default search path (``"$user", public``), a
     schema named after the role put a clean copy of the store first; every later open,

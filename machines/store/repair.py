@@ -11,7 +11,8 @@ in one transaction, the database locked as for a migration:
   of repairs (``_record`` puts the latter back), and each
   machine's legal-moves table whose rows or columns differ, and runs the generated
   schema of its current version again (SQLite: the same statements a new store runs;
-  PostgreSQL: the functions and triggers replaced, all enabled);
+  PostgreSQL: the functions and triggers replaced, all enabled, and each creation-order
+  sequence put back as BIGSERIAL makes it, its next place past every place taken);
 - removes the registry rows no migration wrote above the version the store serves (the
   one its history guard writes, or a later genuine row when the guards were put back to
   an older version's: that row is never removed), with the registry's guards off only
@@ -39,6 +40,7 @@ from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY, REPAIRS, sqlite_repairs, statements
 from machines.store.ddl_postgres import postgres_repairs
 from machines.store.integrity import CATALOG_SHADOW, MOVES_TABLE, Difference
+from machines.store.integrity_postgres_tables import BIGSERIAL_MAX
 from machines.store.migration import Database, db_on, open_database
 from machines.store.names import name, quote
 from machines.store.records import StoreError
@@ -95,6 +97,8 @@ def repair(url: str, specs: Mapping[str, MachineSpec], *, by: str, dry_run: bool
                 "run the repair again"
             )
         _reinstall(db, specs, versions, {d.machine for d in found if d.where == MOVES_TABLE})
+        if db.param == "%s":
+            _put_back_creation_order(db, versions)
         _record(db, by, found)
         left = _differences(db, specs)[1]
         if left:
@@ -146,6 +150,32 @@ def _reinstall(
             db.execute(statement)
     for statement in db.registry_schema():
         db.execute(statement)
+
+
+def _put_back_creation_order(db: Database, versions: Mapping[str, int]) -> None:
+    """PostgreSQL: each creation-order sequence as BIGSERIAL makes it (by 1, from 1, never
+    cycling), its next place past every place taken and never behind where it stood. The
+    places entities took while it was changed stay as they are."""
+    for machine in versions:
+        table = name(machine, "entities")
+        found = db.execute(
+            "SELECT pg_get_serial_sequence(c.oid::regclass::text, 'ordinal') FROM pg_class c "
+            "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'ordinal' "
+            "AND NOT a.attisdropped WHERE c.oid = to_regclass(%s)",
+            (table,),
+        )
+        if not found or found[0][0] is None:
+            continue  # a missing column is named, and left to the owner
+        sequence = found[0][0]
+        ((after,),) = db.execute(
+            f"SELECT greatest(coalesce((SELECT max(ordinal) FROM {table}), 0) + 1, 1, "
+            "(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+            f"FROM {sequence}))"
+        )
+        db.execute(
+            f"ALTER SEQUENCE {sequence} INCREMENT BY 1 MINVALUE 1 MAXVALUE {BIGSERIAL_MAX} "
+            f"NO CYCLE RESTART WITH {int(after)}"
+        )
 
 
 def _record(db: Database, by: str, found: list[Difference]) -> None:
