@@ -2,7 +2,7 @@
 which to leave alone and why (not Compensable, already settled, still running in this
 process or in a live one on this host, its tool rewritten), and how an undo is attempted
 (to the end, retried only when it was not sent, never recorded as done when it did not
-run)."""
+run), and its step on each effect (``undo``)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ import inspect
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from machines.errors import message_of
 from machines.runtime.history import TransitionEvent
 from machines.spec.jsonvalue import describe
 from machines.spec.states import EffectState
-from machines.store.records import Row
+from machines.store.records import Row, Store
+from machines.systems import arguments
 from machines.systems import effectlog_runs as runs
+from machines.systems.effectlog_errors import EffectNotFound
 from machines.systems.effectlog_runs import NOTE_PROOF, PROCESS, reveals, run_start
 from machines.systems.verdicts import Classifier, Verdict, verdict_of
 
@@ -166,3 +168,78 @@ def undo_attempts(
                 return attempt, error
         else:
             return attempt, None
+
+
+class UndoStep(NamedTuple):
+    """What the saga did with one effect: its signature, the state it ended in, and why."""
+
+    signature: str
+    state: str
+    reason: str
+
+
+def undo(
+    store: Store,
+    key: str,
+    session: str,
+    compensations: Mapping[str, Compensation],
+    retries: int,
+    classify: Classifier,
+    now: Callable[[], float],
+) -> UndoStep:
+    """The saga's step on one effect of ``session``: left alone with the reason, or moved
+    ``compensate`` and its tool's compensation attempted, each move its own transaction."""
+    with store.transaction() as tx:
+        row = tx.get(MACHINE, key)
+        if row is None:
+            raise EffectNotFound(key)
+        history = tx.history(MACHINE, key)
+        skip = not_compensable(row) or running_here(run_start(history))
+        skip = skip or running_elsewhere(row, history)
+        skip = skip or tool_rewritten(row, history)
+        if skip is not None:
+            return UndoStep(key, row.state, skip)
+        row = tx.move(
+            row,
+            "compensate",
+            actor="saga",
+            detail={"session": session, "reason": "the session failed: undo newest first"},
+            data={**row.data, "compensation": {"session": session, "started_at": now()}},
+        )
+    tool = row.data.get("tool")
+    action = compensations.get(tool) if isinstance(tool, str) else None
+    if action is None:
+        error: str | None = f"no compensation is registered for tool {tool!r}"
+        return _finish(store, row, session, 0, error, now)
+    attempts, error = undo_attempts(action, row, retries, classify)
+    return _finish(store, row, session, attempts, error, now)
+
+
+def _finish(
+    store: Store,
+    row: Row,
+    session: str,
+    attempts: int,
+    error: str | None,
+    now: Callable[[], float],
+) -> UndoStep:
+    trigger = "compensation_succeeded" if error is None else "compensation_exhausted"
+    reason = (
+        f"compensated after {attempts} attempt(s)"
+        if error is None
+        else f"compensation failed after {attempts} attempt(s): {error}; repair by hand"
+    )
+    record = {
+        **arguments.stored_fields(row, "compensation"),
+        "attempts": attempts,
+        "error": error,
+        "finished_at": now(),
+    }
+    done = store.move(
+        row,
+        trigger,
+        actor="saga",
+        detail={"session": session, "attempts": attempts, "reason": reason},
+        data={**row.data, "compensation": record},
+    )
+    return UndoStep(row.key, done.state, reason)
