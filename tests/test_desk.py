@@ -229,25 +229,26 @@ def test_a_key_that_reads_reversed_is_shown_escaped(desk: Desk) -> None:
     assert "\u202e" not in page and "refund-\\u202egpj.exe" in page, page
 
 
-@pytest.mark.parametrize("key", [".", ".."])
-def test_a_key_a_browser_would_drop_from_a_path_can_be_opened_and_acted_on(
-    desk: Desk, key: str
-) -> None:
+@pytest.mark.parametrize("key", [".", "..", "nl\nkey", "\n", "crlf\r\nkey"])
+def test_a_key_no_path_can_carry_can_be_opened_and_acted_on(desk: Desk, key: str) -> None:
     """Outsider batch 30 (b 3): an entity keyed "." or ".." was listed, but a browser drops
     such a path segment (/entity/outcome/.. is /entity/), so no person could open it or act
-    on it. Its links carry the key in the query; followed as a browser would, they work."""
-    from urllib.parse import urljoin
+    on it. Batch 34 (b 15): a key with a line break was listed, and its page and form were
+    a bare 404 (the route's path pattern matches no line break). Their links carry the key
+    in the query; followed as a browser would, they work."""
+    from urllib.parse import urlencode, urljoin
 
     parked(desk.store, key)
     client = desk.signed_in()
     links = re.findall(r'class="entity" href="([^"]+)"', client.get("/").text)
-    (link,) = [h for h in links if h.endswith(f"key={key}")]
+    in_query = urlencode({"key": key})
+    (link,) = [h for h in links if h.endswith(in_query)]
     assert urljoin("http://desk/", link) == f"http://desk{link}"  # no dot segment to drop
     page = client.get(link)
     assert page.status_code == 200 and 'id="state">indeterminate<' in page.text
     action = re.search(r'<form[^>]*action="([^"]+/act[^"]*)"', page.text)
     assert action is not None and urljoin("http://desk/", action.group(1)).endswith(
-        f"/act?key={key}"
+        f"/act?{in_query}"
     )
     done = client.post(action.group(1), data=fields_of(page.text, "decide_not_landed"))
     assert done.status_code == 200 and 'id="state">failed<' in done.text, done.text

@@ -50,6 +50,7 @@ from machines.desk.requests import (
 from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
 from machines.desk.waiting import (
     PAGE,
+    DeskError,
     counts,
     page_version,
     waiting,
@@ -72,18 +73,24 @@ HEADERS = {
 }
 
 
-ACT, DOT_KEY = "act", "key"
+ACT, KEY_PARAM = "act", "key"
 """The last segment of an entity's form action, and the query parameter that carries a key
-no path can ("." or "..")."""
+no path can (``pathless``)."""
+
+
+def pathless(key: str) -> bool:
+    """Whether no path can carry ``key``: a browser drops a segment "." or ".." (outsider
+    batch 30), and the route's path pattern matches no line break (batch 34, b 15); an
+    entity with such a key was listed, and could not be opened or acted on."""
+    return key in (".", "..") or "\n" in key
 
 
 def entity_href(machine: str, key: str, *, act: bool = False) -> str:
-    """The path of an entity's page (or, with ``act``, of its form's action). A key "." or
-    ".." goes in the query: a browser drops such a path segment (outsider batch 30), and
-    the entity could not be opened or acted on from the desk."""
+    """The path of an entity's page (or, with ``act``, of its form's action). A key no
+    path can carry goes in the query (``pathless``)."""
     base = f"/entity/{quote(machine, safe='')}"
-    if key in (".", ".."):
-        return f"{base}{'/' + ACT if act else ''}?{urlencode({DOT_KEY: key})}"
+    if pathless(key):
+        return f"{base}{'/' + ACT if act else ''}?{urlencode({KEY_PARAM: key})}"
     return f"{base}/{quote(key, safe='')}{'/' + ACT if act else ''}"
 
 
@@ -255,8 +262,8 @@ class _Desk:
         if session is None:
             return _to_login()
         machine, key = request.path_params["machine"], request.path_params.get("key", "")
-        if key in ("", ACT) and DOT_KEY in request.query_params:  # a key "." or ".."
-            key = request.query_params[DOT_KEY] + ("/act" if key == ACT else "")
+        if key in ("", ACT) and KEY_PARAM in request.query_params:  # a key no path carries
+            key = request.query_params[KEY_PARAM] + ("/act" if key == ACT else "")
         if request.method == "POST":
             if not key.endswith("/act"):
                 return self.page("error.html", session, status=404, message="no such page")
@@ -344,7 +351,10 @@ class _Desk:
     async def api_token(self, request: Request) -> Response:
         if not posted_here(request):
             return JSONResponse({"error": "a token is asked for by a script"}, status_code=403)
-        body = await read_json_body(request)
+        try:
+            body = await read_json_body(request)
+        except DeskError:
+            body = None  # a failed sign-in, counted as one
         address = request.client.host if request.client else "unknown"
         name = str(body.get("name", "")) if isinstance(body, dict) else ""
         if self.sessions.refused(f"address:{address}", f"name:{name}"):
@@ -387,7 +397,10 @@ class _Desk:
             return JSONResponse(
                 {"error": "a bearer token is needed: POST /api/token"}, status_code=401
             )
-        body = await read_json_body(request)
+        try:
+            body = await read_json_body(request)
+        except DeskError as exc:
+            return JSONResponse({"error": f"send a JSON object: {exc}"}, status_code=400)
         if not isinstance(body, dict):
             return JSONResponse({"error": "send a JSON object"}, status_code=400)
         unknown = sorted(set(body) - API_FIELDS)

@@ -4,13 +4,13 @@ another kind, not UTF-8, or naming a field twice is refused rather than read in 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
+from machines.desk.acting import person_json
 from machines.desk.waiting import DeskError
 from machines.spec.jsonvalue import describe
 
@@ -65,23 +65,14 @@ async def read_form(request: Request) -> dict[str, Any] | None:
     return found if len(found) == len(pairs) else None
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        raise ValueError("a key given twice")
-    return found
-
-
 async def read_json_body(request: Request) -> object:
-    """A JSON body, or None when it is too large, not JSON, or gives a key twice (which
-    would leave the last one to decide)."""
+    """A JSON body, read as ``person_json`` reads one (a key given twice, which would leave
+    the last one to decide, is refused), or a ``DeskError`` naming why not: too large, or
+    not JSON as a person meant it."""
     body = await _body(request)
     if body is None:
-        return None
-    try:
-        return json.loads(body, object_pairs_hook=_unique)
-    except (ValueError, RecursionError):
-        return None
+        raise DeskError(f"the body is larger than {MAX_FORM} bytes")
+    return person_json(body)
 
 
 def whole_number(given: object, *, json_number: bool = False) -> int:
