@@ -292,8 +292,8 @@ CATALOG: tuple[CodeMutant, ...] = (
         TRANSFER_PACKAGE + "session.py",
         "a node wakes when any one of its predecessors is done",
         "a node starts only after all its predecessors are done",
-        old="NodeState.BLOCKED and all(n.state in done for n in waits):",
-        new="NodeState.BLOCKED and (not waits or any(n.state in done for n in waits)):",
+        old="return [str(p) for p in dict.fromkeys(after) if self.nodes[str(p)].state not in done]",
+        new="return [] if any(self.nodes[str(p)].state in done for p in after) else after",
         detectors=TRANSFER,
     ),
     CodeMutant(

@@ -84,6 +84,7 @@ def test_every_invariant_has_a_breaking_test() -> None:
         "tier-discipline",
         "no-auto-terminal-money-in-flight",
         "derivation-consistency",
+        "completion-means-done",
     }
 
 

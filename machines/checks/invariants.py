@@ -20,7 +20,11 @@ from types import MappingProxyType
 from typing import Any
 
 from machines.checks.breaches import Breach, Predicate, Specs, events_judged, histories
-from machines.checks.money import derivation_consistency, no_auto_terminal_money_in_flight
+from machines.checks.money import (
+    completion_means_done,
+    derivation_consistency,
+    no_auto_terminal_money_in_flight,
+)
 from machines.checks.snapshots import Entity, Snapshot
 from machines.checks.versions import Judged, Versions
 from machines.errors import MachinesError
@@ -29,6 +33,7 @@ from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.records import derived_variables
 from machines.spec.version_changes import kept_state_breaks
+from machines.spec.visible import says_something
 from machines.spec.vocabulary import APPROVAL, COMPENSATION, FAIL_CLOSED
 from machines.systems.effectlog import LAST_REPLAYED, REPLAY_COUNT
 from machines.systems.effectlog_runs import NOTE_PROOF, reveals, run_start, unproven_end
@@ -242,14 +247,16 @@ def _fail_closed_exits_say_why(specs: Specs, snap: Snapshot) -> list[Breach]:
 
 
 def _says_who_and_why(detail: Mapping[str, Any] | None, why: tuple[str, ...]) -> bool:
-    """Whether ``detail`` names who (``by``) and why (one of ``why``), each as text with
-    something in it besides spaces, as every system writes them: ``true``, ``1``, ``[0]``
-    or a blank name nobody (outsider batch 24: a raw reclaim saying ``{"by": true}``)."""
+    """Whether ``detail`` names who (``by``) and why (one of ``why``), each as a text that
+    shows something (``says_something``), as every system writes them: ``true``, ``1``,
+    ``[0]`` or a blank name nobody (outsider batch 24: a raw reclaim saying ``{"by":
+    true}``; batch 34: evidence of a zero-width space)."""
 
-    def text(value: object) -> bool:
-        return isinstance(value, str) and bool(value.strip())
-
-    return detail is not None and text(detail.get("by")) and any(text(detail.get(w)) for w in why)
+    return (
+        detail is not None
+        and says_something(detail.get("by"))
+        and any(says_something(detail.get(w)) for w in why)
+    )
 
 
 def exactly_once(specs: Specs, snap: Snapshot, previous: Snapshot | None) -> list[Breach]:
@@ -426,6 +433,7 @@ PREDICATES: Mapping[str, Predicate] = MappingProxyType(
         "tier-discipline": tier_discipline,
         "no-auto-terminal-money-in-flight": no_auto_terminal_money_in_flight,
         "derivation-consistency": derivation_consistency,
+        "completion-means-done": completion_means_done,
     }
 )
 """The predicate of every invariant judged on stored state, by its registry id."""

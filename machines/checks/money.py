@@ -14,7 +14,9 @@ from machines.checks.snapshots import Entity, Snapshot
 from machines.checks.versions import Judged
 from machines.derive import Deriver
 from machines.spec import MachineSpec
-from machines.spec.vocabulary import EFFECT_STARTED
+from machines.spec.visible import says_something
+from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
+from machines.spec.vocabulary import DONE, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.systems.transfer.plans import (
     node_key,
@@ -128,6 +130,9 @@ def no_auto_terminal_money_in_flight(
     releases = request_spec.states_tagged(RELEASES)
     out = []
     moved: dict[str, list[Entity]] = {}
+    read: dict[str, list[tuple[str, bool, bool]]] = {}
+    derivation = request_spec.derivation
+    prefix = None if derivation is None else derivation.manual_prefix
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     out += _nodes_not_planned(snap, plans)
     out += _reservations_recorded(request_spec, snap)
@@ -178,24 +183,88 @@ def no_auto_terminal_money_in_flight(
                         (ev,),
                     )
                 )
-        if (n.data.get("has_side_effect") or said or recorded) and n.state in started:
+            elif _needed_evidence(j) and not says_something((ev.detail or {}).get("evidence")):
+                why = (
+                    f"'{ev.actor}' moved it from {ev.source} to {ev.dest} with no evidence in "
+                    f"its record, which its definition's rule '{_needed_evidence(j)}' asks of "
+                    "an automatic move: the engine records what the venue said"
+                )
+                out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (ev,)))
+        side_effect = bool(n.data.get("has_side_effect") or said or recorded)
+        if side_effect and n.state in started:
             moved.setdefault(n.scope or "", []).append(n)
+        label = n.data.get("name")
+        manual = prefix is not None and isinstance(label, str) and label.startswith(prefix)
+        read.setdefault(n.scope or "", []).append((n.state, side_effect, manual))
     for r in snap.of("request"):
         judged = events_judged(request_spec, snap, r)[-1:]
         last = judged[0].event if judged else None
-        if last is not None and r.state in releases and _automatic(judged[0]) and moved.get(r.key):
-            names = ", ".join(n.key for n in moved[r.key])
-            out.append(
-                Breach(
-                    "no-auto-terminal-money-in-flight",
-                    r.machine,
-                    r.key,
-                    f"'{last.actor}' moved it to {r.state} after side-effect nodes "
-                    f"started ({names})",
-                    (last,),
-                )
+        if last is None or r.state not in releases or not moved.get(r.key):
+            continue
+        names = ", ".join(n.key for n in moved[r.key])
+        if _automatic(judged[0]):
+            why = f"'{last.actor}' moved it to {r.state} after side-effect nodes started ({names})"
+            out.append(Breach("no-auto-terminal-money-in-flight", r.machine, r.key, why, (last,)))
+            continue
+        implied = {} if derivation is None else derivation.implied_context(read.get(r.key, []))
+        claimed = {v: last.context.get(v) for v in implied if last.context.get(v) != implied[v]}
+        if claimed:
+            why = (
+                f"'{last.actor}' moved it to {r.state} under "
+                + ", ".join(f"{v} {c!r}" for v, c in claimed.items())
+                + f", but its nodes imply {', '.join(f'{v} {implied[v]!r}' for v in claimed)} "
+                f"({names} started): the move's guard was passed on a false claim"
             )
+            out.append(Breach("no-auto-terminal-money-in-flight", r.machine, r.key, why, (last,)))
     return out
+
+
+def completion_means_done(
+    specs: Specs,
+    snap: Snapshot,
+    previous: Snapshot | None,
+) -> list[Breach]:
+    """The breaches of ``completion-means-done`` in a store (stated in the registry): a
+    request an automatic move completed while a node of its plan is not done (outsider
+    batch 34, c B6: a forged completion with the withdrawal of unknown fate and the deposit
+    never sent consumed the reservation, and nobody followed the money)."""
+    node_spec, request_spec = specs.get("node"), specs.get("request")
+    if node_spec is None or request_spec is None:
+        return []
+    done = node_spec.states_tagged(DONE)
+    consumes = request_spec.states_tagged(CONSUMES)
+    undone: dict[str, list[str]] = {}
+    for n in snap.of("node"):
+        if n.scope and n.state not in done:
+            undone.setdefault(n.scope, []).append(f"{n.key} {n.state}")
+    out = []
+    for r in snap.of("request"):
+        judged = events_judged(request_spec, snap, r)[-1:]
+        if r.state in consumes and undone.get(r.key) and judged and _automatic(judged[0]):
+            last = judged[0].event
+            why = (
+                f"'{last.actor}' completed it while node(s) of its plan are not done "
+                f"({', '.join(sorted(undone[r.key]))})"
+            )
+            out.append(Breach("completion-means-done", r.machine, r.key, why, (last,)))
+    return out
+
+
+def _needed_evidence(judged: Judged) -> str | None:
+    """The rule of the event's version (``automatic_needs_evidence``) that asks an automatic
+    move like it for evidence, if any. The engine records what the venue said with every
+    such move; one recorded without it was written by no reading (outsider batch 34, c B3:
+    a node failed while its submit call was out, the venue's acceptance then discarded)."""
+    spec, ev = judged.spec, judged.event
+    if judged.migration or spec is None or ev.actor not in spec.actors:
+        return None
+    if not spec.actors[ev.actor].automatic:
+        return None
+    for rule in spec.invariants:
+        asks = rule.kind == "automatic_needs_evidence"
+        if asks and ev.source in rule.sources and ev.dest in rule.dests:
+            return rule.id
+    return None
 
 
 def _automatic(judged: Judged) -> bool:

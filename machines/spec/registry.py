@@ -165,6 +165,7 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 node of its plan is done (a state tagged done: the venue or a reconciler said
                 completed, a planner skipped it, an operator passed the gate), unless an
                 operator confirmed the completion.""",
+                "stored state",
                 "derivation",
                 "explorer",
                 "transfer suite",

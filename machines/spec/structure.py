@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from machines.spec.records import Guard, KeyPath, MachineSpec, Rule, Transition
+from machines.spec.visible import says_something
 from machines.spec.vocabulary import BASELINE_RULES, FAIL_CLOSED, describe_guard
 
 Context = Mapping[str, str]
@@ -253,7 +254,7 @@ def _fail_closed_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
     fail_closed = spec.states_tagged(FAIL_CLOSED)
     for index, t in enumerate(spec.transitions):
         auto = _automatic(spec, t)
-        if t.source not in fail_closed or not auto or t.evidence:
+        if t.source not in fail_closed or not auto or says_something(t.evidence):
             continue
         path, context = graph.edge_witness(t)
         yield Violation(
@@ -322,7 +323,9 @@ def _automatic_entry_unguarded(spec: MachineSpec, rule: Rule, t: Transition) -> 
 
 def _automatic_move_without_evidence(spec: MachineSpec, rule: Rule, t: Transition) -> str | None:
     auto = _automatic(spec, t)
-    if t.source not in rule.sources or t.dest not in rule.dests or not auto or t.evidence:
+    if t.source not in rule.sources or t.dest not in rule.dests or not auto:
+        return None
+    if says_something(t.evidence):
         return None
     return (
         f"{_edge_text(t)}: automatic actor {', '.join(auto)} moves '{t.source}' to "

@@ -37,7 +37,6 @@ the definition it holds.
 from __future__ import annotations
 
 import threading
-import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -49,6 +48,7 @@ from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.loader import load
 from machines.spec.structure import check_structure
+from machines.spec.visible import says_something
 from machines.spec.vocabulary import EFFECT_STARTED, TAGS
 
 _SHOWN = 4
@@ -339,7 +339,7 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
                 "of the bundled definition)"
             )
             continue
-        if not automatic or said(t.evidence):
+        if not automatic or says_something(t.evidence):
             continue
         by = f"by the automatic {', '.join(repr(a) for a in automatic)} with no evidence"
         if t.dest not in started:
@@ -353,17 +353,3 @@ def _effect_forgotten(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
                 f"the move '{t.trigger}' from '{t.source}' (the effect may have happened) "
                 f"settles it in '{t.dest}' {by}: give the move its evidence"
             )
-
-
-def said(text: str | None) -> bool:
-    """Whether ``text`` says something: a letter, a digit, a punctuation mark or a symbol
-    that shows. A space, a zero-width space, a mark that draws nothing on its own (a
-    combining mark, a variation selector) or a blank letter (a Hangul filler, a blank
-    Braille pattern) is no evidence (outsider batches 32 and 33)."""
-    return text is not None and any(
-        unicodedata.category(c)[0] in "LNPS" and c not in _BLANK_LETTERS for c in text
-    )
-
-
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5")
-"""Characters of a letter or symbol category that draw nothing."""

@@ -20,7 +20,7 @@ from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState
 from machines.store.records import Row, StaleWrite, Store
-from machines.systems.transfer.errors import CallbackFailed
+from machines.systems.transfer.errors import CallbackFailed, TransferRefused
 from machines.systems.transfer.executor import (
     ON_OBSERVE,
     ON_PREPARE,
@@ -81,10 +81,14 @@ class Driver:
         self._fire(request_id, session.calls)
 
     def _read(self, request_id: str) -> tuple[Row, dict[str, Row]]:
+        session = self._session_read(request_id)
+        return session.request, session.nodes
+
+    def _session_read(self, request_id: str) -> Session:
+        """A request and its nodes as one transaction read them (nothing written)."""
         required(request_id, "request_id")
         with self.store.transaction() as tx:
-            session = Session(self, tx, request_id)
-        return session.request, session.nodes
+            return Session(self, tx, request_id)
 
     def _fire(self, request_id: str, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         failures: list[tuple[str, BaseException]] = []
@@ -103,12 +107,21 @@ class Driver:
 
     def _advance(self, request_id: str, name: str, version: int | None = None) -> list[Movement]:
         """One move of node ``name`` (skipped when it moved since ``version`` was read)."""
-        request, nodes = self._read(request_id)
+        read = self._session_read(request_id)
+        request, nodes = read.request, read.nodes
         row = nodes[name]
         if version is not None and row.version != version:
             return []
         mode = request_mode(request.state, (n.state for n in nodes.values()))
         if row.state == NodeState.READY:
+            early = read.undone_predecessors(name)
+            if early and mode is Mode.DISPATCH:
+                raise TransferRefused(
+                    f"request '{request_id}': node '{name}' is ready while its "
+                    f"predecessor(s) {', '.join(early)} are not done (completed or skipped): "
+                    "it was woken outside the engine, and sending it could move money "
+                    "before theirs settled; nothing was sent, and a person must look"
+                )
             return self._dispatch(request_id, row, mode)
         if row.state == NodeState.PREPARING:
             return self._prepare(request_id, row, mode)

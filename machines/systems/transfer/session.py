@@ -256,23 +256,28 @@ class Session:
 
     def _wake(self) -> list[str]:
         """Wake every blocked node whose predecessors are ALL done (completed or skipped)."""
-        done = self.engine.done_states
         woken = []
         for name, row in list(self.nodes.items()):
-            entry = self.planned.get(name, {})
-            after = [*_names(row.data.get("predecessors")), *_names(entry.get("after"))]
-            unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
-            if unknown:
-                raise TransferRefused(
-                    f"request '{self.request_id}': node '{name}' waits for {unknown}, which "
-                    "its request does not have: its stored data was changed outside the engine"
-                )
-            waits = [self.nodes[p] for p in after if isinstance(p, str)]
-            if row.state == NodeState.BLOCKED and all(n.state in done for n in waits):
+            if not self.undone_predecessors(name) and row.state == NodeState.BLOCKED:
                 reason = "every predecessor is completed or skipped"
                 self.move_node(row, "wake", PLANNER, said(self.engine.engine_id, reason=reason))
                 woken.append(name)
         return woken
+
+    def undone_predecessors(self, name: str) -> list[str]:
+        """The predecessors of node ``name`` that are not done (completed or skipped), by
+        its row and by its request's plan alike; ``TransferRefused`` when one of them is
+        no node of the request (a row rewritten outside the engine)."""
+        entry = self.planned.get(name, {})
+        after = [*_names(self.nodes[name].data.get("predecessors")), *_names(entry.get("after"))]
+        unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
+        if unknown:
+            raise TransferRefused(
+                f"request '{self.request_id}': node '{name}' waits for {unknown}, which "
+                "its request does not have: its stored data was changed outside the engine"
+            )
+        done = self.engine.done_states
+        return [str(p) for p in dict.fromkeys(after) if self.nodes[str(p)].state not in done]
 
     def _derive(self) -> None:
         """Apply the derived request state when it is a legal move for the derivation's

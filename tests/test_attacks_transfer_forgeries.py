@@ -1,0 +1,169 @@
+"""One UPDATE with the application's rights, made while the transfer engine runs, cannot
+release a reservation, finish a transfer or send money with a withdrawal of unknown fate
+without the engine refusing or the audit naming it (outsider batch 34, c):
+
+- B2: a reconcile out of ``unknown`` whose evidence was a zero-width space (or a Hangul
+  filler) released the reservation; the audit took it for evidence.
+- B3: an automatic node move out of money in flight into a terminal state, written with
+  no evidence (``observing -> completed`` by the observer), woke and sent the deposit.
+- B4: an operator's ``cancel`` claiming ``side_effects: none`` while the withdrawal was
+  ``unknown`` released the reservation; the audit judged releases by automatic actors
+  only.
+- B5: a forged ``wake`` of the deposit while the withdrawal was ``unknown``: the engine
+  sent the deposit.
+- B6: a forged ``complete`` by the system while the withdrawal was ``unknown`` consumed
+  the reservation and nobody followed the money.
+
+Before, the audit said OK after each; the engine sent the deposit in B3 and B5."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from machines.cli import main
+from machines.store import open_store
+from machines.systems.transfer import TransferRefused
+from machines.testing.transfer.suite import plan_node as node
+from tests.test_transfer import FakeVenue, drive, engine_for, executing
+
+TWO_LEGS = [node("w", "action", True), node("d", "action", True, "w")]
+
+
+def in_flight(tmp_path: Path, venue: FakeVenue, steps: int = 4) -> str:
+    """A SQLite store (its URL) with request ``t`` executing: withdrawal ``w`` then deposit
+    ``d``, driven ``steps`` times against ``venue``."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        executing(engine, "t", TWO_LEGS)
+        drive(engine, "t", steps)
+    return url
+
+
+def forge(url: str, table: str, key: str, state: str, trigger: str, actor: str, **how: Any) -> None:
+    """One raw UPDATE from a second connection: a legal move, as the schema accepts one."""
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as raw:
+        data, context = raw.execute(
+            f"SELECT data, context FROM {table} WHERE key = ?", (key,)
+        ).fetchone()
+        data = {**json.loads(data), **how.get("data", {})}
+        context = {**json.loads(context), **how.get("context", {})}
+        raw.execute(
+            f"UPDATE {table} SET state = ?, moves = moves + 1, version = version + 1, "
+            "last_trigger = ?, last_actor = ?, last_detail = ?, last_context = ?, data = ? "
+            "WHERE key = ?",
+            (
+                state,
+                trigger,
+                actor,
+                json.dumps(how["detail"]),
+                json.dumps(context),
+                json.dumps(data),
+                key,
+            ),
+        )
+
+
+def audit_says(url: str, capsys: pytest.CaptureFixture[str], *says: str) -> None:
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 1
+    out = capsys.readouterr().out
+    for text in says:
+        assert text in out, out
+
+
+def unknown_withdrawal(tmp_path: Path) -> str:
+    url = in_flight(tmp_path, FakeVenue({"w": {"submit": ["unknown"]}}))
+    with open_store(url) as store:
+        assert engine_for(store, FakeVenue()).nodes("t")["w"].state == "unknown"
+    return url
+
+
+@pytest.mark.parametrize("blank", ["\u200b", "\u3164", "\u2800", "\u0301"])
+def test_b2_a_reconcile_whose_evidence_shows_nothing_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], blank: str
+) -> None:
+    url = unknown_withdrawal(tmp_path)
+    detail = {"by": "recon", "evidence": blank}
+    forge(url, "node_entities", "t/w", "failed", "reconcile_failed", "reconciler", detail=detail)
+    audit_says(url, capsys, "[fail-closed-indeterminate] node 't/w': left unknown without")
+
+
+def test_b3_an_automatic_end_of_money_in_flight_without_evidence_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = in_flight(tmp_path, FakeVenue({"w": {"observe": ["pending"]}}))
+    with open_store(url) as store:
+        assert engine_for(store, FakeVenue()).nodes("t")["w"].state == "observing"
+    forge(url, "node_entities", "t/w", "completed", "complete", "observer", detail={"by": "obs"})
+    audit_says(
+        url,
+        capsys,
+        "node 't/w': 'observer' moved it from observing to completed with no evidence",
+        "no-auto-terminal-money-in-flight",
+    )
+
+
+def test_b4_a_persons_release_on_a_false_claim_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = unknown_withdrawal(tmp_path)
+    forge(
+        url,
+        "request_entities",
+        "t",
+        "cancelled",
+        "cancel",
+        "operator",
+        detail={"by": "bob", "reason": "customer asked"},
+        context={"side_effects": "none"},
+        data={"reservation": "released", "current_frontier": []},
+    )
+    audit_says(
+        url,
+        capsys,
+        "request 't': 'operator' moved it to cancelled under side_effects 'none', but its "
+        "nodes imply side_effects 'started'",
+    )
+
+
+def test_b5_a_node_woken_before_its_predecessor_is_done_is_not_sent(tmp_path: Path) -> None:
+    url = unknown_withdrawal(tmp_path)
+    detail = {"by": "engine-1", "reason": "every predecessor is completed or skipped"}
+    forge(url, "node_entities", "t/d", "ready", "wake", "planner", detail=detail)
+    venue = FakeVenue()
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        with pytest.raises(TransferRefused, match="'d' is ready while its predecessor"):
+            engine.step("t")
+        assert ("submit", "d") not in venue.calls and ("prepare", "d") not in venue.calls
+        assert engine.nodes("t")["d"].state == "ready"
+
+
+def test_b6_a_completion_with_a_node_not_done_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = unknown_withdrawal(tmp_path)
+    forge(
+        url,
+        "request_entities",
+        "t",
+        "completed",
+        "complete",
+        "system",
+        detail={"by": "engine-1", "rule": "all-done"},
+        context={"side_effects": "started"},
+        data={"reservation": "consumed", "current_frontier": []},
+    )
+    audit_says(
+        url,
+        capsys,
+        "[completion-means-done] request 't': 'system' completed it while node(s) of its "
+        "plan are not done (t/d blocked, t/w unknown)",
+    )
