@@ -409,3 +409,39 @@ def test_a_route_back_to_before_sending_is_refused(
     with pytest.raises(InvalidArgument, match="TransferEngine cannot run") as refused:
         TransferEngine(store, {})
     assert "the move 'requeue' from 'returned' leads to 'blocked'" in str(refused.value)
+
+
+def released_by_a_timer(
+    spec: MachineSpec, dest: str, when: dict[str, tuple[str, ...]]
+) -> MachineSpec:
+    """``spec`` with a timer's move out of ``executing`` into ``dest`` (a state of the
+    owner's, terminal and releasing the reservation, when ``dest`` is not one of
+    ``spec``'s), guarded by ``when``."""
+    states = dict(spec.states)
+    if dest not in states:
+        states[dest] = replace(spec.states["expired"], name=dest, db_value=dest)
+    template = next(t for t in spec.transitions if t.trigger == "expire")
+    extra = replace(template, trigger="time_out", source="executing", dest=dest, when=when)
+    return replace(spec, states=states, transitions=(*spec.transitions, extra))
+
+
+@pytest.mark.parametrize("dest", ["timed_out", "expired"])
+def test_an_automatic_release_the_bundled_rule_does_not_name_is_refused(
+    opener: Callable[..., Store], dest: str
+) -> None:
+    """Outsider batch 34 (c B1): a request definition with a timer's unguarded move from
+    ``executing`` into a releasing state of its own (``timed_out``), or into ``expired``,
+    passed machines check, diff, migrate and the engine: the bundled rule
+    ``no-auto-release-with-money-in-flight`` names failed and cancelled only, and a
+    reservation was then released with the withdrawal of unknown fate. The engine now
+    refuses any automatic move of the owner's into a releasing state that is not guarded
+    as the bundled releases are; guarded so, it is accepted."""
+    request = released_by_a_timer(machines.load("request"), dest, {})
+    store = opener(machines.load("effect"), machines.load("node"), request)
+    says = "'time_out' from 'executing' by the automatic 'timer' releases the reservation"
+    with pytest.raises(InvalidArgument, match=f"{says} \\('{dest}'\\)"):
+        TransferEngine(store, {})
+    guarded = released_by_a_timer(
+        machines.load("request"), dest, {"side_effects": frozenset({"none"})}
+    )
+    TransferEngine(opener(machines.load("effect"), machines.load("node"), guarded), {})

@@ -49,7 +49,7 @@ from machines.spec.canonical import semantic_digest
 from machines.spec.loader import load
 from machines.spec.structure import check_structure
 from machines.spec.visible import says_something
-from machines.spec.vocabulary import EFFECT_STARTED, TAGS
+from machines.spec.vocabulary import EFFECT_STARTED, RELEASES_RESERVATION, TAGS, describe_guard
 
 _SHOWN = 4
 _UNCHECKED: ContextVar[bool] = ContextVar("machines_reliance_unchecked", default=False)
@@ -202,6 +202,7 @@ def _broken(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
             )
     yield from _rules_broken(given, bundled)
     yield from _sending_reopened(given, bundled)
+    yield from _release_unguarded(given, bundled)
     yield from _effect_forgotten(given, bundled)
     if given.derivation != bundled.derivation:
         yield (
@@ -291,6 +292,36 @@ def _sending_reopened(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]
                 f"the move '{t.trigger}' from '{t.source}' leads to '{t.dest}', from which the "
                 "system starts its effect: an effect already started could be started again"
             )
+
+
+def _release_unguarded(given: MachineSpec, bundled: MachineSpec) -> Iterator[str]:
+    """A move of the owner's by an automatic actor into a state that releases the
+    reservation, not guarded as the bundled rules guard such moves (``side_effects:
+    [none]``): the bundled rule names the bundled releasing states, so a releasing state of
+    the owner's, or a new move into a bundled one, escaped it, and a timer released a
+    reservation with the withdrawal of unknown fate (outsider batch 34, c B1)."""
+    releasing = bundled.states_tagged(RELEASES_RESERVATION)
+    guards = [
+        r.when
+        for r in bundled.invariants
+        if r.kind == "automatic_enters_only_when" and r.states and set(r.states) <= releasing
+    ]
+    ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
+    for t in given.transitions:
+        automatic = [a for a in t.actors if given.actors[a].automatic]
+        if (t.source, t.trigger, t.dest) in ours or not automatic:
+            continue
+        if t.dest not in given.states_tagged(RELEASES_RESERVATION):
+            continue
+        for when in guards:
+            if any(v not in t.when or not set(t.when[v]) <= set(ok) for v, ok in when.items()):
+                yield (
+                    f"the move '{t.trigger}' from '{t.source}' by the automatic "
+                    f"{', '.join(repr(a) for a in automatic)} releases the reservation "
+                    f"('{t.dest}') outside {describe_guard(when)}: money may be moving then; "
+                    "guard it as the bundled releases are, or give it to a person"
+                )
+                break
 
 
 def _closure(
