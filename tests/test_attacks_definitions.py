@@ -21,7 +21,7 @@ from machines.spec import MachineSpec
 from machines.spec.structure import REQUIRED_KINDS
 from machines.store import Store, open_store
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
-from tests.conftest import postgres_schema, store_url
+from tests.conftest import Document, SpecCopy, postgres_schema, store_url
 
 KINDS = ["memory", "sqlite", "postgres"]
 
@@ -445,3 +445,33 @@ def test_an_automatic_release_the_bundled_rule_does_not_name_is_refused(
         machines.load("request"), dest, {"side_effects": frozenset({"none"})}
     )
     TransferEngine(opener(machines.load("effect"), machines.load("node"), guarded), {})
+
+
+@pytest.mark.parametrize("dest", ["timed_out", "expired"])
+def test_machines_check_proves_an_unguarded_automatic_release_unsafe(
+    spec_copy: SpecCopy, dest: str
+) -> None:
+    """Outsider batch 34 (c B1), at the definition gate: the derivation's proof took only
+    the releases guarded by the derived context, so machines check passed a timer's
+    unguarded move from executing into a releasing state. It is now a counterexample of
+    ``context-matches-money`` for every rule set, at the plan with money moving."""
+    from machines.derive.proof import check_derivation
+    from machines.spec.loader import load
+
+    def add(doc: Document) -> None:
+        if dest not in doc["states"]:
+            doc["states"][dest] = {"terminal": True, "tags": ["releases-reservation"]}
+        doc["transitions"].append(
+            {
+                "trigger": "time_out",
+                "source": "executing",
+                "dest": dest,
+                "actor": "timer",
+                "description": "The timer gave up.",
+            }
+        )
+
+    spec_copy.edit("request", add)
+    report = check_derivation(load(spec_copy.file("request")), load(spec_copy.file("node")), 2)
+    broken = {(r.name, c.invariant) for r in report.results for c in r.counterexamples}
+    assert {("money-safe", "context-matches-money"), ("qtg-v3", "context-matches-money")} <= broken

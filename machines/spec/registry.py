@@ -175,7 +175,9 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 """The context the nodes imply refuses the guarded moves into a state tagged
                 releases-reservation exactly while a node with a side effect is in a node
                 state tagged effect-started (never fewer: money released in flight; never
-                more: a transfer that moved no money could not be cancelled).""",
+                more: a transfer that moved no money could not be cancelled); and no
+                automatic move into such a state, out of a state the derivation applies in,
+                goes unguarded by the context the nodes imply.""",
                 "derivation",
             ),
             invariant(
