@@ -118,7 +118,8 @@ def _reach(
             data = {"n": i}
             if i == len(path):
                 data.update(DATA.get((machine, state), {}))
-            row = tx.move(row, trigger, actor=actor, context=given, detail={"step": i}, data=data)
+            detail = {"step": i, "evidence": f"step {i} of the fixture"}
+            row = tx.move(row, trigger, actor=actor, context=given, detail=detail, data=data)
 
 
 # -- definition changes ----------------------------------------------------------------
