@@ -23,6 +23,7 @@ from machines.spec.loader import load
 from machines.store import open_store
 from machines.store.records import Store
 from tests.conftest import store_url
+from tests.test_desk import parked, state_of
 
 PASSWORD = "correct horse battery staple"
 REFUSED = [
@@ -44,18 +45,6 @@ def desk(tmp_path: Path) -> Iterator[tuple[TestClient, Store]]:
         client = TestClient(desk_app(store, read_accounts(accounts)), base_url="http://desk.test")
         client.post("/login", data={"name": "olga", "password": PASSWORD})
         yield client, store
-
-
-def parked(store: Store, key: str) -> None:
-    row = store.insert("outcome", key)[0]
-    store.move(row, "park", actor="worker", detail={"evidence": "lease expired"})
-
-
-def state_of(store: Store, key: str) -> str:
-    with store.transaction() as tx:
-        row = tx.get("outcome", key)
-    assert row is not None
-    return row.state
 
 
 @pytest.mark.parametrize(("text", "why"), REFUSED)
