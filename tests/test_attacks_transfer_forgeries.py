@@ -133,7 +133,9 @@ def test_b4_a_persons_release_on_a_false_claim_is_named(
     )
 
 
-def test_b5_a_node_woken_before_its_predecessor_is_done_is_not_sent(tmp_path: Path) -> None:
+def test_b5_a_node_woken_before_its_predecessor_is_done_is_not_sent_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = unknown_withdrawal(tmp_path)
     detail = {"by": "engine-1", "reason": "every predecessor is completed or skipped"}
     forge(url, "node_entities", "t/d", "ready", "wake", "planner", detail=detail)
@@ -144,6 +146,7 @@ def test_b5_a_node_woken_before_its_predecessor_is_done_is_not_sent(tmp_path: Pa
             engine.step("t")
         assert ("submit", "d") not in venue.calls and ("prepare", "d") not in venue.calls
         assert engine.nodes("t")["d"].state == "ready"
+    audit_says(url, capsys, "node 't/d': 'planner' woke it while its predecessor(s) w were not")
 
 
 def test_b6_a_completion_with_a_node_not_done_is_named(

@@ -94,6 +94,39 @@ def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -
     return out
 
 
+def _woken_early(
+    node_spec: MachineSpec, snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]
+) -> list[Breach]:
+    """A node woken (moved out of its initial state into one that is not an end) while a
+    predecessor is not done: the engine wakes a node only once every predecessor is done,
+    and a done state is an end, so a predecessor not done now was not done then (outsider
+    batch 34, c B5: a forged wake of the deposit while the withdrawal was unknown)."""
+    done = node_spec.states_tagged(DONE)
+    states = {n.key: n.state for n in snap.of("node")}
+    out = []
+    for n in snap.of("node"):
+        woke = [
+            ev
+            for ev in n.history
+            if ev.source == node_spec.initial
+            and ev.dest in node_spec.states
+            and not node_spec.states[ev.dest].terminal
+        ]
+        if not n.scope or not woke:
+            continue
+        entry = plans.get(n.scope, {}).get(node_name(n.key), {})
+        after = [n.data.get("predecessors"), entry.get("after")]
+        named = {p for given in after if isinstance(given, list) for p in given}
+        early = sorted(str(p) for p in named if states.get(node_key(n.scope, str(p))) not in done)
+        if early:
+            why = (
+                f"'{woke[0].actor}' woke it while its predecessor(s) {', '.join(early)} "
+                "were not done: the engine wakes a node only after every one of them"
+            )
+            out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (woke[0],)))
+    return out
+
+
 def _reservations_recorded(request_spec: MachineSpec, snap: Snapshot) -> list[Breach]:
     """A request's recorded reservation is the one its state sets, as the engine writes it
     with every move (outsider batch 24: a data-only write said ``released`` while a node
@@ -136,6 +169,7 @@ def no_auto_terminal_money_in_flight(
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     out += _nodes_not_planned(snap, plans)
     out += _reservations_recorded(request_spec, snap)
+    out += _woken_early(node_spec, snap, plans)
     for n in snap.of("node"):
         named = node_name(n.key)
         entry = plans.get(n.scope or "", {}).get(named)
