@@ -170,3 +170,37 @@ def test_b6_a_completion_with_a_node_not_done_is_named(
         "[completion-means-done] request 't': 'system' completed it while node(s) of its "
         "plan are not done (t/d blocked, t/w unknown)",
     )
+
+
+def test_b3_a_venue_answer_the_node_was_moved_under_is_refused_not_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's half of B3: the withdrawal was failed by a forged move while its
+    submit call was out; the venue then accepted it, the engine's move lost to the forged
+    one and dropped the answer, and the request was failed with its reservation released.
+    Now an answer that says money may have moved, against a node moved meanwhile to a
+    state that says none did, is ``TransferRefused``; the audit names the forged move."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+
+    class ForgedWhileOut(FakeVenue):
+        def submit(self, node: Any) -> Any:
+            if node.name == "w":
+                forge(
+                    url,
+                    "node_entities",
+                    "t/w",
+                    "failed",
+                    "fail",
+                    "executor",
+                    detail={"by": "exec-9"},
+                )
+            return super().submit(node)
+
+    venue = ForgedWhileOut()
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        executing(engine, "t", TWO_LEGS)
+        with pytest.raises(TransferRefused, match="says money may have moved, but the node"):
+            drive(engine, "t", 4)
+        assert ("submit", "w") in venue.calls and ("submit", "d") not in venue.calls
+    audit_says(url, capsys, "'executor' moved it from submitting to failed with no evidence")

@@ -15,10 +15,12 @@ from contextlib import contextmanager
 from typing import Any, TypeGuard
 
 from machines.derive import Deriver
+from machines.errors import MachinesError
 from machines.runtime.history import Clock
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState
+from machines.spec.vocabulary import EFFECT_STARTED
 from machines.store.records import Row, StaleWrite, Store
 from machines.systems.transfer.errors import CallbackFailed, TransferRefused
 from machines.systems.transfer.executor import (
@@ -63,6 +65,7 @@ class Driver:
     submit_timeout: float
     deriver: Deriver
     request_spec: MachineSpec
+    node_spec: MachineSpec
     done_states: frozenset[str]
     entering: Entering
     manual_prefix: str
@@ -253,17 +256,41 @@ class Driver:
                         return []
                     s.move_node(row, trigger, actor, detail, data)
             except StaleWrite:
-                if attempt == APPLY_ATTEMPTS or not self._unmoved(row):
-                    return []
-                continue
+                now = self._now_of(row)
+                if now is not None and now.version == row.version and attempt < APPLY_ATTEMPTS:
+                    continue
+                self._refuse_contradicted(request_id, row, trigger, actor, now)
+                return []
             return s.moved
         return []
 
-    def _unmoved(self, row: Row) -> bool:
-        """Whether ``row`` is still at the version it was read at."""
+    def _now_of(self, row: Row) -> Row | None:
+        """``row`` as it is stored now."""
         with self.store.transaction() as tx:
-            now = tx.get(row.machine, row.key)
-        return now is not None and now.version == row.version
+            return tx.get(row.machine, row.key)
+
+    def _refuse_contradicted(
+        self, request_id: str, row: Row, trigger: str, actor: str, now: Row | None
+    ) -> None:
+        """A move that could not be made because the node was moved under it is dropped,
+        unless what it records (a venue's answer that money may have moved) contradicts
+        where the node was moved (a state that says none did): then ``TransferRefused``,
+        for a person to look (outsider batch 34, c B3: a node failed by a forged move
+        while its submit call was out; the venue's acceptance was dropped, and the
+        reservation released)."""
+        started = self.node_spec.states_tagged(EFFECT_STARTED)
+        try:
+            dest = self.node_spec.step(row.state, trigger, actor=actor, **row.context)
+        except MachinesError:
+            return
+        if now is None or dest not in started or now.state in started:
+            return
+        raise TransferRefused(
+            f"request '{request_id}': node '{row.data.get('name')}': the venue's answer "
+            f"({trigger}, to {dest}) says money may have moved, but the node was moved to "
+            f"'{now.state}' meanwhile, which says none did: the answer is not recorded; a "
+            "person must look (machines audit --from-store names the move)"
+        )
 
 
 def _a_time(value: object) -> TypeGuard[float]:
