@@ -123,7 +123,8 @@ def _woken_early(
                 f"'{woke[0].actor}' woke it while its predecessor(s) {', '.join(early)} "
                 "were not done: the engine wakes a node only after every one of them"
             )
-            out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (woke[0],)))
+            breach = Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (woke[0],))
+            out.append(breach)
     return out
 
 
