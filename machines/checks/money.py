@@ -22,6 +22,7 @@ from machines.systems.transfer.plans import (
     node_key,
     node_name,
     plan_entries,
+    predecessors,
     recorded_side_effect,
     row_differences,
 )
@@ -115,9 +116,8 @@ def _woken_early(
         if not n.scope or not woke:
             continue
         entry = plans.get(n.scope, {}).get(node_name(n.key), {})
-        after = [n.data.get("predecessors"), entry.get("after")]
-        named = {p for given in after if isinstance(given, list) for p in given}
-        early = sorted(str(p) for p in named if states.get(node_key(n.scope, str(p))) not in done)
+        named = set(map(str, predecessors(n.data, entry)))
+        early = sorted(p for p in named if states.get(node_key(n.scope, p)) not in done)
         if early:
             why = (
                 f"'{woke[0].actor}' woke it while its predecessor(s) {', '.join(early)} "
@@ -218,10 +218,12 @@ def no_auto_terminal_money_in_flight(
                         (ev,),
                     )
                 )
-            elif _needed_evidence(j) and not says_something((ev.detail or {}).get("evidence")):
+            elif (rule := _needed_evidence(j)) and not says_something(
+                (ev.detail or {}).get("evidence")
+            ):
                 why = (
                     f"'{ev.actor}' moved it from {ev.source} to {ev.dest} with no evidence in "
-                    f"its record, which its definition's rule '{_needed_evidence(j)}' asks of "
+                    f"its record, which its definition's rule '{rule}' asks of "
                     "an automatic move: the engine records what the venue said"
                 )
                 out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (ev,)))

@@ -307,11 +307,10 @@ def _release_unguarded(given: MachineSpec, bundled: MachineSpec) -> Iterator[str
         if r.kind == "automatic_enters_only_when" and r.states and set(r.states) <= releasing
     ]
     ours = {(t.source, t.trigger, t.dest) for t in bundled.transitions}
+    theirs = given.states_tagged(RELEASES_RESERVATION)
     for t in given.transitions:
         automatic = [a for a in t.actors if given.actors[a].automatic]
-        if (t.source, t.trigger, t.dest) in ours or not automatic:
-            continue
-        if t.dest not in given.states_tagged(RELEASES_RESERVATION):
+        if (t.source, t.trigger, t.dest) in ours or not automatic or t.dest not in theirs:
             continue
         for when in guards:
             if any(v not in t.when or not set(t.when[v]) <= set(ok) for v, ok in when.items()):

@@ -91,6 +91,20 @@ def plan_entries(request_data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]
     }
 
 
+def predecessors(data: Mapping[str, Any], entry: Mapping[str, Any]) -> list[object]:
+    """The predecessors of a node, by its row's ``data`` and by its request's plan
+    ``entry`` alike, as stored: the engine waits for each, and the audit judges a wake by
+    each. A value that is no list is one unknown predecessor (a row rewritten outside the
+    engine), which the caller refuses or names."""
+
+    def names(value: object) -> list[object]:
+        if value is None:
+            return []
+        return list(value) if isinstance(value, list) else [value]
+
+    return [*names(data.get("predecessors")), *names(entry.get("after"))]
+
+
 def row_differences(
     request_data: Mapping[str, Any], name: str, data: Mapping[str, Any], kind: object
 ) -> list[str]:

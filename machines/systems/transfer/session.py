@@ -32,6 +32,7 @@ from machines.systems.transfer.plans import (
     node_key,
     node_name,
     plan_entries,
+    predecessors,
     recorded_side_effect,
     row_differences,
 )
@@ -269,7 +270,7 @@ class Session:
         its row and by its request's plan alike; ``TransferRefused`` when one of them is
         no node of the request (a row rewritten outside the engine)."""
         entry = self.planned.get(name, {})
-        after = [*_names(self.nodes[name].data.get("predecessors")), *_names(entry.get("after"))]
+        after = predecessors(self.nodes[name].data, entry)
         unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
         if unknown:
             raise TransferRefused(
@@ -318,11 +319,3 @@ def required(value: str, what: str) -> str:
     if not isinstance(value, str) or not plain(value).strip():
         raise TransferRefused(f"'{what}' must be a non-empty string; got {describe(value)}")
     return plain(value)
-
-
-def _names(value: object) -> list[object]:
-    """A list of predecessors as stored (none when absent); anything else is one unknown
-    predecessor (a row rewritten outside the engine), which the caller refuses."""
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
