@@ -354,9 +354,17 @@ def test_an_unknown_outcome_cannot_be_settled_through_a_state_of_the_owners(
         ("worker", "\u200b", "by the automatic 'worker' with no evidence"),
         ("worker", "\u3164", "by the automatic 'worker' with no evidence"),  # batch 33
         ("worker", "\u2800\u034f", "by the automatic 'worker' with no evidence"),
+        ("worker", "\U0001d159\u303f\u1806", "by the automatic 'worker' with no evidence"),
         ("caller", None, "a state of yours that says it did not"),
     ],
-    ids=["a-space", "a-zero-width-space", "a-hangul-filler", "blank-braille", "a-person"],
+    ids=[
+        "a-space",
+        "a-zero-width-space",
+        "a-hangul-filler",
+        "blank-braille",
+        "blank-symbols",  # batch 35
+        "a-person",
+    ],
 )
 def test_an_effect_cannot_be_forgotten_by_blank_evidence_or_a_persons_added_state(
     opener: Callable[..., Store], tmp_path: Path, actor: str, evidence: str | None, says: str

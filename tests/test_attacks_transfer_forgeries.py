@@ -85,7 +85,10 @@ def unknown_withdrawal(tmp_path: Path) -> str:
     return url
 
 
-@pytest.mark.parametrize("blank", ["\u200b", "\u3164", "\u2800", "\u0301"])
+@pytest.mark.parametrize(
+    "blank",
+    ["\u200b", "\u3164", "\u2800", "\u0301", "\U0001d159", "\u303f", "\u1806", "\u2014"],
+)
 def test_b2_a_reconcile_whose_evidence_shows_nothing_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], blank: str
 ) -> None:

@@ -92,6 +92,8 @@ def test_an_exit_from_indeterminate_must_say_who_and_why() -> None:
         {"by": "ann"},
         {"reason": "checked"},
         {"by": 1, "evidence": "statement 42"},
+        {"by": "\U0001d159", "reason": "\U0001d159"},  # batch 35: a null notehead
+        {"by": "ann", "reason": "\u303f\u1806\u2800"},
     ],
 )
 def test_an_exit_from_indeterminate_names_who_and_why_as_text(detail: dict[str, object]) -> None:

@@ -206,6 +206,7 @@ def test_hostile_reasons_are_refused_or_shown_escaped(desk: Desk) -> None:
         ("a\x00b", "no NUL"),
         ("x" * 2001, "at most 2000"),
         ("   ", "give a reason"),
+        ("\u2800 \u303f", "give a reason, with a letter or a digit"),  # batch 35
     ):
         fields = {**form(client, "charge-4", "decide_landed"), "reason": reason}
         answer = client.post("/entity/outcome/charge-4/act", data=fields)

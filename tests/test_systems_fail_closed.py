@@ -244,6 +244,28 @@ def test_arguments_are_checked_before_a_key_is_claimed(store: Store) -> None:
         assert tx.rows("outcome") == [] and tx.rows("effect") == []
 
 
+@pytest.mark.parametrize("silent", ["", " ", "\u200b", "\U0001d159", "\u303f\u1806", "--"])
+def test_a_persons_decision_that_says_nothing_is_refused_before_it_is_written(
+    store: Store, silent: str
+) -> None:
+    """Outsider batch 35 (a D): ``decide`` took a ``by`` and a ``reason`` that draw nothing
+    (U+1D159, a musical null notehead) and wrote them; only the audit named the decision
+    afterwards, and not even that for the notehead. Who and why must say something, as the
+    audit reads them, before anything is written."""
+    eo, log = ExactlyOnce(store), EffectLog(store)
+    for decision in (
+        lambda: eo.decide("k", landed=False, by=silent, reason="checked the ledger"),
+        lambda: eo.decide("k", landed=False, by="ann", reason=silent),
+        lambda: eo.reclaim("k", by=silent, reason="safe to repeat"),
+        lambda: eo.reclaim("k", by="ann", reason=silent),
+        lambda: log.approve("wire", by=silent),
+    ):
+        with pytest.raises(MachinesError, match="a letter or a digit"):
+            decision()
+    with store.transaction() as tx:
+        assert tx.rows("outcome") == [] and tx.rows("effect") == []
+
+
 def test_a_clock_that_fails_is_a_typed_error_and_claims_nothing(store: Store) -> None:
     def broken() -> float:
         raise OSError("no time")

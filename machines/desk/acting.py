@@ -32,6 +32,7 @@ from machines.desk.waiting import DeskError, Move, moves_for, page_version
 from machines.errors import InvalidArgument, MachinesError
 from machines.spec.jsonvalue import describe
 from machines.spec.states import RequestState
+from machines.spec.visible import says_something
 from machines.store.records import Row, Store
 
 RESULT_MOVE = ("outcome", "decide_landed")
@@ -250,8 +251,10 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     if d.machine not in specs:
         raise DeskError(f"no machine {d.machine!r} in this store")
     reason = d.reason.strip()
-    if not reason:
-        raise DeskError("give a reason: the history keeps it with your name")
+    if not says_something(reason):
+        raise DeskError(
+            "give a reason, with a letter or a digit in it: the history keeps it with your name"
+        )
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
     d = dataclasses.replace(d, reason=reason)

@@ -15,6 +15,7 @@ from typing import Any, cast
 from machines.errors import InvalidArgument
 from machines.runtime.templates import is_async
 from machines.spec.jsonvalue import describe
+from machines.spec.visible import says_something
 from machines.store.records import Row, StaleWrite, Store, StoreError
 from machines.systems.reliance import require_reliable
 
@@ -24,6 +25,17 @@ def text(value: object, what: str) -> str:
     ``strip`` or ``__eq__`` could say anything; what is checked is what is stored)."""
     if not isinstance(value, str) or not plain(value).strip():
         raise InvalidArgument(f"{what} must be a non-empty string, not {describe(value)}")
+    return plain(value)
+
+
+def statement(value: object, what: str) -> str:
+    """Who decided, or why: a text that says something (``says_something``: a letter or a
+    digit), as the audit reads it, so that a decision the audit would call silent is
+    refused before it is written."""
+    if not isinstance(value, str) or not says_something(plain(value)):
+        raise InvalidArgument(
+            f"{what} must be a text with a letter or a digit in it, not {describe(value)}"
+        )
     return plain(value)
 
 

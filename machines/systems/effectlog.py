@@ -430,7 +430,7 @@ class EffectLog:
     # -- human decisions -------------------------------------------------------------------
 
     def _decide(self, key: str, trigger: str, by: str, reason: str, seen: int | None) -> Row:
-        by = arguments.text(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
+        by = arguments.statement(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
         if not isinstance(reason, str):
             raise InvalidArgument(f"{trigger}: reason must be a string")
         reason = arguments.plain(reason)

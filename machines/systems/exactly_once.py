@@ -216,8 +216,8 @@ class ExactlyOnce:
         the row version the person decided on (``StaleWrite`` if the key moved since)."""
         seen = arguments.seen(seen, "reclaim: seen")
         detail: dict[str, Any] = {
-            "by": arguments.text(by, "by"),
-            "reason": arguments.text(reason, "reason"),
+            "by": arguments.statement(by, "by"),
+            "reason": arguments.statement(reason, "reason"),
         }
         with self.store.transaction() as tx:
             row = _parked(arguments.unchanged(self._existing(tx, key), seen), "reclaim", "reclaim")
@@ -248,7 +248,7 @@ class ExactlyOnce:
         and run again, say) is ``StaleWrite`` and keeps what it has become."""
         arguments.flag(landed, "landed")
         seen = arguments.seen(seen, "decide: seen")
-        by, reason = arguments.text(by, "by"), arguments.text(reason, "reason")
+        by, reason = arguments.statement(by, "by"), arguments.statement(reason, "reason")
         detail = {"by": by, "reason": reason}  # the checked texts, and only those, are used
         if landed:
             dumps(result, what=f"the result decided for '{key}'")

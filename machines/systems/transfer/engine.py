@@ -75,6 +75,7 @@ from machines.systems.transfer.session import (
     Session,
     required,
     said,
+    statement,
 )
 
 MAX_STEPS = 1_000_000
@@ -288,13 +289,13 @@ class TransferEngine(Driver):
     def confirm_failed(
         self, request_id: str, *, by: str, evidence: str, seen: int | None = None
     ) -> RequestState:
-        detail = said(by, evidence=required(evidence, "evidence"))
+        detail = said(by, evidence=statement(evidence, "evidence"))
         return self._request_move(request_id, "confirm_failed", detail, seen)
 
     def confirm_completed(
         self, request_id: str, *, by: str, evidence: str, seen: int | None = None
     ) -> RequestState:
-        detail = said(by, evidence=required(evidence, "evidence"))
+        detail = said(by, evidence=statement(evidence, "evidence"))
         return self._request_move(request_id, "confirm_completed", detail, seen)
 
     # -- driving the nodes ------------------------------------------------------------------
@@ -344,7 +345,7 @@ class TransferEngine(Driver):
         self, request_id: str, node: str, *, by: str, reason: str, seen: int | None = None
     ) -> NodeState:
         """The signer refused: the node fails (nothing was sent). ``seen`` as for ``sign``."""
-        detail = said(by, evidence=required(reason, "reason"))
+        detail = said(by, evidence=statement(reason, "reason"))
         seen = arguments.seen(seen, "refuse_signature: seen")
         with self._session(request_id) as s:
             s.move_node(arguments.unchanged(s.node(node), seen), "fail", SIGNER, detail)
@@ -353,7 +354,7 @@ class TransferEngine(Driver):
     def retry(self, request_id: str, node: str, *, reason: str) -> NodeState:
         """Put a node that sent nothing yet (preparing, or awaiting a signature that will
         not come, e.g. it expired) back to ready; a later step dispatches it afresh."""
-        detail = said(self.engine_id, reason=required(reason, "reason"))
+        detail = said(self.engine_id, reason=statement(reason, "reason"))
         with self._session(request_id) as s:
             s.move_node(s.node(node), "retry", EXECUTOR, detail)
         return NodeState(s.node(node).state)
@@ -361,7 +362,7 @@ class TransferEngine(Driver):
     def skip(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
         """The planner decided a conditional node is not needed (blocked or ready only:
         nothing of it ran). Skipped counts as done, so its successors may wake."""
-        detail = said(by, reason=required(reason, "reason"))
+        detail = said(by, reason=statement(reason, "reason"))
         with self._session(request_id) as s:
             if s.request.state != RequestState.EXECUTING:
                 raise TransferRefused(

@@ -17,6 +17,7 @@ from machines.derive import Deriver, Signature
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState, RequestState
+from machines.spec.visible import says_something
 from machines.spec.vocabulary import (
     CONSUMES_RESERVATION,
     HOLDS_RESERVATION,
@@ -306,13 +307,23 @@ class Session:
 
 def said(by: str, **more: str) -> dict[str, Any]:
     """An audit detail: who (``by``) plus the non-empty reasons or evidence (strings)."""
-    detail = {"by": required(by, "by")}
+    detail = {"by": statement(by, "by")}
     for what, text in more.items():
         if not isinstance(text, str):
             raise TransferRefused(f"'{what}' must be a string; got {describe(text)}")
         if plain(text):
             detail[what] = plain(text)
     return detail
+
+
+def statement(value: str, what: str) -> str:
+    """Who moved, or the evidence or reason a person gives: a text that says something (a
+    letter or a digit), as the audit reads it."""
+    if not isinstance(value, str) or not says_something(plain(value)):
+        raise TransferRefused(
+            f"'{what}' must be a text with a letter or a digit in it; got {describe(value)}"
+        )
+    return plain(value)
 
 
 def required(value: str, what: str) -> str:
