@@ -207,3 +207,60 @@ def test_b3_a_venue_answer_the_node_was_moved_under_is_refused_not_dropped(
             drive(engine, "t", 4)
         assert ("submit", "w") in venue.calls and ("submit", "d") not in venue.calls
     audit_says(url, capsys, "'executor' moved it from submitting to failed with no evidence")
+
+
+# -- outsider batch 35 (b) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "moved",
+    [
+        [("ready", "wake", "planner"), ("preparing", "prepare", "executor")],
+        [
+            ("ready", "wake", "planner"),
+            ("preparing", "prepare", "executor"),
+            ("awaiting_signature", "request_signature", "executor"),
+        ],
+    ],
+    ids=["preparing", "awaiting-signature"],
+)
+def test_b35_1_a_node_moved_on_past_ready_is_not_sent_before_its_predecessor_is_done(
+    tmp_path: Path, moved: list[tuple[str, str, str]]
+) -> None:
+    """Outsider batch 35 (b 1): a forged wake and prepare of the deposit while the
+    withdrawal was still observed; the engine checked predecessors only for a node found
+    ready, sent the deposit from preparing, and the audit said OK once the withdrawal
+    completed. The transaction that marks a node sent now refuses it, whatever state it
+    was found in, and nothing is sent."""
+    url = in_flight(tmp_path, FakeVenue({"w": {"observe": ["pending"]}}))
+    for state, trigger, actor in moved:
+        forge(url, "node_entities", "t/d", state, trigger, actor, detail={"by": "engine-1"})
+    state = moved[-1][0]
+    venue = FakeVenue({"w": {"observe": ["pending"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        assert engine.nodes("t")["w"].state == "observing"
+        with pytest.raises(TransferRefused, match=r"predecessor\(s\) w are not done"):
+            if state == "awaiting_signature":
+                engine.sign("t", "d", by="signer-1")
+            else:
+                engine.step("t")
+        assert ("submit", "d") not in venue.calls
+        assert engine.nodes("t")["d"].state == state
+
+
+def test_b35_5_a_node_whose_executor_the_engine_lacks_is_a_typed_refusal(tmp_path: Path) -> None:
+    """Outsider batch 35 (b 5): an engine without the plan's executor stepped a request,
+    and a raw ``KeyError('venue')`` escaped the second step. It is ``TransferConfigError``
+    naming the node and the executor, before anything is marked sent."""
+    from machines.systems import TransferEngine
+    from machines.systems.transfer import TransferConfigError
+    from machines.systems.transfer.executor import ManualGate
+
+    url = in_flight(tmp_path, FakeVenue(), steps=0)
+    with open_store(url) as store:
+        engine = TransferEngine(store, {"gate": ManualGate()}, engine_id="engine-2")
+        with pytest.raises(TransferConfigError, match=r"node 'w' .* executor 'venue'"):
+            for _ in range(3):
+                engine.step("t")
+        assert engine.nodes("t")["w"].state in ("ready", "preparing")

@@ -374,3 +374,65 @@ def test_a_venues_answer_survives_a_race_for_the_request_row(
     assert raced and engine.nodes("r1")["x"].state.value == "completed"
     store.close()
     other.close()
+
+
+def test_a_cancel_committed_while_the_engine_marks_a_node_sent_stops_the_send(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 35 (b 6): at READ COMMITTED, a person's cancel written through the
+    store (as the desk writes it: the request's row alone; the withdrawal only preparing,
+    so ``side_effects: none`` truly) committed between the engine's read of the request
+    and its move of the node into submitting; the engine then called ``submit`` for a
+    cancelled request whose reservation was released, and nothing ever observed the node.
+    The transaction that marks a node sent now writes the request's row too, so it loses
+    to the cancel and sends nothing."""
+    from machines.systems import TransferEngine
+    from machines.systems.transfer import driver
+
+    class Venue:
+        submitted = 0
+
+        def prepare(self, node: object) -> str:
+            return "submit"
+
+        def submit(self, node: object) -> str:
+            Venue.submitted += 1
+            return "accepted"
+
+        def observe(self, node: object) -> str:
+            return "pending"
+
+    store, other = open_store(url), open_store(url)
+    engine = TransferEngine(store, {"venue": Venue()}, engine_id="A")
+    plan = [{"name": "x", "kind": "action", "has_side_effect": True, "executor": "venue"}]
+    engine.submit("r1", plan)
+    engine.validate("r1")
+    engine.request_approval("r1")
+    engine.approve("r1", by="alice")
+    engine.start("r1")
+    engine.step("r1")  # ready -> preparing
+    allowed, raced = driver.allowed, []
+
+    def racing(mode: Any, state: str, trigger: str, actor: str) -> bool:
+        if trigger == "submit" and not raced:  # the engine has read the request
+            with other.transaction() as tx:
+                row = tx.get("request", "r1")
+                assert row is not None
+                data = {**row.data, "reservation": "released", "current_frontier": []}
+                detail = {"by": "bob", "reason": "customer asked"}
+                context = {"side_effects": "none"}
+                raced.append(
+                    tx.move(
+                        row, "cancel", actor="operator", context=context, detail=detail, data=data
+                    )
+                )
+        return allowed(mode, state, trigger, actor)
+
+    monkeypatch.setattr(driver, "allowed", racing)
+    engine.step("r1")  # preparing -> submitting: lost to the cancel
+    assert raced and raced[0].state == "cancelled"
+    assert Venue.submitted == 0
+    assert engine.request("r1").state == "cancelled"
+    assert engine.nodes("r1")["x"].state.value != "submitting"
+    store.close()
+    other.close()

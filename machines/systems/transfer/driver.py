@@ -22,7 +22,11 @@ from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState
 from machines.spec.vocabulary import EFFECT_STARTED
 from machines.store.records import Row, StaleWrite, Store
-from machines.systems.transfer.errors import CallbackFailed, TransferRefused
+from machines.systems.transfer.errors import (
+    CallbackFailed,
+    TransferConfigError,
+    TransferRefused,
+)
 from machines.systems.transfer.executor import (
     ON_OBSERVE,
     ON_PREPARE,
@@ -32,6 +36,7 @@ from machines.systems.transfer.executor import (
     Reply,
     ask,
 )
+from machines.systems.transfer.plans import node_name
 from machines.systems.transfer.policy import (
     EXECUTOR,
     OBSERVER,
@@ -117,14 +122,8 @@ class Driver:
             return []
         mode = request_mode(request.state, (n.state for n in nodes.values()))
         if row.state == NodeState.READY:
-            early = read.undone_predecessors(name)
-            if early and mode is Mode.DISPATCH:
-                raise TransferRefused(
-                    f"request '{request_id}': node '{name}' is ready while its "
-                    f"predecessor(s) {', '.join(early)} are not done (completed or skipped): "
-                    "it was woken outside the engine, and sending it could move money "
-                    "before theirs settled; nothing was sent, and a person must look"
-                )
+            if mode is Mode.DISPATCH:
+                read.refuse_early(name)
             return self._dispatch(request_id, row, mode)
         if row.state == NodeState.PREPARING:
             return self._prepare(request_id, row, mode)
@@ -176,16 +175,41 @@ class Driver:
         data = {**row.data, "sent": {"by": self.engine_id, "at": self.clock()}}
         if reply is not None:
             data["last"] = reply.record(self.clock())
-        try:
-            with self._session(request_id) as s:
-                if not allowed(s.mode, row.state, trigger, actor):
-                    return None
-                sending = s.move_node(row, trigger, actor, detail, data)
-        except StaleWrite:
+        self._executor(request_id, row)  # before the node is marked sent
+        marked = self._mark_sent(request_id, row, trigger, actor, detail, data)
+        if marked is None:
             return None
+        moved, sending = marked
         answer = self._ask(request_id, sending, "submit")
         outcome = ON_SUBMIT.get(answer.answer or "", "lose_track")
-        return s.moved + self._report(request_id, sending, outcome, EXECUTOR, answer)
+        return moved + self._report(request_id, sending, outcome, EXECUTOR, answer)
+
+    def _mark_sent(
+        self,
+        request_id: str,
+        row: Row,
+        trigger: str,
+        actor: str,
+        detail: Mapping[str, Any],
+        data: Mapping[str, Any],
+    ) -> tuple[list[Movement], Row] | None:
+        """The fenced transaction of ``_send``: the moves it made and the node marked
+        sent, made again when it lost a race for the request row while the node is as
+        read; None when the mode forbids it, the node moved, or the request kept moving."""
+        for _ in range(APPLY_ATTEMPTS):
+            try:
+                with self._session(request_id) as s:
+                    if not allowed(s.mode, row.state, trigger, actor):
+                        return None
+                    s.refuse_early(node_name(row.key))
+                    s.hold_request()
+                    sending = s.move_node(row, trigger, actor, detail, data)
+                return s.moved, sending
+            except StaleWrite:
+                now = self._now_of(row)
+                if now is None or now.version != row.version:
+                    return None
+        return None
 
     def _recover_send(self, request_id: str, row: Row) -> list[Movement]:
         """A submitting node found by a step: its ``submit`` call is still out, or never
@@ -220,7 +244,21 @@ class Driver:
 
     def _ask(self, request_id: str, row: Row, call: str) -> Reply:
         """Call the node's executor outside any transaction; an exception is an answer."""
-        return ask(self.executors[row.data["executor"]], call, PlanNode.of(request_id, row))
+        return ask(self._executor(request_id, row), call, PlanNode.of(request_id, row))
+
+    def _executor(self, request_id: str, row: Row) -> Executor:
+        """The executor that sends node ``row``; ``TransferConfigError`` when this engine
+        has none by its name (outsider batch 35, b 5: a raw ``KeyError`` escaped a step),
+        asked before anything is marked sent."""
+        named = row.data.get("executor")
+        if not isinstance(named, str) or named not in self.executors:
+            raise TransferConfigError(
+                f"node '{node_name(row.key)}' of request '{request_id}' is sent by executor "
+                f"{describe(named)}, which this engine does not have (it has "
+                f"{', '.join(map(repr, self.executors)) or 'none'}): step it with an engine "
+                "that has it; nothing was sent"
+            )
+        return self.executors[named]
 
     def _report(
         self,

@@ -281,6 +281,31 @@ class Session:
         done = self.engine.done_states
         return [str(p) for p in dict.fromkeys(after) if self.nodes[str(p)].state not in done]
 
+    def refuse_early(self, name: str) -> None:
+        """``TransferRefused`` when node ``name`` would go on toward sending while a
+        predecessor is not done: it was woken (or moved on) outside the engine, and
+        sending it could move money before theirs settled. Asked when a ready node is
+        dispatched and again in the transaction that marks any node sent, whatever state
+        it was found in (outsider batch 35, b 1: a forged wake and prepare sent a deposit
+        while its withdrawal was still observed)."""
+        if early := self.undone_predecessors(name):
+            raise TransferRefused(
+                f"request '{self.request_id}': node '{name}' is "
+                f"{self.nodes[name].state} while its predecessor(s) {', '.join(early)} "
+                "are not done (completed or skipped): it was moved outside the engine, and "
+                "sending it could move money before theirs settled; nothing was sent, and "
+                "a person must look"
+            )
+
+    def hold_request(self) -> None:
+        """Write the request's row, its data unchanged, in this transaction: a move of the
+        request that another writer committed since this session read it makes the
+        transaction ``StaleWrite``, and one made later waits for it and then finds the row
+        moved. A node is marked sent only under the request as the session read it
+        (outsider batch 35, b 6: on PostgreSQL an operator's cancel committed between the
+        read and the send, and the engine sent money for a released reservation)."""
+        self.request = self.tx.update(self.request, self.request.data)
+
     def _derive(self) -> None:
         """Apply the derived request state when it is a legal move for the derivation's
         actor under the derived context (``Deriver.derived_move``); otherwise leave the
