@@ -153,8 +153,9 @@ def tampered(where: str, differences: Sequence[Difference], shown: int = 5) -> S
         f"{where}: the store's guards are not the ones machines installed ({listed}{more}); "
         f"nothing was read or written. Put them back with {repair_command(where)} (the "
         "repair is recorded; what it cannot put back, such as a table's columns, an "
-        "object's owner, another role's right to create in the schema or its functions, it "
-        "names for you to undo by hand first), then judge the data written meanwhile with "
+        "object's owner, another role's right to create in the schema or its functions, a "
+        "role's grant of TRIGGER on a table or UPDATE on a sequence, it names for you to "
+        "undo by hand first), then judge the data written meanwhile with "
         f"machines audit --from-store '{where}'",
         differences,
     )

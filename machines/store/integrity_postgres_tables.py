@@ -202,7 +202,8 @@ def _properties(conn: Any, tables: list[str]) -> dict[str, list[str]]:
         "pg_get_expr(d.adbin, d.adrelid) <> format('nextval(%%L::regclass)', "
         "pg_get_serial_sequence(c.oid::regclass::text, 'ordinal')::regclass) OR "
         "(SELECT seqincrement <> 1 OR seqcycle OR seqmin <> 1 OR seqmax <> "
-        f"{BIGSERIAL_MAX} FROM pg_sequence WHERE seqrelid = "
+        f"{BIGSERIAL_MAX} OR seqcache <> 1 OR q.relpersistence <> 'p' FROM pg_sequence "
+        "JOIN pg_class q ON q.oid = seqrelid WHERE seqrelid = "
         "pg_get_serial_sequence(c.oid::regclass::text, 'ordinal')::regclass))), "
         "(SELECT pg_get_serial_sequence(c.oid::regclass::text, 'ordinal') FROM pg_attribute a "
         "WHERE a.attrelid = c.oid AND a.attname = 'ordinal' AND NOT a.attisdropped) "
@@ -230,8 +231,8 @@ def _properties(conn: Any, tables: list[str]) -> dict[str, list[str]]:
         if sequence:
             problems.append(
                 "its creation order is not drawn, rising, from its own sequence as "
-                "BIGSERIAL makes it (by 1, from 1, never cycling; the order compensation "
-                "undoes in, newest first, would change)"
+                "BIGSERIAL makes it (by 1, from 1, one at a time, logged, never cycling; "
+                "the order compensation undoes in, newest first, would change)"
             )
         elif serial is not None:
             serials[table] = serial

@@ -153,9 +153,10 @@ def _reinstall(
 
 
 def _put_back_creation_order(db: Database, versions: Mapping[str, int]) -> None:
-    """PostgreSQL: each creation-order sequence as BIGSERIAL makes it (by 1, from 1, never
-    cycling), its next place past every place taken and never behind where it stood. The
-    places entities took while it was changed stay as they are."""
+    """PostgreSQL: each creation-order sequence as BIGSERIAL makes it (by 1, from 1, one
+    at a time, logged, never cycling), its next place past every place taken and never
+    behind where it stood. The places entities took while it was changed stay as they
+    are."""
     for machine in versions:
         table = name(machine, "entities")
         found = db.execute(
@@ -174,8 +175,9 @@ def _put_back_creation_order(db: Database, versions: Mapping[str, int]) -> None:
         )
         db.execute(
             f"ALTER SEQUENCE {sequence} INCREMENT BY 1 MINVALUE 1 MAXVALUE {BIGSERIAL_MAX} "
-            f"NO CYCLE RESTART WITH {int(after)}"
+            f"CACHE 1 NO CYCLE RESTART WITH {int(after)}"
         )
+        db.execute(f"ALTER SEQUENCE {sequence} SET LOGGED")
 
 
 def _record(db: Database, by: str, found: list[Difference]) -> None:

@@ -14,7 +14,8 @@ owner included. So, on every open, before anything else runs there:
   the schema (``REVOKE CREATE ON SCHEMA ... FROM ...`` otherwise; PostgreSQL 14 and
   earlier grant it on ``public`` to everyone);
 - every function, aggregate, procedure and operator in it is one machines made, an
-  extension's, or owned by the store's owner or a superuser.
+  extension's, or owned by the store's owner or a superuser;
+- no such role holds ``TRIGGER`` on a store table or ``UPDATE`` on a store sequence.
 
 Every query here, and every statement run before the path is pinned, names ``pg_catalog``
 for each function and operator it calls, so none of them can be answered by such code.
@@ -103,6 +104,7 @@ def foreign_code(conn: Any) -> list[Difference]:
             (owner,),
         )
     ]
+    out += _granted_code(conn, owner)
     trusted = (
         "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid "
         "OPERATOR(pg_catalog.=) 'pg_catalog.{catalog}'::pg_catalog.regclass AND d.objid "
@@ -133,6 +135,51 @@ def foreign_code(conn: Any) -> list[Difference]:
         )
         for kind, name, role in found
     ]
+
+
+def _granted_code(conn: Any, owner: int) -> list[Difference]:
+    """Another role's grant of ``TRIGGER`` on a store table, or of ``UPDATE`` on a store
+    sequence. The first lets that role attach a trigger of its own (its function in its
+    ``pg_temp``, gone with its session) that rewrites every row as it is written, a
+    committed result included, after the guards judged it; the second lets it ``setval``
+    a creation order into a gap and back, so that a saga undoes out of order (outsider
+    batch 35, a B and a C). Neither leaves a trace an open could see afterwards, so the
+    grant itself is refused."""
+    found = conn.execute(
+        "SELECT c.relkind, COALESCE(r.rolname, 'PUBLIC'), a.privilege_type, "
+        "pg_catalog.string_agg(c.relname, ', ' ORDER BY c.relname), "
+        "pg_catalog.current_schema() "
+        "FROM pg_catalog.pg_class c CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a "
+        "LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee "
+        f"WHERE c.relnamespace OPERATOR(pg_catalog.=) {HERE} "
+        "AND c.relowner OPERATOR(pg_catalog.=) %s::pg_catalog.oid "
+        "AND ((c.relkind OPERATOR(pg_catalog.=) 'r'::pg_catalog.\"char\" AND a.privilege_type "
+        "OPERATOR(pg_catalog.=) 'TRIGGER'::pg_catalog.text) OR (c.relkind "
+        "OPERATOR(pg_catalog.=) 'S'::pg_catalog.\"char\" AND a.privilege_type "
+        "OPERATOR(pg_catalog.=) 'UPDATE'::pg_catalog.text)) "
+        "AND a.grantee OPERATOR(pg_catalog.<>) c.relowner "
+        "AND NOT COALESCE(r.rolsuper, false) GROUP BY 1, 2, 3 ORDER BY 1 DESC, 2",
+        (owner,),
+    ).fetchall()
+    out = []
+    for kind, role, privilege, relations, schema in found:
+        grantee = "PUBLIC" if role == "PUBLIC" else sql.Identifier(role).as_string(conn)
+        where = sql.Identifier(schema).as_string(conn)
+        if kind == "r":
+            place, what, every = "tables", "may attach a trigger of its own to them", "TABLES"
+            what += ", which rewrites what a write stores after the guards judged it"
+        else:
+            place, what, every = "sequences", "may set their creation order (setval)", "SEQUENCES"
+            what += ", which a saga undoes a session's effects in"
+        out.append(
+            Difference(
+                None,
+                f"{place} {relations}",
+                f"{role} {what}. The store's owner revokes it: REVOKE {privilege} ON ALL "
+                f"{every} IN SCHEMA {where} FROM {grantee}",
+            )
+        )
+    return out
 
 
 def store_owner(conn: Any) -> tuple[int, str] | None:
