@@ -217,3 +217,16 @@ def test_a_machine_may_not_take_the_name_of_a_page_beside_it(tmp_path: Path, nam
     text = MINIMAL.replace("machine: door", f"machine: {name}")
     with pytest.raises(SpecError, match=f"machine name '{name}' is taken by a page"):
         load(written(tmp_path, text, name))
+
+
+@pytest.mark.parametrize("name", ["machines_repairs", "machines_definitions", "machines_x"])
+def test_a_machine_may_not_take_the_prefix_of_a_stores_own_tables(
+    tmp_path: Path, name: str
+) -> None:
+    """Outsider batch 35 (a G): a machine named ``machines_repairs`` passed ``machines
+    check``, and every PostgreSQL open then failed as if the store were tampered with, its
+    guard's name taken by the record of repairs' own function. The store's prefix is
+    reserved where definitions are read."""
+    text = MINIMAL.replace("machine: door", f"machine: {name}")
+    with pytest.raises(SpecError, match=f"machine name '{name}' starts with 'machines_'"):
+        load(written(tmp_path, text, name))

@@ -43,6 +43,7 @@ from machines.spec.vocabulary import (
     RESERVED_MACHINES,
     RESERVED_TRIGGER_PREFIXES,
     RESERVED_TRIGGERS,
+    STORE_PREFIX,
     TAGS,
     USER_TAG_PREFIX,
     is_declared_tag,
@@ -82,6 +83,13 @@ class Builder:
                 f"machine name {quote(self.name)} is taken by a page the site and machines "
                 f"docs make beside the machine pages ({', '.join(sorted(RESERVED_MACHINES))}); "
                 "choose another name",
+            )
+        if self.name.startswith(STORE_PREFIX):
+            self.problem(
+                ("machine",),
+                f"machine name {quote(self.name)} starts with {quote(STORE_PREFIX)}, which a "
+                "store's own tables and functions take (its registry, its record of "
+                "repairs); choose another name",
             )
         self.state_ref(("initial",), self.doc["initial"])
         for actor in self.actors:

@@ -173,6 +173,12 @@ RESERVED_ACTORS = frozenset({MIGRATION_ACTOR})
 
 FINDINGS_PAGE_NAME = "findings"
 RULES_PAGE_NAME = "rules"
+STORE_PREFIX = "machines_"
+"""The prefix of a store's own tables and functions (its registry of definitions, its record
+of repairs): a machine's tables and guards are named after it, so no machine's name may
+start with it (outsider batch 35, a G: a machine named ``machines_repairs`` made every
+PostgreSQL open fail, its guard's name taken by the record of repairs' own)."""
+
 RESERVED_MACHINES = frozenset({FINDINGS_PAGE_NAME, RULES_PAGE_NAME})
 """Machine names a definition may not take: the pages about a set of definitions sit beside
 the machines' own (``<machine>.md``), and these two are the findings and rules pages."""

@@ -43,17 +43,18 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
+from machines.spec.vocabulary import STORE_PREFIX
 from machines.store.names import name
 from machines.store.records import StoreError
 
-REGISTRY = "machines_definitions"
+REGISTRY = STORE_PREFIX + "definitions"
 """The table of every version of every machine's definition a database has served: its
 number (1, 2, 3, ... per machine), its semantic digest (``machines.spec.canonical``), the
 fingerprint of the schema generated for it, its loadable text
 (``machines.spec.document.as_json``) and when it was installed. Rows are only ever added,
 each the next version of its machine; a machine's current version is its highest."""
 
-LEGACY_REGISTRY = "machines_schema"
+LEGACY_REGISTRY = STORE_PREFIX + "schema"
 """What a database made by a release before versioned definitions names its registry."""
 
 ENTITY_COLUMNS = """  key TEXT PRIMARY KEY{key_check},
@@ -315,7 +316,7 @@ REGISTRY_INSTALLED_TRIGGER = f"{REGISTRY}_installed"
 on every open (a store made before it existed is reinstalled by ``machines repair``)."""
 
 
-REPAIRS = "machines_repairs"
+REPAIRS = STORE_PREFIX + "repairs"
 """The table of every repair of a store's guards (``machines.store.repair``): when, by
 whom, what it found. Append-only, and checked on every open like the other guards."""
 REPAIRS_FROZEN = "machines_repairs: a repair, once recorded, never changes"
