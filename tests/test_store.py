@@ -198,6 +198,8 @@ def test_unknown_store_url_is_refused() -> None:
         open_store("redis://localhost")
     with pytest.raises(InvalidArgument, match="needs a file path"):
         open_store("sqlite:///")
+    with pytest.raises(InvalidArgument, match="use memory://"):  # batch 35 (a I)
+        open_store("sqlite:///:memory:")
 
 
 def test_database_made_for_another_spec_version_is_refused(tmp_path: Path) -> None:

@@ -89,6 +89,12 @@ def open_store(
         path = url[len("sqlite:///") :]
         if not path:
             raise InvalidArgument("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
+        if path == ":memory:":  # one database per connection: neither kept nor shared
+            raise InvalidArgument(
+                "sqlite:///:memory: is a database per connection, neither kept nor shared "
+                "between threads (a second thread would find no tables); use memory:// for "
+                "a store in this process, or a file path"
+            )
         return SQLiteStore(path, by_name, now, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
         try:
