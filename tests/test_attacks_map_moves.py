@@ -73,7 +73,39 @@ def test_a_map_finishes_no_entity_the_definition_finishes_only_on_evidence(
     """f02's class: ``failed-means-proven`` gone, ``succeed`` still needs a result."""
     weakened = edited(tmp_path, "v2", "outcome", drop_rule("failed-means-proven"))
     said = _breaks(weakened, "in_flight", "succeeded")
-    assert "finishes such an entity only by succeed by worker on evidence" in said
+    assert "'in_flight' is tagged effect-started and 'succeeded' is final" in said
+
+
+def test_a_map_finishes_no_entity_whose_effect_may_be_running(tmp_path: Path) -> None:
+    """Outsider batch 35 (b 4): the owner's v2 of ``node`` added ``held`` (tagged
+    effect-started) with an automatic ``held -> completed`` needing no evidence; the map
+    ``node:held=completed`` into the bundled definition followed that move, and a
+    withdrawal nobody had seen land was completed, the deposit sent, the transfer
+    completed. A migration never finishes an entity in an effect-started state."""
+
+    def held(doc: Document) -> None:
+        doc["states"]["held"] = {"description": "On hold.", "tags": ["effect-started"]}
+        doc["transitions"] += [
+            {
+                "trigger": "hold",
+                "source": "submitted",
+                "dest": "held",
+                "actor": "observer",
+                "evidence": "the venue says it holds it",
+                "description": "Held.",
+            },
+            {
+                "trigger": "release_hold",
+                "source": "held",
+                "dest": "completed",
+                "actor": "observer",
+                "description": "Released.",
+            },
+        ]
+
+    v2 = edited(tmp_path, "v2", "node", held)
+    said = "\n".join(migration_breaks(v2, load("node"), "held", "completed"))
+    assert "'held' is tagged effect-started and 'completed' is final" in said
 
 
 @pytest.mark.parametrize(
@@ -90,7 +122,10 @@ def test_a_map_finishes_no_entity_by_a_move_the_definition_lacks(
 ) -> None:
     """f13, f14, f15, f08: a final state with no automatic move from the state left."""
     said = _breaks(load(machine), source, dest)
-    assert f"'{source}' is not terminal and '{dest}' is" in said
+    assert (
+        f"'{source}' is not terminal and '{dest}' is" in said
+        or f"'{source}' is tagged effect-started and '{dest}' is final" in said
+    )
 
 
 def test_a_map_along_a_forbidden_move_is_refused() -> None:

@@ -349,8 +349,18 @@ def _finishing(
     definition's own moves do: it is made only where ``spec`` has such a move by an
     automatic actor that needs no evidence (a running call, a blocked node, an unapproved
     transfer is never finished by a migration); with ``context``, one whose guard admits
-    it."""
+    it. Never out of a state tagged ``effect-started``, whatever move the definition has
+    (outsider batch 35, b 4: a definition of the owner's gave a withdrawal on hold an
+    automatic move to ``completed`` without evidence, and a map along it completed the
+    transfer on money nobody had seen land)."""
     if spec.states[source].terminal or not (final or spec.states[dest].terminal):
+        return
+    if source in spec.states_tagged(EFFECT_STARTED):
+        yield (
+            f"'{source}' is tagged {EFFECT_STARTED} and '{dest}' is final: the effect may "
+            "still be running, and only a reading of how it ended finishes it, whatever "
+            "move the definition has; a migration reads nothing"
+        )
         return
     moves = [
         t
