@@ -420,3 +420,36 @@ def test_a_definitions_free_text_is_never_markup_on_its_page() -> None:
     page = machine_page(hostile, "diagrams")
     assert "<script>" not in page and "<img" not in page and "\x1b" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&amp; more" in page
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        ("echo boom >&2; exit 3", "dot exited with status 3 drawing machine 'effect' (boom)"),
+        ("kill -9 $$", "dot was killed by signal 9 drawing machine 'effect'"),
+    ],
+)
+def test_a_dot_that_fails_is_a_typed_error_and_nothing_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    script: str,
+    says: str,
+) -> None:
+    """Outsider batch 35 (c 1): Graphviz' ``dot`` killed for its memory on a definition of
+    4,000 states (or failing for any reason) ended ``machines diagrams``, ``machines docs``
+    and the mkdocs plugin in a raw ``CalledProcessError`` traceback."""
+    from machines.render.files import DrawingFailed, render_svg
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dot").write_text(f"#!/bin/sh\n{script}\n")
+    (fake / "dot").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
+    with pytest.raises(DrawingFailed, match="nothing was written"):
+        render_svg("digraph { a -> b }")
+    out = tmp_path / "diagrams"
+    capsys.readouterr()
+    assert main(["diagrams", "--spec-dir", str(bundled_spec_dir()), "--out", str(out)]) == 2
+    assert says in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())

@@ -58,7 +58,7 @@ from machines.desk.waiting import (
 )
 from machines.errors import MachinesError, printable
 from machines.render.dot import to_dot
-from machines.render.files import render_svg
+from machines.render.files import DrawingFailed, render_svg
 from machines.store.records import Store
 
 COOKIE = "machines_desk"
@@ -459,7 +459,10 @@ def _to_login() -> Response:
 def _picture(dot: str) -> str | None:
     """The entity's picture as a data URL of its SVG (shown by an ``img``, so nothing in it
     runs), or None without Graphviz."""
-    svg = render_svg(dot)
+    try:
+        svg = render_svg(dot)
+    except DrawingFailed:
+        return None  # a page without its picture, rather than no page
     if svg is None:
         return None
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()

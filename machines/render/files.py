@@ -75,12 +75,30 @@ def is_generated(text: str) -> bool:
     return any(MARKER in line for line in text.splitlines()[:MARKER_LINES])
 
 
-def render_svg(dot: str) -> str | None:
-    """The SVG Graphviz draws for ``dot``, or None when the ``dot`` binary is missing."""
+class DrawingFailed(MachinesError):
+    """Graphviz' ``dot`` is there but did not draw a diagram (it failed, or was killed)."""
+
+
+def render_svg(dot: str, what: str = "a diagram") -> str | None:
+    """The SVG Graphviz draws for ``dot`` (``what`` names it), or None when the ``dot``
+    binary is missing; ``DrawingFailed`` when ``dot`` fails or is killed (outsider batch
+    35, c 1: a raw traceback, after ``dot`` ran out of memory on 4,000 states)."""
     try:
-        svg: bytes = graphviz.Source(dot).pipe(format="svg")
+        svg: bytes = graphviz.Source(dot).pipe(format="svg", quiet=True)
     except graphviz.ExecutableNotFound:
         return None
+    except graphviz.CalledProcessError as failed:
+        code = failed.returncode
+        said = (failed.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        raise DrawingFailed(
+            f"Graphviz' dot {how} drawing {what}"
+            + (f" ({said[-1][:200]})" if said else "")
+            + "; nothing was written. A very large definition can take more memory or time "
+            "than dot has: the .dot and .mmd text of it can still be drawn elsewhere"
+        ) from None
+    except OSError as failed:
+        raise DrawingFailed(f"Graphviz' dot could not be run to draw {what}: {failed}") from None
     return svg.decode("utf-8")
 
 
@@ -92,7 +110,7 @@ def diagram_files(specs: Iterable[MachineSpec]) -> tuple[dict[str, str], bool]:
         dot = to_dot(spec)
         files[f"{spec.name}.dot"] = dot
         files[f"{spec.name}.mmd"] = to_mermaid(spec)
-        svg = render_svg(dot) if drawn else None
+        svg = render_svg(dot, f"machine '{spec.name}'") if drawn else None
         if svg is None:
             drawn = False
         else:

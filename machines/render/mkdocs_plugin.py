@@ -34,7 +34,7 @@ from mkdocs.structure.pages import Page
 
 from machines.errors import SpecError, install_command
 from machines.render.dot import to_dot
-from machines.render.files import INSTALL_GRAPHVIZ, render_svg
+from machines.render.files import INSTALL_GRAPHVIZ, DrawingFailed, render_svg
 from machines.render.mermaid import to_mermaid
 from machines.render.pages import DIAGRAM_ALT_END
 from machines.render.site import DIAGRAMS, FINDINGS_PAGE, RULES_PAGE, definition_pages
@@ -143,7 +143,10 @@ class MachinesPlugin(BasePlugin[MachinesConfig]):  # type: ignore[no-untyped-cal
         diagrams: dict[str, str] = {}
         for spec in specs:
             dot = to_dot(spec)
-            svg = render_svg(dot)
+            try:
+                svg = render_svg(dot, f"machine '{spec.name}'")
+            except DrawingFailed as failed:
+                raise PluginError(f"{NAME} plugin: {failed}") from None
             if svg is None:
                 raise PluginError(
                     f"{NAME} plugin: cannot draw the diagram of {spec.name!r}: {INSTALL_GRAPHVIZ}"

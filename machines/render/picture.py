@@ -18,7 +18,7 @@ from typing import Protocol
 
 from machines.errors import MachinesError
 from machines.render.dot import to_dot
-from machines.render.files import render_svg
+from machines.render.files import DrawingFailed, render_svg
 from machines.spec import MachineSpec
 
 
@@ -57,8 +57,12 @@ class Picture:
         return drawn
 
     def _repr_svg_(self) -> str | None:
-        """What Jupyter shows: the SVG, or nothing (then the text) without Graphviz."""
-        return render_svg(self.dot)
+        """What Jupyter shows: the SVG, or nothing (then the text) without Graphviz or
+        when it fails."""
+        try:
+            return render_svg(self.dot)
+        except DrawingFailed:
+            return None
 
 
 def entity_picture(entity: _Entity) -> Picture:
