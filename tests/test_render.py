@@ -132,7 +132,7 @@ def test_an_edited_spec_makes_the_committed_files_stale(
 def test_without_graphviz_dot_and_mermaid_are_still_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def missing(self: graphviz.Source, format: str) -> bytes:
+    def missing(self: graphviz.Source, format: str, quiet: bool = False) -> bytes:
         raise graphviz.ExecutableNotFound(["dot"])
 
     monkeypatch.setattr(graphviz.Source, "pipe", missing)
