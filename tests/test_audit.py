@@ -213,6 +213,12 @@ def _line(**change: object) -> bytes:
         (_line(entity="k\ud800"), "lone surrogate"),
         (_line(entity="k\x00"), "NUL"),
         (_line(detail={"why": "x" * (1 << 20)}), "longer than 1,048,576 bytes"),
+        # outsider batch 35 (c 3): the last "actor" was judged, and the audit said OK
+        (_line()[:-2] + b', "actor": "operator"}\n', "gives the key 'actor' twice"),
+        (
+            _line(detail={"by": "a"})[:-2].replace(b'"a"}', b'"a", "by": "b"}') + b"}\n",
+            "'by' twice",
+        ),
     ],
     ids=lambda v: v[:24].decode(errors="replace") if isinstance(v, bytes) else v,
 )

@@ -103,7 +103,12 @@ def read_events(lines: Iterable[str | bytes], name: str = "<history>") -> list[T
         if not text.strip():
             continue
         try:
-            raw = json.loads(text)
+            raw = json.loads(text, object_pairs_hook=_once_each)
+        except _KeyTwice as twice:
+            raise AuditInputError(
+                f"{where}: gives the key {twice.args[0]!r} twice (a reader that keeps the "
+                "first value and one that keeps the last would judge two events)"
+            ) from None
         except json.JSONDecodeError as error:
             raise AuditInputError(f"{where}: not JSON ({error.msg})") from None
         except RecursionError:
@@ -112,6 +117,22 @@ def read_events(lines: Iterable[str | bytes], name: str = "<history>") -> list[T
             raise AuditInputError(f"{where}: holds a number too long to read") from None
         events.append(_event(raw, where))
     return events
+
+
+class _KeyTwice(ValueError):
+    pass
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of an event line, refused when it gives a key twice (outsider batch 35,
+    c 3: ``"actor": "bot", ..., "actor": "agent"`` was judged as the agent's move, and
+    the audit said OK)."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _KeyTwice(key)
+        found[key] = value
+    return found
 
 
 def _bounded_lines(raw: IO[bytes]) -> Iterator[bytes]:
