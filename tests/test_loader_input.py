@@ -724,3 +724,28 @@ def test_a_definition_linked_from_outside_is_refused_unread(
     said = capsys.readouterr()
     assert "ghp_S3CRET" not in said.out + said.err
     assert "the document is str (a text), not a mapping of keys" in said.out + said.err
+
+
+@pytest.mark.parametrize(("variables", "refused"), [(4, False), (5, True), (6, True)])
+def test_a_context_of_too_many_combinations_is_refused_at_once(
+    tmp_path: Path, variables: int, refused: bool
+) -> None:
+    """Outsider batch 35 (c 2): 12 values of each of 6 context variables, in a file of 911
+    bytes, took 28 s and 1.6 GB to load, the checks walking the machine under each of the
+    2,985,984 combinations. A definition has at most ``MAX_VALUATIONS`` of them."""
+    values = "[" + ", ".join(f"v{i}" for i in range(12)) + "]"
+    context = "".join(f"  k{i}: {{values: {values}, description: k}}\n" for i in range(variables))
+    text = (
+        "spec_version: 1\nmachine: wide\ndescription: d\ninitial: a\n"
+        f"context:\n{context}"
+        "actors:\n  bot: {automatic: true, description: b}\n"
+        "states:\n  a: {}\n  b: {terminal: true}\n"
+        "transitions:\n  - {trigger: go, source: a, dest: b, actor: bot, description: x}\n"
+    )
+    path = tmp_path / "wide.yaml"
+    path.write_text(text)
+    if refused:
+        with pytest.raises(SpecError, match=r"combinations of values \(k0 12 x k1 12"):
+            machines.load(path)
+    else:
+        machines.load(path)

@@ -9,11 +9,13 @@ loader hands over, so this module never finds or opens a file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
 from machines.errors import SpecError
+from machines.spec.files import MAX_VALUATION_MOVES, MAX_VALUATIONS
 from machines.spec.records import (
     EMPTY_GUARD,
     Actor,
@@ -220,6 +222,17 @@ class Builder:
                     )
             out[var] = ContextVariable(
                 var, tuple(raw["values"]), raw["description"], MappingProxyType(dict(excluded))
+            )
+        combinations = math.prod(len(c.values) for c in out.values())
+        moves = combinations * max(1, len(self.doc["transitions"]))
+        if combinations > MAX_VALUATIONS or moves > MAX_VALUATION_MOVES:
+            sizes = " x ".join(f"{c.name} {len(c.values)}" for c in out.values())
+            self.problem(
+                ("context",),
+                f"the context has {combinations:,} combinations of values ({sizes}), and "
+                f"machines walks the machine under each: at most {MAX_VALUATIONS:,}, and "
+                f"at most {MAX_VALUATION_MOVES:,} counted once per transition; use fewer "
+                "variables or values, or split the machine",
             )
         return MappingProxyType(out)
 
