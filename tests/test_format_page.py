@@ -111,3 +111,33 @@ def test_rules_name_their_states_one_way_and_the_old_spelling_still_loads(
         pass
     else:
         raise AssertionError("a rule giving both state and states loaded")
+
+
+def test_the_names_the_page_says_are_refused_are_refused(tmp_path: Path) -> None:
+    """Outsider batch 35 (c 4): the loader refused ``db_value: IN_PROGRESS``, ``values:
+    [EUR]`` and ``trigger: goNow`` by the name pattern, pointing at this page, which said
+    the rule only of the machine's own name. The page's Names section says it once, and
+    each spelling it gives as refused is refused, in each place it names."""
+    import pytest
+    import yaml
+
+    from machines.errors import SpecError
+
+    page = (Path(__file__).parent.parent / "docs" / "format.md").read_text()
+    assert "## Names" in page
+    base = yaml.safe_load((bundled_spec_dir() / "outcome.yaml").read_text())
+    for bad in ("IN_PROGRESS", "in-progress", "EUR", "goNow"):
+        assert f"`{bad}`" in page
+        for place in ("db_value", "trigger", "actor"):
+            doc = yaml.safe_load(yaml.safe_dump(base))
+            if place == "db_value":
+                doc["states"]["failed"]["db_value"] = bad
+            elif place == "trigger":
+                doc["transitions"][0]["trigger"] = bad
+            else:
+                doc["actors"][bad] = {"automatic": True, "description": "x"}
+            path = tmp_path / place / "outcome.yaml"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(yaml.safe_dump(doc))
+            with pytest.raises(SpecError, match="does not match"):
+                load(path)

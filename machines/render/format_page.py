@@ -8,6 +8,7 @@ first rule of that kind in the bundled definitions (``examples``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,15 @@ def format_page(
         "definition is validated against, `machine.schema.json`; an installed package keeps "
         f"it at `{schema_path}`. Unknown keys are errors.",
         "",
+        "## Names",
+        "",
+        "Every name a definition gives (its machine, states, actors, triggers, context "
+        "variables and their values, a state's `db_value`) is "
+        f"{_lowered(defs['name']['description'])}, matching "
+        f"`{_shown_pattern(defs['name']['pattern'])}`. `IN_PROGRESS`, `in-progress`, `EUR` "
+        "and `goNow` are refused, each with its place. The keys below that hold names say "
+        "so.",
+        "",
         "## The top level",
         "",
         _keys(schema),
@@ -85,7 +95,22 @@ def _keys(node: Mapping[str, Any]) -> str:
 
 def _what(value: Mapping[str, Any]) -> str:
     text = " ".join(str(value.get("description", "")).split())
+    if _NAME_REF in json.dumps(value) and "lower_snake" not in text:
+        text += " Names here are lower_snake (see [Names](#names))."
     return text.replace("|", "\\|")
+
+
+_NAME_REF = '"#/$defs/name'
+"""How the schema points at a name, or a list of names."""
+
+
+def _lowered(sentence: str) -> str:
+    return sentence[:1].lower() + sentence[1:].rstrip(".")
+
+
+def _shown_pattern(pattern: str) -> str:
+    """The schema's name pattern as a reader knows it: its end written ``$``."""
+    return pattern.replace("(?![\\s\\S])", "$")
 
 
 def rule_examples(documents: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
