@@ -542,3 +542,15 @@ def test_run_refuses_a_count_of_jobs_that_is_not_one(spec_dir: Path) -> None:
     for jobs in (0, "2", 1.5, True):
         with pytest.raises(InvalidArgument, match="jobs must be a whole number"):
             run([], spec_dir, ["true"], jobs=jobs)  # type: ignore[arg-type]
+
+
+def test_a_test_command_not_on_the_path_is_named_as_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 35 (c, noted): ``mutate -- pytset -q`` said only "unknown
+    mutation(s) pytset, -q": a misspelt command read as catalog ids. The message now says
+    the command is not on the PATH."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["mutate", "--", "pytset-not-a-program", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "'pytset-not-a-program' is your test command, it is not a program on the PATH" in err

@@ -184,6 +184,12 @@ def _run_catalog(args: argparse.Namespace) -> int:
         kills = run_catalog(args.ids or None, examples=examples, progress=progress)
     except KeyError as exc:
         print(f"machines mutate: {exc.args[0]}", file=sys.stderr)
+        if args.ids and (len(args.ids) > 1 or not args.ids[0].islower()):
+            print(
+                f"machines mutate: if {args.ids[0]!r} is your test command, it is not a "
+                "program on the PATH nor a file here: check its spelling, or give its path",
+                file=sys.stderr,
+            )
         return 2
     print("\n" + summary(kills))
     return 0 if all(k.caught_by for k in kills) else 1
