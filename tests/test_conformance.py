@@ -321,9 +321,24 @@ class LosesLaterSeqs(Refunds):
         return events[:1] + [{**e, "seq": None} for e in events[1:]]
 
 
+class RewritesItsFirstMove(Refunds):
+    """Once a refund has moved twice, its history reports its first move by another
+    actor: an event the oracle had judged is rewritten later (the oracle judges a
+    history from where it last judged it only while it still begins with those moves;
+    outsider batch 35, c 5)."""
+
+    def events(self, refund_id: int) -> list[dict[str, object]]:
+        events = super().events(refund_id)
+        if len(events) < 2:
+            return events
+        other = "approver" if events[0]["actor"] == "service" else "service"
+        return [{**events[0], "actor": other}, *events[1:]]
+
+
 @pytest.mark.parametrize(
     ("service", "rule", "seen"),
     [
+        (RewritesItsFirstMove, CHAIN, "event 1 of entity"),
         (ForgetsADecision, LEGAL, "found_not_refunded by approver in 'unknown' was refused"),
         (Reopens, TERMINAL, "terminal 'declined' was left"),
         (ExpiresOnRefusal, REFUSAL, "yet it changed: it was in 'awaiting_approval'"),
