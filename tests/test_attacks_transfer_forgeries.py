@@ -264,3 +264,32 @@ def test_b35_5_a_node_whose_executor_the_engine_lacks_is_a_typed_refusal(tmp_pat
             for _ in range(3):
                 engine.step("t")
         assert engine.nodes("t")["w"].state in ("ready", "preparing")
+
+
+def test_b35_1b_a_wake_forged_before_the_predecessor_was_done_stays_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 35 (b 1b): a wake of the deposit forged while the withdrawal was
+    observed was named only until the withdrawal completed: the audit judged it by the
+    states stored now. The engine's wake records the event that made each predecessor
+    done (its number and the store's time for it), which nobody can write before it
+    happens; a wake without it is named whatever the predecessors are now."""
+    url = in_flight(tmp_path, FakeVenue({"w": {"observe": ["pending"]}}))
+    detail = {"by": "engine-1", "reason": "every predecessor is completed or skipped"}
+    forge(url, "node_entities", "t/d", "ready", "wake", "planner", detail=detail)
+    with open_store(url) as store:
+        engine = engine_for(store, FakeVenue())  # the withdrawal completes, then the deposit
+        drive(engine, "t", 8)
+        assert {n: r.state for n, r in engine.nodes("t").items()} == {
+            "w": "completed",
+            "d": "completed",
+        }
+    audit_says(url, capsys, "node 't/d': 'planner' woke it while its predecessor(s) w were not")
+
+
+def test_b35_1b_the_engines_own_wake_is_not_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = in_flight(tmp_path, FakeVenue(), steps=10)
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out

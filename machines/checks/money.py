@@ -6,19 +6,21 @@ them with the others."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from machines.checks.breaches import Breach, Specs, events_judged
 from machines.checks.snapshots import Entity, Snapshot
 from machines.checks.versions import Judged
 from machines.derive import Deriver
+from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.spec.visible import says_something
 from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
 from machines.spec.vocabulary import DONE, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.systems.transfer.plans import (
+    DONE_BY,
     node_key,
     node_name,
     plan_entries,
@@ -103,29 +105,59 @@ def _woken_early(
     and a done state is an end, so a predecessor not done now was not done then (outsider
     batch 34, c B5: a forged wake of the deposit while the withdrawal was unknown)."""
     done = node_spec.states_tagged(DONE)
-    states = {n.key: n.state for n in snap.of("node")}
+    nodes = {n.key: n for n in snap.of("node")}
     out = []
     for n in snap.of("node"):
         woke = [
-            ev
-            for ev in n.history
-            if ev.source == node_spec.initial
-            and ev.dest in node_spec.states
-            and not node_spec.states[ev.dest].terminal
+            j.event
+            for j in events_judged(node_spec, snap, n)
+            if j.event.source == node_spec.initial
+            and j.event.dest in node_spec.states
+            and not node_spec.states[j.event.dest].terminal
+            and not j.migration
         ]
         if not n.scope or not woke:
             continue
         entry = plans.get(n.scope, {}).get(node_name(n.key), {})
-        named = set(map(str, predecessors(n.data, entry)))
-        early = sorted(p for p in named if states.get(node_key(n.scope, p)) not in done)
+        named = sorted(set(map(str, predecessors(n.data, entry))))
+        early = [
+            p for p in named if getattr(nodes.get(node_key(n.scope, p)), "state", None) not in done
+        ]
+        if not early:
+            early = [
+                p for p in named if not _done_by(woke[0], nodes.get(node_key(n.scope, p)), p, done)
+            ]
         if early:
             why = (
                 f"'{woke[0].actor}' woke it while its predecessor(s) {', '.join(early)} "
-                "were not done: the engine wakes a node only after every one of them"
+                "were not done: the engine wakes a node only after every one of them, and "
+                f"records the event that made each done ({DONE_BY})"
             )
             breach = Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (woke[0],))
             out.append(breach)
     return out
+
+
+def _done_by(
+    wake: TransitionEvent, predecessor: Entity | None, name: str, done: frozenset[str]
+) -> bool:
+    """Whether ``wake`` names the event of ``predecessor`` (node ``name``) that made it
+    done, as that node's history holds it: its number, its time, a done state. Only the
+    engine, at the wake, could know that event's time; a wake forged while the predecessor
+    was still out names none, or one its history does not show."""
+    claimed = (wake.detail or {}).get(DONE_BY)
+    said = claimed.get(name) if isinstance(claimed, Mapping) else None
+    if predecessor is None or not isinstance(said, Sequence) or len(said) != 2:
+        return False
+    seq, at = said
+    if (
+        isinstance(seq, bool)
+        or not isinstance(seq, int)
+        or not 1 <= seq <= len(predecessor.history)
+    ):
+        return False
+    event = predecessor.history[seq - 1]
+    return event.dest in done and isinstance(at, float) and event.at == at
 
 
 def _reservations_recorded(request_spec: MachineSpec, snap: Snapshot) -> list[Breach]:

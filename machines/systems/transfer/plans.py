@@ -63,6 +63,14 @@ as the engine read it then: history no write changes, so a plan and node rows re
 together, consistently, cannot make money that moved look idle (outsider batch 26)."""
 
 
+DONE_BY = "done_by"
+"""The field of a wake's history detail naming, for each predecessor, the event that made
+it done: ``{name: [seq, at]}``, its number and the time the store gave it. Nobody can write
+it before that event exists (its time is the store's clock at the move), so the audit
+judges a wake by it after the predecessor is done as well as before (outsider batch 35,
+b 1: a wake forged while the withdrawal was observed went unnamed once it completed)."""
+
+
 def recorded_side_effect(history: Iterable[TransitionEvent]) -> bool:
     """Whether any of a node's moves recorded it with a side effect."""
     return any((event.detail or {}).get(SIDE_EFFECT) is True for event in history)

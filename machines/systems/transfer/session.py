@@ -29,6 +29,7 @@ from machines.systems.arguments import plain
 from machines.systems.reliance import require_bundled_move
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
 from machines.systems.transfer.plans import (
+    DONE_BY,
     SIDE_EFFECT,
     node_key,
     node_name,
@@ -262,9 +263,22 @@ class Session:
         for name, row in list(self.nodes.items()):
             if not self.undone_predecessors(name) and row.state == NodeState.BLOCKED:
                 reason = "every predecessor is completed or skipped"
-                self.move_node(row, "wake", PLANNER, said(self.engine.engine_id, reason=reason))
+                detail = said(self.engine.engine_id, reason=reason)
+                detail[DONE_BY] = self._done_by(name)
+                self.move_node(row, "wake", PLANNER, detail)
                 woken.append(name)
         return woken
+
+    def _done_by(self, name: str) -> dict[str, list[object]]:
+        """For each predecessor of node ``name`` (all done), its last event: its number
+        and its time, as its history holds them (``DONE_BY``)."""
+        after = predecessors(self.nodes[name].data, self.planned.get(name, {}))
+        out: dict[str, list[object]] = {}
+        for p in dict.fromkeys(map(str, after)):
+            row = self.nodes[p]
+            history = self.tx.history(NODE, row.key) if row.moves else []
+            out[p] = [history[-1].seq, history[-1].at] if history else [0, None]
+        return out
 
     def undone_predecessors(self, name: str) -> list[str]:
         """The predecessors of node ``name`` that are not done (completed or skipped), by
