@@ -328,6 +328,22 @@ def test_the_session_settings_the_store_relies_on_are_its_own(url: str) -> None:
     assert row.created_at != round(row.created_at)
 
 
+def preparing_one_withdrawal(store: Any, venue: Any) -> Any:
+    """An engine ``A`` on ``store`` with request ``r1`` executing, its one withdrawal ``x``
+    (sent through ``venue``) preparing."""
+    from machines.systems import TransferEngine
+
+    engine = TransferEngine(store, {"venue": venue}, engine_id="A")
+    plan = [{"name": "x", "kind": "action", "has_side_effect": True, "executor": "venue"}]
+    engine.submit("r1", plan)
+    engine.validate("r1")
+    engine.request_approval("r1")
+    engine.approve("r1", by="alice")
+    engine.start("r1")
+    engine.step("r1")  # ready -> preparing
+    return engine
+
+
 def test_a_venues_answer_survives_a_race_for_the_request_row(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -336,7 +352,6 @@ def test_a_venues_answer_survives_a_race_for_the_request_row(
     the engine's session lost the race and was dropped, the node's move with it, and the
     node later went unknown, its history saying the venue never reported back. The move is
     made again while the node itself is as it was read."""
-    from machines.systems import TransferEngine
     from machines.systems.transfer import session as sessions
 
     class Venue:
@@ -350,14 +365,7 @@ def test_a_venues_answer_survives_a_race_for_the_request_row(
             return "pending"
 
     store, other = open_store(url), open_store(url)
-    engine = TransferEngine(store, {"venue": Venue()}, engine_id="A")
-    plan = [{"name": "x", "kind": "action", "has_side_effect": True, "executor": "venue"}]
-    engine.submit("r1", plan)
-    engine.validate("r1")
-    engine.request_approval("r1")
-    engine.approve("r1", by="alice")
-    engine.start("r1")
-    engine.step("r1")  # ready -> preparing
+    engine = preparing_one_withdrawal(store, Venue())
     derive, raced = sessions.Session._derive, []
 
     def racing(self: Any) -> Any:
@@ -386,7 +394,6 @@ def test_a_cancel_committed_while_the_engine_marks_a_node_sent_stops_the_send(
     cancelled request whose reservation was released, and nothing ever observed the node.
     The transaction that marks a node sent now writes the request's row too, so it loses
     to the cancel and sends nothing."""
-    from machines.systems import TransferEngine
     from machines.systems.transfer import driver
 
     class Venue:
@@ -403,14 +410,7 @@ def test_a_cancel_committed_while_the_engine_marks_a_node_sent_stops_the_send(
             return "pending"
 
     store, other = open_store(url), open_store(url)
-    engine = TransferEngine(store, {"venue": Venue()}, engine_id="A")
-    plan = [{"name": "x", "kind": "action", "has_side_effect": True, "executor": "venue"}]
-    engine.submit("r1", plan)
-    engine.validate("r1")
-    engine.request_approval("r1")
-    engine.approve("r1", by="alice")
-    engine.start("r1")
-    engine.step("r1")  # ready -> preparing
+    engine = preparing_one_withdrawal(store, Venue())
     allowed, raced = driver.allowed, []
 
     def racing(mode: Any, state: str, trigger: str, actor: str) -> bool:
