@@ -12,27 +12,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from machines.errors import SpecError
+from machines.spec.builder_derivation import build_derivation
 from machines.spec.files import MAX_VALUATION_MOVES, MAX_VALUATIONS
 from machines.spec.records import (
     EMPTY_GUARD,
     Actor,
-    Clause,
-    ContextCase,
     ContextVariable,
-    Derivation,
-    DerivationRule,
     Finding,
     Forbidden,
     Guard,
     KeyPath,
     MachineSpec,
-    NodeSet,
-    Quantifier,
     Rule,
-    RuleSet,
     SourceLines,
     State,
     Transition,
@@ -120,7 +114,7 @@ class Builder:
             invariants=self.build_rules(),
             opt_out=self.build_opt_out(),
             findings=self.build_findings(),
-            derivation=self.build_derivation(),
+            derivation=build_derivation(self),
             path=self.src.path,
             source=SourceLines(self.src.lines, tuple(self.transition_index)),
         )
@@ -416,123 +410,6 @@ class Builder:
                 self.problem(("findings", i, "id"), f"finding id {quote(raw['id'])} is used twice")
             seen.add(raw["id"])
             out.append(Finding(self.name, raw["id"], raw["seed"], raw["text"], raw["resolution"]))
-        return tuple(out)
-
-    def build_derivation(self) -> Derivation | None:
-        raw = self.doc.get("derivation")
-        if raw is None:
-            return None
-        at: KeyPath = ("derivation",)
-        try:
-            nodes = self.read_nodes(raw["nodes"])
-        except SpecError as exc:
-            self.problem((*at, "nodes"), f"cannot read the node machine: {exc}")
-            return None
-        for i, s in enumerate(raw["applied_in"]):
-            self.state_ref((*at, "applied_in", i), s)
-        self.actor_ref((*at, "actor"), raw["actor"])
-        rule_sets = {}
-        for name, rs in raw["rule_sets"].items():
-            rules = []
-            for j, r in enumerate(rs["rules"]):
-                rat: KeyPath = (*at, "rule_sets", name, "rules", j)
-                if r["result"] is not None:
-                    self.state_ref((*rat, "result"), r["result"])
-                rules.append(
-                    DerivationRule(
-                        r["id"],
-                        self.clauses((*rat, "when"), r["when"], nodes),
-                        r["result"],
-                        r["description"],
-                    )
-                )
-            if len({r.id for r in rules}) != len(rules):
-                self.problem((*at, "rule_sets", name), "rule ids must be unique within a set")
-            for inv, finding in rs.get("known_violations", {}).items():
-                self.finding_ref((*at, "rule_sets", name, "known_violations", inv), finding)
-            rule_sets[name] = RuleSet(
-                name,
-                rs["description"],
-                tuple(rules),
-                MappingProxyType(dict(rs.get("known_violations", {}))),
-            )
-        if raw["default"] not in rule_sets:
-            self.problem(
-                (*at, "default"),
-                f"{quote(raw['default'])} is not a rule set{suggest(raw['default'], rule_sets)}",
-            )
-        return Derivation(
-            node_machine=raw["nodes"],
-            applied_in=tuple(raw["applied_in"]),
-            actor=raw["actor"],
-            manual_prefix=raw["manual_prefix"],
-            default=raw["default"],
-            context=self.derivation_context((*at, "context"), raw.get("context", {}), nodes),
-            rule_sets=MappingProxyType(rule_sets),
-        )
-
-    def derivation_context(
-        self, at: KeyPath, raw: Mapping[str, list[dict[str, Any]]], nodes: MachineSpec
-    ) -> Mapping[str, tuple[ContextCase, ...]]:
-        out = {}
-        for var, cases in raw.items():
-            spec = self.context.get(var)
-            if spec is None:
-                self.problem(
-                    (*at, var), f"{quote(var)} is not a context variable of {quote(self.name)}"
-                )
-                continue
-            built = []
-            for i, case in enumerate(cases):
-                if case["value"] not in spec["values"]:
-                    self.problem(
-                        (*at, var, i, "value"),
-                        f"{quote(case['value'])} is not a value of "
-                        f"{quote(var)}; values: {', '.join(spec['values'])}",
-                    )
-                is_last = i == len(cases) - 1
-                if is_last == ("when" in case):
-                    self.problem(
-                        (*at, var, i),
-                        "every case but the last needs 'when'; the last "
-                        "case has none (it is the fallback)",
-                    )
-                built.append(
-                    ContextCase(
-                        case["value"],
-                        self.clauses((*at, var, i, "when"), case.get("when", []), nodes),
-                    )
-                )
-            out[var] = tuple(built)
-        missing = set(self.context) - set(raw)
-        if missing:
-            self.problem(
-                at,
-                f"the derivation must say how nodes set every context variable; "
-                f"missing: {', '.join(sorted(missing))}",
-            )
-        return MappingProxyType(out)
-
-    def clauses(
-        self, at: KeyPath, raw: list[dict[str, Any]], nodes: MachineSpec
-    ) -> tuple[Clause, ...]:
-        out = []
-        for i, clause in enumerate(raw):
-            ((quantifier, nodeset),) = clause.items()
-            quantifier = cast(Quantifier, quantifier)
-            states = nodeset.get("state")
-            for j, s in enumerate(states or []):
-                self.state_ref((*at, i, quantifier, "state", j), s, nodes.states, nodes.name)
-            out.append(
-                Clause(
-                    quantifier,
-                    NodeSet(
-                        frozenset(states) if states is not None else None,
-                        nodeset.get("side_effect"),
-                        nodeset.get("manual"),
-                    ),
-                )
-            )
         return tuple(out)
 
 
