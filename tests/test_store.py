@@ -200,6 +200,9 @@ def test_unknown_store_url_is_refused() -> None:
         open_store("sqlite:///")
     with pytest.raises(InvalidArgument, match="use memory://"):  # batch 35 (a I)
         open_store("sqlite:///:memory:")
+    for uri in ("file:x.db?mode=memory&cache=shared", "FILE:/tmp/y.db?nolock=1"):  # batch 36
+        with pytest.raises(InvalidArgument, match="is a SQLite URI"):
+            open_store(f"sqlite:///{uri}")
 
 
 def test_database_made_for_another_spec_version_is_refused(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from machines.spec.vocabulary import (
     BASELINE_RULES,
     RESERVED_ACTORS,
     RESERVED_CONTEXT,
+    RESERVED_MACHINE_PREFIXES,
     RESERVED_MACHINES,
     RESERVED_TRIGGER_PREFIXES,
     RESERVED_TRIGGERS,
@@ -80,12 +81,17 @@ class Builder:
                 f"docs make beside the machine pages ({', '.join(sorted(RESERVED_MACHINES))}); "
                 "choose another name",
             )
-        if self.name.startswith(STORE_PREFIX):
+        taken = next((p for p in RESERVED_MACHINE_PREFIXES if self.name.startswith(p)), None)
+        if taken is not None:
             self.problem(
                 ("machine",),
-                f"machine name {quote(self.name)} starts with {quote(STORE_PREFIX)}, which a "
-                "store's own tables and functions take (its registry, its record of "
-                "repairs); choose another name",
+                f"machine name {quote(self.name)} starts with {quote(taken)}, which "
+                + (
+                    "a store's own tables and functions take (its registry, its record of repairs)"
+                    if taken == STORE_PREFIX
+                    else "the database keeps for its own tables"
+                )
+                + "; choose another name",
             )
         self.state_ref(("initial",), self.doc["initial"])
         for actor in self.actors:

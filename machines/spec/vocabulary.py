@@ -179,6 +179,13 @@ of repairs): a machine's tables and guards are named after it, so no machine's n
 start with it (outsider batch 35, a G: a machine named ``machines_repairs`` made every
 PostgreSQL open fail, its guard's name taken by the record of repairs' own)."""
 
+RESERVED_MACHINE_PREFIXES = (STORE_PREFIX, "sqlite_", "pg_")
+"""The prefixes no machine's name may start with: the store's own (``STORE_PREFIX``), and
+the databases' (SQLite refuses a table whose name starts with ``sqlite_``; PostgreSQL
+keeps ``pg_`` for its own objects), so that every definition ``machines check`` passes can
+be stored (outsider batch 36, a: a machine named ``sqlite_x`` checked clean and every open
+failed)."""
+
 RESERVED_MACHINES = frozenset({FINDINGS_PAGE_NAME, RULES_PAGE_NAME})
 """Machine names a definition may not take: the pages about a set of definitions sit beside
 the machines' own (``<machine>.md``), and these two are the findings and rules pages."""

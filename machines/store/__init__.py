@@ -89,6 +89,12 @@ def open_store(
         path = url[len("sqlite:///") :]
         if not path:
             raise InvalidArgument("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
+        if path[:5].lower() == "file:":  # a build with SQLITE_USE_URI reads it as a URI
+            raise InvalidArgument(
+                f"sqlite:///{path[:40]}... is a SQLite URI (file:...), whose options can "
+                "keep nothing (mode=memory) or switch off the locks that keep two writers "
+                "apart (nolock=1); give a plain file path"
+            )
         if path == ":memory:":  # one database per connection: neither kept nor shared
             raise InvalidArgument(
                 "sqlite:///:memory: is a database per connection, neither kept nor shared "
