@@ -293,3 +293,67 @@ def test_b35_1b_the_engines_own_wake_is_not_named(
     url = in_flight(tmp_path, FakeVenue(), steps=10)
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+
+
+# -- outsider batch 36 (b) ------------------------------------------------------------------
+
+
+def three_legs_with_a_check(tmp_path: Path, gate: bool) -> str:
+    """A store with ``w`` (a withdrawal) observed, then an observe node (a manual gate when
+    ``gate``), then ``d`` (the deposit) after it."""
+    check = node("manual_ok" if gate else "c", "observe", False, "w")
+    if gate:
+        check["executor"] = "gate"
+    plan = [node("w", "action", True), check, node("d", "action", True, check["name"])]
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    with open_store(url) as store:
+        engine = engine_for(store, FakeVenue({"w": {"observe": ["pending"]}}))
+        executing(engine, "t", plan)
+        drive(engine, "t", 4)
+        assert engine.nodes("t")["w"].state == "observing"
+    return url
+
+
+def test_b36_1_a_node_moved_on_before_its_predecessor_is_done_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 36 (b 1): a forged wake and ``start_observing`` of a check between
+    the withdrawal and the deposit; the engine observed the check, completed it, woke the
+    deposit and sent it while the withdrawal was observed. The engine now refuses to move
+    any node on while a node it waits for is not done, and a node counts as done only
+    when the nodes before it are (unless it was skipped)."""
+    url = three_legs_with_a_check(tmp_path, gate=False)
+    detail = {"by": "engine-1", "reason": "every predecessor is completed or skipped"}
+    forge(url, "node_entities", "t/c", "ready", "wake", "planner", detail=detail)
+    forge(url, "node_entities", "t/c", "observing", "start_observing", "observer", detail=detail)
+    venue = FakeVenue({"w": {"observe": ["pending"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        with pytest.raises(TransferRefused, match=r"'c' is observing while its predecessor"):
+            drive(engine, "t", 4)
+        assert ("observe", "c") not in venue.calls and ("submit", "d") not in venue.calls
+    forge(url, "node_entities", "t/c", "completed", "complete", "observer", detail=detail)
+    with open_store(url) as store:  # even completed outright, the deposit waits for w
+        engine = engine_for(store, venue)
+        drive(engine, "t", 4)
+        assert engine.nodes("t")["d"].state == "blocked"
+        assert ("submit", "d") not in venue.calls
+
+
+def test_b36_2_an_operator_passes_no_gate_woken_before_its_predecessor_is_done(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 36 (b 2): a forged wake of an observe-kind manual gate while the
+    withdrawal was observed; the operator's ``complete_manual`` (as the desk calls it)
+    passed the gate, and the engine sent the deposit."""
+    from machines.systems import TransferEngine
+
+    url = three_legs_with_a_check(tmp_path, gate=True)
+    detail = {"by": "engine-1", "reason": "every predecessor is completed or skipped"}
+    forge(url, "node_entities", "t/manual_ok", "ready", "wake", "planner", detail=detail)
+    with open_store(url) as store:
+        with pytest.raises(TransferRefused, match=r"'manual_ok' is ready while its predecessor"):
+            TransferEngine(store, {}).complete_manual(
+                "t", "manual_ok", by="ops-ann", drive=False, reason="checked"
+            )
+        assert engine_for(store, FakeVenue()).nodes("t")["manual_ok"].state == "ready"

@@ -121,9 +121,10 @@ class Driver:
         if version is not None and row.version != version:
             return []
         mode = request_mode(request.state, (n.state for n in nodes.values()))
+        moving = row.state != NodeState.BLOCKED and not self.node_spec.is_terminal(row.state)
+        if mode is Mode.DISPATCH and moving:
+            read.refuse_early(name)  # no node goes on before those it waits for are done
         if row.state == NodeState.READY:
-            if mode is Mode.DISPATCH:
-                read.refuse_early(name)
             return self._dispatch(request_id, row, mode)
         if row.state == NodeState.PREPARING:
             return self._prepare(request_id, row, mode)

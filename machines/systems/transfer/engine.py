@@ -418,6 +418,7 @@ class TransferEngine(Driver):
             gate = s.node(node)
             if gate.state != NodeState.READY:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
+            s.refuse_early(node)
             did = f"did the action of {node}" + (f": {reason}" if reason.strip() else "")
             if s.request.state == RequestState.WAITING_MANUAL_ACTION:
                 s.move_request("resume", REQUEST_CALLS["resume"], said(by, reason=did))
