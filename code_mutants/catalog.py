@@ -292,8 +292,8 @@ CATALOG: tuple[CodeMutant, ...] = (
         TRANSFER_PACKAGE + "session.py",
         "a node wakes when any one of its predecessors is done",
         "a node starts only after all its predecessors are done",
-        old="return [str(p) for p in dict.fromkeys(after) if self.nodes[str(p)].state not in done]",
-        new="return [] if any(self.nodes[str(p)].state in done for p in after) else after",
+        old="return [str(p) for p in dict.fromkeys(after) if not self._settled(str(p), memo)]",
+        new="return [] if any(self._settled(str(p), memo) for p in after) else [*map(str, after)]",
         detectors=TRANSFER,
     ),
     CodeMutant(
