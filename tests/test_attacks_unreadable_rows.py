@@ -151,3 +151,32 @@ def test_kept_heads_say_an_unreadable_entity_cannot_be_checked(
     out = capsys.readouterr().out
     assert "outcome 'busy': was kept with 0 moves and cannot be read now" in out, out
     assert "is gone" not in out
+
+
+@pytest.mark.parametrize("value", ["X'7b7d'", "42"], ids=["a-blob", "a-number"])
+def test_sqlite_a_detail_that_is_no_text_is_named_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """Outsider batch 36 (a C, a D): with ``PRAGMA ignore_check_constraints``, a legal
+    move written with a BLOB detail read as the JSON text it held, and the audit said OK;
+    a number there ended the audit in a raw ``TypeError``. Every read now refuses JSON that
+    is not text, and the audit names the event as one it cannot read."""
+    import sqlite3
+
+    from machines.store import open_store
+
+    path = tmp_path / "s.db"
+    with open_store(f"sqlite:///{path}") as store:
+        store.insert("outcome", "k")
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("PRAGMA ignore_check_constraints=1")
+    raw.execute(
+        "UPDATE outcome_entities SET moves = moves + 1, version = version + 1, "
+        "state = 'indeterminate', last_trigger = 'park', last_actor = 'worker', "
+        f"last_detail = {value}, last_context = '{{}}', updated_at = 1.5 WHERE key = 'k'"
+    )
+    raw.close()
+    capsys.readouterr()
+    assert main(["audit", "--from-store", f"sqlite:///{path}"]) == 1
+    out = capsys.readouterr().out
+    assert "outcome 'k': cannot be read" in out and "where JSON" in out, out

@@ -126,6 +126,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def decode(text: str | None) -> Mapping[str, Any]:
     """A JSON object column as the database holds it (SQLite: text), read-only at the top;
     anything but a JSON object there was written behind the store's back: ``StoreError``."""
+    if text is None:
+        return EMPTY
+    if not isinstance(text, str):  # a BLOB or a number in a TEXT column SQLite was told to allow
+        raise StoreError(
+            f"the database holds {type(text).__name__} {describe(text)} where JSON text "
+            "belongs; it was written behind the store's back"
+        )
     if not text:
         return EMPTY
     return frozen(read_json(text))
