@@ -106,3 +106,43 @@ def test_a_grant_that_lets_the_application_outrun_the_guards_is_refused_on_open(
         conn.execute(revoke.format(schema=f'"{schema}"', role=role).encode())
         with open_store(app) as store:
             assert ExactlyOnce(store, worker="w").run("k", lambda: 1) == 1
+
+
+@pytest.mark.parametrize("scope", ["IN SCHEMA {schema} ", ""], ids=["in-the-schema", "everywhere"])
+@pytest.mark.parametrize(
+    ("kind", "privilege"),
+    [("TABLES", "TRIGGER"), ("SEQUENCES", "UPDATE")],
+    ids=["trigger", "setval"],
+)
+def test_default_privileges_that_would_grant_it_are_refused_before_the_install(
+    scope: str, kind: str, privilege: str
+) -> None:
+    """Outsider batch 36 (a A): ``ALTER DEFAULT PRIVILEGES ... GRANT TRIGGER ON TABLES``
+    gave the application's role its trigger on the tables the first open installed, and
+    that open never looked again; its trigger rewrote a committed result before the next
+    open named the grant. The owner's default privileges are read before the install, and
+    the grants after it; the store installs only once they are revoked."""
+    import psycopg
+
+    from machines.store.postgres import temporary_schema
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with temporary_schema(require_postgres()) as url, psycopg.connect(url, autocommit=True) as c:
+        (schema,) = c.execute(b"SELECT current_schema()").fetchone() or ("",)
+        c.execute(f"CREATE ROLE {role}".encode())
+        where = scope.format(schema=f'"{schema}"')
+        try:
+            c.execute(
+                f"ALTER DEFAULT PRIVILEGES {where}GRANT {privilege} ON {kind} TO {role}".encode()
+            )
+            with pytest.raises(StoreTampered, match=f"{role} is given {privilege} on every"):
+                open_store(url)
+            assert c.execute(b"SELECT to_regclass('machines_definitions')").fetchone() == (None,)
+            c.execute(
+                f"ALTER DEFAULT PRIVILEGES {where}REVOKE {privilege} ON {kind} FROM {role}".encode()
+            )
+            open_store(url).close()
+        finally:
+            c.execute(f"ALTER DEFAULT PRIVILEGES {where}REVOKE ALL ON {kind} FROM {role}".encode())
+            c.execute(f"DROP OWNED BY {role} CASCADE".encode())
+            c.execute(f"DROP ROLE {role}".encode())

@@ -240,7 +240,7 @@ class PostgresStore(ClosedOnExit):
                 planted = installer_differences(conn, self._specs, installed, new_registry)
                 if planted:
                     raise tampered(self.where, planted)
-                differences = self._checked_versions(conn)[1]
+                differences = self._checked_versions(conn)[1] or tuple(foreign_code(conn))
                 if differences:
                     raise tampered(self.where, differences)
 

@@ -15,7 +15,8 @@ owner included. So, on every open, before anything else runs there:
   earlier grant it on ``public`` to everyone);
 - every function, aggregate, procedure and operator in it is one machines made, an
   extension's, or owned by the store's owner or a superuser;
-- no such role holds ``TRIGGER`` on a store table or ``UPDATE`` on a store sequence.
+- no such role holds ``TRIGGER`` on a store table or ``UPDATE`` on a store sequence, nor
+  is given either by the owner's default privileges.
 
 Every query here, and every statement run before the path is pinned, names ``pg_catalog``
 for each function and operator it calls, so none of them can be answered by such code.
@@ -104,7 +105,7 @@ def foreign_code(conn: Any) -> list[Difference]:
             (owner,),
         )
     ]
-    out += _granted_code(conn, owner)
+    out += _granted_code(conn, owner) + _default_grants(conn, owner)
     trusted = (
         "NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid "
         "OPERATOR(pg_catalog.=) 'pg_catalog.{catalog}'::pg_catalog.regclass AND d.objid "
@@ -180,6 +181,49 @@ def _granted_code(conn: Any, owner: int) -> list[Difference]:
             )
         )
     return out
+
+
+def _default_grants(conn: Any, owner: int) -> list[Difference]:
+    """Default privileges of the store's owner (in its schema, or everywhere) that would
+    give another role ``TRIGGER`` on every table, or ``UPDATE`` on every sequence, made
+    from now on: the tables an open installs would carry the grant, and another role could
+    attach its trigger before the next open saw it (outsider batch 36, a A)."""
+    found = conn.execute(
+        "SELECT d.defaclobjtype, COALESCE(r.rolname, 'PUBLIC'), a.privilege_type, "
+        "d.defaclnamespace OPERATOR(pg_catalog.<>) 0::pg_catalog.oid "
+        "FROM pg_catalog.pg_default_acl d "
+        "CROSS JOIN LATERAL pg_catalog.aclexplode(d.defaclacl) a "
+        "LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee "
+        "WHERE d.defaclrole OPERATOR(pg_catalog.=) %s::pg_catalog.oid "
+        f"AND d.defaclnamespace OPERATOR(pg_catalog.=) ANY(ARRAY[0::pg_catalog.oid, {HERE}]) "
+        "AND ((d.defaclobjtype OPERATOR(pg_catalog.=) 'r'::pg_catalog.\"char\" AND "
+        "a.privilege_type OPERATOR(pg_catalog.=) 'TRIGGER'::pg_catalog.text) OR "
+        "(d.defaclobjtype OPERATOR(pg_catalog.=) 'S'::pg_catalog.\"char\" AND "
+        "a.privilege_type OPERATOR(pg_catalog.=) 'UPDATE'::pg_catalog.text)) "
+        "AND a.grantee OPERATOR(pg_catalog.<>) d.defaclrole "
+        "AND NOT COALESCE(r.rolsuper, false) ORDER BY 1 DESC, 2",
+        (owner,),
+    ).fetchall()
+    out = []
+    for kind, role, privilege, here in found:
+        grantee = "PUBLIC" if role == "PUBLIC" else sql.Identifier(role).as_string(conn)
+        every = "TABLES" if kind == "r" else "SEQUENCES"
+        where = " IN SCHEMA " + sql.Identifier(_schema(conn)).as_string(conn) if here else ""
+        out.append(
+            Difference(
+                None,
+                f"default privileges on {every.lower()}",
+                f"{role} is given {privilege} on every {every[:-1].lower()} made here from "
+                f"now on, the store's included. The store's owner revokes it: ALTER DEFAULT "
+                f"PRIVILEGES{where} REVOKE {privilege} ON {every} FROM {grantee}",
+            )
+        )
+    return out
+
+
+def _schema(conn: Any) -> str:
+    (name,) = conn.execute("SELECT pg_catalog.current_schema()").fetchone()
+    return str(name)
 
 
 def store_owner(conn: Any) -> tuple[int, str] | None:
