@@ -357,3 +357,33 @@ def test_b36_2_an_operator_passes_no_gate_woken_before_its_predecessor_is_done(
                 "t", "manual_ok", by="ops-ann", drive=False, reason="checked"
             )
         assert engine_for(store, FakeVenue()).nodes("t")["manual_ok"].state == "ready"
+
+
+def test_b36_a_a_write_of_a_nodes_data_while_its_call_is_out_loses_no_answer(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 36 (b A): the application wrote a note into the withdrawal's data
+    (its version raised, its state and moves as they were) while its ``submit`` call was
+    out; the engine dropped the venue's answer, and the node later went ``unknown`` as
+    one that never reported back. The move is made again on the row as it is now."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    path = url.removeprefix("sqlite:///")
+
+    class NotedWhileOut(FakeVenue):
+        def submit(self, node: Any) -> Any:
+            answer = super().submit(node)
+            if node.name == "w":
+                with sqlite3.connect(path) as raw:
+                    raw.execute(
+                        "UPDATE node_entities SET data = json_set(data, '$.note', 'x'), "
+                        "version = version + 1 WHERE key = 't/w'"
+                    )
+            return answer
+
+    venue = NotedWhileOut({"w": {"submit": ["completed"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        executing(engine, "t", TWO_LEGS)
+        drive(engine, "t", 3)
+        w = engine.nodes("t")["w"]
+        assert w.state == "completed" and w.data["note"] == "x", (w.state, dict(w.data))

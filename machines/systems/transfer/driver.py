@@ -269,9 +269,10 @@ class Driver:
         actor: str,
         reply: Reply,
     ) -> list[Movement]:
-        data = {**row.data, "last": reply.record(self.clock())}
         detail = said(self.engine_id, evidence=reply.evidence)
-        return self._apply(request_id, row, trigger, actor, detail, data)
+        return self._apply(
+            request_id, row, trigger, actor, detail, {"last": reply.record(self.clock())}
+        )
 
     def _apply(
         self,
@@ -280,15 +281,18 @@ class Driver:
         trigger: str,
         actor: str,
         detail: Mapping[str, Any],
-        data: Mapping[str, Any] | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> list[Movement]:
-        """Move ``row`` if the request is (still) in a mode that allows the move
-        (``policy``) and nobody moved the node since it was read; else nothing. A session
-        that lost a race for the request row (another engine's derived move, say) while
-        the node is as it was read is made again: the move may be a venue's answer, which
-        would otherwise be lost, and the node later taken for one that never reported
-        back (outsider batch 30)."""
+        """Move ``row`` (its data given ``fields`` as well) if the request is (still) in a
+        mode that allows the move (``policy``) and nobody moved the node since it was
+        read; else nothing. A session that lost a race for the request row (another
+        engine's derived move, say) while the node is as it was read is made again, and
+        so is one that lost to a write of the node's data alone (the application's: its
+        state and moves as read): the move may be a venue's answer, which would otherwise
+        be lost, and the node later taken for one that never reported back (outsider
+        batches 30 and 36, b A)."""
         for attempt in range(1, APPLY_ATTEMPTS + 1):
+            data = None if fields is None else {**row.data, **fields}
             try:
                 with self._session(request_id) as s:
                     if not allowed(s.mode, row.state, trigger, actor):
@@ -296,7 +300,9 @@ class Driver:
                     s.move_node(row, trigger, actor, detail, data)
             except StaleWrite:
                 now = self._now_of(row)
-                if now is not None and now.version == row.version and attempt < APPLY_ATTEMPTS:
+                same = now is not None and (now.state, now.moves) == (row.state, row.moves)
+                if same and attempt < APPLY_ATTEMPTS:
+                    row = now if now is not None else row
                     continue
                 self._refuse_contradicted(request_id, row, trigger, actor, now)
                 return []
