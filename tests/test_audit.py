@@ -317,3 +317,38 @@ def test_auditing_a_missing_store_creates_nothing_and_exits_2(
                     "WHERE table_schema = current_schema()"
                 ).fetchone()
             assert tables == (0,)
+
+
+def test_a_projects_own_fail_closed_exits_are_judged_without_an_outcome(tmp_path: Path) -> None:
+    """Outsider batch 36 (c 2): the audit judged the exits from every fail-closed state
+    only when a machine named ``outcome`` was judged too; a project of its own machines
+    got "OK" for a person's exit that said nothing and an automatic one without
+    evidence."""
+    import machines
+
+    (tmp_path / "probe.yaml").write_text(
+        "spec_version: 1\nmachine: probe\ndescription: d\ninitial: sent\n"
+        "actors:\n  worker: {automatic: true, description: w}\n"
+        "  ops: {automatic: false, description: o}\n"
+        "states:\n  sent: {}\n  unknown: {tags: [fail-closed]}\n"
+        "  done: {terminal: true}\n  lost: {terminal: true}\n"
+        "transitions:\n"
+        "  - {trigger: time_out, source: sent, dest: unknown, actor: worker, description: t}\n"
+        "  - {trigger: found, source: unknown, dest: done, actor: worker, "
+        "evidence: the venue record, description: f}\n"
+        "  - {trigger: lose, source: unknown, dest: lost, actor: ops, description: l}\n"
+    )
+    spec = machines.load(tmp_path / "probe.yaml")
+    lines = []
+    for trigger, actor, detail in (
+        ("lose", "ops", None),
+        ("found", "worker", None),
+        ("lose", "ops", {"by": "\u3164", "reason": "\u200b"}),
+        ("lose", "ops", {"by": "ann", "reason": "the venue has no record"}),
+    ):
+        entity = spec.machine()
+        entity.time_out(actor="worker")
+        getattr(entity, trigger)(actor=actor, detail=detail)
+        lines += [json.dumps(e.to_dict()) for e in entity.history]
+    breaches = audit_events(read_events(lines), {"probe": spec})
+    assert [b.invariant for b in breaches] == ["fail-closed-indeterminate"] * 3, breaches

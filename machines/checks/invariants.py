@@ -188,11 +188,17 @@ def fail_closed_indeterminate(
 ) -> list[Breach]:
     """The breaches of ``fail-closed-indeterminate`` (``machines.spec.registry`` states it),
     judged on every state the event's version tags ``fail-closed`` (``indeterminate`` in the
-    bundled outcome, and whatever a migration renamed it to)."""
+    bundled outcome, and whatever a migration renamed it to), and every other machine's
+    fail-closed exits whether or not an ``outcome`` is judged with them (outsider batch
+    36, c 2: a project of its own machines was never judged)."""
     spec = specs.get("outcome")
-    if spec is None:
-        return []
-    out = []
+    out = [] if spec is None else _outcome_exits(spec, snap)
+    return out + _fail_closed_exits_say_why(specs, snap)
+
+
+def _outcome_exits(spec: MachineSpec, snap: Snapshot) -> list[Breach]:
+    """An ``outcome``'s exits from its fail-closed states: a person's, saying who and why."""
+    out: list[Breach] = []
     for e in snap.of("outcome"):
         for j in events_judged(spec, snap, e):
             ev = j.event
@@ -210,7 +216,7 @@ def fail_closed_indeterminate(
                 )
             elif not _says_who_and_why(ev.detail, ("reason",)):
                 out.append(_unexplained(e, ev))
-    return out + _fail_closed_exits_say_why(specs, snap)
+    return out
 
 
 def _unexplained(e: Entity, ev: TransitionEvent) -> Breach:
