@@ -307,22 +307,25 @@ class Builder:
 
     def check_ambiguity(self, transitions: tuple[Transition, ...]) -> None:
         """Two edges with one source and trigger must never both fire for one actor and
-        context: the move would depend on definition order."""
-        for i, a in enumerate(transitions):
-            for j in range(i + 1, len(transitions)):
-                b = transitions[j]
-                if a.source != b.source or a.trigger != b.trigger:
-                    continue
-                if not set(a.actors) & set(b.actors) or not _guards_overlap(a.when, b.when):
-                    continue
-                first, second = self.transition_index[i], self.transition_index[j]
-                self.problem(
-                    ("transitions", second),
-                    f"trigger {quote(a.trigger)} from {quote(a.source)} is ambiguous: "
-                    f"transitions[{first}] goes to {quote(a.dest)} and transitions[{second}] "
-                    f"to {quote(b.dest)} for the same "
-                    "actor and context; give one a different trigger name, actor or guard",
-                )
+        context: the move would depend on definition order. Edges are compared within
+        their (source, trigger) group only: comparing every pair took minutes on a 26 KB
+        file of 300 states, one alias expanding to 90,000 edges (outsider batch 36, c 1)."""
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, t in enumerate(transitions):  # only edges of one source and trigger can clash
+            groups.setdefault((t.source, t.trigger), []).append(i)
+        pairs = sorted((i, j) for g in groups.values() for n, i in enumerate(g) for j in g[n + 1 :])
+        for i, j in pairs:
+            a, b = transitions[i], transitions[j]
+            if not set(a.actors) & set(b.actors) or not _guards_overlap(a.when, b.when):
+                continue
+            first, second = self.transition_index[i], self.transition_index[j]
+            self.problem(
+                ("transitions", second),
+                f"trigger {quote(a.trigger)} from {quote(a.source)} is ambiguous: "
+                f"transitions[{first}] goes to {quote(a.dest)} and transitions[{second}] "
+                f"to {quote(b.dest)} for the same "
+                "actor and context; give one a different trigger name, actor or guard",
+            )
 
     def build_forbidden(self) -> tuple[Forbidden, ...]:
         out = []
