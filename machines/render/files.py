@@ -190,8 +190,9 @@ def _ours(path: Path) -> bool:
 
 class NotAFile(MachinesError):
     """Something at a path ``sync`` writes that is no regular file of its own: a symbolic
-    link (a dangling one would be followed out of the folder), a FIFO (reading it waits for
-    ever), a device or a folder. Nothing was written."""
+    link (a dangling one would be followed out of the folder), a file with other hard links
+    (written in place, each of them would change: outsider batch 36, c 5), a FIFO (reading
+    it waits for ever), a device or a folder. Nothing was written."""
 
 
 def _read_ours(folder: Path, name: str, size: int) -> str | None:
@@ -202,10 +203,10 @@ def _read_ours(folder: Path, name: str, size: int) -> str | None:
     for part in Path(name).parts:
         path = path / part
         try:
-            mode = path.lstat().st_mode
+            found = path.lstat()
         except FileNotFoundError:
             return None
-        last = path == folder / name
+        mode, last = found.st_mode, path == folder / name
         if stat.S_ISLNK(mode) or (not last and not stat.S_ISDIR(mode)):
             raise NotAFile(
                 f"{path}: is a symbolic link, or no folder where one is written into; "
@@ -216,6 +217,12 @@ def _read_ours(folder: Path, name: str, size: int) -> str | None:
         raise NotAFile(
             f"{path}: is not a regular file (a FIFO, a device or a folder); remove it, or "
             "choose another --out"
+        )
+    if found.st_nlink > 1:  # a write in place would change every other name of it
+        raise NotAFile(
+            f"{path}: has {found.st_nlink - 1} other hard link(s), which may be outside "
+            "the project; machines writes only files of its own: remove it, or choose "
+            "another --out"
         )
     with path.open("rb") as handle:
         data = handle.read(size + _SLACK)
