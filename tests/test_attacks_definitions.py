@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import machines
-from machines.errors import InvalidArgument
+from machines.errors import InvalidArgument, SpecError
 from machines.spec import MachineSpec
 from machines.spec.structure import REQUIRED_KINDS
 from machines.store import Store, open_store
@@ -385,6 +385,10 @@ def test_an_effect_cannot_be_forgotten_by_blank_evidence_or_a_persons_added_stat
         move["evidence"] = evidence
     doc["transitions"].append({**move, "description": "Ours."})
     (tmp_path / "outcome.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), "utf-8")
+    if evidence is not None:  # batch 36 (c 7): the loader refuses it before any system
+        with pytest.raises(SpecError, match="evidence says nothing"):
+            machines.load(tmp_path / "outcome.yaml")
+        return
     store = opener(machines.load(tmp_path / "outcome.yaml"))
     with pytest.raises(InvalidArgument, match="ExactlyOnce cannot run") as refused:
         ExactlyOnce(store)

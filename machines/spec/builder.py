@@ -32,6 +32,7 @@ from machines.spec.records import (
     Transition,
 )
 from machines.spec.routing import suggest
+from machines.spec.visible import says_something
 from machines.spec.vocabulary import (
     BASELINE_RULES,
     RESERVED_ACTORS,
@@ -288,6 +289,12 @@ class Builder:
             for key in ("amendment", "unreachable_in_systems"):
                 if key in raw:
                     self.finding_ref((*at, key), raw[key])
+            if "evidence" in raw and not says_something(raw["evidence"]):
+                self.problem(
+                    (*at, "evidence"),
+                    "evidence says nothing (it needs a letter or a digit: what the move "
+                    "reads before it is made); write it, or leave the key out",
+                )
             for source in sources:
                 self.transition_index.append(i)
                 out.append(
