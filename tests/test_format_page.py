@@ -141,3 +141,27 @@ def test_the_names_the_page_says_are_refused_are_refused(tmp_path: Path) -> None
             path.write_text(yaml.safe_dump(doc))
             with pytest.raises(SpecError, match="does not match"):
                 load(path)
+
+
+def test_a_rule_given_neither_or_both_of_states_and_state_says_so(tmp_path: Path) -> None:
+    """Outsider batch 36 (c 4): format.md marked a rule's ``states`` and ``state`` both
+    optional while the loader asked for ``states``, and given both it printed jsonschema's
+    "is valid under each of". The page says one of the two is required, and the loader
+    says "give exactly one"."""
+    import pytest
+    import yaml
+
+    from machines.errors import SpecError
+
+    page = (Path(__file__).parent.parent / "docs" / "format.md").read_text()
+    assert "| `states` | one of `states` or `state` |" in page
+    base = yaml.safe_load((bundled_spec_dir() / "outcome.yaml").read_text())
+    for given in ({}, {"states": ["failed"], "state": "failed"}):
+        doc = yaml.safe_load(yaml.safe_dump(base))
+        rule = {"id": "x-rule", "rule": "only_actors_exit", "description": "d"}
+        doc["invariants"].append({**rule, "actors": ["operator"], **given})
+        path = tmp_path / str(len(given)) / "outcome.yaml"
+        path.parent.mkdir()
+        path.write_text(yaml.safe_dump(doc))
+        with pytest.raises(SpecError, match="give exactly one of 'states' or 'state'"):
+            load(path)

@@ -84,13 +84,22 @@ def format_page(
 
 def _keys(node: Mapping[str, Any]) -> str:
     required = set(node.get("required", ()))
+    either = [b["required"][0] for b in node.get("oneOf", ()) if len(b.get("required", ())) == 1]
     rows = [
-        (f"`{key}`", "yes" if key in required else "no", _what(value))
+        (
+            f"`{key}`",
+            "yes" if key in required else _one_of(either) if key in either else "no",
+            _what(value),
+        )
         for key, value in node.get("properties", {}).items()
     ]
     lines = ["| key | required | what it is |", "|---|---|---|"]
     lines += [f"| {k} | {r} | {w} |" for k, r, w in rows]
     return "\n".join(lines)
+
+
+def _one_of(keys: Sequence[str]) -> str:
+    return "one of " + " or ".join(f"`{k}`" for k in keys)
 
 
 def _what(value: Mapping[str, Any]) -> str:

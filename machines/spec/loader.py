@@ -202,6 +202,10 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     pitfall = _misread_text(source, error)
     if pitfall is not None:
         return pitfall
+    if error.validator == "oneOf" and _one_of_keys(error):
+        keys = " or ".join(quote(k) for k in _one_of_keys(error))
+        where = source.where(cast(KeyPath, tuple(error.absolute_path)))
+        return f"{where}: give exactly one of {keys} ({see_format()})"
     if error.context:
         error = jsonschema.exceptions.best_match(error.context)
     key_path = cast(KeyPath, tuple(error.absolute_path))
@@ -226,6 +230,16 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
             f"booleans, null or numbers (see below); quote them ({see_format()})"
         )
     return f"{where}: {_quoting_instance(error)} ({see_format()})"
+
+
+def _one_of_keys(error: jsonschema.ValidationError) -> list[str]:
+    """The keys a ``oneOf`` of ``required`` alternatives asks one of (a rule's ``states``
+    or ``state``), or none when the ``oneOf`` is of another kind."""
+    branches = error.validator_value if isinstance(error.validator_value, list) else []
+    keys = [b.get("required") for b in branches if isinstance(b, dict)]
+    if keys and all(isinstance(k, list) and len(k) == 1 for k in keys):
+        return [str(k[0]) for k in keys if isinstance(k, list)]
+    return []
 
 
 def _misread_text(source: YamlSource, error: jsonschema.ValidationError) -> str | None:
