@@ -352,3 +352,17 @@ def test_a_projects_own_fail_closed_exits_are_judged_without_an_outcome(tmp_path
         lines += [json.dumps(e.to_dict()) for e in entity.history]
     breaches = audit_events(read_events(lines), {"probe": spec})
     assert [b.invariant for b in breaches] == ["fail-closed-indeterminate"] * 3, breaches
+
+
+def test_a_fixed_context_bound_after_the_first_event_is_named() -> None:
+    """Outsider batch 36 (c 6): a history whose first event carried no value of a fixed
+    variable and whose second did (bound late: ``{}``, then ``tier: compensable``) passed,
+    though the runtime and every store refuse to bind it after the entity is made."""
+    m = load("effect").machine(entity_id="e1", tier="compensable")
+    m.trigger("execute", actor="proxy")
+    m.trigger("commit", actor="proxy", detail={"by": "proxy", "evidence": "a result"})
+    first, second = (e.to_dict() for e in m.history)
+    lines = [json.dumps(first | {"context": {}}), json.dumps(second)]
+    said = [(b.invariant, b.message) for b in audit_events(read_events(lines), SPECS)]
+    late = "an event judged under another context than the entity's: tier='compensable', not None"
+    assert ("append-only-history", late) in said, said

@@ -73,11 +73,12 @@ def append_only_history(specs: Specs, snap: Snapshot, previous: Snapshot | None)
             ev, spec = j.event, j.spec or versions.current
             derived = derived_variables(spec)
             fixed = {k: v for k, v in e.context.items() if k not in derived}
-            forged = sorted(k for k, v in fixed.items() if ev.context.get(k) != v)
-            if forged:
+            named = (set(fixed) | set(ev.context)) & (set(spec.context) - derived)
+            forged = sorted(k for k in named if ev.context.get(k) != fixed.get(k))
+            if forged:  # a value changed, or bound after the first event (batch 36, c 6)
                 breach(
                     "an event judged under another context than the entity's: "
-                    + ", ".join(f"{k}={ev.context.get(k)!r}, not {fixed[k]!r}" for k in forged),
+                    + ", ".join(f"{k}={ev.context.get(k)!r}, not {fixed.get(k)!r}" for k in forged),
                     (ev,),
                 )
             expected = starts if state is None else [state]
