@@ -19,7 +19,7 @@ from machines.cli.command import Command, Parsers
 from machines.cli.output import odd_names, printable_naming
 from machines.errors import MachinesError, printable
 from machines.spec.project import project_settings, written_inside
-from machines.spec.vocabulary import RESERVED_MACHINES
+from machines.spec.vocabulary import RESERVED_MACHINE_PREFIXES, RESERVED_MACHINES, reserved_prefix
 
 NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
@@ -103,6 +103,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             f"{name!r} is reserved: the site and machines docs make a page of that name beside "
             f"the machine pages ({', '.join(sorted(RESERVED_MACHINES))}); choose another name"
         )
+    if (prefix := reserved_prefix(name)) is not None:  # the loader refuses it too
+        parsers[1]["init"].error(
+            f"{name!r} is reserved: its tables would start with {prefix!r}, which a store or "
+            "its database keeps for its own; choose another name"
+        )
     title_id = "".join(part.capitalize() for part in name.split("_"))
     settings = project_settings()
     configured = settings.folders.get("spec_dir") if settings is not None else None
@@ -153,7 +158,8 @@ COMMAND = Command(
     description="Writes nothing over a file that is there. Exit 0 when written, 2 when a "
     "file is there or cannot be written, or when NAME is not lower_snake or is one a "
     f"machine may not take ({', '.join(sorted(RESERVED_MACHINES))}: the names of pages "
-    "beside the machine pages).",
+    "beside the machine pages; or one whose tables would start with "
+    f"{', '.join(RESERVED_MACHINE_PREFIXES)}).",
     arguments=_arguments,
     run=_run,
 )

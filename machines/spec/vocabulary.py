@@ -186,6 +186,14 @@ keeps ``pg_`` for its own objects), so that every definition ``machines check`` 
 be stored (outsider batch 36, a: a machine named ``sqlite_x`` checked clean and every open
 failed)."""
 
+
+def reserved_prefix(machine: str) -> str | None:
+    """The reserved prefix the tables of ``machine`` would start with (they are named
+    ``<machine>_entities`` and so on, so a machine named ``sqlite`` is refused as surely
+    as ``sqlite_x``: outsider batch 37), or None."""
+    return next((p for p in RESERVED_MACHINE_PREFIXES if f"{machine}_".startswith(p)), None)
+
+
 RESERVED_MACHINES = frozenset({FINDINGS_PAGE_NAME, RULES_PAGE_NAME})
 """Machine names a definition may not take: the pages about a set of definitions sit beside
 the machines' own (``<machine>.md``), and these two are the findings and rules pages."""
