@@ -453,3 +453,19 @@ def test_a_dot_that_fails_is_a_typed_error_and_nothing_is_written(
     assert main(["diagrams", "--spec-dir", str(bundled_spec_dir()), "--out", str(out)]) == 2
     assert says in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_dot_that_draws_no_text_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 37: a ``dot`` that exited 0 with bytes that are not UTF-8 ended
+    ``machines diagrams`` in a raw ``UnicodeDecodeError``."""
+    from machines.render.files import DrawingFailed, render_svg
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dot").write_text("#!/bin/sh\ncat > /dev/null; printf '\\377\\376<svg>'\n")
+    (fake / "dot").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
+    with pytest.raises(DrawingFailed, match="not UTF-8 text"):
+        render_svg("digraph { a -> b }", "machine 'm'")

@@ -328,3 +328,25 @@ def test_a_closed_store_refuses_its_next_use(store: Store) -> None:
         with pytest.raises(StoreError, match="this store was closed; open it again"):
             use()
     store.close()  # closing twice is fine
+
+
+@pytest.mark.parametrize("command", ["migrate", "repair"])
+def test_migrate_and_repair_refuse_a_sqlite_uri_as_every_store_does(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """Outsider batch 37 (a B3): ``machines repair`` and ``migrate`` opened
+    ``sqlite:///file:money.db`` as a SQLite URI (another file, or ``mode=memory``) once a
+    file of that literal name existed; ``open_store`` refused it."""
+    from machines.cli import main
+    from machines.spec.loader import bundled_spec_dir
+
+    monkeypatch.chdir(tmp_path)
+    open_store("sqlite:///money.db").close()
+    (tmp_path / "file:money.db").write_bytes((tmp_path / "money.db").read_bytes())
+    capsys.readouterr()
+    assert main([command, "sqlite:///file:money.db", "--spec-dir", str(bundled_spec_dir())]) == 2
+    said = capsys.readouterr()
+    assert "is a SQLite URI" in said.out + said.err

@@ -411,6 +411,9 @@ def test_manual_gate_waits_for_an_operator_then_runs_on(
     before = snapshot(store, "r8")
     with pytest.raises(TransferRefused, match="not a manual gate"):
         engine.complete_manual("r8", "deposit_observe", by="dana")
+    for silent in ("\u200b", "\u2800"):  # batch 37 (a B1): who passed it must say so
+        with pytest.raises(TransferRefused, match="'by' must be a text with a letter"):
+            engine.complete_manual("r8", "manual_confirm", by=silent)
     assert snapshot(store, "r8") == before
     assert engine.complete_manual("r8", "manual_confirm", by="dana") == RequestState.EXECUTING
     gate = events(store, "node", "r8/manual_confirm")

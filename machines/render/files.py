@@ -99,7 +99,13 @@ def render_svg(dot: str, what: str = "a diagram") -> str | None:
         ) from None
     except OSError as failed:
         raise DrawingFailed(f"Graphviz' dot could not be run to draw {what}: {failed}") from None
-    return svg.decode("utf-8")
+    try:
+        return svg.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DrawingFailed(
+            f"Graphviz' dot drew {what} as something that is not UTF-8 text, which no SVG "
+            "is; nothing was written. Check which dot is first on the PATH"
+        ) from None
 
 
 def diagram_files(specs: Iterable[MachineSpec]) -> tuple[dict[str, str], bool]:

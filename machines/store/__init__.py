@@ -19,7 +19,7 @@ from machines.runtime.history import Clock, checked_clock
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.loader import load
-from machines.store.arguments import check_key, specs_by_name, text
+from machines.store.arguments import check_key, specs_by_name, sqlite_path, text
 from machines.store.memory import MemoryStore
 from machines.store.records import (
     OpenedStore,
@@ -86,21 +86,7 @@ def open_store(
             raise StoreError("memory:// starts empty: there is nothing to open read-only")
         return MemoryStore(by_name, now)
     if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///") :]
-        if not path:
-            raise InvalidArgument("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
-        if path[:5].lower() == "file:":  # a build with SQLITE_USE_URI reads it as a URI
-            raise InvalidArgument(
-                f"sqlite:///{path[:40]}... is a SQLite URI (file:...), whose options can "
-                "keep nothing (mode=memory) or switch off the locks that keep two writers "
-                "apart (nolock=1); give a plain file path"
-            )
-        if path == ":memory:":  # one database per connection: neither kept nor shared
-            raise InvalidArgument(
-                "sqlite:///:memory: is a database per connection, neither kept nor shared "
-                "between threads (a second thread would find no tables); use memory:// for "
-                "a store in this process, or a file path"
-            )
+        path = sqlite_path(url)
         return SQLiteStore(path, by_name, now, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
         try:

@@ -292,3 +292,27 @@ def check_page(
             f"{spec.name}: offset must be an int from 0 to {MAX_OFFSET}, not {describe(offset)}"
         )
     return tuple(sorted(set(names))), limit, offset
+
+
+def sqlite_path(url: str) -> str:
+    """The file a ``sqlite:///PATH`` URL names, for every store and command that opens
+    one; ``InvalidArgument`` for no path, ``:memory:`` (a database per connection, neither
+    kept nor shared) and a SQLite URI (``file:...``: a build with ``SQLITE_USE_URI`` reads
+    its options, which can keep nothing, ``mode=memory``, or switch off the locks that keep
+    two writers apart, ``nolock=1``; outsider batches 35 and 36, a)."""
+    path = url[len("sqlite:///") :]
+    if not path:
+        raise InvalidArgument("sqlite:/// needs a file path, e.g. sqlite:///effects.db")
+    if path[:5].lower() == "file:":
+        raise InvalidArgument(
+            f"sqlite:///{path[:40]}... is a SQLite URI (file:...), whose options can keep "
+            "nothing (mode=memory) or switch off the locks that keep two writers apart "
+            "(nolock=1); give a plain file path"
+        )
+    if path == ":memory:":
+        raise InvalidArgument(
+            "sqlite:///:memory: is a database per connection, neither kept nor shared "
+            "between threads (a second thread would find no tables); use memory:// for a "
+            "store in this process, or a file path"
+        )
+    return path

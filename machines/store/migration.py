@@ -44,7 +44,7 @@ from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
 from machines.spec.version_changes import actor_breaks, kept_state_breaks, reused_name_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
-from machines.store.arguments import check_key, specs_by_name, text
+from machines.store.arguments import check_key, specs_by_name, sqlite_path, text
 from machines.store.ddl import REGISTRY
 from machines.store.integrity import Difference, tampered
 from machines.store.migration_maps import context_refusals, derivation_refusals, map_refusals
@@ -507,6 +507,7 @@ def open_database(url: str, command: str = "migrate") -> Database:
     """The database at ``url`` for ``machines COMMAND`` (its errors name what failed)."""
     doing = _DOING[command]
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        sqlite_path(url)  # a plain file path, as every store opens
         return SQLiteDatabase(url, doing)
     if url.startswith(("postgresql://", "postgres://")):
         from machines.store.migration_postgres import PostgresDatabase

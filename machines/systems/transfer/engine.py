@@ -401,6 +401,7 @@ class TransferEngine(Driver):
         ``reason``: what the operator says they did, kept on the resume and on the gate's
         move."""
         node = required(node, "node")  # the checked text is what is used
+        by = statement(by, "by")  # who passed the gate, said before anything is read
         arguments.flag(drive, "drive")
         if not isinstance(reason, str):
             raise TransferRefused(
@@ -427,7 +428,7 @@ class TransferEngine(Driver):
                     f"request '{request_id}' is {s.request.state} ({s.mode} mode); gate "
                     f"'{node}' can be passed only while the request executes unhindered"
                 )
-            data = {**gate.data, "manual": {"by": required(by, "by"), "at": self.clock()}}
+            data = {**gate.data, "manual": {"by": statement(by, "by"), "at": self.clock()}}
             trigger, actor = first_move(gate.context["kind"])
             detail = {"by": self.engine_id, "approved_by": by, "reason": did}
             s.move_node(gate, trigger, actor, detail, data)
