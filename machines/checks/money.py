@@ -98,7 +98,10 @@ def _nodes_not_planned(snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]) -
 
 
 def _woken_early(
-    node_spec: MachineSpec, snap: Snapshot, plans: Mapping[str, Mapping[str, Any]]
+    node_spec: MachineSpec,
+    snap: Snapshot,
+    plans: Mapping[str, Mapping[str, Any]],
+    judged: Mapping[str, list[Judged]],
 ) -> list[Breach]:
     """A node woken (moved out of its initial state into one that is not an end) while a
     predecessor is not done: the engine wakes a node only once every predecessor is done,
@@ -110,7 +113,7 @@ def _woken_early(
     for n in snap.of("node"):
         woke = [
             j.event
-            for j in events_judged(node_spec, snap, n)
+            for j in judged[n.key]
             if j.event.source == node_spec.initial
             and j.event.dest in node_spec.states
             and not node_spec.states[j.event.dest].terminal
@@ -202,7 +205,8 @@ def no_auto_terminal_money_in_flight(
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     out += _nodes_not_planned(snap, plans)
     out += _reservations_recorded(request_spec, snap)
-    out += _woken_early(node_spec, snap, plans)
+    node_events = {n.key: events_judged(node_spec, snap, n) for n in snap.of("node")}
+    out += _woken_early(node_spec, snap, plans, node_events)
     for n in snap.of("node"):
         named = node_name(n.key)
         entry = plans.get(n.scope or "", {}).get(named)
@@ -238,7 +242,7 @@ def no_auto_terminal_money_in_flight(
                     "request's plan now say it has none: they were changed outside the engine",
                 )
             )
-        for j in events_judged(node_spec, snap, n):
+        for j in node_events[n.key]:
             ev = j.event
             if ev.source == "unknown" and ev.actor != "reconciler" and not j.migration:
                 out.append(
