@@ -70,6 +70,30 @@ def forge(url: str, table: str, key: str, state: str, trigger: str, actor: str, 
         )
 
 
+def end_request(
+    url: str,
+    state: str,
+    trigger: str,
+    actor: str,
+    detail: dict[str, str],
+    side_effects: str,
+    reservation: str,
+) -> None:
+    """A forged move of request ``t`` into a final ``state``, claiming ``side_effects`` and
+    recording the ``reservation`` that state sets, as the engine would write it."""
+    forge(
+        url,
+        "request_entities",
+        "t",
+        state,
+        trigger,
+        actor,
+        detail=detail,
+        context={"side_effects": side_effects},
+        data={"reservation": reservation, "current_frontier": []},
+    )
+
+
 def audit_says(url: str, capsys: pytest.CaptureFixture[str], *says: str) -> None:
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 1
@@ -117,17 +141,8 @@ def test_b4_a_persons_release_on_a_false_claim_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = unknown_withdrawal(tmp_path)
-    forge(
-        url,
-        "request_entities",
-        "t",
-        "cancelled",
-        "cancel",
-        "operator",
-        detail={"by": "bob", "reason": "customer asked"},
-        context={"side_effects": "none"},
-        data={"reservation": "released", "current_frontier": []},
-    )
+    detail = {"by": "bob", "reason": "customer asked"}
+    end_request(url, "cancelled", "cancel", "operator", detail, "none", "released")
     audit_says(
         url,
         capsys,
@@ -156,17 +171,8 @@ def test_b6_a_completion_with_a_node_not_done_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = unknown_withdrawal(tmp_path)
-    forge(
-        url,
-        "request_entities",
-        "t",
-        "completed",
-        "complete",
-        "system",
-        detail={"by": "engine-1", "rule": "all-done"},
-        context={"side_effects": "started"},
-        data={"reservation": "consumed", "current_frontier": []},
-    )
+    detail = {"by": "engine-1", "rule": "all-done"}
+    end_request(url, "completed", "complete", "system", detail, "started", "consumed")
     audit_says(
         url,
         capsys,
