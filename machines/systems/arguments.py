@@ -39,6 +39,15 @@ def statement(value: object, what: str) -> str:
     return plain(value)
 
 
+def remark(value: object, what: str) -> str:
+    """An optional reason: ``""`` leaves it out; any other text must say something
+    (``statement``), so that a reason of only punctuation or invisible characters is
+    refused rather than recorded as though the person had explained."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a string, not {describe(value)}")
+    return "" if plain(value) == "" else statement(value, what)
+
+
 def plain(value: str) -> str:
     """``value``'s characters as a ``str`` itself, whatever subclass it is."""
     return str.__str__(value)

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from machines.errors import EffectError, InvalidArgument, message_of
+from machines.errors import EffectError, message_of
 from machines.runtime.history import Clock, TransitionEvent, checked_clock
 from machines.spec.jsonvalue import as_stored, describe
 from machines.store.records import (
@@ -431,9 +431,7 @@ class EffectLog:
 
     def _decide(self, key: str, trigger: str, by: str, reason: str, seen: int | None) -> Row:
         by = arguments.statement(by, f"{trigger} of effect {describe(key)}: by= (who decides)")
-        if not isinstance(reason, str):
-            raise InvalidArgument(f"{trigger}: reason must be a string")
-        reason = arguments.plain(reason)
+        reason = arguments.remark(reason, f"{trigger} of effect {describe(key)}: reason=")
         seen = arguments.seen(seen, f"{trigger}: seen")
         with self.store.transaction() as tx:
             row = tx.get(MACHINE, key)

@@ -73,6 +73,7 @@ from machines.systems.transfer.session import (
     Entering,
     Movement,
     Session,
+    remark,
     required,
     said,
     statement,
@@ -223,10 +224,9 @@ class TransferEngine(Driver):
             raise TransferRefused(
                 f"validate: problems must be a list of texts, not {describe(problems)}"
             )
-        if not all(isinstance(p, str) and p.strip() for p in problems):
-            raise TransferRefused("validate: each problem must be a non-empty text")
-        if problems:
-            detail = {"by": self.engine_id, "problems": list(problems)}
+        said_problems = [statement(p, "validate: each problem") for p in problems]
+        if said_problems:
+            detail = {"by": self.engine_id, "problems": said_problems}
             return self._request_move(request_id, "fail_validation", detail)
         return self._request_move(request_id, "validate", {"by": self.engine_id})
 
@@ -403,11 +403,7 @@ class TransferEngine(Driver):
         node = required(node, "node")  # the checked text is what is used
         by = statement(by, "by")  # who passed the gate, said before anything is read
         arguments.flag(drive, "drive")
-        if not isinstance(reason, str):
-            raise TransferRefused(
-                f"complete_manual: reason must be a string, not {describe(reason)}"
-            )
-        reason = plain(reason)
+        reason = remark(reason, "complete_manual: reason")
         seen = arguments.seen(seen, "complete_manual: seen")
         if not node.startswith(self.manual_prefix):
             raise TransferRefused(
@@ -420,7 +416,7 @@ class TransferEngine(Driver):
             if gate.state != NodeState.READY:
                 raise TransferRefused(f"manual gate '{node}' is {gate.state}, not ready")
             s.refuse_early(node)
-            did = f"did the action of {node}" + (f": {reason}" if reason.strip() else "")
+            did = f"did the action of {node}" + (f": {reason}" if reason else "")
             if s.request.state == RequestState.WAITING_MANUAL_ACTION:
                 s.move_request("resume", REQUEST_CALLS["resume"], said(by, reason=did))
             if s.mode is not Mode.DISPATCH:

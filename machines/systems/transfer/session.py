@@ -380,14 +380,20 @@ class Session:
 
 
 def said(by: str, **more: str) -> dict[str, Any]:
-    """An audit detail: who (``by``) plus the non-empty reasons or evidence (strings)."""
+    """An audit detail: who (``by``) plus the reasons or evidence given. A text may be left
+    out (``""``); one that is given must say something (``statement``)."""
     detail = {"by": statement(by, "by")}
     for what, text in more.items():
-        if not isinstance(text, str):
-            raise TransferRefused(f"'{what}' must be a string; got {describe(text)}")
-        if plain(text):
-            detail[what] = plain(text)
+        if said_text := remark(text, what):
+            detail[what] = said_text
     return detail
+
+
+def remark(value: object, what: str) -> str:
+    """An optional reason: ``""`` leaves it out; any other text must say something."""
+    if not isinstance(value, str):
+        raise TransferRefused(f"'{what}' must be a string; got {describe(value)}")
+    return "" if plain(value) == "" else statement(value, what)
 
 
 def statement(value: str, what: str) -> str:
