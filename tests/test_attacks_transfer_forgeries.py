@@ -393,3 +393,44 @@ def test_b36_a_a_write_of_a_nodes_data_while_its_call_is_out_loses_no_answer(
         drive(engine, "t", 3)
         w = engine.nodes("t")["w"]
         assert w.state == "completed" and w.data["note"] == "x", (w.state, dict(w.data))
+
+
+# -- outsider batch 37 (a) ------------------------------------------------------------------
+
+
+def test_b37_b2_a_gate_passed_without_a_persons_action_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 37 (a B2): one raw UPDATE moved a ready manual gate on
+    (``start_observing``) with the operator's action written into its data; the gate's
+    executor passed it, the deposit was sent, and the audit said OK. The audit names a gate
+    moved on by a move that names no person (the engine's names one), and keeps quiet about
+    a gate an operator passed."""
+    url = three_legs_with_a_check(tmp_path, gate=True)
+    venue = FakeVenue({"w": {"observe": ["completed"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        drive(engine, "t", 4)
+        assert engine.nodes("t")["manual_ok"].state == "ready"
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+    detail = {"by": "engine-1", "reason": "did the action of manual_ok"}
+    manual = {"manual": {"by": "ops-ann", "at": 1.0}}
+    forge(url, "node_entities", "t/manual_ok", "observing", "start_observing", "observer",
+          detail=detail, data=manual)  # fmt: skip
+    audit_says(url, capsys, "moved manual gate 'manual_ok' on from ready to observing naming no")
+
+
+def test_b37_b2_a_gate_an_operator_passed_is_not_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = three_legs_with_a_check(tmp_path, gate=True)
+    venue = FakeVenue({"w": {"observe": ["completed"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        drive(engine, "t", 4)
+        engine.complete_manual("t", "manual_ok", by="ops-ann", reason="checked the account")
+        drive(engine, "t", 6)
+        assert engine.nodes("t")["manual_ok"].state == "completed"
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out

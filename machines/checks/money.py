@@ -15,11 +15,13 @@ from machines.checks.versions import Judged
 from machines.derive import Deriver
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
+from machines.spec.states import NodeState
 from machines.spec.visible import says_something
 from machines.spec.vocabulary import CONSUMES_RESERVATION as CONSUMES
 from machines.spec.vocabulary import DONE, EFFECT_STARTED
 from machines.spec.vocabulary import RELEASES_RESERVATION as RELEASES
 from machines.systems.transfer.plans import (
+    APPROVED_BY,
     DONE_BY,
     node_key,
     node_name,
@@ -141,6 +143,42 @@ def _woken_early(
     return out
 
 
+def _gates_passed_unsaid(
+    node_spec: MachineSpec,
+    snap: Snapshot,
+    prefix: str | None,
+    judged: Mapping[str, list[Judged]],
+) -> list[Breach]:
+    """A manual gate moved on out of ready (not ended) by a move that names no person: the
+    engine moves a gate on only in ``complete_manual``, whose move names who passed it
+    (``approved_by``); the gate's executor passes any gate whose data holds the action
+    (outsider batch 37, a B2: a forged ``start_observing`` and ``data.manual`` passed a
+    gate, the deposit was sent, and the audit said OK). The store cannot tell a name the
+    application wrote through the engine from one it wrote by hand; this names the move
+    that gives none."""
+    if prefix is None:
+        return []
+    ready = NodeState.READY.value
+    out = []
+    for n in snap.of("node"):
+        label = n.data.get("name")
+        if not n.scope or not isinstance(label, str) or not label.startswith(prefix):
+            continue
+        for j in judged[n.key]:
+            ev = j.event
+            moved_on = ev.source == ready and ev.dest in node_spec.states
+            if not moved_on or node_spec.states[ev.dest].terminal or j.migration:
+                continue
+            if not says_something((ev.detail or {}).get(APPROVED_BY)):
+                why = (
+                    f"'{ev.actor}' moved manual gate {label!r} on from {ready} to {ev.dest} "
+                    f"naming no person who did its action ({APPROVED_BY}): the engine passes "
+                    "a gate only on an operator's complete_manual"
+                )
+                out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (ev,)))
+    return out
+
+
 def _done_by(
     wake: TransitionEvent, predecessor: Entity | None, name: str, done: frozenset[str]
 ) -> bool:
@@ -207,6 +245,7 @@ def no_auto_terminal_money_in_flight(
     out += _reservations_recorded(request_spec, snap)
     node_events = {n.key: events_judged(node_spec, snap, n) for n in snap.of("node")}
     out += _woken_early(node_spec, snap, plans, node_events)
+    out += _gates_passed_unsaid(node_spec, snap, prefix, node_events)
     for n in snap.of("node"):
         named = node_name(n.key)
         entry = plans.get(n.scope or "", {}).get(named)

@@ -53,7 +53,13 @@ from machines.systems.reliance import require_money_proved, require_reliable
 from machines.systems.transfer.driver import Driver
 from machines.systems.transfer.errors import PlanError, TransferConfigError, TransferRefused
 from machines.systems.transfer.executor import Executor, PlanNode, check_executors
-from machines.systems.transfer.plans import node_key, node_rows, transfer_version, validate_plan
+from machines.systems.transfer.plans import (
+    APPROVED_BY,
+    node_key,
+    node_rows,
+    transfer_version,
+    validate_plan,
+)
 from machines.systems.transfer.policy import (
     EXECUTOR,
     OPERATOR,
@@ -426,7 +432,7 @@ class TransferEngine(Driver):
                 )
             data = {**gate.data, "manual": {"by": statement(by, "by"), "at": self.clock()}}
             trigger, actor = first_move(gate.context["kind"])
-            detail = {"by": self.engine_id, "approved_by": by, "reason": did}
+            detail = {"by": self.engine_id, APPROVED_BY: by, "reason": did}
             s.move_node(gate, trigger, actor, detail, data)
         while drive and any(m.key == gate.key for m in self._advance(request_id, node)):
             pass

@@ -63,6 +63,11 @@ as the engine read it then: history no write changes, so a plan and node rows re
 together, consistently, cannot make money that moved look idle (outsider batch 26)."""
 
 
+APPROVED_BY = "approved_by"
+"""The field of a manual gate's move out of ready naming the person whose action passed it
+(``complete_manual``); the audit names a gate moved on without one (outsider batch 37,
+a B2: a forged ``start_observing`` with the gate's data passed it unnamed)."""
+
 DONE_BY = "done_by"
 """The field of a wake's history detail naming, for each predecessor, the event that made
 it done: ``{name: [seq, at]}``, its number and the time the store gave it. Nobody can write
