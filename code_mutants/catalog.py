@@ -297,6 +297,17 @@ CATALOG: tuple[CodeMutant, ...] = (
         detectors=TRANSFER,
     ),
     CodeMutant(
+        "tr-skip-stands-for-itself",
+        TRANSFER_PACKAGE + "session.py",
+        "a skipped node counts as done though the nodes before it are not",
+        "a skip leaves the plan, not its order: what came after waits for what came before",
+        old="""            if row is None or row.state not in done:
+                memo[name] = False""",
+        new="""            if row is None or row.state not in done or row.state == NodeState.SKIPPED:
+                memo[name] = row is not None and row.state == NodeState.SKIPPED""",
+        detectors=TRANSFER,
+    ),
+    CodeMutant(
         "tr-release-on-sibling-failure",
         TRANSFER_PACKAGE + "driver.py",
         "abandoning work after a failure also releases the request's reservation",

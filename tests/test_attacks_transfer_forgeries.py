@@ -434,3 +434,42 @@ def test_b37_b2_a_gate_an_operator_passed_is_not_named(
         assert engine.nodes("t")["manual_ok"].state == "completed"
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+
+
+def test_b37_n1_a_skipped_node_passes_on_what_it_waited_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 37 (a N1): the planner skipped the check between the withdrawal and
+    the deposit while the withdrawal was observed; the skipped check counted as done, and
+    the deposit was woken and sent before the withdrawal settled. A skipped node takes
+    itself out of the plan, not the order: the deposit waits for the withdrawal."""
+    url = three_legs_with_a_check(tmp_path, gate=False)
+    venue = FakeVenue({"w": {"observe": ["pending", "pending", "completed"]}})
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        assert engine.skip("t", "c", by="planner-1", reason="same bank") == "skipped"
+        drive(engine, "t", 1)
+        assert engine.nodes("t")["d"].state == "blocked"
+        assert ("prepare", "d") not in venue.calls and ("submit", "d") not in venue.calls
+        drive(engine, "t", 8)
+        assert engine.nodes("t")["w"].state == "completed"
+        assert engine.nodes("t")["d"].state == "completed"
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+
+
+def test_b37_n1_a_wake_past_a_skipped_node_before_its_predecessor_is_done_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = three_legs_with_a_check(tmp_path, gate=False)
+    with open_store(url) as store:
+        engine_for(store, FakeVenue()).skip("t", "c", by="planner-1", reason="same bank")
+        with store.transaction() as tx:
+            history = tx.history("node", "t/c")
+    detail = {  # as the engine writes it, naming the skip that made the check done
+        "by": "engine-1",
+        "reason": "every predecessor is completed or skipped",
+        "done_by": {"c": [len(history), history[-1].at]},
+    }
+    forge(url, "node_entities", "t/d", "ready", "wake", "planner", detail=detail)
+    audit_says(url, capsys, "'planner' woke it while its predecessor(s) c were not done")

@@ -23,6 +23,7 @@ from machines.spec.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
 from machines.systems.reliance import standing_for_a_buggy_implementation
 from machines.systems.transfer import executor
+from machines.systems.transfer.session import Session
 from machines.testing import Coverage
 from machines.testing._harness.sizes import (
     EFFECT_LOG,
@@ -310,6 +311,34 @@ def test_the_transfer_suite_catches_an_engine_that_fails_money_in_flight(
     """An engine that treats a lost submit as failed releases money that may be moving."""
     monkeypatch.setitem(executor.ON_SUBMIT, "unknown", "fail")
     assert rule_broken(TransferOnMemory, hunting(400, 30)) == "money-in-flight-held"
+
+
+def test_the_transfer_suite_catches_an_engine_that_lets_a_skip_stand_for_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 37 (a N1): an engine that counts a skipped node as done though the
+    nodes it waited for are not sends the deposit while the withdrawal is in flight. The
+    suite's oracle names it, with no help from the engine's own checks (a user's engine
+    has none)."""
+
+    def skip_stands_for_itself(self, start, memo):  # type: ignore[no-untyped-def]
+        row = self.nodes.get(start)
+        if row is not None and row.state == "skipped":
+            return True
+        return original(self, start, memo)
+
+    original = Session._settled
+    monkeypatch.setattr(Session, "_settled", skip_stands_for_itself)
+
+    class WithoutItsOwnChecks(TransferOnMemory):
+        starts = tuple(s for s in STARTS if s[0] == "a check skipped, money in flight")
+
+        def make_adapter(self, venue: Venue) -> TransferAdapter:
+            adapter = super().make_adapter(venue)
+            monkeypatch.setattr(adapter, "check", list)
+            return adapter
+
+    assert rule_broken(WithoutItsOwnChecks, hunting(20, 10)) == "after-predecessors"
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

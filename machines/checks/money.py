@@ -125,9 +125,7 @@ def _woken_early(
             continue
         entry = plans.get(n.scope, {}).get(node_name(n.key), {})
         named = sorted(set(map(str, predecessors(n.data, entry))))
-        early = [
-            p for p in named if getattr(nodes.get(node_key(n.scope, p)), "state", None) not in done
-        ]
+        early = [p for p in named if not _done_now(n.scope, p, nodes, plans, done)]
         if not early:
             early = [
                 p for p in named if not _done_by(woke[0], nodes.get(node_key(n.scope, p)), p, done)
@@ -177,6 +175,32 @@ def _gates_passed_unsaid(
                 )
                 out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (ev,)))
     return out
+
+
+def _done_now(
+    scope: str,
+    start: str,
+    nodes: Mapping[str, Entity],
+    plans: Mapping[str, Mapping[str, Any]],
+    done: frozenset[str],
+) -> bool:
+    """Whether node ``start`` of request ``scope`` is done now, a skipped node only when
+    the nodes it waited for are too, however far back: the engine wakes a node after a
+    skipped predecessor only once what that one waited for is done (outsider batch 37,
+    a N1). A done state is an end, so a node not done now was not done at the wake."""
+    seen, stack = set(), [start]
+    while stack:
+        name = stack.pop()
+        node = nodes.get(node_key(scope, name))
+        if node is None or node.state not in done:
+            return False
+        if name in seen or node.state != NodeState.SKIPPED.value:
+            seen.add(name)
+            continue
+        seen.add(name)
+        entry = plans.get(scope, {}).get(name, {})
+        stack.extend(map(str, predecessors(node.data, entry)))
+    return True
 
 
 def _done_by(

@@ -274,8 +274,9 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
     invariant(
         "after-predecessors",
         """No node is handed to the venue or the gate desk before every node it comes
-        after is done (the venue or a reconciler said completed, a planner skipped it,
-        an operator passed the gate).""",
+        after is done (the venue or a reconciler said completed, an operator passed the
+        gate, or a planner skipped it and every node that one comes after is done, however
+        far back: a skipped node leaves the plan, not its order).""",
         "transfer suite",
     ),
     invariant(

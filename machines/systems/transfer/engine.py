@@ -360,7 +360,8 @@ class TransferEngine(Driver):
 
     def skip(self, request_id: str, node: str, *, by: str, reason: str) -> NodeState:
         """The planner decided a conditional node is not needed (blocked or ready only:
-        nothing of it ran). Skipped counts as done, so its successors may wake."""
+        nothing of it ran). Skipped counts as done once what it waited for is done: its
+        successors then wake, and not before (a skip leaves the plan, not its order)."""
         detail = said(by, reason=statement(reason, "reason"))
         with self._session(request_id) as s:
             if s.request.state != RequestState.EXECUTING:

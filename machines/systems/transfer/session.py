@@ -260,7 +260,7 @@ class Session:
         return [name for name, row in self.nodes.items() if row.state == NodeState.READY]
 
     def _wake(self) -> list[str]:
-        """Wake every blocked node whose predecessors are ALL done (completed or skipped)."""
+        """Wake every blocked node whose predecessors are ALL done (``undone_predecessors``)."""
         woken = []
         for name, row in list(self.nodes.items()):
             if not self.undone_predecessors(name) and row.state == NodeState.BLOCKED:
@@ -283,9 +283,10 @@ class Session:
         return out
 
     def undone_predecessors(self, name: str) -> list[str]:
-        """The predecessors of node ``name`` that are not done (completed or skipped), by
-        its row and by its request's plan alike; ``TransferRefused`` when one of them is
-        no node of the request (a row rewritten outside the engine)."""
+        """The predecessors of node ``name`` that are not done (completed, or skipped with
+        what they waited for done: ``_settled``), by its row and by its request's plan
+        alike; ``TransferRefused`` when one of them is no node of the request (a row
+        rewritten outside the engine)."""
         entry = self.planned.get(name, {})
         after = predecessors(self.nodes[name].data, entry)
         unknown = [p for p in after if not isinstance(p, str) or p not in self.nodes]
@@ -298,13 +299,15 @@ class Session:
         return [str(p) for p in dict.fromkeys(after) if not self._settled(str(p), memo)]
 
     def _settled(self, start: str, memo: dict[str, bool]) -> bool:
-        """Whether node ``start`` is done and, unless the planner skipped it (which it may
-        do before its predecessors are done), so is every node before it, however far
-        back: under the engine a node that ran was woken after its predecessors were all
-        done, so only a row moved outside it makes them differ (outsider batch 36, b 1:
-        a forged wake and observation of a check between the withdrawal and the deposit
-        completed the check while the withdrawal was observed, and the deposit was woken
-        and sent).
+        """Whether node ``start`` is done and so is every node before it, however far back:
+        under the engine a node that ran was woken after its predecessors were all done, so
+        only a row moved outside it makes them differ (outsider batch 36, b 1: a forged wake
+        and observation of a check between the withdrawal and the deposit completed the
+        check while the withdrawal was observed, and the deposit was woken and sent). A
+        node the planner skipped, which it may do before its predecessors are done, takes
+        itself out of the plan and not the order: its successors wait for what it waited
+        for (outsider batch 37, a N1: skipping the check sent the deposit while the
+        withdrawal was observed).
         ``memo`` keeps what is known (until a node moves), so a plan is walked once; a
         loop (rows rewritten outside the engine) counts as not settled."""
         done, entered, stack = self.engine.done_states, set(), [start]
@@ -314,8 +317,8 @@ class Session:
             if name in memo:
                 stack.pop()
                 continue
-            if row is None or row.state not in done or row.state == NodeState.SKIPPED:
-                memo[name] = row is not None and row.state == NodeState.SKIPPED
+            if row is None or row.state not in done:
+                memo[name] = False
                 stack.pop()
                 continue
             before = list(
@@ -341,7 +344,8 @@ class Session:
             raise TransferRefused(
                 f"request '{self.request_id}': node '{name}' is "
                 f"{self.nodes[name].state} while its predecessor(s) {', '.join(early)} "
-                "are not done (completed or skipped): it was moved outside the engine, and "
+                "are not done (completed, or skipped with what they waited for done): it was "
+                "moved outside the engine, and "
                 "sending it could move money before theirs settled; nothing was sent, and "
                 "a person must look"
             )

@@ -159,13 +159,18 @@ class Ledger:
             )
 
     def _in_order(self, request: str, node: str, call: str) -> None:
-        """Every node ``node`` comes after is done (a skipped one stands for itself)."""
-        after = self._node(request, node).after
-        undone = {
-            n: self.nodes[(request, n)].said()
-            for n in after
-            if (request, n) in self.nodes and not self._done(request, n)
-        }
+        """Every node ``node`` comes after is done; a skipped one only when the nodes it
+        comes after are, however far back (a skip leaves the plan, not its order)."""
+        undone, seen, stack = {}, set(), list(self._node(request, node).after)
+        while stack:
+            n = stack.pop()
+            if n in seen or (request, n) not in self.nodes:
+                continue
+            seen.add(n)
+            if not self._done(request, n):
+                undone[n] = self.nodes[(request, n)].said()
+            elif self.nodes[(request, n)].word == "skipped":
+                stack.extend(self._node(request, n).after)
         if undone:
             self.broken(
                 "after-predecessors",

@@ -53,6 +53,11 @@ PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
         plan_node("manual_review", "action", False, "fx_quote", executor="gate"),
         plan_node("deposit", "action", True, "manual_review", "withdraw"),
     ],
+    "checked": [  # listed deposit first: a step reaches it before the withdrawal's answer
+        plan_node("deposit", "action", True, "review"),
+        plan_node("review", "observe", False, "withdraw"),
+        plan_node("withdraw", "action", True),
+    ],
 }
 NODES = sorted({n["name"] for plan in PLANS.values() for n in plan})
 
@@ -231,6 +236,14 @@ SCENARIOS: Mapping[str, Scenario | None] = {
             },
         ),
         then=[("complete_manual", "manual_review", {}), ("resume", "", {}), ("cancel", "", {})],
+    ),
+    "a check skipped, money in flight": Scenario(
+        "checked",
+        "executing",
+        2,
+        {("withdraw", "submit"): ["accepted"]},
+        ("executing", {"deposit": "blocked", "review": "blocked", "withdraw": "submitted"}),
+        then=[("skip", "review", {})],
     ),
     "sent work, then a failure": Scenario(
         "parallel",
