@@ -43,8 +43,10 @@ def format_page(
     out = [
         "# Definition format",
         "",
-        "A definition is one YAML file (`.yaml` or `.yml`; a `.json` export loads too) per "
-        "machine, named after the machine. This page is generated from the JSON Schema every "
+        "A definition is one YAML file (`.yaml` or `.yml`) per machine, named after the "
+        "machine; a `.json` export (`machines export`) loads too when you name its path, "
+        "while a folder of definitions (`--spec-dir`) is read for `.yaml` and `.yml` files "
+        "only. This page is generated from the JSON Schema every "
         "definition is validated against, `machine.schema.json`; an installed package keeps "
         f"it at `{schema_path}`. Unknown keys are errors.",
         "",
