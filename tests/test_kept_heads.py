@@ -5,6 +5,7 @@ on SQLite and PostgreSQL, and later legal moves are no alarm."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -94,7 +95,7 @@ def kept(victims: Victims, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     ExactlyOnce(victims.store, worker="later").run("later", lambda: 1)
     code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
     assert code == 0 and "checked against the heads of 7 entities kept in" in out, out
-    assert heads.digest(file) in out
+    assert hashlib.sha256(file.read_bytes()).hexdigest() in out
     return file
 
 
@@ -428,3 +429,51 @@ def test_a_definition_rewritten_in_the_registry_is_named(
     code, out = audit(capsys, "--from-store", victims.store.url, "--check-heads", str(file))
     assert code == 1, out
     assert "[history-kept] store 'definitions outcome': the registry held 1 versions" in out
+
+
+def test_the_digest_printed_is_of_the_heads_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 38 (a A4): ``--check-heads`` judged the file as read first and printed
+    the sha256 of the file as read after the audit. A forged file was judged (OK), the
+    genuine one put back meanwhile, and the genuine digest, the one kept apart, printed.
+    The digest is now of the very bytes judged."""
+    url = one_key_store(tmp_path)
+    genuine_file, forged_file = tmp_path / "heads.json", tmp_path / "forged.json"
+    assert audit(capsys, "--from-store", url, "--save-heads", str(genuine_file))[0] == 0
+    genuine = genuine_file.read_bytes()
+    with open_store(url) as store:
+        ExactlyOnce(store, worker="w").run("later", lambda: 2)
+    assert audit(capsys, "--from-store", url, "--save-heads", str(forged_file))[0] == 0
+    genuine_file.write_bytes(forged_file.read_bytes())
+    read = heads.load
+
+    def put_back_once_read(path: Path) -> Any:
+        kept = read(path)
+        genuine_file.write_bytes(genuine)
+        return kept
+
+    monkeypatch.setattr(heads, "load", put_back_once_read)
+    code, out = audit(capsys, "--from-store", url, "--check-heads", str(genuine_file))
+    assert code == 0, out
+    assert hashlib.sha256(forged_file.read_bytes()).hexdigest() in out, out
+    assert hashlib.sha256(genuine).hexdigest() not in out, out
+
+
+def test_saving_heads_never_writes_through_a_planted_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 38 (a A3): the heads were written to ``.NAME.PID.tmp`` opened as it
+    was, so a link planted at that name pointed the write at the store's own database,
+    which it overwrote. The temporary file is now a new one of its own (O_EXCL)."""
+    url = one_key_store(tmp_path)
+    database = Path(url.removeprefix("sqlite:///"))
+    before = database.read_bytes()
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    for pid in {os.getpid(), *range(os.getpid() - 2, os.getpid() + 3)}:
+        (folder / f".today.json.{pid}.tmp").symlink_to(database)
+    code, out = audit(capsys, "--from-store", url, "--save-heads", str(folder / "today.json"))
+    assert code == 0, out
+    assert database.read_bytes() == before
+    assert json.loads((folder / "today.json").read_text())["format"] == heads.FORMAT

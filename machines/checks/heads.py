@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import stat
+import tempfile
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -338,25 +339,20 @@ def save(path: Path, kept: Mapping[tuple[str, str], Head]) -> str:
         ],
     }
     text = json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "wb") as handle:
+    temporary: Path | None = None
+    try:  # a new file of its own (O_EXCL), never a name someone planted a link at
+        descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        temporary = Path(name)
+        with os.fdopen(descriptor, "wb") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
         raise HeadsError(f"{path}: cannot write the kept heads: {exc.strerror or exc}") from exc
     return hashlib.sha256(text).hexdigest()
-
-
-def digest(path: Path) -> str:
-    """The sha256 of the heads file at ``path``, to compare with the one kept apart."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise HeadsError(f"{path}: cannot read the kept heads: {exc.strerror or exc}") from exc
 
 
 def _as_dict(head: Head) -> dict[str, Any]:
@@ -372,12 +368,17 @@ def _as_dict(head: Head) -> dict[str, Any]:
     }
 
 
-def load(path: Path) -> dict[tuple[str, str], Head]:
-    """The heads kept in ``path``; ``HeadsError`` names what is wrong with it."""
+def load(path: Path) -> tuple[dict[tuple[str, str], Head], str]:
+    """The heads kept in ``path`` and the sha256 of the very bytes they were read from, to
+    compare with the one kept apart; ``HeadsError`` names what is wrong with the file. The
+    file is read once: a digest read again later would be of whatever is there by then
+    (outsider batch 38, a A4: a forged file was judged, the genuine one put back, and its
+    digest printed)."""
     try:
         if path.exists() and not path.is_file():
             raise HeadsError(f"{path}: not a regular file; give the heads file kept earlier")
-        document = json.loads(path.read_bytes())
+        text = path.read_bytes()
+        document = json.loads(text)
     except OSError as exc:
         raise HeadsError(f"{path}: cannot read the kept heads: {exc.strerror or exc}") from exc
     except (ValueError, RecursionError) as exc:
@@ -399,7 +400,7 @@ def load(path: Path) -> dict[tuple[str, str], Head]:
         if place in out:
             raise HeadsError(f"{path}: head {number} names {place[0]} '{place[1]}' again")
         out[place] = head
-    return out
+    return out, hashlib.sha256(text).hexdigest()
 
 
 def _head(entry: object) -> Head | None:

@@ -90,13 +90,14 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             assert url is not None
             if args.save_heads is not None:
                 heads.check_replaceable(args.save_heads)
-            against = None if args.check_heads is None else heads.load(args.check_heads)
-            if against is not None:
+            against = None
+            if args.check_heads is not None:
+                against, read_digest = heads.load(args.check_heads)
                 kept_before = sum(k[0] != heads.DEFINITIONS for k in against)
                 checked = (
                     f"checked against the heads of "
                     f"{counted(kept_before, 'entity', 'entities')} kept in {args.check_heads} "
-                    f"(sha256 {heads.digest(args.check_heads)})"
+                    f"(sha256 {read_digest})"
                 )
             found = judge_store(url, specs, against, keep_heads=args.save_heads is not None)
             breaches = found.breaches
