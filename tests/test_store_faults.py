@@ -326,3 +326,67 @@ def test_a_lost_postgres_connection_is_a_store_error_and_the_store_reconnects() 
             tx.get("outcome", "k1")
         assert store.insert("outcome", "k2")[1]
         store.close()
+
+
+def in_a_thread(call: Callable[[], object]) -> object:
+    """What ``call`` returns in a new thread, or the exception it raised."""
+    import threading
+
+    found: list[object] = []
+
+    def run() -> None:
+        try:
+            found.append(call())
+        except Exception as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def test_a_relative_path_keeps_its_file_when_the_working_directory_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outsider batch 38 (a A6): a store opened at ``sqlite:///effects.db`` opened each new
+    thread's connection relative to the working directory of that moment; after a
+    ``chdir`` beside another store the same key ran again there. The path is made
+    absolute once, at open."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    ran: list[int] = []
+    with open_store("sqlite:///effects.db") as store:
+        eo = ExactlyOnce(store)
+        assert eo.run("order-42", lambda: ran.append(1) or 1) == 1
+        open_store(f"sqlite:///{second / 'effects.db'}").close()
+        monkeypatch.chdir(second)
+        assert in_a_thread(lambda: eo.run("order-42", lambda: ran.append(2) or 2)) == 1
+        assert store.url == f"sqlite:///{first / 'effects.db'}"
+    assert ran == [1]
+
+
+def test_a_file_replaced_while_the_store_is_open_is_refused_by_a_new_connection(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 38 (a A7): the database file swapped for one without the guards, or
+    removed, while a store was open; a new thread's connection used it unchecked (or
+    SQLite made an empty one). A connection opened later refuses a file that is not the
+    one the store opened and checked, and writes nothing."""
+    path = tmp_path / "effects.db"
+    ran: list[int] = []
+    with open_store(f"sqlite:///{path}") as store:
+        eo = ExactlyOnce(store)
+        eo.run("order-42", lambda: ran.append(1) or 1)
+        (tmp_path / "other.db").write_bytes(b"")
+        os.replace(tmp_path / "other.db", path)
+        refused = in_a_thread(lambda: eo.run("order-42", lambda: ran.append(2) or 2))
+        assert isinstance(refused, StoreError), refused
+        assert "not the one this store opened and checked" in str(refused)
+        path.unlink()
+        refused = in_a_thread(lambda: eo.run("order-43", lambda: ran.append(3) or 3))
+        assert isinstance(refused, StoreError), refused
+        assert not path.exists()
+    assert ran == [1]

@@ -62,8 +62,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         *,
         read_only: bool = False,
     ) -> None:
-        self.path = str(path)
+        self.path = os.path.abspath(str(path))  # every thread's connection: this one file
         self.url = f"sqlite:///{self.path}"
+        self._file: tuple[int, int] | None = None  # the file's (device, inode) once opened
         self.read_only = read_only
         self.tampering: tuple[Difference, ...] = ()
         """How the guards differ from the generated ones (read-only stores only: a
@@ -85,6 +86,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                 else:
                     conn.execute("PRAGMA journal_mode=WAL")
                     self._ensure_schema(conn)
+            self._file = _identity(self.path)
         except sqlite3.Error as exc:
             self.close()
             raise self._fault("open it", exc) from exc
@@ -103,12 +105,25 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             conn = self._connections.keep(self._open())
         yield conn
 
+    def _require_same_file(self) -> None:
+        """``StoreError`` when the file at the store's path is no longer the one its first
+        connection opened and checked (replaced, moved or removed since): a thread's new
+        connection would otherwise write a file whose guards nobody checked, or an empty
+        one SQLite makes (outsider batch 38, a A6, A7). Opening the store again checks it."""
+        if self._file is not None and _identity(self.path) != self._file:
+            raise StoreError(
+                f"SQLite database {_shown(self.path)}: the file at this path is not the one "
+                "this store opened and checked (it was replaced, moved or removed since); "
+                "nothing was written. Open the store again, which checks its guards"
+            )
+
     def _open(self) -> sqlite3.Connection:
         """A new connection, set up; read-only stores open the file ``mode=ro`` (never
         created, never written). Something at the path that is no file or folder (a FIFO,
         a device, a socket) is refused before SQLite opens it: opening a FIFO waits for a
         writer for ever."""
         _require_file_or_nothing(self.path)
+        self._require_same_file()
         try:
             # check_same_thread=False only so that close() can close every thread's
             # connection; each connection is used by its own thread alone.
@@ -123,6 +138,11 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             raise self._fault("open it", exc) from exc
         except ValueError as exc:  # a NUL or a lone surrogate in the path
             raise StoreError(f"{_shown(self.path)!r} cannot be a file name: {exc}") from exc
+        try:
+            self._require_same_file()
+        except StoreError:
+            conn.close()
+            raise
         try:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -294,6 +314,15 @@ def _require_file_or_nothing(path: str) -> None:
                 f"SQLite database {_shown(path)}: {_shown(each)} is not a file (a FIFO, a "
                 "device or a socket); remove it, or name the store's database file"
             )
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The (device, inode) of the file at ``path``; ``None`` when there is none."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _is_directory(path: str) -> bool:
