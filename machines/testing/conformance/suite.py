@@ -47,14 +47,14 @@ transition the suite saw taken, and every probe it fired, is recorded in the sui
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from machines.errors import message_of
+from machines.errors import MachinesError, message_of
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.testing.conformance.oracle import (
@@ -92,11 +92,31 @@ MAX_ENTITIES = 3
 few, so that Hypothesis shrinks a failure to a short run (creating a fresh entity whenever
 others finish takes more transitions per run, but makes failures shrink poorly)."""
 UNKNOWN_TRIGGER = "teleport"
-"""A trigger no definition should have: the implementation must refuse it."""
+"""The trigger the suite fires that the definition lacks (``unused``: ``teleport_2`` and so
+on when it has one of that name): the implementation must refuse it."""
 STRANGER = "stranger"
-"""An actor no definition should have: the implementation must refuse every move by it."""
+"""The actor the suite fires as that the definition lacks (``unused``, as for the trigger):
+the implementation must refuse every move by it."""
+
+
+def unused(name: str, taken: Iterable[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ...: the first that is none of ``taken``. A
+    definition of the user's may have a trigger ``teleport`` or an actor ``stranger``, and
+    the suite would then probe no unknown one (outsider batch 38, c S2: a service that
+    accepted any unknown trigger and took any unknown actor for a known one passed)."""
+    names, number, found = set(taken), 1, name
+    while found in names:
+        number += 1
+        found = f"{name}_{number}"
+    return found
+
+
 DETAIL: Mapping[str, Any] = {"note": "fired by the conformance suite"}
 """The detail some moves are fired with (others with None)."""
+EVIDENCE = "the conformance suite's stand-in for the evidence this move needs"
+"""What ``detail["evidence"]`` holds when the suite fires a move its definition allows and
+asks evidence of (``evidence:``): an implementation that refuses such a move without
+evidence is safe, and is given some (outsider batch 38, c S4: one was failed for it)."""
 
 
 STATE, HISTORY, EVENT = "state", "history", "event"
@@ -139,8 +159,9 @@ class ConformanceAdapter(Adapter, Generic[Entity]):
         value, which is ignored: the suite reads the state) if it made the move; raise any
         ``Exception`` if it refused it. ``context`` is the one the entity was created
         under, for an implementation that takes it per call; ``detail`` (a JSON object or
-        None) is for one that records why a move was made. The suite fires unknown
-        triggers and actors too: refuse them."""
+        None) is for one that records why a move was made; for a move the definition
+        allows and asks evidence of (``evidence:``) it holds ``"evidence"``, a text that
+        stands in for it. The suite fires unknown triggers and actors too: refuse them."""
 
     @abc.abstractmethod
     def state(self, entity: Entity) -> str:
@@ -274,8 +295,10 @@ class ConformanceSuite(RuleBasedStateMachine):
         self._starts: list[str | None] = [None]  # None: the initial state
         if isinstance(adapter, ResumableAdapter):
             self._starts += [s for s in self.spec.states if s != self.spec.initial]
-        self.triggers = sorted({t for s in probes for t in s.triggers} | {UNKNOWN_TRIGGER})
-        self.actors = sorted({a for s in probes for a in s.actors} | {STRANGER})
+        known = {t for s in probes for t in s.triggers}
+        people = {a for s in probes for a in s.actors}
+        self.triggers = sorted(known | {unused(UNKNOWN_TRIGGER, known)})
+        self.actors = sorted(people | {unused(STRANGER, people)})
         self._declared: dict[str, list[str]] = {}
         for t in (t for s in probes for t in s.transitions):
             triggers = self._declared.setdefault(t.source, [])
@@ -367,6 +390,17 @@ class ConformanceSuite(RuleBasedStateMachine):
 
     # -- the adapter's calls --------------------------------------------------------------
 
+    def _needs_evidence(self, tracked: Tracked, trigger: str, actor: str) -> bool:
+        """Whether the move the definition allows asks evidence of (``evidence:``)."""
+        return any(
+            t.evidence is not None
+            for t in self.spec.transitions
+            if t.source == tracked.state
+            and t.trigger == trigger
+            and actor in t.actors
+            and t.admits(tracked.context)
+        )
+
     def _create(self, action: Create) -> None:
         start = self.spec.initial if action.state is None else action.state
         context = dict(action.context)
@@ -392,6 +426,10 @@ class ConformanceSuite(RuleBasedStateMachine):
         trigger, actor = action.trigger, action.actor
         expected = self.oracle.expect(tracked, trigger, actor)
         detail = None if action.detail is None else dict(action.detail)
+        if not isinstance(expected, MachinesError) and self._needs_evidence(
+            tracked, trigger, actor
+        ):
+            detail = {**(detail or {}), "evidence": EVIDENCE}
         try:
             self.adapter.fire(tracked.handle, trigger, actor, dict(tracked.context), detail)
         except Exception as error:  # user code: any exception is a refusal

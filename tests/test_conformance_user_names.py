@@ -1,0 +1,241 @@
+"""The conformance suite on a user's definition whose names, shape or rules the suite's own
+choices had not allowed for (outsider batch 38, c):
+
+- S2: a definition with a trigger ``teleport`` and an actor ``stranger`` (the suite's own
+  unknown ones) was never probed with an unknown trigger or actor: a service that accepted
+  any unknown trigger and took any unknown actor for a known one passed;
+- S5: a definition that opts out of ``all_reachable`` has an edge out of a state no run
+  reaches, and a correct service failed with a ``CoverageGap`` it could never close;
+- S4: a service that refuses a move its definition asks evidence of when fired without
+  any was failed as breaking a guarantee."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import machines
+from machines.spec import MachineSpec
+from machines.testing import ConformanceAdapter, ConformanceSuite, RuleBroken
+from machines.testing.conformance.suite import EVIDENCE, unused
+from machines.testing.profiles import hunting
+
+
+class Refused(Exception):
+    """The service refuses a move; nothing changed."""
+
+
+class TableService:
+    """A user's service written from its definition's table of moves (no guards), with the
+    two bugs ``lenient`` switches on: an unknown trigger is accepted and does nothing, an
+    unknown actor is taken for the first known one."""
+
+    def __init__(self, spec: MachineSpec, *, lenient: bool = False, proof: bool = False) -> None:
+        self.spec, self.lenient, self.proof = spec, lenient, proof
+        self.rows: list[dict[str, Any]] = []
+
+    def create(self) -> int:
+        self.rows.append({"state": self.spec.initial, "events": []})
+        return len(self.rows) - 1
+
+    def fire(self, n: int, trigger: str, actor: str, detail: Mapping[str, Any] | None) -> None:
+        row = self.rows[n]
+        if self.lenient and trigger not in self.spec.triggers:
+            return
+        if self.lenient and actor not in self.spec.actors:
+            actor = sorted(self.spec.actors)[0]
+        for t in self.spec.transitions:
+            if t.source == row["state"] and t.trigger == trigger and actor in t.actors:
+                if self.proof and t.evidence and not (detail or {}).get("evidence"):
+                    raise Refused(f"{trigger} needs its evidence: {t.evidence}")
+                seq = len(row["events"]) + 1
+                row["events"].append(
+                    {
+                        "seq": seq,
+                        "source": t.source,
+                        "trigger": trigger,
+                        "dest": t.dest,
+                        "actor": actor,
+                    }
+                )
+                row["state"] = t.dest
+                return
+        raise Refused(f"{trigger} by {actor} in {row['state']}")
+
+
+def suite_for(spec: MachineSpec, **service: bool) -> type[ConformanceSuite]:
+    class Adapter(ConformanceAdapter[int]):
+        def __init__(self) -> None:
+            self.service = TableService(spec, **service)
+
+        def create(self, context: Mapping[str, str]) -> int:
+            return self.service.create()
+
+        def fire(
+            self,
+            entity: int,
+            trigger: str,
+            actor: str,
+            context: Mapping[str, str],
+            detail: Mapping[str, Any] | None,
+        ) -> None:
+            self.service.fire(entity, trigger, actor, detail)
+
+        def state(self, entity: int) -> str:
+            state: str = self.service.rows[entity]["state"]
+            return state
+
+        def history(self, entity: int) -> Sequence[object]:
+            events: list[object] = self.service.rows[entity]["events"]
+            return events
+
+    judged_by = spec
+
+    class Suite(ConformanceSuite):
+        spec = judged_by
+
+        def make_adapter(self) -> ConformanceAdapter[int]:
+            return Adapter()
+
+    return Suite
+
+
+def definition(tmp_path: Path, name: str, **parts: Any) -> MachineSpec:
+    document = {
+        "spec_version": 1,
+        "machine": name,
+        "description": "A user's own machine.",
+        **parts,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return machines.load(path)
+
+
+def ship(tmp_path: Path) -> MachineSpec:
+    return definition(
+        tmp_path,
+        "ship",
+        initial="docked",
+        actors={
+            "stranger": {"automatic": False, "description": "A visiting captain."},
+            "crew": {"automatic": True, "description": "The crew."},
+        },
+        states={"docked": {}, "away": {}, "sunk": {"terminal": True}},
+        transitions=[
+            {
+                "trigger": "teleport",
+                "source": "docked",
+                "dest": "away",
+                "actor": "stranger",
+                "description": "Beam away.",
+            },
+            {
+                "trigger": "teleport",
+                "source": "away",
+                "dest": "docked",
+                "actor": "stranger",
+                "description": "Beam back.",
+            },
+            {
+                "trigger": "sink",
+                "source": "away",
+                "dest": "sunk",
+                "actor": "crew",
+                "description": "Sink.",
+            },
+        ],
+    )
+
+
+def test_the_unknown_names_are_ones_the_definition_lacks() -> None:
+    assert unused("teleport", ["sink"]) == "teleport"
+    assert unused("teleport", ["teleport", "teleport_2", "sink"]) == "teleport_3"
+
+
+def test_a_service_that_takes_unknown_names_fails_though_it_uses_the_suites_own(
+    tmp_path: Path,
+) -> None:
+    spec = ship(tmp_path)
+    suite_for(spec).run(hunting(30, 10))  # the correct service passes, every edge taken
+    with pytest.raises(RuleBroken) as failure:
+        suite_for(spec, lenient=True).run(hunting(30, 10), require_coverage=False)
+    assert failure.value.rule == "illegal-move-refused", failure.value
+
+
+def island(tmp_path: Path) -> MachineSpec:
+    return definition(
+        tmp_path,
+        "ticket",
+        initial="open",
+        actors={"agent": {"automatic": False, "description": "A support agent."}},
+        states={
+            "open": {},
+            "imported": {"description": "Brought in from the old system."},
+            "closed": {"terminal": True},
+        },
+        transitions=[
+            {
+                "trigger": "close",
+                "source": "open",
+                "dest": "closed",
+                "actor": "agent",
+                "description": "Close it.",
+            },
+            {
+                "trigger": "archive_close",
+                "source": "imported",
+                "dest": "closed",
+                "actor": "agent",
+                "description": "Close an imported ticket.",
+            },
+        ],
+        opt_out={"all_reachable": "Imported tickets start outside this lifecycle."},
+    )
+
+
+def test_an_edge_out_of_every_runs_reach_is_not_asked_for(tmp_path: Path) -> None:
+    spec = island(tmp_path)
+    suite = suite_for(spec)
+    suite.run(hunting(20, 6))
+    assert suite.coverage.out_of_reach(spec) == [("imported", "archive_close", "closed")]
+
+
+def proved(tmp_path: Path) -> MachineSpec:
+    return definition(
+        tmp_path,
+        "job",
+        initial="running",
+        actors={
+            "worker": {"automatic": True, "description": "The job runner."},
+            "person": {"automatic": False, "description": "Someone on call."},
+        },
+        states={"running": {}, "checking": {}, "done": {"terminal": True}},
+        transitions=[
+            {
+                "trigger": "finish",
+                "source": "running",
+                "dest": "checking",
+                "actor": "worker",
+                "evidence": "The job's result.",
+                "description": "The job ended.",
+            },
+            {
+                "trigger": "accept",
+                "source": "checking",
+                "dest": "done",
+                "actor": "person",
+                "description": "Accepted.",
+            },
+        ],
+    )
+
+
+def test_a_service_that_asks_evidence_of_a_move_is_given_some(tmp_path: Path) -> None:
+    spec = proved(tmp_path)
+    suite_for(spec, proof=True).run(hunting(20, 6))
+    assert "evidence" in EVIDENCE
