@@ -262,7 +262,12 @@ class _MemoryTransaction:
     def scope(self, machine: str, scope: str) -> list[Row]:
         spec = spec_for(self._store._specs, machine)
         scope = check_key(scope, spec.name, "scope")
-        return [r for r in self.rows(machine) if r.scope == scope]
+        held = [
+            stored
+            for (m, _), stored in self._store._rows.items()
+            if m == spec.name and stored[0].scope == scope
+        ]  # decoded only once picked: a scope is a few rows of many
+        return sorted(map(_read, held), key=lambda r: r.ordinal)
 
     def in_states(
         self, machine: str, states: Collection[str], *, limit: int, offset: int = 0
