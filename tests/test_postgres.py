@@ -366,18 +366,18 @@ def test_a_venues_answer_survives_a_race_for_the_request_row(
 
     store, other = open_store(url), open_store(url)
     engine = preparing_one_withdrawal(store, Venue())
-    derive, raced = sessions.Session._derive, []
+    move_node, raced = sessions.Session.move_node, []
 
-    def racing(self: Any) -> Any:
-        if not raced and self.nodes["x"].state == "completed":
+    def racing(self: Any, row: Any, trigger: str, *args: Any, **kwargs: Any) -> Any:
+        if not raced and trigger == "complete":  # after the session read the request
             raced.append(True)
             with other.transaction() as tx:  # another writer touches the request row
-                row = tx.get("request", "r1")
-                assert row is not None
-                tx.update(row, row.data)
-        return derive(self)
+                request = tx.get("request", "r1")
+                assert request is not None
+                tx.update(request, request.data)
+        return move_node(self, row, trigger, *args, **kwargs)
 
-    monkeypatch.setattr(sessions.Session, "_derive", racing)
+    monkeypatch.setattr(sessions.Session, "move_node", racing)
     engine.step("r1")  # preparing -> submitting, and the venue answers completed
     assert raced and engine.nodes("r1")["x"].state.value == "completed"
     store.close()
@@ -436,3 +436,64 @@ def test_a_cancel_committed_while_the_engine_marks_a_node_sent_stops_the_send(
     assert engine.nodes("r1")["x"].state.value != "submitting"
     store.close()
     other.close()
+
+
+def test_two_engines_completing_two_withdrawals_at_once_wake_the_deposit(url: str) -> None:
+    """Outsider batch 38 (b A7): at READ COMMITTED, two engines each completed one of two
+    withdrawals at the same moment; each transaction saw the other withdrawal still
+    observed, so neither woke the deposit, and neither wrote the request's row, so nothing
+    conflicted. The deposit stayed blocked for ever, the request executing with its
+    reservation held, and nothing named it. Every transaction that moves a node now
+    writes its request's row first, so the two take turns and the second wakes it."""
+    from machines.systems import TransferEngine
+
+    barrier, watching = threading.Barrier(2, timeout=10), threading.Event()
+
+    class Venue:
+        def __init__(self, mine: str) -> None:
+            self.mine = mine
+
+        def prepare(self, node: Any) -> str:
+            return "submit"
+
+        def submit(self, node: Any) -> str:
+            return "accepted"
+
+        def observe(self, node: Any) -> str:
+            if watching.is_set() and node.name == self.mine:
+                barrier.wait()
+                return "completed"
+            return "pending"
+
+    withdrawal = {"kind": "action", "has_side_effect": True, "executor": "v"}
+    plan = [
+        {"name": "w1", **withdrawal},
+        {"name": "w2", **withdrawal},
+        {"name": "deposit", **withdrawal, "after": ["w1", "w2"]},
+    ]
+    stores = [open_store(url), open_store(url)]
+    first, second = (
+        TransferEngine(s, {"v": Venue(m)}) for s, m in zip(stores, ["w1", "w2"], strict=True)
+    )
+    first.submit("t", plan)
+    first.validate("t")
+    first.request_approval("t")
+    first.approve("t", by="alice")
+    first.start("t")
+    for _ in range(3):
+        first.step("t")
+    assert {n: r.state.value for n, r in first.nodes("t").items()} == {
+        "w1": "observing",
+        "w2": "observing",
+        "deposit": "blocked",
+    }
+    watching.set()
+    race(2, lambda n: (first, second)[n].step("t"))
+    watching.clear()
+    states = {n: r.state.value for n, r in first.nodes("t").items()}
+    assert states["w1"] == states["w2"] == "completed"
+    assert states["deposit"] == "ready", states
+    first.run("t")
+    assert first.nodes("t")["deposit"].state.value == "observing"  # sent, now followed
+    for store in stores:
+        store.close()

@@ -161,6 +161,7 @@ class Session:
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
         self._recorded: dict[str, bool] = {}
         self._known_settled: dict[str, bool] = {}
+        self._held = False  # the request's row written in this transaction (hold_request)
 
     @property
     def mode(self) -> Mode:
@@ -212,6 +213,7 @@ class Session:
     ) -> Row:
         mode = self.mode
         detail = {**detail, SIDE_EFFECT: self.has_side_effect(node_name(row.key))}
+        self.hold_request()
         moved = self.tx.move(row, trigger, actor=actor, detail=detail, data=data)
         if not allowed(mode, row.state, trigger, actor):
             raise TransferRefused(
@@ -351,13 +353,19 @@ class Session:
             )
 
     def hold_request(self) -> None:
-        """Write the request's row, its data unchanged, in this transaction: a move of the
-        request that another writer committed since this session read it makes the
+        """Write the request's row, its data unchanged, once in this transaction, before
+        any node of it moves: a write of the request (a move, or another session's node
+        move) that another writer committed since this session read it makes the
         transaction ``StaleWrite``, and one made later waits for it and then finds the row
-        moved. A node is marked sent only under the request as the session read it
-        (outsider batch 35, b 6: on PostgreSQL an operator's cancel committed between the
-        read and the send, and the engine sent money for a released reservation)."""
-        self.request = self.tx.update(self.request, self.request.data)
+        written. So the sessions that move a request's nodes take turns, and each settles
+        (wakes, derives) on the nodes as the one before it left them. Outsider batch 35,
+        b 6: on PostgreSQL an operator's cancel committed between the read and the send,
+        and the engine sent money for a released reservation; batch 38, b A7: two engines
+        each completed one of two withdrawals at once, each saw the other still observed,
+        and the deposit was never woken."""
+        if not self._held:
+            self._held = True
+            self.request = self.tx.update(self.request, self.request.data)
 
     def _derive(self) -> None:
         """Apply the derived request state when it is a legal move for the derivation's
