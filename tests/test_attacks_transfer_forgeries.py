@@ -473,3 +473,17 @@ def test_b37_n1_a_wake_past_a_skipped_node_before_its_predecessor_is_done_is_nam
     }
     forge(url, "node_entities", "t/d", "ready", "wake", "planner", detail=detail)
     audit_says(url, capsys, "'planner' woke it while its predecessor(s) c were not done")
+
+
+def test_b38_a7_a_node_left_blocked_after_its_predecessors_are_done_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 38 (b A7): two engines on PostgreSQL each completed one of two
+    withdrawals at once and neither woke the deposit; the transfer stayed executing with
+    its reservation held, the deposit blocked, and the audit said OK. The engine now takes
+    turns (``hold_request``); the audit names a node of an executing request left blocked
+    while every node it comes after is done, here left so by one raw UPDATE."""
+    url = in_flight(tmp_path, FakeVenue({"w": {"observe": ["pending"]}}))
+    detail = {"by": "engine-1", "evidence": "observe() answered 'completed'"}
+    forge(url, "node_entities", "t/w", "completed", "complete", "observer", detail=detail)
+    audit_says(url, capsys, "[derivation-consistency] request 't': its node 'd' is still blocked")

@@ -443,4 +443,32 @@ def derivation_consistency(
                     f"nodes imply '{derived}' but the request is still {r.state}",
                 )
             )
+        out += _left_unwoken(node_spec, snap, r, nodes.get(r.key, []))
+    return out
+
+
+def _left_unwoken(
+    node_spec: MachineSpec, snap: Snapshot, request: Entity, nodes: Sequence[Entity]
+) -> list[Breach]:
+    """Nodes of an executing request still in their initial state while every node they
+    come after is done: the engine wakes a node in the transaction that makes the last of
+    them done, so such a node waits on nothing and nothing will wake it (outsider batch
+    38, b A7: two engines completed two withdrawals at once, and the deposit stayed
+    blocked with the request executing and its reservation held)."""
+    done = node_spec.states_tagged(DONE)
+    plans = {request.key: plan_entries(request.data)}
+    by_key = {n.key: n for n in snap.of("node") if n.scope == request.key}
+    out = []
+    for n in nodes:
+        if n.state != node_spec.initial:
+            continue
+        named = node_name(n.key)
+        after = map(str, predecessors(n.data, plans[request.key].get(named, {})))
+        if all(_done_now(request.key, p, by_key, plans, done) for p in after):
+            why = (
+                f"its node '{named}' is still {n.state} while every node it comes after is "
+                "done: the engine wakes a node as the last of them is done, so nothing will "
+                "wake it"
+            )
+            out.append(Breach("derivation-consistency", request.machine, request.key, why))
     return out

@@ -149,7 +149,8 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 """Every derived state is a legal move (or no move) from each state the
                 derivation is applied in, by the derivation's actor, under the context the
                 nodes imply; so a request that is executing has no derived decision left
-                unapplied (the engine derives after every node move).""",
+                unapplied, and no node left blocked once every node it comes after is done
+                (the engine wakes and derives after every node move).""",
                 "stored state",
                 "derivation",
                 "explorer",
