@@ -487,3 +487,21 @@ def test_b38_a7_a_node_left_blocked_after_its_predecessors_are_done_is_named(
     detail = {"by": "engine-1", "evidence": "observe() answered 'completed'"}
     forge(url, "node_entities", "t/w", "completed", "complete", "observer", detail=detail)
     audit_says(url, capsys, "[derivation-consistency] request 't': its node 'd' is still blocked")
+
+
+def test_b38_a5_a_manual_gate_is_not_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 38 (b A5): a planner's ``skip`` of a blocked manual gate passed it;
+    the deposit was sent and the request completed with nobody's action recorded, and the
+    audit said OK. The engine refuses to skip a gate, and the audit names a skipped one
+    (here skipped by one raw UPDATE)."""
+    url = three_legs_with_a_check(tmp_path, gate=True)
+    with open_store(url) as store:
+        engine = engine_for(store, FakeVenue())
+        with pytest.raises(TransferRefused, match="'manual_ok' is a manual gate"):
+            engine.skip("t", "manual_ok", by="planner-bot", reason="auto")
+        assert engine.nodes("t")["manual_ok"].state == "blocked"
+    detail = {"by": "planner-bot", "reason": "auto"}
+    forge(url, "node_entities", "t/manual_ok", "skipped", "skip", "planner", detail=detail)
+    audit_says(url, capsys, "'planner' skipped manual gate 'manual_ok'")

@@ -341,6 +341,32 @@ def test_the_transfer_suite_catches_an_engine_that_lets_a_skip_stand_for_itself(
     assert rule_broken(WithoutItsOwnChecks, hunting(20, 10)) == "after-predecessors"
 
 
+def test_the_transfer_suite_catches_an_engine_that_lets_a_planner_skip_a_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 38 (b A5): a planner's skip passed a manual gate, and the deposit
+    was sent with nobody's action recorded. The suite's oracle names the deposit handed
+    to the venue after a gate that no operator passed."""
+    from machines.systems.transfer.policy import PLANNER
+    from machines.systems.transfer.session import said
+
+    def skips_anything(self, request_id, node, *, by, reason):  # type: ignore[no-untyped-def]
+        with self._session(request_id) as s:
+            s.move_node(s.node(node), "skip", PLANNER, said(by, reason=reason))
+
+    monkeypatch.setattr(TransferEngine, "skip", skips_anything)
+
+    class WithoutItsOwnChecks(TransferOnMemory):
+        starts = tuple(s for s in STARTS if s[0] == "a gate not yet reached")
+
+        def make_adapter(self, venue: Venue) -> TransferAdapter:
+            adapter = super().make_adapter(venue)
+            monkeypatch.setattr(adapter, "check", list)
+            return adapter
+
+    assert rule_broken(WithoutItsOwnChecks, hunting(20, 10)) == "after-predecessors"
+
+
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_each_transfer_scenario_reaches_its_corner_on_the_reference_engine(scenario: str) -> None:
     """The scenarios are how the transfer suite reaches deep corners every run; if the

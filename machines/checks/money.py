@@ -164,6 +164,13 @@ def _gates_passed_unsaid(
             continue
         for j in judged[n.key]:
             ev = j.event
+            if ev.dest == NodeState.SKIPPED.value and not j.migration:
+                why = (
+                    f"'{ev.actor}' skipped manual gate {label!r}: a gate is passed only by "
+                    "an operator's complete_manual, and a skip passes it with nobody's action"
+                )
+                out.append(Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (ev,)))
+                continue
             moved_on = ev.source == ready and ev.dest in node_spec.states
             if not moved_on or node_spec.states[ev.dest].terminal or j.migration:
                 continue

@@ -276,7 +276,8 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         """No node is handed to the venue or the gate desk before every node it comes
         after is done (the venue or a reconciler said completed, an operator passed the
         gate, or a planner skipped it and every node that one comes after is done, however
-        far back: a skipped node leaves the plan, not its order).""",
+        far back: a skipped node leaves the plan, not its order; a skipped manual gate is
+        not done, since only an operator passes one).""",
         "transfer suite",
     ),
     invariant(

@@ -381,6 +381,8 @@ class Engine:
             s.move_node(node, s.node(node), "retry", "executor")
 
     def skip(self, request_id: str, *, node: str, by: str, reason: str) -> None:
+        if node.startswith("manual_"):
+            raise Refused(f"{node} is a manual gate: only an operator passes it")
         with self.session(request_id) as s:
             if s.request.state != "executing":
                 raise Refused(f"request {request_id} is {s.request.state}")

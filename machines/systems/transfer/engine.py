@@ -363,6 +363,13 @@ class TransferEngine(Driver):
         nothing of it ran). Skipped counts as done once what it waited for is done: its
         successors then wake, and not before (a skip leaves the plan, not its order)."""
         detail = said(by, reason=statement(reason, "reason"))
+        node = required(node, "node")
+        if node.startswith(self.manual_prefix):
+            raise TransferRefused(
+                f"'{node}' is a manual gate: only an operator passes it (complete_manual), "
+                "and a skip would pass it with nobody's action recorded; cancel the request "
+                "if the gate is not wanted"
+            )
         with self._session(request_id) as s:
             if s.request.state != RequestState.EXECUTING:
                 raise TransferRefused(

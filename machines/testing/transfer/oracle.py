@@ -179,7 +179,12 @@ class Ledger:
             )
 
     def _done(self, request: str, node: str) -> bool:
-        return self.nodes[(request, node)].word in DONE_WORDS
+        """The node's last word is done; a manual gate's only when an operator passed it
+        (a skip passes a gate with nobody's action)."""
+        watch = self.nodes[(request, node)]
+        if watch.gate and watch.word == "skipped":
+            return False
+        return watch.word in DONE_WORDS
 
     def gate_passed(self, request: str, node: str) -> bool:
         """Whether an operator's complete_manual for gate ``node`` was asked and not refused."""

@@ -235,7 +235,11 @@ SCENARIOS: Mapping[str, Scenario | None] = {
                 "deposit": "blocked",
             },
         ),
-        then=[("complete_manual", "manual_review", {}), ("resume", "", {}), ("cancel", "", {})],
+        then=[
+            ("complete_manual", "manual_review", {}),
+            ("resume", "", {}),
+            ("cancel", "", {}),
+        ],
     ),
     "a check skipped, money in flight": Scenario(
         "checked",
@@ -244,6 +248,22 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         {("withdraw", "submit"): ["accepted"]},
         ("executing", {"deposit": "blocked", "review": "blocked", "withdraw": "submitted"}),
         then=[("skip", "review", {})],
+    ),
+    "a gate not yet reached": Scenario(
+        "branching",
+        "executing",
+        2,
+        {("fx_quote", "observe"): ["pending", "pending"]},
+        (
+            "executing",
+            {
+                "fx_quote": "observing",
+                "withdraw": "submitted",
+                "manual_review": "blocked",
+                "deposit": "blocked",
+            },
+        ),
+        then=[("skip", "manual_review", {})],
     ),
     "sent work, then a failure": Scenario(
         "parallel",
