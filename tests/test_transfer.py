@@ -1053,3 +1053,35 @@ def test_a_node_in_a_state_of_the_owners_is_a_typed_error(tmp_path: Path) -> Non
         tx.move(row, "hold", actor="operator")
     with pytest.raises(TransferError, match="node 'b' of request 'r1' is in 'on_hold'"):
         engine.nodes("r1")
+
+
+class LyingId(str):
+    """A request id whose formatting, text and equality are not its characters."""
+
+    def __format__(self, spec: str) -> str:
+        return "victim"
+
+    def __str__(self) -> str:
+        raise RuntimeError("boom")
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 1
+
+
+def test_a_request_id_is_used_as_the_text_it_holds(store: Store) -> None:
+    """Outsider batch 38 (b A4): a ``str`` subclass id whose ``__format__`` said another
+    name made the request ``r`` with its node under ``victim/w``: ``r`` was refused ever
+    after, ``victim`` could never be submitted, and the audit called the engine's own write
+    a forgery; one whose ``__str__`` raised ended ``request()`` in a raw error."""
+    engine = engine_for(store, FakeVenue())
+    plan = [node("w", "action", True)]
+    assert engine.submit(LyingId("r"), plan) == RequestState.RECEIVED
+    assert engine.validate("r") == RequestState.VALIDATED
+    assert engine.request(LyingId("r")).key == "r"
+    assert [n.request_id for n in engine.nodes(LyingId("r")).values()] == ["r"]
+    assert engine.submit("victim", plan) == RequestState.RECEIVED
+    with store.transaction() as tx:
+        assert sorted(row.key for row in tx.rows("node")) == ["r/w", "victim/w"]

@@ -81,7 +81,7 @@ class Driver:
     def _session(self, request_id: str) -> Iterator[Session]:
         """One transaction over a request and its nodes; it settles (wakes, frontier,
         derivation) before committing, and fires the callbacks after the commit."""
-        required(request_id, "request_id")
+        request_id = required(request_id, "request_id")  # the checked text is what is used
         with self.store.transaction() as tx:
             session = Session(self, tx, request_id)
             yield session
@@ -94,7 +94,7 @@ class Driver:
 
     def _session_read(self, request_id: str) -> Session:
         """A request and its nodes as one transaction read them (nothing written)."""
-        required(request_id, "request_id")
+        request_id = required(request_id, "request_id")
         with self.store.transaction() as tx:
             return Session(self, tx, request_id)
 

@@ -161,6 +161,7 @@ class TransferEngine(Driver):
 
     def nodes(self, request_id: str) -> dict[str, PlanNode]:
         """The request's nodes by name, in plan order."""
+        request_id = required(request_id, "request_id")
         return {
             name: PlanNode.of(request_id, row) for name, row in self._read(request_id)[1].items()
         }
@@ -175,7 +176,7 @@ class TransferEngine(Driver):
     def guard_context(self, request_id: str) -> dict[str, str]:
         """The context the request's next move is judged under: its own, with what its
         nodes imply now (``side_effects``), as every request move of the engine uses it."""
-        required(request_id, "request_id")
+        request_id = required(request_id, "request_id")
         with self.store.transaction() as tx:
             session = Session(self, tx, request_id)
             return {**session.request.context, **self.deriver.context(session.signature())}
@@ -194,6 +195,7 @@ class TransferEngine(Driver):
         """Record the request (received, reservation held) and its nodes (blocked) in one
         transaction, after validating the whole plan. Submitting the same plan again is a
         no-op; a different plan under the same id is a ``PlanError``."""
+        request_id = required(request_id, "request_id")  # the checked text is what is used
         nodes = self._validate_plan(request_id, plan)
         with self.store.transaction() as tx:
             data = {"plan": nodes, "reservation": "held", "current_frontier": []}
@@ -329,6 +331,7 @@ class TransferEngine(Driver):
         sends the transaction at once. Refused while the request is not executing
         unhindered (a node failed: the next step abandons the unsent node). ``seen``: the
         node's version the signer signed (``StaleWrite`` if it moved since)."""
+        request_id = required(request_id, "request_id")
         seen = arguments.seen(seen, "sign: seen")
         with self._session(request_id) as s:
             row = arguments.unchanged(s.node(node), seen)

@@ -83,8 +83,10 @@ def recorded_side_effect(history: Iterable[TransitionEvent]) -> bool:
 
 def node_key(request_id: str, name: str) -> str:
     """The store key of a request's node: the node's name, which no write to its data can
-    change, read back by ``node_name``."""
-    return f"{request_id}/{name}"
+    change, read back by ``node_name``. Built from the texts themselves: a ``str``
+    subclass's own ``__format__`` could name another request's node (outsider batch 38,
+    b A4)."""
+    return str.__str__(request_id) + "/" + str.__str__(name)
 
 
 def node_name(key: str) -> str:
