@@ -505,3 +505,48 @@ def test_b38_a5_a_manual_gate_is_not_skipped(
     detail = {"by": "planner-bot", "reason": "auto"}
     forge(url, "node_entities", "t/manual_ok", "skipped", "skip", "planner", detail=detail)
     audit_says(url, capsys, "'planner' skipped manual gate 'manual_ok'")
+
+
+def test_b38_a6_a_late_answer_after_a_reconciliation_is_raised_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 38 (b A6): a submit call that stayed out past the timeout; another
+    engine declared the node unknown, a reconciler failed it (the reservation released),
+    and then the venue answered completed. The answer is raised to whoever called step,
+    and the error no longer claims that the audit names the (legitimate) reconciliation."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    release, now = threading.Event(), [1000.0]
+
+    class Slow(FakeVenue):
+        def submit(self, node: Any) -> str:
+            release.wait(10)
+            return "completed"
+
+    with open_store(url) as store:
+        slow = engine_for(store, Slow(), clock=lambda: now[0], submit_timeout=60)
+        other = engine_for(store, FakeVenue(), clock=lambda: now[0], submit_timeout=60)
+        executing(slow, "t", [node("w", "action", True)])
+        slow.step("t")  # ready -> preparing
+        raised: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                slow.step("t")
+            except TransferRefused as error:
+                raised.append(error)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        while slow.nodes("t")["w"].state != "submitting":
+            release.wait(0.01)
+        now[0] += 61
+        other.step("t")
+        other.reconcile("t", "w", "failed", by="recon", note="the venue shows nothing yet")
+        assert other.request("t").data["reservation"] == "released"
+        release.set()
+        sender.join()
+    assert len(raised) == 1, raised
+    assert "recorded anywhere but in this error" in str(raised[0])
+    assert "names the move)" not in str(raised[0])

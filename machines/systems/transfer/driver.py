@@ -333,8 +333,10 @@ class Driver:
         raise TransferRefused(
             f"request '{request_id}': node '{row.data.get('name')}': the venue's answer "
             f"({trigger}, to {dest}) says money may have moved, but the node was moved to "
-            f"'{now.state}' meanwhile, which says none did: the answer is not recorded; a "
-            "person must look (machines audit --from-store names the move)"
+            f"'{now.state}' meanwhile, which says none did: the answer is not recorded "
+            "anywhere but in this error, so log it; a person must look, with the venue's "
+            "records (a person's reconciliation made on them too early is recorded as such; "
+            "a move written outside the engine, machines audit --from-store names)"
         )
 
 
