@@ -550,3 +550,36 @@ def test_b38_a6_a_late_answer_after_a_reconciliation_is_raised_and_says_so(
     assert len(raised) == 1, raised
     assert "recorded anywhere but in this error" in str(raised[0])
     assert "names the move)" not in str(raised[0])
+
+
+def test_b38_a1_a_plan_rewritten_after_the_start_is_refused_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 38 (b A1): with the withdrawal sent, the deposit's predecessors were
+    taken out of the request's plan and every node row together, by writes of data alone;
+    the rows matched the plan, the engine woke and sent the deposit while the withdrawal
+    was observed, and the audit said OK. The start records the plan's digest; a plan with
+    another one stops the engine for that request, and the audit names it."""
+    venue = FakeVenue({"w": {"observe": ["pending"] * 5}})
+    url = in_flight(tmp_path, venue, steps=2)
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as raw:
+        (data,) = raw.execute("SELECT data FROM request_entities WHERE key = 't'").fetchone()
+        request = json.loads(data)
+        request["plan"][1]["after"] = []
+        raw.execute(
+            "UPDATE request_entities SET data = ?, version = version + 1 WHERE key = 't'",
+            (json.dumps(request),),
+        )
+        for key, data in raw.execute("SELECT key, data FROM node_entities").fetchall():
+            row = {**json.loads(data), "predecessors": [], "successors": []}
+            raw.execute(
+                "UPDATE node_entities SET data = ?, version = version + 1 WHERE key = ?",
+                (json.dumps(row), key),
+            )
+    with open_store(url) as store:
+        engine = engine_for(store, venue)
+        with pytest.raises(TransferRefused, match="not the one it started with"):
+            engine.run("t", max_steps=5)
+        assert ("submit", "d") not in venue.calls
+    audit_says(url, capsys, "[no-auto-terminal-money-in-flight] request 't': its plan is not")

@@ -25,10 +25,12 @@ from machines.systems.transfer.plans import (
     DONE_BY,
     node_key,
     node_name,
+    plan_digest,
     plan_entries,
     predecessors,
     recorded_side_effect,
     row_differences,
+    started_plan,
 )
 from machines.systems.transfer.session import Entering
 
@@ -138,6 +140,25 @@ def _woken_early(
             )
             breach = Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (woke[0],))
             out.append(breach)
+    return out
+
+
+def _plans_rewritten(snap: Snapshot) -> list[Breach]:
+    """Requests whose stored plan is not the one their start recorded (``PLAN_DIGEST``):
+    from the start on the engine never changes a plan, so one with another digest was
+    rewritten outside it, and the order its nodes wait in with it (outsider batch 38, b A1:
+    the deposit's predecessors, taken out of the plan and the rows together, let it go
+    while the withdrawal was observed)."""
+    out = []
+    for r in snap.of("request"):
+        started = started_plan(r.history)
+        if started and started != plan_digest(r.data.get("plan")):
+            why = (
+                "its plan is not the one it started with (its start recorded another "
+                "digest): it was changed outside the engine, and the order its nodes wait "
+                "in may have been with it"
+            )
+            out.append(Breach("no-auto-terminal-money-in-flight", r.machine, r.key, why))
     return out
 
 
@@ -273,6 +294,7 @@ def no_auto_terminal_money_in_flight(
     prefix = None if derivation is None else derivation.manual_prefix
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     out += _nodes_not_planned(snap, plans)
+    out += _plans_rewritten(snap)
     out += _reservations_recorded(request_spec, snap)
     node_events = {n.key: events_judged(node_spec, snap, n) for n in snap.of("node")}
     out += _woken_early(node_spec, snap, plans, node_events)
@@ -467,10 +489,11 @@ def _left_unwoken(
     by_key = {n.key: n for n in snap.of("node") if n.scope == request.key}
     out = []
     for n in nodes:
-        if n.state != node_spec.initial:
-            continue
         named = node_name(n.key)
-        after = map(str, predecessors(n.data, plans[request.key].get(named, {})))
+        entry = plans[request.key].get(named)
+        if n.state != node_spec.initial or entry is None:
+            continue  # a node its request's plan does not name is judged elsewhere
+        after = map(str, predecessors(n.data, entry))
         if all(_done_now(request.key, p, by_key, plans, done) for p in after):
             why = (
                 f"its node '{named}' is still {n.state} while every node it comes after is "

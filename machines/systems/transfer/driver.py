@@ -21,7 +21,7 @@ from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState
 from machines.spec.vocabulary import EFFECT_STARTED
-from machines.store.records import Row, StaleWrite, Store
+from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems.transfer.errors import (
     CallbackFailed,
     TransferConfigError,
@@ -36,7 +36,7 @@ from machines.systems.transfer.executor import (
     Reply,
     ask,
 )
-from machines.systems.transfer.plans import node_name
+from machines.systems.transfer.plans import node_name, started_plan
 from machines.systems.transfer.policy import (
     EXECUTOR,
     OBSERVER,
@@ -46,6 +46,7 @@ from machines.systems.transfer.policy import (
     request_mode,
 )
 from machines.systems.transfer.session import (
+    REQUEST,
     Callback,
     Entering,
     Movement,
@@ -53,6 +54,9 @@ from machines.systems.transfer.session import (
     required,
     said,
 )
+
+STARTED_PLANS_KEPT = 10_000
+"""How many requests' start digests an engine keeps read (the oldest read is let go)."""
 
 APPLY_ATTEMPTS = 5
 """How often a node move is made again when its session lost a race for the request row
@@ -74,8 +78,24 @@ class Driver:
     done_states: frozenset[str]
     entering: Entering
     manual_prefix: str
+    _started_plans: dict[str, str]
 
     # -- transactions -----------------------------------------------------------------------
+
+    def started_plan(self, tx: Transaction, request: Row) -> str | None:
+        """The plan digest ``request``'s start recorded, read from its history once it has
+        one and kept (a history is append-only; at most ``STARTED_PLANS_KEPT`` of them)."""
+        known = self._started_plans.get(request.key)
+        if known is not None:
+            return known
+        if not request.moves:
+            return None
+        found = started_plan(tx.history(REQUEST, request.key))
+        if found is not None:
+            if len(self._started_plans) >= STARTED_PLANS_KEPT:
+                self._started_plans.pop(next(iter(self._started_plans)))
+            self._started_plans[request.key] = found
+        return found
 
     @contextmanager
     def _session(self, request_id: str) -> Iterator[Session]:

@@ -55,8 +55,10 @@ from machines.systems.transfer.errors import PlanError, TransferConfigError, Tra
 from machines.systems.transfer.executor import Executor, PlanNode, check_executors
 from machines.systems.transfer.plans import (
     APPROVED_BY,
+    PLAN_DIGEST,
     node_key,
     node_rows,
+    plan_digest,
     transfer_version,
     validate_plan,
 )
@@ -140,6 +142,7 @@ class TransferEngine(Driver):
             raise TransferConfigError(
                 f"callbacks must map event names to functions, not {describe(callbacks)}"
             )
+        self._started_plans = {}
         self.submit_timeout = arguments.seconds(submit_timeout, "submit_timeout")
         arguments.optional_text(engine_id, "engine_id")
         self.store = store
@@ -269,7 +272,10 @@ class TransferEngine(Driver):
     def start(self, request_id: str) -> RequestState:
         """approved -> executing; the nodes without predecessors wake in the same
         transaction and ``frontier_advanced`` fires."""
-        return self._request_move(request_id, "start", {"by": self.engine_id})
+        with self._session(request_id) as s:
+            detail = {"by": self.engine_id, PLAN_DIGEST: plan_digest(s.request.data.get("plan"))}
+            s.move_request("start", REQUEST_CALLS["start"], detail)
+        return RequestState(s.request.state)
 
     def cancel(
         self, request_id: str, *, by: str, reason: str = "", seen: int | None = None

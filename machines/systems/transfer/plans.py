@@ -12,6 +12,8 @@ and names values by a short safe description.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -74,6 +76,31 @@ it done: ``{name: [seq, at]}``, its number and the time the store gave it. Nobod
 it before that event exists (its time is the store's clock at the move), so the audit
 judges a wake by it after the predecessor is done as well as before (outsider batch 35,
 b 1: a wake forged while the withdrawal was observed went unnamed once it completed)."""
+
+
+PLAN_DIGEST = "plan_digest"
+"""The field of a request's ``start`` move naming the sha256 of its plan as it was then
+(``plan_digest``): from the start on, the plan is fixed, and a plan that no longer has that
+digest was rewritten outside the engine, which then acts on none of the request's nodes and
+the audit names it (outsider batch 38, b A1: the plan's and the rows' predecessors, rewritten
+together after the withdrawal was sent, let the deposit go while the withdrawal was
+observed)."""
+
+
+def plan_digest(plan: object) -> str:
+    """The sha256 of ``plan`` (a request's stored ``data["plan"]``) as canonical JSON."""
+    text = json.dumps(plan, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def started_plan(history: Iterable[TransitionEvent]) -> str | None:
+    """The plan digest a request's ``start`` recorded (``PLAN_DIGEST``); ``""`` when it
+    started before starts recorded one, None before it started."""
+    for event in history:
+        if event.trigger == "start":
+            recorded = (event.detail or {}).get(PLAN_DIGEST)
+            return recorded if isinstance(recorded, str) else ""
+    return None
 
 
 def recorded_side_effect(history: Iterable[TransitionEvent]) -> bool:

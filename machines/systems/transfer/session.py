@@ -33,6 +33,7 @@ from machines.systems.transfer.plans import (
     SIDE_EFFECT,
     node_key,
     node_name,
+    plan_digest,
     plan_entries,
     predecessors,
     recorded_side_effect,
@@ -89,6 +90,9 @@ class Rules(Protocol):
     done_states: frozenset[str]
     entering: Entering
     engine_id: str
+
+    def started_plan(self, tx: Transaction, request: Row) -> str | None:
+        """The plan digest ``request``'s start recorded (``plans.started_plan``)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,13 @@ class Session:
         if request is None:
             raise UnknownTransfer(f"no transfer request '{request_id}'")
         self.request = request
+        started = engine.started_plan(tx, request)
+        if started and started != plan_digest(request.data.get("plan")):
+            raise TransferRefused(
+                f"request '{request_id}': its plan is not the one it started with (the start "
+                "recorded another digest): it was changed outside the engine; the engine acts "
+                "on no node of this request until it is put back (machines audit names it)"
+            )
         self.planned = plan_entries(request.data)
         """The request's plan by node name: the engine never changes a stored plan."""
         self.nodes = _planned_nodes(
