@@ -371,3 +371,28 @@ def test_a_proxy_is_named_by_its_address_only(
         main(["desk", store, "--accounts", str(accounts), "--proxy", "10.0.0.7, 10.1.0.0/16"]) == 0
     )
     assert len(served) == 1
+
+
+def test_pending_runs_without_the_desks_web_server(tmp_path: Path) -> None:
+    """Outsider batch 38 (c C2): ``machines pending`` imported the desk's web app, so
+    without the ``desk`` extra (Starlette) it ended in a raw ``ModuleNotFoundError`` on every
+    store, and ``--format json`` printed no JSON. It needs no web server."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path}/store.db"
+    with open_store(url) as store:
+        row = store.insert("outcome", "k")[0]
+        store.move(row, "park", actor="worker", detail={"evidence": "lease expired"})
+    blocked = (
+        "import sys; sys.modules.update(starlette=None, uvicorn=None, itsdangerous=None); "
+        "from machines.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", blocked, "pending", url, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert [p["key"] for p in json.loads(ran.stdout)["pending"]] == ["k"]

@@ -31,9 +31,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
-    from machines.desk.app import pending_entry
     from machines.desk.serving import opened
-    from machines.desk.waiting import counts, waiting
+    from machines.desk.waiting import counts, pending_entry, waiting
     from machines.store.integrity import guards_report, tampered
     from machines.store.records import shown_url
 

@@ -53,6 +53,7 @@ from machines.desk.waiting import (
     DeskError,
     counts,
     page_version,
+    pending_entry,
     waiting,
     waiting_states,
 )
@@ -438,18 +439,6 @@ def _stamp(path: Path) -> tuple[int, ...]:
     except OSError:
         return ()
     return (found.st_ino, found.st_mtime_ns, found.st_size, found.st_ctime_ns)
-
-
-def pending_entry(w: Any) -> dict[str, Any]:
-    """One waiting entity as the API and ``machines pending --format json`` give it."""
-    return {
-        "machine": w.machine,
-        "key": w.row.key,
-        "state": w.row.state,
-        "version": w.version,
-        "waited_seconds": round(w.seconds, 3),
-        "context": dict(w.row.context),
-    }
 
 
 def _to_login() -> Response:

@@ -81,6 +81,19 @@ class Waiting:
     version: int
 
 
+def pending_entry(w: Waiting) -> dict[str, object]:
+    """One waiting entity as the desk's API and ``machines pending --format json`` give
+    it (here, so that ``machines pending`` runs without the desk's web server installed)."""
+    return {
+        "machine": w.machine,
+        "key": w.row.key,
+        "state": w.row.state,
+        "version": w.version,
+        "waited_seconds": round(w.seconds, 3),
+        "context": dict(w.row.context),
+    }
+
+
 @dataclass(frozen=True)
 class Count:
     machine: str
