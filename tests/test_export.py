@@ -359,3 +359,33 @@ def test_typed_names_make_a_trigger_typo_a_mypy_error(tmp_path: Path) -> None:
         [sys.executable, str(tmp_path / "good.py")], cwd=tmp_path, capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr
+
+
+def test_a_keyword_trigger_and_its_underscored_name_get_a_method_each(tmp_path: Path) -> None:
+    """Outsider batch 38 (c E2): triggers ``class`` and ``class_`` both became the method
+    ``class_``: the second shadowed the first (mypy: no-redef), and ``class`` had none.
+    Each trigger has a method of its own, and each method fires its own trigger."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "spec_version: 1\nmachine: m\ndescription: A machine.\ninitial: a\n"
+        "actors:\n  bot: {automatic: true, description: A bot.}\n"
+        "states:\n  a: {}\n  b: {terminal: true}\n"
+        "transitions:\n"
+        "  - {trigger: class, source: a, dest: b, actor: bot, description: One.}\n"
+        "  - {trigger: class_, source: a, dest: b, actor: bot, description: Two.}\n",
+        encoding="utf-8",
+    )
+    text = export(machines.load(path), "python")
+    assert text.count("    def class__(") == 1 and text.count("    def class_(") == 1, text
+    namespace: dict[str, Any] = {}
+    exec(compile(text, "m_names.py", "exec"), namespace)
+    fired: list[str] = []
+
+    class Recording:
+        def trigger(self, trigger: str, **_: Any) -> None:
+            fired.append(str(trigger))
+
+    m = namespace["M"](Recording())
+    m.class__(actor="bot")
+    m.class_(actor="bot")
+    assert fired == ["class", "class_"]

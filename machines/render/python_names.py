@@ -52,10 +52,11 @@ def python_names(spec: MachineSpec) -> str:
         f"    def state(self) -> {stem}State:",
         f"        return {stem}State(self.machine.state)",
     ]
+    methods = _methods(sorted(spec.triggers))
     for trigger in sorted(spec.triggers):
         out += [
             "",
-            f"    def {_method(trigger)}(",
+            f"    def {methods[trigger]}(",
             "        self,",
             "        *,",
             f"        actor: {stem}Actor,",
@@ -83,8 +84,21 @@ def _member(name: str) -> str:
     return name.upper()
 
 
-def _method(trigger: str) -> str:
-    """A trigger as a method name: a Python keyword gets a trailing underscore."""
-    return (
-        f"{trigger}_" if keyword.iskeyword(trigger) or trigger in ("state", "machine") else trigger
-    )
+def _methods(triggers: list[str]) -> dict[str, str]:
+    """Each trigger's method name: its own, or, for a Python keyword or a name the class
+    already has, the name with underscores added until no other trigger's method has it
+    (triggers ``class`` and ``class_`` are ``class__`` and ``class_``: outsider batch 38,
+    c E2, where both were ``class_`` and one shadowed the other)."""
+    taken = {"state", "machine"}
+    plain = [t for t in triggers if not keyword.iskeyword(t) and t not in taken]
+    names = {t: t for t in plain}
+    taken |= set(plain)
+    for trigger in triggers:
+        if trigger in names:
+            continue
+        name = f"{trigger}_"
+        while name in taken:
+            name += "_"
+        names[trigger] = name
+        taken.add(name)
+    return names
