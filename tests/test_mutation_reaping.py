@@ -193,3 +193,30 @@ def test_an_action_asked_for_while_the_orphans_are_ended_waits_for_them(
     reaping.when_ended(lambda: order.append("copy removed"))
     thread.join(10)
     assert order == ["orphans ended", "copy removed"]
+
+
+def test_sigterm_to_the_catalogs_mutate_removes_its_copy(tmp_path: Path) -> None:
+    """Outsider batch 38 (c U3): ``machines mutate`` with the bundled catalog handled
+    Ctrl-C but not SIGTERM (what a cancelled CI job sends): it ended at once and left the
+    mutant's temporary copy of the definitions in $TMPDIR. SIGTERM now ends it as Ctrl-C."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temporary)}
+    env.pop("MACHINES_SPEC_DIR", None)
+    ids = ["outcome-auto-exit-indeterminate", "outcome-reclaim-by-worker", "outcome-terminal-exit"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "machines", "mutate", *ids],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not list(temporary.glob("mutant-*")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(temporary.glob("mutant-*")), "no mutant's copy was made"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, (process.returncode, err.decode()[-2000:])
+    assert list(temporary.iterdir()) == [], "the mutant's copy was left behind"
+    assert b"Traceback" not in err, err.decode()[-2000:]

@@ -12,6 +12,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tabulate import tabulate
@@ -124,7 +126,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         if not found.bundled and not _bundled_folder(found.spec_dir):
             args.spec_dir = found.spec_dir
     if args.spec_dir is not None:
-        return _run_yours(args)
+        with _ending_as_interrupt():
+            return _mutate_yours(args)
     for given, option in (
         (args.timeout is not None, "--timeout"),
         (args.only, "--only"),
@@ -134,7 +137,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     ):
         if given:
             raise InvalidArgument(f"{option} is for your own definitions: give --spec-dir DIR")
-    return _run_catalog(args)
+    with _ending_as_interrupt():  # the mutant's temporary copy is removed on the way out
+        return _run_catalog(args)
 
 
 def _bundled_folder(folder: Path) -> bool:
@@ -200,14 +204,17 @@ ENDING = (signal.SIGTERM, signal.SIGHUP)
 closed terminal or SSH session sends."""
 
 
-def _run_yours(args: argparse.Namespace) -> int:
-    """Under SIGTERM or SIGHUP as under Ctrl-C: the command's processes are ended and
-    the temporary copy removed before mutate exits."""
+@contextmanager
+def _ending_as_interrupt() -> Iterator[None]:
+    """Under SIGTERM or SIGHUP as under Ctrl-C: the command's processes are ended and the
+    temporary copy removed before mutate exits, with your tests or the catalog's (batch 38,
+    c U3: the catalog left its mutant's copy in the temporary folder)."""
     if threading.current_thread() is not threading.main_thread():
-        return _mutate_yours(args)  # only the main thread may set a signal handler
+        yield  # only the main thread may set a signal handler
+        return
     previous = {number: signal.signal(number, _interrupt) for number in ENDING}
     try:
-        return _mutate_yours(args)
+        yield
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
