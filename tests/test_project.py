@@ -261,6 +261,11 @@ def test_mutate_with_a_test_command_mutates_the_projects_definitions(
     assert main(["mutate", "--list", "--only", "refund.yaml:*:drop-transition:*"]) == 0
     chosen = capsys.readouterr().out.splitlines()
     assert chosen[:-1] and all(":drop-transition:" in line for line in chosen[:-1]), chosen
+    # outsider batch 38 (c U3 note): a bare mutate in a project ran the bundled catalog
+    assert main(["mutate"]) == 2
+    said = capsys.readouterr().err
+    assert "their mutants are judged by your own tests" in said, said
+    assert "outcome-auto-exit-indeterminate" not in said
 
 
 def test_init_writes_a_machine_that_checks_clean_and_a_test_that_passes(

@@ -125,6 +125,15 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         found = definitions_dir(None)
         if not found.bundled and not _bundled_folder(found.spec_dir):
             args.spec_dir = found.spec_dir
+    elif args.spec_dir is None and not args.ids:
+        found = definitions_dir(None)
+        if not found.bundled and not _bundled_folder(found.spec_dir):
+            raise InvalidArgument(
+                f"this project's definitions are in {found.spec_dir}; their mutants are "
+                "judged by your own tests: give the command after --, e.g. machines mutate "
+                "-- python -m pytest -q (the bundled catalog runs on this package's own "
+                "definitions: name its mutations to run them)"
+            )
     if args.spec_dir is not None:
         with _ending_as_interrupt():
             return _mutate_yours(args)
