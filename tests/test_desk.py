@@ -851,3 +851,22 @@ def test_signing_out_from_an_older_tab_ends_the_session(desk: Desk) -> None:
         other = desk.client()
         other.cookies.set(COOKIE, stale)
         assert 'id="person">' not in other.get("/").text
+
+
+def test_a_running_desk_refuses_an_accounts_file_with_a_role_that_is_no_person(
+    desk: Desk,
+) -> None:
+    """Outsider batch 38 (c K3): an accounts file rewritten while the desk served, giving an
+    account a role that is no person (an automatic actor, or none at all), let it sign in;
+    the desk refuses such a file at start. A running desk reads it as holding no account
+    (fail closed) until it is fixed."""
+    client = desk.client()
+    assert client.post("/api/token", json={"name": "olga", "password": PASSWORD}).status_code == 200
+    document = json.loads(desk.accounts.read_text(encoding="utf-8"))
+    document["accounts"]["olga"]["roles"] = ["worker"]  # the sweeper: an automatic actor
+    desk.accounts.write_text(json.dumps(document), encoding="utf-8")
+    refused = client.post("/api/token", json={"name": "olga", "password": PASSWORD})
+    assert refused.status_code == 401
+    document["accounts"]["olga"]["roles"] = ["operator"]
+    desk.accounts.write_text(json.dumps(document), encoding="utf-8")
+    assert client.post("/api/token", json={"name": "olga", "password": PASSWORD}).status_code == 200

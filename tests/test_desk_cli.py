@@ -78,7 +78,10 @@ def test_the_desk_refuses_to_start_without_accounts_or_with_a_role_nobody_has(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     janitor = tmp_path / "janitor.json"
-    assert add(monkeypatch, janitor, "jim", "janitor", PASSWORD) == 0
+    assert add(monkeypatch, janitor, "jim", "janitor", PASSWORD) == 2  # batch 38: refused
+    from machines.desk.accounts import add_account
+
+    add_account(janitor, "jim", ["janitor"], PASSWORD)  # written by hand, then
     assert main(["desk", store, "--accounts", str(janitor)]) == 2
     err = capsys.readouterr().err
     assert "janitor" in err and "the people are:" in err and "operator" in err
@@ -396,3 +399,18 @@ def test_pending_runs_without_the_desks_web_server(tmp_path: Path) -> None:
     )
     assert ran.returncode == 0, ran.stderr
     assert [p["key"] for p in json.loads(ran.stdout)["pending"]] == ["k"]
+
+
+@pytest.mark.parametrize("roles", ["worker", "nosuch", "operator,proxy"])
+def test_add_account_refuses_a_role_that_is_no_person(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], roles: str
+) -> None:
+    """Outsider batch 38 (c K3): add-account wrote an account acting as an automatic actor
+    (or one no definition has); the desk then refused to start on the file, and a running
+    desk let the account sign in. add-account refuses it, naming the people, and writes
+    nothing."""
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "bob", roles, PASSWORD) == 2
+    err = capsys.readouterr().err
+    assert "are no person of these definitions; the people are:" in err and "operator" in err
+    assert not accounts.exists()

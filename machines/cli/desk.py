@@ -144,11 +144,15 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
 
 
 def _add(args: argparse.Namespace, parsers: Parsers) -> int:
-    from machines.desk.accounts import add_account
+    from machines.desk.accounts import add_account, people, require_people
+    from machines.spec.loader import definition_paths, read_definition
+    from machines.spec.project import definitions_dir
 
     if args.name is None or not args.roles:
         parsers[1]["desk"].error("add-account needs a NAME and --roles ROLE[,ROLE]")
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    specs = map(read_definition, definition_paths(definitions_dir(args.spec_dir).spec_dir))
+    require_people(roles, people(specs), f"account {args.name!r}")  # before the password
     password = _password()
     account = add_account(args.accounts, args.name, roles, password)
     print(f"machines desk: {account.name} may act as {', '.join(account.roles)} ({args.accounts})")

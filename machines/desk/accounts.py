@@ -20,12 +20,13 @@ import re
 import secrets
 import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from machines.errors import MachinesError, install_command
+from machines.spec import MachineSpec
 
 FORMAT = "machines-desk-accounts/1"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -54,6 +55,24 @@ class Accounts:
 
     def roles(self) -> frozenset[str]:
         return frozenset(role for account in self.by_name.values() for role in account.roles)
+
+
+def people(specs: Iterable[MachineSpec]) -> frozenset[str]:
+    """The roles an account may have: the actors ``specs`` say are not automatic."""
+    return frozenset(
+        name for spec in specs for name, actor in spec.actors.items() if not actor.automatic
+    )
+
+
+def require_people(roles: Iterable[str], allowed: frozenset[str], where: str) -> None:
+    """``AccountsError`` naming every role in ``roles`` that is no person of the
+    definitions (``allowed``): an automatic actor's name, or none at all."""
+    unknown = sorted(set(roles) - allowed)
+    if unknown:
+        raise AccountsError(
+            f"{where}: role(s) {', '.join(unknown)} are no person of these definitions; "
+            f"the people are: {', '.join(sorted(allowed)) or 'none'}"
+        )
 
 
 def _hasher() -> object:

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from machines.desk.accounts import Accounts, read_accounts, verify
+from machines.desk.accounts import Accounts, people, read_accounts, require_people, verify
 from machines.desk.acting import Decision, act, offered
 from machines.desk.requests import (
     API_FIELDS,
@@ -128,6 +128,7 @@ class _Desk:
     def __init__(self, store: Store, accounts: Accounts, sessions: Sessions) -> None:
         self.store = store
         self._accounts = accounts
+        self._people = people(store.specs().values())
         self._stamp = _stamp(accounts.path)
         self._reading = threading.Lock()
         self.sessions = sessions
@@ -157,7 +158,9 @@ class _Desk:
             stamp = _stamp(self._accounts.path)
             if stamp != self._stamp:
                 try:
-                    self._accounts = read_accounts(self._accounts.path)
+                    found = read_accounts(self._accounts.path)
+                    require_people(found.roles(), self._people, str(found.path))
+                    self._accounts = found
                 except MachinesError:
                     self._accounts = Accounts(self._accounts.path, {})
                 self._stamp = stamp

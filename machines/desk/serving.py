@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from machines.desk.accounts import AccountsError, read_accounts
+from machines.desk.accounts import AccountsError, people, read_accounts, require_people
 from machines.desk.sessions import Sessions
 from machines.desk.waiting import DeskError
 from machines.errors import install_command
@@ -41,19 +41,11 @@ def desk_for(
     if not accounts.by_name:
         raise AccountsError(f"{accounts_file}: no accounts; add one with add-account")
     store = opened(url, spec_dir)
-    people = {
-        name
-        for spec in store.specs().values()
-        for name, a in spec.actors.items()
-        if not a.automatic
-    }
-    unknown = sorted(accounts.roles() - people)
-    if unknown:
+    try:
+        require_people(accounts.roles(), people(store.specs().values()), str(accounts_file))
+    except AccountsError:
         store.close()
-        raise AccountsError(
-            f"{accounts_file}: role(s) {', '.join(unknown)} are no person of these definitions; "
-            f"the people are: {', '.join(sorted(people)) or 'none'}"
-        )
+        raise
     app = desk_app(store, accounts, sessions=Sessions(seconds=session_minutes * 60.0))
     return app, store
 
