@@ -27,6 +27,26 @@ def test_the_page_shows_files_and_commands() -> None:
     assert any(line.startswith("machines mutate") for line in commands)
 
 
+def test_the_install_line_installs_what_the_page_runs() -> None:
+    """Outsider batch 38 (c G1): the page ran ``python -m pytest`` after an install of
+    ``[testing,site]``, neither of which brings pytest in: a user following it got "No
+    module named pytest". Each module the page runs with ``python -m`` (but machines) comes
+    from the install line: an extra that requires it, or its own name there."""
+    import tomllib
+
+    text = PAGE.read_text(encoding="utf-8")
+    (install,) = re.findall(r"^\$ (pip install .*)$", text, re.M)
+    words = shlex.split(install)[2:]
+    extras = re.findall(r"\[([a-z,]+)\]", words[0])[0].split(",")
+    project = tomllib.loads((PAGE.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    optional = project["project"]["optional-dependencies"]
+    installed = {re.split(r"[<>=\[ ]", d)[0] for extra in extras for d in optional[extra]}
+    installed |= {re.split(r"[<>=\[ ]", w)[0] for w in words[1:]}
+    commands = [line for block in COMMANDS.findall(text) for line in block.splitlines()]
+    ran = {shlex.split(line)[2] for line in commands if line.startswith("python -m ")}
+    assert ran - {"machines"} <= installed, (ran, installed)
+
+
 @pytest.mark.slow
 def test_the_getting_started_page_runs_as_written(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
