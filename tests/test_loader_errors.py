@@ -460,7 +460,7 @@ def test_bad_name_pattern(spec_dir: Path) -> None:
     text = edit(path, "initial: in_flight\n", "initial: In-Flight\n")
     problem = only_problem(load_error(path))
     assert problem.startswith(f"line {line_of(text, r'^initial: In-Flight$')}, at initial: ")
-    assert "does not match" in problem
+    assert "is not a lower_snake name" in problem
 
 
 def test_name_with_trailing_newline_is_not_lower_snake(spec_dir: Path) -> None:
@@ -470,7 +470,9 @@ def test_name_with_trailing_newline_is_not_lower_snake(spec_dir: Path) -> None:
     path = spec_dir / "outcome.yaml"
     rewrite(path, lambda doc: doc.update(rename_everywhere(doc, "failed", "failed\n")))
     err = load_error(path)
-    assert any("states" in p and "does not match" in p for p in err.problems), err.problems
+    assert any("states" in p and "is not a lower_snake name" in p for p in err.problems), (
+        err.problems
+    )
 
 
 def test_document_that_is_a_list(spec_dir: Path) -> None:
@@ -942,3 +944,20 @@ def test_unreachable_in_systems_must_name_a_finding(spec_dir: Path) -> None:
     )
     problem = only_problem(load_error(path))
     assert "unreachable_in_systems" in problem and "no-such-finding" in problem
+
+
+def test_a_text_of_spaces_alone_is_refused_naming_its_place(tmp_path: Path) -> None:
+    """Outsider batch 38 (c F4): ``""`` was refused as a description, ``"   "`` passed, and
+    so did a tab; every text a definition gives must hold more than spaces."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        'spec_version: 1\nmachine: m\ndescription: "   "\ninitial: a\n'
+        'actors:\n  bot: {automatic: true, description: " "}\n'
+        "states:\n  a: {}\n  done: {terminal: true}\n"
+        'transitions:\n  - {trigger: go, source: a, dest: done, actor: bot, description: "\\t"}\n',
+        encoding="utf-8",
+    )
+    problems = load_error(path).problems
+    said = "is not a text with something in it besides spaces"
+    places = sorted(p.split(",")[0] for p in problems if said in p)
+    assert places == ["line 11", "line 3", "line 6"], problems

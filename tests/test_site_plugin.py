@@ -200,7 +200,7 @@ def test_a_bad_option_fails_the_build_saying_which(
 @pytest.mark.parametrize(
     ("broken", "said", "after"),
     [
-        ("trigger: Hold It,", "'Hold It' does not match", 0),
+        ("trigger: Hold It,", "'Hold It' is not a lower_snake name", 0),
         ("trigger: [hold,", "not valid YAML", 1),  # the parser notices on the next line
     ],
     ids=["invalid", "not YAML"],

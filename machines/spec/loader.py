@@ -220,6 +220,12 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
         )
     if error.validator == "required":
         return f"{where}: {error.message}; add it ({see_format()})"
+    defs = schema()["$defs"]  # the patterns that say what they ask, in their description
+    patterned = [defs[k] for k in ("name", "text") if error.schema == defs[k]]
+    described = patterned[0].get("description") if patterned else None
+    if error.validator == "pattern" and isinstance(described, str):
+        wanted = described[0].lower() + described[1:].rstrip(".")
+        return f"{where}: {quote(error.instance)} is not {wanted} ({see_format()})"
     if (
         error.validator == "uniqueItems"
         and isinstance(error.instance, list)
