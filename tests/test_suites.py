@@ -313,6 +313,22 @@ def test_the_transfer_suite_catches_an_engine_that_fails_money_in_flight(
     assert rule_broken(TransferOnMemory, hunting(400, 30)) == "money-in-flight-held"
 
 
+def oracle_alone(monkeypatch: pytest.MonkeyPatch, scenario: str) -> type[TransferOnMemory]:
+    """The transfer suite on memory from ``scenario``'s starts alone, with the reference
+    adapter's own checks off (a user's engine has none), hunting derandomized: what it
+    catches, its oracle caught."""
+
+    class WithoutItsOwnChecks(TransferOnMemory):
+        starts = tuple(s for s in STARTS if s[0] == scenario)
+
+        def make_adapter(self, venue: Venue) -> TransferAdapter:
+            adapter = super().make_adapter(venue)
+            monkeypatch.setattr(adapter, "check", list)
+            return adapter
+
+    return WithoutItsOwnChecks
+
+
 def test_the_transfer_suite_catches_an_engine_that_lets_a_skip_stand_for_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -330,15 +346,8 @@ def test_the_transfer_suite_catches_an_engine_that_lets_a_skip_stand_for_itself(
     original = Session._settled
     monkeypatch.setattr(Session, "_settled", skip_stands_for_itself)
 
-    class WithoutItsOwnChecks(TransferOnMemory):
-        starts = tuple(s for s in STARTS if s[0] == "a check skipped, money in flight")
-
-        def make_adapter(self, venue: Venue) -> TransferAdapter:
-            adapter = super().make_adapter(venue)
-            monkeypatch.setattr(adapter, "check", list)
-            return adapter
-
-    assert rule_broken(WithoutItsOwnChecks, hunting(20, 10)) == "after-predecessors"
+    suite = oracle_alone(monkeypatch, "a check skipped, money in flight")
+    assert rule_broken(suite, hunting(20, 10)) == "after-predecessors"
 
 
 def test_the_transfer_suite_catches_an_engine_that_lets_a_planner_skip_a_gate(
@@ -356,15 +365,8 @@ def test_the_transfer_suite_catches_an_engine_that_lets_a_planner_skip_a_gate(
 
     monkeypatch.setattr(TransferEngine, "skip", skips_anything)
 
-    class WithoutItsOwnChecks(TransferOnMemory):
-        starts = tuple(s for s in STARTS if s[0] == "a gate not yet reached")
-
-        def make_adapter(self, venue: Venue) -> TransferAdapter:
-            adapter = super().make_adapter(venue)
-            monkeypatch.setattr(adapter, "check", list)
-            return adapter
-
-    assert rule_broken(WithoutItsOwnChecks, hunting(20, 10)) == "after-predecessors"
+    suite = oracle_alone(monkeypatch, "a gate not yet reached")
+    assert rule_broken(suite, hunting(20, 10)) == "after-predecessors"
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
