@@ -736,6 +736,35 @@ def test_postgres_other_ways_to_switch_the_guards_off_are_named() -> None:
     assert any(f"may be set by roles that are no superuser ({role})" in w for w in found), found
 
 
+@pytest.mark.parametrize("spelled", ["REPLICA", "Replica"])
+def test_postgres_replica_in_any_case_is_named(spelled: str) -> None:
+    """Outsider batch 39 (a P2, P3, P1): PostgreSQL keeps a setting as it was written and
+    reads an enum in any case; ``'REPLICA'`` for a role, or in a function's settings,
+    passed every open (only ``replica`` was looked for), and that role's sessions rewrote a
+    committed result with no guard firing. ``GRANT ALTER SYSTEM ON PARAMETER`` (every
+    session, after a reload) was not looked for at all. Each is made in a transaction that
+    is rolled back."""
+    import psycopg
+
+    from machines.store.integrity_postgres import _replication_roles
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(require_postgres()) as conn:
+        assert _replication_roles(conn) == []
+        conn.execute(f"CREATE ROLE {role}".encode())
+        conn.execute(f"ALTER ROLE {role} SET session_replication_role = '{spelled}'".encode())
+        conn.execute(
+            f"CREATE FUNCTION pg_temp.off() RETURNS void LANGUAGE sql "
+            f"SET session_replication_role = '{spelled}' AS 'SELECT 1'".encode()
+        )
+        conn.execute(f"GRANT ALTER SYSTEM ON PARAMETER session_replication_role TO {role}".encode())
+        found = [d.what for d in _replication_roles(conn)]
+        conn.rollback()
+    assert any(f"is set to 'replica' for {role} in every database" in w for w in found), found
+    assert any("set to 'replica' by function" in what for what in found), found
+    assert any(f"may be set by roles that are no superuser ({role})" in w for w in found), found
+
+
 def test_a_second_store_earlier_on_the_search_path_is_refused_not_used() -> None:
     """Outsider, ninth batch (f18): with the default search path (``"$user", public``), a
     schema named after the role put a clean copy of the store first; every later open,

@@ -69,6 +69,14 @@ _ENABLED = {"O": "trigger", "A": "trigger", "D": "disabled trigger", "R": "repli
 """What ``pg_trigger.tgenabled`` makes of a trigger: ``ENABLE ALWAYS`` fires in every
 session, as installed or more; ``ENABLE REPLICA`` fires in none of the store's."""
 
+_REPLICA = (
+    "EXISTS (SELECT 1 FROM unnest({config}) c "
+    "WHERE lower(trim(c)) = 'session_replication_role=replica')"
+)
+"""A setting list (``setconfig``, ``proconfig``) that switches the guards off: PostgreSQL
+keeps a value as it was written ('REPLICA') and reads an enum in any case (outsider batch
+39, a P2: 'REPLICA' for a role passed every open, and the role's sessions fired no guard)."""
+
 
 def served_versions(
     conn: Any, specs: Mapping[str, MachineSpec], fingerprint: Callable[[MachineSpec, int], str]
@@ -244,7 +252,7 @@ def _replication_roles(conn: Any) -> list[Difference]:
         "LEFT JOIN pg_database d ON d.oid = s.setdatabase "
         "WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database "
         "WHERE datname = current_database())) "
-        "AND 'session_replication_role=replica' = ANY(s.setconfig) ORDER BY 1, 2"
+        f"AND {_REPLICA.format(config='s.setconfig')} ORDER BY 1, 2"
     ):
         out.append(
             Difference(
@@ -255,7 +263,7 @@ def _replication_roles(conn: Any) -> list[Difference]:
         )
     for (function,) in conn.execute(
         "SELECT p.oid::regprocedure::text FROM pg_proc p "
-        "WHERE 'session_replication_role=replica' = ANY(p.proconfig) ORDER BY 1"
+        f"WHERE {_REPLICA.format(config='p.proconfig')} ORDER BY 1"
     ):
         out.append(
             Difference(
@@ -270,7 +278,8 @@ def _replication_roles(conn: Any) -> list[Difference]:
             "SELECT string_agg(coalesce(r.rolname, 'every role'), ', ' ORDER BY 1) "
             "FROM pg_parameter_acl p, aclexplode(p.paracl) a "
             "LEFT JOIN pg_roles r ON r.oid = a.grantee "
-            "WHERE p.parname = 'session_replication_role' AND a.privilege_type = 'SET' "
+            "WHERE p.parname = 'session_replication_role' "
+            "AND a.privilege_type IN ('SET', 'ALTER SYSTEM') "
             "AND NOT coalesce(r.rolsuper, FALSE) HAVING count(*) > 0"
         ):
             out.append(
@@ -278,7 +287,7 @@ def _replication_roles(conn: Any) -> list[Difference]:
                     None,
                     "session_replication_role",
                     f"may be set by roles that are no superuser ({granted}): their sessions "
-                    "can switch every guard off",
+                    "(with ALTER SYSTEM, every session) can switch every guard off",
                 )
             )
     return out
