@@ -583,3 +583,31 @@ def test_b38_a1_a_plan_rewritten_after_the_start_is_refused_and_named(
             engine.run("t", max_steps=5)
         assert ("submit", "d") not in venue.calls
     audit_says(url, capsys, "[no-auto-terminal-money-in-flight] request 't': its plan is not")
+
+
+@pytest.mark.parametrize("digest", ["missing", None, 7, "0" * 63])
+def test_b39_a1_a_start_that_records_no_digest_fixes_no_plan_and_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], digest: object
+) -> None:
+    """Outsider batch 39 (b A1): a start written with the application's rights and no
+    ``plan_digest`` (or one that is no digest) turned the fixed-plan check off in the engine
+    and the audit alike; the plan rewritten after the withdrawal was sent let the deposit
+    go while it was observed, audit OK. The engine's start always records one, so a start
+    without one stops the engine for that request, and the audit names it."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    with open_store(url) as store:
+        engine = engine_for(store, FakeVenue())
+        engine.submit("t", TWO_LEGS)
+        engine.validate("t")
+        engine.request_approval("t")
+        engine.approve("t", by="alice")
+        with store.transaction() as tx:
+            row = tx.get("request", "t")
+            assert row is not None
+            detail: dict[str, object] = {"by": "engine-1"}
+            if digest != "missing":
+                detail["plan_digest"] = digest
+            tx.move(row, "start", actor="system", detail=detail)
+        with pytest.raises(TransferRefused, match="its start recorded no digest of it"):
+            engine.step("t")
+    audit_says(url, capsys, "request 't': its plan is not the one it started with")

@@ -81,11 +81,12 @@ def plans_rewritten(snap: Snapshot) -> list[Breach]:
     out = []
     for r in snap.of("request"):
         started = started_plan(r.history)
-        if started and started != plan_digest(r.data.get("plan")):
+        if started is not None and started != plan_digest(r.data.get("plan")):
             why = (
-                "its plan is not the one it started with (its start recorded another "
-                "digest): it was changed outside the engine, and the order its nodes wait "
-                "in may have been with it"
+                "its plan is not the one it started with (its start recorded "
+                + ("another digest" if started else "no digest of it")
+                + "): it was changed, or started, outside the engine, and the order its "
+                "nodes wait in may have been with it"
             )
             out.append(Breach("no-auto-terminal-money-in-flight", r.machine, r.key, why))
     return out

@@ -91,7 +91,7 @@ class Driver:
         if not request.moves:
             return None
         found = started_plan(tx.history(REQUEST, request.key))
-        if found is not None:
+        if found:  # a start without a digest is read again: it is refused each time
             if len(self._started_plans) >= STARTED_PLANS_KEPT:
                 self._started_plans.pop(next(iter(self._started_plans)))
             self._started_plans[request.key] = found

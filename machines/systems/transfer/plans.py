@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -94,12 +95,16 @@ def plan_digest(plan: object) -> str:
 
 
 def started_plan(history: Iterable[TransitionEvent]) -> str | None:
-    """The plan digest a request's ``start`` recorded (``PLAN_DIGEST``); ``""`` when it
-    started before starts recorded one, None before it started."""
+    """The plan digest a request's ``start`` recorded (``PLAN_DIGEST``), None before it
+    started, and ``""`` for a start that recorded none a digest can be (64 hexadecimal
+    digits): the engine's start always records one, so such a start was written outside
+    it, and the plan it fixed cannot be known (outsider batch 39, b A1: a forged start
+    without one turned the check off, and a rewritten plan sent the deposit early)."""
     for event in history:
         if event.trigger == "start":
             recorded = (event.detail or {}).get(PLAN_DIGEST)
-            return recorded if isinstance(recorded, str) else ""
+            valid = isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)
+            return recorded if valid and isinstance(recorded, str) else ""
     return None
 
 

@@ -155,11 +155,12 @@ class Session:
             raise UnknownTransfer(f"no transfer request '{request_id}'")
         self.request = request
         started = engine.started_plan(tx, request)
-        if started and started != plan_digest(request.data.get("plan")):
+        if started is not None and started != plan_digest(request.data.get("plan")):
             raise TransferRefused(
-                f"request '{request_id}': its plan is not the one it started with (the start "
-                "recorded another digest): it was changed outside the engine; the engine acts "
-                "on no node of this request until it is put back (machines audit names it)"
+                f"request '{request_id}': its plan is not the one it started with (its start "
+                + ("recorded another digest" if started else "recorded no digest of it")
+                + "): it was changed, or started, outside the engine; the engine acts on no "
+                "node of this request until a person looks (machines audit names it)"
             )
         self.planned = plan_entries(request.data)
         """The request's plan by node name: the engine never changes a stored plan."""
