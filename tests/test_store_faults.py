@@ -390,3 +390,40 @@ def test_a_file_replaced_while_the_store_is_open_is_refused_by_a_new_connection(
         assert isinstance(refused, StoreError), refused
         assert not path.exists()
     assert ran == [1]
+
+
+def test_a_file_replaced_while_the_store_opens_it_is_refused(tmp_path: Path) -> None:
+    """Outsider batch 38's fix, attacked in batch 39 (a A1): while the first open waited for
+    the write lock another connection held, the file was moved aside and a copy without the
+    guards put at its path; the open checked the file it had opened, then took the path's
+    (device, inode), which was the copy's, and every later connection wrote the copy: an
+    effect ran twice. The open now refuses a path that changed while it checked."""
+    import threading
+    import time
+
+    path, copy = tmp_path / "effects.db", tmp_path / "copy.db"
+    open_store(f"sqlite:///{path}").close()
+    shutil.copy(path, copy)
+    with sqlite3.connect(copy) as raw:
+        for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+            raw.execute(f'DROP TRIGGER "{name}"')
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    found: list[object] = []
+
+    def opening() -> None:
+        try:
+            found.append(open_store(f"sqlite:///{path}"))
+        except Exception as exc:
+            found.append(exc)
+
+    opener = threading.Thread(target=opening)
+    opener.start()
+    time.sleep(0.5)  # the open waits for the lock, on the file it opened
+    os.rename(path, tmp_path / "aside.db")
+    os.rename(copy, path)
+    holder.execute("ROLLBACK")
+    holder.close()
+    opener.join()
+    assert isinstance(found[0], StoreError), found
+    assert "was replaced while the store opened it" in str(found[0])

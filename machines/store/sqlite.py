@@ -65,6 +65,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         self.path = os.path.abspath(str(path))  # every thread's connection: this one file
         self.url = f"sqlite:///{self.path}"
         self._file: tuple[int, int] | None = None  # the file's (device, inode) once opened
+        self._opened: tuple[int, int] | None = None  # the first connection's, while it checks
         self.read_only = read_only
         self.tampering: tuple[Difference, ...] = ()
         """How the guards differ from the generated ones (read-only stores only: a
@@ -86,7 +87,13 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                 else:
                     conn.execute("PRAGMA journal_mode=WAL")
                     self._ensure_schema(conn)
-            self._file = _identity(self.path)
+            if self._opened is None or _identity(self.path) != self._opened:
+                raise StoreError(
+                    f"SQLite database {_shown(self.path)}: the file at this path was replaced "
+                    "while the store opened it (its guards were checked on the one it opened "
+                    "first); nothing was written. Open the store again"
+                )
+            self._file = self._opened
         except sqlite3.Error as exc:
             self.close()
             raise self._fault("open it", exc) from exc
@@ -143,6 +150,8 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         except StoreError:
             conn.close()
             raise
+        if self._file is None and self._opened is None:
+            self._opened = _identity(self.path)  # the file the first connection opened
         try:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
