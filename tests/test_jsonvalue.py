@@ -117,3 +117,24 @@ def test_describe_never_raises_and_stays_short() -> None:
     assert describe(10**5000) == "a int (its repr failed)"
     assert describe("x" * 1000).endswith("...")
     assert len(describe("x" * 1000)) == 80
+
+
+def test_an_integer_longer_than_python_reads_is_refused_whatever_this_process_allows() -> None:
+    """Outsider batch 39 (a E2): a process that raised Python's limit on integer digits
+    (``sys.set_int_max_str_digits(0)``) stored ``10**5000``; every other process refused
+    the row as one written outside the store, and the key never reached a person. The
+    limit is Python's default, whatever this process's own."""
+    import sys
+
+    from machines.store.stored_json import Unreadable, read_json
+
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        with pytest.raises(UnstorableValue, match="an integer of about 5001 digits"):
+            dumps({"n": 10**5000}, what="the result of 'k'")
+        read = read_json('{"n": 1' + "0" * 5000 + "}")
+        assert isinstance(read, Unreadable) and "5001 digits" in read.reason
+        assert dumps({"n": 10**4299}) == '{"n":1' + "0" * 4299 + "}"
+    finally:
+        sys.set_int_max_str_digits(before)

@@ -13,8 +13,10 @@ package, so every layer (history, stores, systems) uses this one rule.
 from __future__ import annotations
 
 import json
+import math
 import re
 import reprlib
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -103,7 +105,34 @@ def loads_object(text: str) -> Mapping[str, Any]:
     return MappingProxyType(loaded)
 
 
+MAX_DIGITS = sys.int_info.default_max_str_digits
+"""The most digits of an integer every reader turns into an ``int`` (4300): Python's own
+limit unless a process raises it, which a writer that did must not rely on (outsider batch
+39, a E2: 10**5000 stored by such a process was refused by every other reader, as though
+written outside the store)."""
+
+
+_TOO_LONG = 10**MAX_DIGITS
+
+
+def _long_integer(value: object) -> int | None:
+    """About how many digits an integer in ``value`` of more than ``MAX_DIGITS`` has."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if abs(item) >= _TOO_LONG:
+                return int(item.bit_length() * math.log10(2)) + 1
+        elif isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return None
+
+
 def _problem(value: object, text: str) -> str | None:
+    if len(text) > MAX_DIGITS and (digits := _long_integer(value)) is not None:
+        return f"it holds an integer of about {digits} digits (at most {MAX_DIGITS})"
     if "\\u0000" in text and _NUL.search(text):
         return "it holds a NUL character, which PostgreSQL's JSON refuses"
     if not text.isascii():

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from machines.spec.jsonvalue import describe
+from machines.spec.jsonvalue import MAX_DIGITS, describe
 from machines.store.records import StoreError
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -57,11 +57,10 @@ def _finite(text: str) -> float:
 
 
 def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:  # more digits than Python reads (sys.get_int_max_str_digits)
-        digits = len(text)
-        raise _NotStored(f"holds an integer of {digits} digits, more than Python reads") from None
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:  # whatever this process's own limit (sys.set_int_max_str_digits)
+        raise _NotStored(f"holds an integer of {digits} digits, more than Python reads")
+    return int(text)
 
 
 def _no_constant(text: str) -> float:
