@@ -19,7 +19,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from machines.cli.command import Command, Parsers, whole
-from machines.errors import InvalidArgument, install_command
+from machines.errors import InvalidArgument, MachinesError, install_command
 from machines.spec.project import definitions_dir
 
 MAX_EXAMPLES = 1_000_000
@@ -126,8 +126,11 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         if not found.bundled and not _bundled_folder(found.spec_dir):
             args.spec_dir = found.spec_dir
     elif args.spec_dir is None and not args.ids:
-        found = definitions_dir(None)
-        if not found.bundled and not _bundled_folder(found.spec_dir):
+        try:
+            found = definitions_dir(None)
+        except MachinesError:  # no project named here: the catalog, or its usage errors
+            found = None
+        if found is not None and not found.bundled and not _bundled_folder(found.spec_dir):
             raise InvalidArgument(
                 f"this project's definitions are in {found.spec_dir}; their mutants are "
                 "judged by your own tests: give the command after --, e.g. machines mutate "
