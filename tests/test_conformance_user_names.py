@@ -111,6 +111,7 @@ def definition(tmp_path: Path, name: str, **parts: Any) -> MachineSpec:
         "description": "A user's own machine.",
         **parts,
     }
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return machines.load(path)
@@ -239,3 +240,125 @@ def test_a_service_that_asks_evidence_of_a_move_is_given_some(tmp_path: Path) ->
     spec = proved(tmp_path)
     suite_for(spec, proof=True).run(hunting(20, 6))
     assert "evidence" in EVIDENCE
+
+
+class Payments(TableService):
+    """A payment service written from its definition, guards included, that refuses a move
+    asking evidence when none comes (safe); with ``trusting``, evidence in hand, it skips
+    the actor and guard checks of that move (the one-line bug of batch 39, c B2)."""
+
+    def __init__(self, spec: MachineSpec, *, trusting: bool = False) -> None:
+        super().__init__(spec, proof=True)
+        self.trusting = trusting
+
+    def create_with(self, context: Mapping[str, str]) -> int:
+        self.rows.append({"state": self.spec.initial, "events": [], "context": dict(context)})
+        return len(self.rows) - 1
+
+    def fire(self, n: int, trigger: str, actor: str, detail: Mapping[str, Any] | None) -> None:
+        row = self.rows[n]
+        for t in self.spec.transitions:
+            if t.source != row["state"] or t.trigger != trigger:
+                continue
+            if t.evidence and not (detail or {}).get("evidence"):
+                raise Refused(f"{trigger} needs its evidence: {t.evidence}")
+            if self.trusting and t.evidence:
+                actor = sorted(t.actors)[0]  # the bug: the evidence is taken as enough
+            elif actor not in t.actors or not t.admits(row["context"]):
+                continue
+            row["events"].append(
+                {"seq": len(row["events"]) + 1, "source": t.source, "trigger": trigger,
+                 "dest": t.dest, "actor": actor}
+            )  # fmt: skip
+            row["state"] = t.dest
+            return
+        raise Refused(f"{trigger} by {actor} in {row['state']}")
+
+
+def payment_suite(spec: MachineSpec, also: MachineSpec | None, **service: bool) -> Any:
+    class Adapter(ConformanceAdapter[int]):
+        def __init__(self) -> None:
+            self.service = Payments(spec if also is None else also, **service)
+
+        def create(self, context: Mapping[str, str]) -> int:
+            return self.service.create_with(context)
+
+        def fire(
+            self,
+            entity: int,
+            trigger: str,
+            actor: str,
+            context: Mapping[str, str],
+            detail: Mapping[str, Any] | None,
+        ) -> None:
+            self.service.fire(entity, trigger, actor, detail)
+
+        def state(self, entity: int) -> str:
+            state: str = self.service.rows[entity]["state"]
+            return state
+
+        def history(self, entity: int) -> Sequence[object]:
+            events: list[object] = self.service.rows[entity]["events"]
+            return events
+
+    judged_by, tried = spec, also
+
+    class Suite(ConformanceSuite):
+        spec = judged_by
+        also_try = tried
+
+        def make_adapter(self) -> ConformanceAdapter[int]:
+            return Adapter()
+
+    return Suite
+
+
+def payments(tmp_path: Path, *, confirm: bool = True) -> MachineSpec:
+    moves = [
+        {"trigger": "approve", "source": "sent", "dest": "done", "actor": "clerk",
+         "description": "A clerk approves."},
+    ]  # fmt: skip
+    if confirm:
+        moves.insert(
+            0,
+            {"trigger": "confirm", "source": "sent", "dest": "done", "actor": "proxy",
+             "when": {"size": ["small"]}, "evidence": "The bank's answer.",
+             "description": "The bank confirmed a small payment."},
+        )  # fmt: skip
+    return definition(
+        tmp_path / ("pay" if confirm else "mutant"),
+        "pay",
+        initial="sent",
+        context={"size": {"values": ["small", "large"], "description": "How large it is."}},
+        actors={
+            "proxy": {"automatic": True, "description": "The proxy."},
+            "clerk": {"automatic": False, "description": "A clerk."},
+        },
+        states={"sent": {}, "done": {"terminal": True}},
+        transitions=moves,
+    )
+
+
+def test_a_service_that_takes_evidence_as_enough_is_caught(tmp_path: Path) -> None:
+    """Outsider batch 39 (c B2): the probes of a move that asks evidence by a wrong actor or
+    under a failed guard went out without evidence, so a service that checks the evidence
+    first refused them for that and its actor and guard checks were never tried: one that
+    skipped them with evidence in hand passed, under every profile."""
+    spec = payments(tmp_path)
+    payment_suite(spec, None).run(hunting(30, 8))
+    with pytest.raises(RuleBroken) as failure:
+        payment_suite(spec, None, trusting=True).run(hunting(30, 8), require_coverage=False)
+    assert failure.value.rule == "illegal-move-refused", failure.value
+
+
+def test_a_mutant_that_drops_an_evidence_move_is_killed_by_a_safe_service(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 39 (c B1): under a mutant without the move, the suite fired it without
+    evidence; the correct service refused it (no evidence), and the mutant survived,
+    blamed on the user's tests. Fired with evidence, as the definition the service runs
+    on (``also_try``) asks, it is accepted, and the mutant is caught."""
+    mutant, real = payments(tmp_path, confirm=False), payments(tmp_path)
+    with pytest.raises(RuleBroken) as failure:
+        payment_suite(mutant, real).run(hunting(30, 8), require_coverage=False)
+    assert failure.value.rule == "illegal-move-refused", failure.value

@@ -54,7 +54,7 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from machines.errors import MachinesError, message_of
+from machines.errors import message_of
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.testing.conformance.oracle import (
@@ -114,9 +114,11 @@ def unused(name: str, taken: Iterable[str]) -> str:
 DETAIL: Mapping[str, Any] = {"note": "fired by the conformance suite"}
 """The detail some moves are fired with (others with None)."""
 EVIDENCE = "the conformance suite's stand-in for the evidence this move needs"
-"""What ``detail["evidence"]`` holds when the suite fires a move its definition allows and
-asks evidence of (``evidence:``): an implementation that refuses such a move without
-evidence is safe, and is given some (outsider batch 38, c S4: one was failed for it)."""
+"""What ``detail["evidence"]`` holds when the suite fires a trigger whose move from the
+entity's state asks evidence (``evidence:``): an implementation that refuses such a move
+without evidence is safe, and is given some (outsider batch 38, c S4: one was failed for
+it), also where the move must be refused (batch 39, c B2: its actor and guard were never
+tried with evidence in hand)."""
 
 
 STATE, HISTORY, EVENT = "state", "history", "event"
@@ -159,9 +161,10 @@ class ConformanceAdapter(Adapter, Generic[Entity]):
         value, which is ignored: the suite reads the state) if it made the move; raise any
         ``Exception`` if it refused it. ``context`` is the one the entity was created
         under, for an implementation that takes it per call; ``detail`` (a JSON object or
-        None) is for one that records why a move was made; for a move the definition
-        allows and asks evidence of (``evidence:``) it holds ``"evidence"``, a text that
-        stands in for it. The suite fires unknown triggers and actors too: refuse them."""
+        None) is for one that records why a move was made; for a trigger whose move from
+        the entity's state asks evidence (``evidence:``) it holds ``"evidence"``, a text
+        that stands in for it, whether the move is allowed or not. The suite fires unknown
+        triggers and actors too: refuse them."""
 
     @abc.abstractmethod
     def state(self, entity: Entity) -> str:
@@ -390,15 +393,18 @@ class ConformanceSuite(RuleBasedStateMachine):
 
     # -- the adapter's calls --------------------------------------------------------------
 
-    def _needs_evidence(self, tracked: Tracked, trigger: str, actor: str) -> bool:
-        """Whether the move the definition allows asks evidence of (``evidence:``)."""
+    def _needs_evidence(self, tracked: Tracked, trigger: str) -> bool:
+        """Whether ``trigger`` from the entity's state asks evidence (``evidence:``) in
+        either definition, by any actor under any guard: a service that refuses it without
+        evidence is safe, so every probe of it, the ones it must refuse too (a wrong actor,
+        a failed guard, a move a mutant dropped), carries evidence, and its refusal says
+        something about the actor and the guard (outsider batch 39, c B1, B2)."""
+        probes = [self.spec] + ([self.also_try] if self.also_try is not None else [])
         return any(
             t.evidence is not None
-            for t in self.spec.transitions
-            if t.source == tracked.state
-            and t.trigger == trigger
-            and actor in t.actors
-            and t.admits(tracked.context)
+            for definition in probes
+            for t in definition.transitions
+            if t.source == tracked.state and t.trigger == trigger
         )
 
     def _create(self, action: Create) -> None:
@@ -426,9 +432,7 @@ class ConformanceSuite(RuleBasedStateMachine):
         trigger, actor = action.trigger, action.actor
         expected = self.oracle.expect(tracked, trigger, actor)
         detail = None if action.detail is None else dict(action.detail)
-        if not isinstance(expected, MachinesError) and self._needs_evidence(
-            tracked, trigger, actor
-        ):
+        if self._needs_evidence(tracked, trigger):
             detail = {**(detail or {}), "evidence": EVIDENCE}
         try:
             self.adapter.fire(tracked.handle, trigger, actor, dict(tracked.context), detail)
