@@ -303,8 +303,11 @@ CATALOG: tuple[CodeMutant, ...] = (
         "a skip leaves the plan, not its order: what came after waits for what came before",
         old="""            if row is None or row.state not in done:
                 memo[name] = False""",
-        new="""            if row is None or row.state not in done or row.state == NodeState.SKIPPED:
-                memo[name] = row is not None and row.state == NodeState.SKIPPED""",
+        new=(
+            "            if row is None or row.state not in done "
+            "or row.state == NodeState.SKIPPED:\n"
+            "                memo[name] = row is not None and row.state == NodeState.SKIPPED"
+        ),
         detectors=TRANSFER,
     ),
     CodeMutant(

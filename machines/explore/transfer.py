@@ -42,6 +42,7 @@ from machines.explore.transfer_moves import (
     BLOCKED,
     MODES,
     READY,
+    SKIPPED,
     CompiledMoves,
 )
 from machines.explore.transfer_plans import Step
@@ -160,6 +161,7 @@ class TransferModel(CompiledMoves):
         self.derivation_actor = derivation.actor
         self.executing = self.r_index[EXECUTING]
         self.blocked, self.ready = self.n_index[BLOCKED], self.n_index[READY]
+        self.skipped = self.n_index.get(SKIPPED, -1)
         orbits = [
             tuple((self.shift[i], self.sent_at[i]) for i in orbit)
             for orbit in (self._orbits() if symmetry else ())
@@ -415,9 +417,10 @@ class TransferModel(CompiledMoves):
             judged |= judged_bit
             halted = halted or stops
             moving = moving or moves_money
+        settled = self._settled_nodes(states, done)
         for i, ns in enumerate(states):
             pred_mask = self.pred_mask[i]
-            if ns == self.blocked and self._wakes[i] and done & pred_mask == pred_mask:
+            if ns == self.blocked and self._wakes[i] and settled & pred_mask == pred_mask:
                 wake += (self.ready - self.blocked) << self.shift[i]
         sig = (some, every)
         context = self._context_memo.get(sig)
@@ -426,6 +429,22 @@ class TransferModel(CompiledMoves):
         all_done = judged == (1 << len(self.plan)) - 1
         derived = self.deriver.derived_move(EXECUTING, sig)
         return PlanInfo(halted, context, derived, moving, all_done, wake)
+
+    def _settled_nodes(self, states: list[int], done: int) -> int:
+        """The nodes done for their successors: done and not skipped, or skipped with every
+        node before it settled (a skip leaves the plan, not its order), as the engine's
+        session counts them."""
+        skipped = [i for i, ns in enumerate(states) if ns == self.skipped]
+        settled = done & ~sum(1 << i for i in skipped)
+        grew = True
+        while grew:
+            grew = False
+            for i in skipped:
+                bit = 1 << i
+                if not settled & bit and settled & self.pred_mask[i] == self.pred_mask[i]:
+                    settled |= bit
+                    grew = True
+        return settled
 
     def _calls(
         self, r: int, context: tuple[tuple[str, str], ...]

@@ -13,6 +13,7 @@ from machines.spec import MachineSpec
 from machines.systems.transfer.policy import NODE_MOVES, Mode, NodeMove, Via
 
 SUBMITTING, UNKNOWN, BLOCKED, READY = "submitting", "unknown", "blocked", "ready"
+SKIPPED = "skipped"
 _MODES = tuple(Mode)
 MODES = len(_MODES)
 
