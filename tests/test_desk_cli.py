@@ -401,7 +401,7 @@ def test_pending_runs_without_the_desks_web_server(tmp_path: Path) -> None:
     assert [p["key"] for p in json.loads(ran.stdout)["pending"]] == ["k"]
 
 
-@pytest.mark.parametrize("roles", ["worker", "nosuch", "operator,proxy"])
+@pytest.mark.parametrize("roles", ["worker", "nosuch", "operator,proxy", ",", " , ,"])
 def test_add_account_refuses_a_role_that_is_no_person(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], roles: str
 ) -> None:
@@ -410,7 +410,12 @@ def test_add_account_refuses_a_role_that_is_no_person(
     desk let the account sign in. add-account refuses it, naming the people, and writes
     nothing."""
     accounts = tmp_path / "accounts.json"
-    assert add(monkeypatch, accounts, "bob", roles, PASSWORD) == 2
-    err = capsys.readouterr().err
-    assert "are no person of these definitions; the people are:" in err and "operator" in err
+    if roles.strip(" ,"):
+        assert add(monkeypatch, accounts, "bob", roles, PASSWORD) == 2
+        err = capsys.readouterr().err
+        assert "are no person of these definitions; the people are:" in err and "operator" in err
+    else:  # batch 39 (c B3): no role at all was written, and locked every account out
+        with pytest.raises(SystemExit) as usage:
+            add(monkeypatch, accounts, "bob", roles, PASSWORD)
+        assert usage.value.code == 2 and "--roles ROLE" in capsys.readouterr().err
     assert not accounts.exists()

@@ -261,7 +261,9 @@ def test_export_of_an_unknown_machine_exits_2(capsys: pytest.CaptureFixture[str]
     assert "did you mean 'node'" in capsys.readouterr().err
 
 
-_TEXTS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40)
+_TEXTS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(
+    lambda text: re.search(r"\S", text) is not None  # a text holds more than spaces
+)
 
 
 @given(texts=st.lists(_TEXTS, min_size=4, max_size=4), fmt=st.sampled_from(DEFINITION_FORMATS))
@@ -389,3 +391,19 @@ def test_a_keyword_trigger_and_its_underscored_name_get_a_method_each(tmp_path: 
     m.class__(actor="bot")
     m.class_(actor="bot")
     assert fired == ["class", "class_"]
+
+
+def test_a_definition_that_does_not_load_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 39 (c B6): export exited 1 on a definition that does not load, where
+    diagrams and docs exit 2 on the same file (and the README says 2 for unreadable input)."""
+    path = tmp_path / "one.yaml"
+    path.write_text(
+        "spec_version: 1\nmachine: one\ndescription: A machine.\ninitial: a\n"
+        "actors:\n  bot: {automatic: true, description: A bot.}\n"
+        "states:\n  a: {terminal: true}\ntransitions: []\n",
+        encoding="utf-8",
+    )
+    assert main(["export", str(path)]) == 2
+    assert "should be non-empty" in capsys.readouterr().err

@@ -151,6 +151,8 @@ def _add(args: argparse.Namespace, parsers: Parsers) -> int:
     if args.name is None or not args.roles:
         parsers[1]["desk"].error("add-account needs a NAME and --roles ROLE[,ROLE]")
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    if not roles:  # "--roles ," names none (outsider batch 39, c B3)
+        parsers[1]["desk"].error("add-account needs a NAME and --roles ROLE[,ROLE]")
     specs = map(read_definition, definition_paths(definitions_dir(args.spec_dir).spec_dir))
     require_people(roles, people(specs), f"account {args.name!r}")  # before the password
     password = _password()
