@@ -951,13 +951,13 @@ def test_a_text_of_spaces_alone_is_refused_naming_its_place(tmp_path: Path) -> N
     so did a tab; every text a definition gives must hold more than spaces."""
     path = tmp_path / "m.yaml"
     path.write_text(
-        'spec_version: 1\nmachine: m\ndescription: "   "\ninitial: a\n'
+        'spec_version: 1\nmachine: m\ndescription: "\\u200b \\u2800"\ninitial: a\n'
         'actors:\n  bot: {automatic: true, description: " "}\n'
         "states:\n  a: {}\n  done: {terminal: true}\n"
         'transitions:\n  - {trigger: go, source: a, dest: done, actor: bot, description: "\\t"}\n',
         encoding="utf-8",
     )
     problems = load_error(path).problems
-    said = "is not a text with something in it besides spaces"
+    said = "is not a text with something in it besides spaces and characters that draw"
     places = sorted(p.split(",")[0] for p in problems if said in p)
     assert places == ["line 11", "line 3", "line 6"], problems
