@@ -961,3 +961,26 @@ def test_a_text_of_spaces_alone_is_refused_naming_its_place(tmp_path: Path) -> N
     said = "is not a text with something in it besides spaces and characters that draw"
     places = sorted(p.split(",")[0] for p in problems if said in p)
     assert places == ["line 11", "line 3", "line 6"], problems
+
+
+def test_a_context_variable_name_too_long_for_a_column_is_refused(tmp_path: Path) -> None:
+    """Outsider batch 39 (c B4): a context variable of 70 characters checked clean, and
+    every PostgreSQL store of it was refused as tampered (PostgreSQL cut its column's name
+    at 63 bytes); two sharing their first 60 made one column twice. A variable's name has
+    at most 59 characters (its column is ``ctx_`` and the name)."""
+
+    def definition(variable: str) -> Path:
+        path = tmp_path / "m.yaml"
+        path.write_text(
+            "spec_version: 1\nmachine: m\ndescription: A machine.\ninitial: a\n"
+            f"context:\n  {variable}: {{values: [x, y], description: A variable.}}\n"
+            "actors:\n  bot: {automatic: true, description: A bot.}\n"
+            "states:\n  a: {}\n  b: {terminal: true}\n"
+            "transitions:\n  - {trigger: go, source: a, dest: b, actor: bot, description: Go.}\n",
+            encoding="utf-8",
+        )
+        return path
+
+    assert machines.load(definition("v" * 59)).context
+    problems = load_error(definition("v" * 60)).problems
+    assert any("has 60 characters; at most 59" in p for p in problems), problems

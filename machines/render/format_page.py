@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from machines.spec.vocabulary import MAX_CONTEXT_NAME
+
 FORMAT_PAGE = "format.md"
 
 SECTIONS: Sequence[tuple[str, str]] = (
@@ -57,7 +59,8 @@ def format_page(
         f"{_lowered(defs['name']['description'])}, matching "
         f"`{_shown_pattern(defs['name']['pattern'])}`. `IN_PROGRESS`, `in-progress`, `EUR` "
         "and `goNow` are refused, each with its place. The keys below that hold names say "
-        "so.",
+        f"so. A context variable's name has at most {MAX_CONTEXT_NAME} characters (a store "
+        "keeps it as a column, whose name PostgreSQL cuts at 63 bytes).",
         "",
         "## The top level",
         "",

@@ -35,6 +35,7 @@ from machines.spec.routing import suggest
 from machines.spec.visible import says_something
 from machines.spec.vocabulary import (
     BASELINE_RULES,
+    MAX_CONTEXT_NAME,
     RESERVED_ACTORS,
     RESERVED_CONTEXT,
     RESERVED_MACHINES,
@@ -209,6 +210,13 @@ class Builder:
     def build_context(self) -> Mapping[str, ContextVariable]:
         out = {}
         for var, raw in self.context.items():
+            if len(var) > MAX_CONTEXT_NAME:
+                self.problem(
+                    ("context", var),
+                    f"context variable name {quote(var[:20])}... has {len(var)} characters; "
+                    f"at most {MAX_CONTEXT_NAME} (a store keeps it as a column whose name "
+                    "PostgreSQL cuts at 63 bytes): choose a shorter name",
+                )
             if var in RESERVED_CONTEXT:
                 self.problem(
                     ("context", var),

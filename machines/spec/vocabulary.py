@@ -179,6 +179,15 @@ of repairs): a machine's tables and guards are named after it, so no machine's n
 start with it (outsider batch 35, a G: a machine named ``machines_repairs`` made every
 PostgreSQL open fail, its guard's name taken by the record of repairs' own)."""
 
+CONTEXT_COLUMN = "ctx_"
+"""The prefix of a context variable's column in a store's table of legal moves."""
+
+MAX_CONTEXT_NAME = 63 - len(CONTEXT_COLUMN)
+"""The longest context variable name: its column's name must fit PostgreSQL's 63 bytes, or
+PostgreSQL cuts it (outsider batch 39, c B4: a 70-character variable checked clean and
+every PostgreSQL store of it was refused as tampered; two sharing 60 characters made one
+column twice)."""
+
 RESERVED_MACHINE_PREFIXES = (STORE_PREFIX, "sqlite_", "pg_")
 """The prefixes no machine's name may start with: the store's own (``STORE_PREFIX``), and
 the databases' (SQLite refuses a table whose name starts with ``sqlite_``; PostgreSQL

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from machines.spec import MachineSpec
 from machines.spec.records import derived_variables
-from machines.spec.vocabulary import STORE_PREFIX
+from machines.spec.vocabulary import CONTEXT_COLUMN, STORE_PREFIX
 from machines.store.names import name
 from machines.store.records import StoreError
 
@@ -140,8 +140,8 @@ class Plan:
         """The legal-moves table and its seed (both dialects): seeded only while empty,
         so a second run inserts no row and its frozen-insert trigger never fires."""
         variables = list(self.spec.context)
-        columns = "".join(f",\n  ctx_{v} TEXT" for v in variables)
-        names = "".join(f", ctx_{v}" for v in variables)
+        columns = "".join(f",\n  {CONTEXT_COLUMN}{v} TEXT" for v in variables)
+        names = "".join(f", {CONTEXT_COLUMN}{v}" for v in variables)
         rows = ",\n  ".join(
             "("
             + ", ".join(
@@ -167,8 +167,8 @@ SELECT * FROM (VALUES
         """The legal-moves row for the move being made (``value_of % var``: the move's
         value of a context variable)."""
         match = "".join(
-            f"\n        AND (mv.ctx_{v} IS NULL OR mv.ctx_{v} = {value_of % v})"
-            for v in self.spec.context
+            f"\n        AND (mv.{c} IS NULL OR mv.{c} = {value_of % v})"
+            for v, c in ((v, CONTEXT_COLUMN + v) for v in self.spec.context)
         )
         return (
             f"SELECT 1 FROM {self.n('moves')} mv\n"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from machines.errors import MachinesError, printable
 from machines.spec import MachineSpec
+from machines.spec.vocabulary import CONTEXT_COLUMN
 from machines.store.ddl import LATEST_REPAIR_TIME, legal_moves
 from machines.store.records import DefinitionVersion, StoreError
 from machines.store.versions import stored_spec
@@ -275,7 +276,8 @@ def moves_differences(
 ) -> list[Difference]:
     """The legal-moves table against the definition: the same columns, the same rows."""
     where = MOVES_TABLE
-    expected_columns = ["source", "dest", "trigger", "actor", *(f"ctx_{v}" for v in spec.context)]
+    variables = [CONTEXT_COLUMN + v for v in spec.context]
+    expected_columns = ["source", "dest", "trigger", "actor", *variables]
     if list(columns) != expected_columns:
         return [
             Difference(
