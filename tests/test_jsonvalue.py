@@ -136,5 +136,7 @@ def test_an_integer_longer_than_python_reads_is_refused_whatever_this_process_al
         read = read_json('{"n": 1' + "0" * 5000 + "}")
         assert isinstance(read, Unreadable) and "5001 digits" in read.reason
         assert dumps({"n": 10**4299}) == '{"n":1' + "0" * 4299 + "}"
+        sys.set_int_max_str_digits(640)  # batch 40 (a 4): lower than the writer's
+        assert read_json('{"n": -' + "9" * 4300 + "}") == {"n": -(10**4300 - 1)}
     finally:
         sys.set_int_max_str_digits(before)
