@@ -19,6 +19,7 @@ from machines.spec.loader import definition_paths, load
 from machines.spec.records import derived_variables
 from machines.store import BUNDLED, Store, open_store
 from machines.store.records import DefinitionVersion
+from machines.systems.transfer.plans import PLAN_DIGEST, plan_digest
 from tests.conftest import Document, FakeClock, SpecCopy, postgres_schema, rename_everywhere
 from tests.raw_sql import Raw
 
@@ -119,6 +120,8 @@ def _reach(
             if i == len(path):
                 data.update(DATA.get((machine, state), {}))
             detail = {"step": i, "evidence": f"step {i} of the fixture"}
+            if (machine, trigger) == ("request", "start"):  # as the engine's start records
+                detail[PLAN_DIGEST] = plan_digest(data.get("plan"))
             row = tx.move(row, trigger, actor=actor, context=given, detail=detail, data=data)
 
 

@@ -611,3 +611,28 @@ def test_b39_a1_a_start_that_records_no_digest_fixes_no_plan_and_is_named(
         with pytest.raises(TransferRefused, match="its start recorded no digest of it"):
             engine.step("t")
     audit_says(url, capsys, "request 't': its plan is not the one it started with")
+
+
+def test_b40_a1_nodes_moved_in_a_request_never_started_are_named_and_not_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 40 (a 1): the withdrawal and the deposit of a request only approved
+    were moved to completed by raw moves (the deposit's wake naming the withdrawal's
+    completion); the audit said OK, and the engine's start then completed the request.
+    The audit names a node moved in a request never started, and the engine starts no
+    request whose nodes moved."""
+    url = f"sqlite:///{tmp_path / 'money.db'}"
+    with open_store(url) as store:
+        engine = engine_for(store, FakeVenue())
+        engine.submit("t", TWO_LEGS)
+        engine.validate("t")
+        engine.request_approval("t")
+        engine.approve("t", by="alice")
+    evidence = {"by": "x", "evidence": "the venue said so"}
+    forge(url, "node_entities", "t/w", "ready", "wake", "planner", detail={"by": "x"})
+    forge(url, "node_entities", "t/w", "preparing", "prepare", "executor", detail=evidence)
+    with open_store(url) as store:
+        with pytest.raises(TransferRefused, match=r"not started, yet its node\(s\) w moved"):
+            engine_for(store, FakeVenue()).start("t")
+        assert engine_for(store, FakeVenue()).request("t").state == "approved"
+    audit_says(url, capsys, "node 't/w': 'planner' moved it (wake) while request 't' had not")

@@ -13,6 +13,7 @@ from machines.checks.breaches import Breach, Specs, events_judged
 from machines.checks.node_order import (
     gates_passed_unsaid,
     left_unwoken,
+    moved_before_start,
     plans_rewritten,
     woken_early,
 )
@@ -142,6 +143,7 @@ def no_auto_terminal_money_in_flight(
     plans = {r.key: plan_entries(r.data) for r in snap.of("request")}
     out += _nodes_not_planned(snap, plans)
     out += plans_rewritten(snap)
+    out += moved_before_start(snap)
     out += _reservations_recorded(request_spec, snap)
     node_events = {n.key: events_judged(node_spec, snap, n) for n in snap.of("node")}
     out += woken_early(node_spec, snap, plans, node_events)

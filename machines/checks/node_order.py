@@ -17,7 +17,7 @@ from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
 from machines.spec.states import NodeState
 from machines.spec.visible import says_something
-from machines.spec.vocabulary import DONE
+from machines.spec.vocabulary import DONE, MIGRATION_ACTOR
 from machines.systems.transfer.plans import (
     APPROVED_BY,
     DONE_BY,
@@ -208,4 +208,29 @@ def left_unwoken(
                 "wake it"
             )
             out.append(Breach("derivation-consistency", request.machine, request.key, why))
+    return out
+
+
+def moved_before_start(snap: Snapshot) -> list[Breach]:
+    """Nodes that moved in a request that never started: the engine moves a node only once
+    its request's ``start`` (which wakes the first of them) is recorded, and starts no
+    request whose nodes moved, so such a move was written outside the engine (outsider
+    batch 40, a 1: the withdrawal and the deposit of a request never approved were moved
+    to completed by raw moves, and the audit said OK)."""
+    unstarted = {
+        r.key for r in snap.of("request") if not any(e.trigger == "start" for e in r.history)
+    }
+    out = []
+    for n in snap.of("node"):
+        if n.scope not in unstarted:
+            continue
+        early = [e for e in n.history if e.actor != MIGRATION_ACTOR]
+        if early:
+            why = (
+                f"'{early[0].actor}' moved it ({early[0].trigger}) while request "
+                f"'{n.scope}' had not started: the engine moves no node before its request's "
+                "start"
+            )
+            breach = Breach("no-auto-terminal-money-in-flight", n.machine, n.key, why, (early[0],))
+            out.append(breach)
     return out

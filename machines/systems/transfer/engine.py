@@ -275,6 +275,12 @@ class TransferEngine(Driver):
         with self._session(request_id) as s:
             detail = {"by": self.engine_id, PLAN_DIGEST: plan_digest(s.request.data.get("plan"))}
             s.move_request("start", REQUEST_CALLS["start"], detail)
+            if moved := sorted(name for name, row in s.nodes.items() if row.moves):
+                raise TransferRefused(  # rolls the start back
+                    f"request '{request_id}' is not started, yet its node(s) {', '.join(moved)} "
+                    "moved: they were moved outside the engine; nothing was started, and a "
+                    "person must look (machines audit names them)"
+                )
         return RequestState(s.request.state)
 
     def cancel(
