@@ -362,3 +362,88 @@ def test_a_mutant_that_drops_an_evidence_move_is_killed_by_a_safe_service(
     with pytest.raises(RuleBroken) as failure:
         payment_suite(mutant, real).run(hunting(30, 8), require_coverage=False)
     assert failure.value.rule == "illegal-move-refused", failure.value
+
+
+class TrustsEvidenceFromAnyState(Payments):
+    """Batch 40 (c B1): with evidence in hand, it moves the entity whatever its state, even
+    out of a terminal one (its actor and guard checks kept)."""
+
+    def fire(self, n: int, trigger: str, actor: str, detail: Mapping[str, Any] | None) -> None:
+        row = self.rows[n]
+        for t in self.spec.transitions:
+            proved = t.evidence and (detail or {}).get("evidence")
+            if t.trigger == trigger and proved and actor in t.actors and t.admits(row["context"]):
+                row["events"].append(
+                    {"seq": len(row["events"]) + 1, "source": row["state"],
+                     "trigger": trigger, "dest": t.dest, "actor": actor}
+                )  # fmt: skip
+                row["state"] = t.dest
+                return
+        super().fire(n, trigger, actor, detail)
+
+
+def test_a_service_that_takes_evidence_from_any_state_is_caught(tmp_path: Path) -> None:
+    """Outsider batch 40 (c B1): evidence went only with fires from a state whose move asks
+    it, so a service that took evidence as enough from any state, terminal ones too, was
+    never tried there and passed. Evidence goes with every fire of such a trigger."""
+    spec = payments(tmp_path)
+
+    class Suite(payment_suite(spec, None)):  # type: ignore[misc]
+        def make_adapter(self) -> ConformanceAdapter[int]:
+            adapter = super().make_adapter()
+            adapter.service = TrustsEvidenceFromAnyState(spec)  # type: ignore[attr-defined]
+            return adapter
+
+    with pytest.raises(RuleBroken) as failure:
+        Suite.run(hunting(30, 8), require_coverage=False)
+    assert failure.value.rule in {"terminal-stays-final", "illegal-move-refused"}, failure.value
+
+
+def test_an_edge_its_guard_keeps_from_its_source_is_not_asked_for(tmp_path: Path) -> None:
+    """Outsider batch 40 (c B2): an edge out of a state reached only under contexts its
+    guard refuses can never be taken, yet the coverage check asked for it (its source was
+    reached), and a correct service failed with a gap it could never close."""
+    spec = definition(
+        tmp_path,
+        "gate",
+        initial="queued",
+        context={"tier": {"values": ["low", "high"], "description": "The item's tier."}},
+        actors={"worker": {"automatic": True, "description": "The worker."}},
+        states={"queued": {}, "review": {}, "done": {"terminal": True}},
+        transitions=[
+            {
+                "trigger": "go",
+                "source": "queued",
+                "dest": "done",
+                "actor": "worker",
+                "description": "Straight through.",
+            },
+            {
+                "trigger": "check",
+                "source": "queued",
+                "dest": "review",
+                "actor": "worker",
+                "when": {"tier": ["low"]},
+                "description": "Review.",
+            },
+            {
+                "trigger": "pass",
+                "source": "review",
+                "dest": "done",
+                "actor": "worker",
+                "when": {"tier": ["low"]},
+                "description": "Passed.",
+            },
+            {
+                "trigger": "fast_pass",
+                "source": "review",
+                "dest": "done",
+                "actor": "worker",
+                "when": {"tier": ["high"]},
+                "description": "Never takeable.",
+            },
+        ],
+    )
+    suite = payment_suite(spec, None)
+    suite.run(hunting(20, 8))
+    assert suite.coverage.out_of_reach(spec) == [("review", "fast_pass", "done")]

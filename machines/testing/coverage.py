@@ -35,6 +35,7 @@ class Coverage:
         self._lock = threading.Lock()
         self._taken: dict[str, Counter[Edge]] = {}
         self._probed: dict[str, dict[Probe, bool]] = {}
+        self._resumed: set[str] = set()
 
     def record(self, machine: str, source: str, trigger: str, dest: str) -> None:
         for name, value in (("machine", machine), ("source", source), ("trigger", trigger)):
@@ -42,6 +43,13 @@ class Coverage:
         expect(dest, str, "Coverage.record: dest")
         with self._lock:
             self._taken.setdefault(machine, Counter())[(source, trigger, dest)] += 1
+
+    def record_resumed(self, machine: str) -> None:
+        """An entity of ``machine`` was started in a state of the run's choosing
+        (``ResumableAdapter``): any state, under any context, may be a source."""
+        expect(machine, str, "Coverage.record_resumed: machine")
+        with self._lock:
+            self._resumed.add(machine)
 
     def record_probe(self, machine: str, state: str, trigger: str, actor: str, moved: bool) -> None:
         """A move fired from ``state``: ``moved`` when it was accepted, else refused."""
@@ -92,10 +100,11 @@ class Coverage:
 
     def out_of_reach(self, spec: MachineSpec) -> list[Edge]:
         """Edges of ``spec`` no run could take: under no context is the source reached from
-        the initial state with the edge's guard admitting that context, and no run reached
-        the source either (a definition may opt out of ``all_reachable``; an adapter that
-        resumes entities in any state reaches such a source, and its edges count again).
-        Outsider batch 38 (c S5): a correct service failed with a gap it could never close."""
+        the initial state with the edge's guard admitting that context (a definition may
+        opt out of ``all_reachable``, and a guard may admit only contexts its source is
+        never reached under), unless a run resumed entities in states of its choosing and
+        reached the source (its edges count again). Outsider batches 38 (c S5) and 40
+        (c B2): a correct service failed with a gap it could never close."""
         expect(spec, MachineSpec, "Coverage.out_of_reach: spec")
         graph = Graph(spec)
         takeable = {
@@ -107,8 +116,9 @@ class Coverage:
         with self._lock:
             reached = {state for state, _, _ in self._probed.get(spec.name, {})}
             reached |= {source for source, _, _ in self._taken.get(spec.name, Counter())}
+            resumed = spec.name in self._resumed
         edges = dict.fromkeys((t.source, t.trigger, t.dest) for t in spec.transitions)
-        return [e for e in edges if e not in takeable and e[0] not in reached]
+        return [e for e in edges if e not in takeable and not (resumed and e[0] in reached)]
 
     def require(self, spec: MachineSpec) -> None:
         """Raise ``CoverageGap`` naming every edge of ``spec`` never taken (with the

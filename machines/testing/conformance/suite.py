@@ -114,8 +114,8 @@ def unused(name: str, taken: Iterable[str]) -> str:
 DETAIL: Mapping[str, Any] = {"note": "fired by the conformance suite"}
 """The detail some moves are fired with (others with None)."""
 EVIDENCE = "the conformance suite's stand-in for the evidence this move needs"
-"""What ``detail["evidence"]`` holds when the suite fires a trigger whose move from the
-entity's state asks evidence (``evidence:``): an implementation that refuses such a move
+"""What ``detail["evidence"]`` holds when the suite fires a trigger a move of which asks
+evidence (``evidence:``), from any state: an implementation that refuses such a move
 without evidence is safe, and is given some (outsider batch 38, c S4: one was failed for
 it), also where the move must be refused (batch 39, c B2: its actor and guard were never
 tried with evidence in hand)."""
@@ -161,9 +161,9 @@ class ConformanceAdapter(Adapter, Generic[Entity]):
         value, which is ignored: the suite reads the state) if it made the move; raise any
         ``Exception`` if it refused it. ``context`` is the one the entity was created
         under, for an implementation that takes it per call; ``detail`` (a JSON object or
-        None) is for one that records why a move was made; for a trigger whose move from
-        the entity's state asks evidence (``evidence:``) it holds ``"evidence"``, a text
-        that stands in for it, whether the move is allowed or not. The suite fires unknown
+        None) is for one that records why a move was made; for a trigger a move of which
+        asks evidence (``evidence:``) it holds ``"evidence"``, a text that stands in for it,
+        whatever the state and actor, whether the move is allowed or not. The suite fires unknown
         triggers and actors too: refuse them."""
 
     @abc.abstractmethod
@@ -302,6 +302,10 @@ class ConformanceSuite(RuleBasedStateMachine):
         people = {a for s in probes for a in s.actors}
         self.triggers = sorted(known | {unused(UNKNOWN_TRIGGER, known)})
         self.actors = sorted(people | {unused(STRANGER, people)})
+        self._proved = {t.trigger for s in probes for t in s.transitions if t.evidence}
+        """Triggers a move of which asks evidence: fired with it from every state, by every
+        actor, so that a service that checks the evidence first is tried on its source,
+        actor and guard checks too (outsider batches 39, c B2, and 40, c B1)."""
         self._declared: dict[str, list[str]] = {}
         for t in (t for s in probes for t in s.transitions):
             triggers = self._declared.setdefault(t.source, [])
@@ -393,20 +397,6 @@ class ConformanceSuite(RuleBasedStateMachine):
 
     # -- the adapter's calls --------------------------------------------------------------
 
-    def _needs_evidence(self, tracked: Tracked, trigger: str) -> bool:
-        """Whether ``trigger`` from the entity's state asks evidence (``evidence:``) in
-        either definition, by any actor under any guard: a service that refuses it without
-        evidence is safe, so every probe of it, the ones it must refuse too (a wrong actor,
-        a failed guard, a move a mutant dropped), carries evidence, and its refusal says
-        something about the actor and the guard (outsider batch 39, c B1, B2)."""
-        probes = [self.spec] + ([self.also_try] if self.also_try is not None else [])
-        return any(
-            t.evidence is not None
-            for definition in probes
-            for t in definition.transitions
-            if t.source == tracked.state and t.trigger == trigger
-        )
-
     def _create(self, action: Create) -> None:
         start = self.spec.initial if action.state is None else action.state
         context = dict(action.context)
@@ -418,6 +408,7 @@ class ConformanceSuite(RuleBasedStateMachine):
             )
         try:
             if isinstance(adapter, ResumableAdapter) and action.state is not None:
+                self.coverage.record_resumed(self.spec.name)
                 handle = adapter.resume(start, dict(context))
             else:
                 handle = adapter.create(dict(context))
@@ -432,7 +423,7 @@ class ConformanceSuite(RuleBasedStateMachine):
         trigger, actor = action.trigger, action.actor
         expected = self.oracle.expect(tracked, trigger, actor)
         detail = None if action.detail is None else dict(action.detail)
-        if self._needs_evidence(tracked, trigger):
+        if trigger in self._proved:
             detail = {**(detail or {}), "evidence": EVIDENCE}
         try:
             self.adapter.fire(tracked.handle, trigger, actor, dict(tracked.context), detail)
