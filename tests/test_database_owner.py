@@ -13,6 +13,7 @@ import pytest
 from machines.cli import main
 from machines.store import open_store
 from machines.store.integrity import StoreTampered
+from machines.systems.transfer.plans import PLAN_DIGEST, plan_digest
 from tests.raw_sql import COMPENSABLE, DATABASES, OE, OH, E, H, Raw, Victims, attacked, move
 
 
@@ -126,7 +127,8 @@ def test_a_forged_derived_value_is_taken_by_the_database_but_reported_by_the_aud
         ("approve", "operator"),
         ("start", "system"),
     ):
-        request = store.move(request, trigger, actor=actor, context=none)
+        started = {PLAN_DIGEST: plan_digest(None)} if trigger == "start" else None  # engine's
+        request = store.move(request, trigger, actor=actor, context=none, detail=started)
     node, _ = store.insert(
         "node",
         "r1/send",
