@@ -102,6 +102,11 @@ def audit_says(url: str, capsys: pytest.CaptureFixture[str], *says: str) -> None
         assert text in out, out
 
 
+def audit_clean(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+
+
 def unknown_withdrawal(tmp_path: Path) -> str:
     url = in_flight(tmp_path, FakeVenue({"w": {"submit": ["unknown"]}}))
     with open_store(url) as store:
@@ -297,8 +302,7 @@ def test_b35_1b_the_engines_own_wake_is_not_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = in_flight(tmp_path, FakeVenue(), steps=10)
-    capsys.readouterr()
-    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+    audit_clean(url, capsys)
 
 
 # -- outsider batch 36 (b) ------------------------------------------------------------------
@@ -412,8 +416,7 @@ def test_b37_b2_a_gate_passed_without_a_persons_action_is_named(
         engine = engine_for(store, venue)
         drive(engine, "t", 4)
         assert engine.nodes("t")["manual_ok"].state == "ready"
-    capsys.readouterr()
-    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+    audit_clean(url, capsys)
     detail = {"by": "engine-1", "reason": "did the action of manual_ok"}
     manual = {"manual": {"by": "ops-ann", "at": 1.0}}
     forge(url, "node_entities", "t/manual_ok", "observing", "start_observing", "observer",
@@ -432,8 +435,7 @@ def test_b37_b2_a_gate_an_operator_passed_is_not_named(
         engine.complete_manual("t", "manual_ok", by="ops-ann", reason="checked the account")
         drive(engine, "t", 6)
         assert engine.nodes("t")["manual_ok"].state == "completed"
-    capsys.readouterr()
-    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+    audit_clean(url, capsys)
 
 
 def test_b37_n1_a_skipped_node_passes_on_what_it_waited_for(
@@ -454,8 +456,7 @@ def test_b37_n1_a_skipped_node_passes_on_what_it_waited_for(
         drive(engine, "t", 8)
         assert engine.nodes("t")["w"].state == "completed"
         assert engine.nodes("t")["d"].state == "completed"
-    capsys.readouterr()
-    assert main(["audit", "--from-store", url]) == 0, capsys.readouterr().out
+    audit_clean(url, capsys)
 
 
 def test_b37_n1_a_wake_past_a_skipped_node_before_its_predecessor_is_done_is_named(

@@ -11,7 +11,7 @@ choices had not allowed for (outsider batch 38, c):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ class TableService:
         self.spec, self.lenient, self.proof = spec, lenient, proof
         self.rows: list[dict[str, Any]] = []
 
-    def create(self) -> int:
-        self.rows.append({"state": self.spec.initial, "events": []})
+    def create(self, context: Mapping[str, str]) -> int:
+        self.rows.append({"state": self.spec.initial, "events": [], "context": dict(context)})
         return len(self.rows) - 1
 
     def fire(self, n: int, trigger: str, actor: str, detail: Mapping[str, Any] | None) -> None:
@@ -67,13 +67,17 @@ class TableService:
         raise Refused(f"{trigger} by {actor} in {row['state']}")
 
 
-def suite_for(spec: MachineSpec, **service: bool) -> type[ConformanceSuite]:
+def suite_of(
+    service: Callable[[], TableService], spec: MachineSpec, also: MachineSpec | None = None
+) -> Any:
+    """A conformance suite of ``spec`` (and ``also``) over a fresh ``service()`` a run."""
+
     class Adapter(ConformanceAdapter[int]):
         def __init__(self) -> None:
-            self.service = TableService(spec, **service)
+            self.service = service()
 
         def create(self, context: Mapping[str, str]) -> int:
-            return self.service.create()
+            return self.service.create(context)
 
         def fire(
             self,
@@ -93,15 +97,20 @@ def suite_for(spec: MachineSpec, **service: bool) -> type[ConformanceSuite]:
             events: list[object] = self.service.rows[entity]["events"]
             return events
 
-    judged_by = spec
+    judged_by, tried = spec, also
 
     class Suite(ConformanceSuite):
         spec = judged_by
+        also_try = tried
 
         def make_adapter(self) -> ConformanceAdapter[int]:
             return Adapter()
 
     return Suite
+
+
+def suite_for(spec: MachineSpec, **service: bool) -> Any:
+    return suite_of(lambda: TableService(spec, **service), spec)
 
 
 def definition(tmp_path: Path, name: str, **parts: Any) -> MachineSpec:
@@ -251,10 +260,6 @@ class Payments(TableService):
         super().__init__(spec, proof=True)
         self.trusting = trusting
 
-    def create_with(self, context: Mapping[str, str]) -> int:
-        self.rows.append({"state": self.spec.initial, "events": [], "context": dict(context)})
-        return len(self.rows) - 1
-
     def fire(self, n: int, trigger: str, actor: str, detail: Mapping[str, Any] | None) -> None:
         row = self.rows[n]
         for t in self.spec.transitions:
@@ -276,41 +281,7 @@ class Payments(TableService):
 
 
 def payment_suite(spec: MachineSpec, also: MachineSpec | None, **service: bool) -> Any:
-    class Adapter(ConformanceAdapter[int]):
-        def __init__(self) -> None:
-            self.service = Payments(spec if also is None else also, **service)
-
-        def create(self, context: Mapping[str, str]) -> int:
-            return self.service.create_with(context)
-
-        def fire(
-            self,
-            entity: int,
-            trigger: str,
-            actor: str,
-            context: Mapping[str, str],
-            detail: Mapping[str, Any] | None,
-        ) -> None:
-            self.service.fire(entity, trigger, actor, detail)
-
-        def state(self, entity: int) -> str:
-            state: str = self.service.rows[entity]["state"]
-            return state
-
-        def history(self, entity: int) -> Sequence[object]:
-            events: list[object] = self.service.rows[entity]["events"]
-            return events
-
-    judged_by, tried = spec, also
-
-    class Suite(ConformanceSuite):
-        spec = judged_by
-        also_try = tried
-
-        def make_adapter(self) -> ConformanceAdapter[int]:
-            return Adapter()
-
-    return Suite
+    return suite_of(lambda: Payments(spec if also is None else also, **service), spec, also)
 
 
 def payments(tmp_path: Path, *, confirm: bool = True) -> MachineSpec:
@@ -388,14 +359,9 @@ def test_a_service_that_takes_evidence_from_any_state_is_caught(tmp_path: Path) 
     never tried there and passed. Evidence goes with every fire of such a trigger."""
     spec = payments(tmp_path)
 
-    class Suite(payment_suite(spec, None)):  # type: ignore[misc]
-        def make_adapter(self) -> ConformanceAdapter[int]:
-            adapter = super().make_adapter()
-            adapter.service = TrustsEvidenceFromAnyState(spec)  # type: ignore[attr-defined]
-            return adapter
-
+    suite = suite_of(lambda: TrustsEvidenceFromAnyState(spec), spec)
     with pytest.raises(RuleBroken) as failure:
-        Suite.run(hunting(30, 8), require_coverage=False)
+        suite.run(hunting(30, 8), require_coverage=False)
     assert failure.value.rule in {"terminal-stays-final", "illegal-move-refused"}, failure.value
 
 
