@@ -321,5 +321,5 @@ def derivation_consistency(
                     f"nodes imply '{derived}' but the request is still {r.state}",
                 )
             )
-        out += left_unwoken(node_spec, snap, r, nodes.get(r.key, []))
+        out += left_unwoken(node_spec, r, nodes.get(r.key, []))
     return out

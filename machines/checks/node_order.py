@@ -183,9 +183,7 @@ def _done_by(
     return event.dest in done and isinstance(at, float) and event.at == at
 
 
-def left_unwoken(
-    node_spec: MachineSpec, snap: Snapshot, request: Entity, nodes: Sequence[Entity]
-) -> list[Breach]:
+def left_unwoken(node_spec: MachineSpec, request: Entity, nodes: Sequence[Entity]) -> list[Breach]:
     """Nodes of an executing request still in their initial state while every node they
     come after is done: the engine wakes a node in the transaction that makes the last of
     them done, so such a node waits on nothing and nothing will wake it (outsider batch
@@ -193,7 +191,7 @@ def left_unwoken(
     blocked with the request executing and its reservation held)."""
     done = node_spec.states_tagged(DONE)
     plans = {request.key: plan_entries(request.data)}
-    by_key = {n.key: n for n in snap.of("node") if n.scope == request.key}
+    by_key = {n.key: n for n in nodes}  # the request's own: every node it waits for
     out = []
     for n in nodes:
         named = node_name(n.key)
