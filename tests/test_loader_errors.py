@@ -984,3 +984,34 @@ def test_a_context_variable_name_too_long_for_a_column_is_refused(tmp_path: Path
     assert machines.load(definition("v" * 59)).context
     problems = load_error(definition("v" * 60)).problems
     assert any("has 60 characters; at most 59" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "blank",
+    ["\u061c", "\U000e0020", "\u034f", "\ufe0f", "\u2061\u17b4", "\ue000", "\u0301", "\u303f"],
+)
+def test_a_text_of_any_character_that_draws_nothing_is_refused(tmp_path: Path, blank: str) -> None:
+    """Outsider batches 39 and 40 (c B5, B3): the schema's pattern listed the characters
+    that draw nothing, and every one it left out (an Arabic letter mark, a tag space, a
+    combining grapheme joiner, a variation selector) made a description that passed. A
+    text must hold a letter, digit, punctuation mark or symbol that draws
+    (``visible.draws_something``); ``~`` and an emoji still describe."""
+    path = tmp_path / "m.yaml"
+
+    def definition(description: str) -> Path:
+        text = json.dumps(description, ensure_ascii=False)
+        path.write_text(
+            f"spec_version: 1\nmachine: m\ndescription: {text}\ninitial: a\n"
+            "actors:\n  bot: {automatic: true, description: A bot.}\n"
+            "states:\n  a: {}\n  done: {terminal: true}\n"
+            "transitions:\n  - {trigger: go, source: a, dest: done, actor: bot, "
+            "description: Go.}\n",
+            encoding="utf-8",
+        )
+        return path
+
+    problems = load_error(definition(blank)).problems
+    said = "is not a text with something in it besides spaces and characters that draw"
+    assert [p.split(",")[0] for p in problems if said in p] == ["line 3"], problems
+    for shows in ("~", "\U0001f512", f"{blank}x"):
+        assert machines.load(definition(shows)).description == shows

@@ -62,6 +62,12 @@ def format_page(
         f"so. A context variable's name has at most {MAX_CONTEXT_NAME} characters (a store "
         "keeps it as a column, whose name PostgreSQL cuts at 63 bytes).",
         "",
+        "Every text a definition gives (a description, a title, a reason) must show "
+        "something: a letter, a digit, a punctuation mark or a symbol that draws (`~` and "
+        "an emoji do). Spaces, control and format characters (a zero-width space, a "
+        "right-to-left mark), a mark alone (a variation selector) and a blank Braille "
+        "pattern do not.",
+        "",
         "## The top level",
         "",
         _keys(schema),

@@ -30,6 +30,7 @@ from machines.spec.files import definition_paths as definition_paths
 from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
+from machines.spec.visible import draws_something
 from machines.spec.yamlsource import (
     YamlSource,
     bounded,
@@ -72,9 +73,20 @@ def schema() -> Mapping[str, Any]:
     return MappingProxyType(json.loads(path.read_text(encoding="utf-8")))
 
 
+TEXT_FORMAT = "drawn-text"
+"""The schema's format of a text a definition gives (``$defs/text``): one a reader sees
+(``visible.draws_something``). The schema's pattern says the same for other validators as
+far as a pattern can; this format is the whole rule."""
+
+
 @functools.cache
 def _schema_validator() -> jsonschema.protocols.Validator:
-    return cast(jsonschema.protocols.Validator, jsonschema.Draft202012Validator(dict(schema())))
+    formats = jsonschema.FormatChecker(formats=())
+    formats.checks(TEXT_FORMAT)(lambda v: not isinstance(v, str) or draws_something(v))
+    return cast(
+        jsonschema.protocols.Validator,
+        jsonschema.Draft202012Validator(dict(schema()), format_checker=formats),
+    )
 
 
 def resolve(name_or_path: str | Path) -> Path:
@@ -195,7 +207,8 @@ def _validate_schema(source: YamlSource) -> None:
         key=lambda e: [str(p) for p in e.absolute_path],
     )
     if errors:
-        raise SpecError(source.path, bounded([_schema_message(source, e) for e in errors]))
+        said = dict.fromkeys(_schema_message(source, e) for e in errors)  # pattern and format
+        raise SpecError(source.path, bounded(list(said)))
 
 
 def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> str:
@@ -223,7 +236,7 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     defs = schema()["$defs"]  # the patterns that say what they ask, in their description
     patterned = [defs[k] for k in ("name", "text") if error.schema == defs[k]]
     described = patterned[0].get("description") if patterned else None
-    if error.validator == "pattern" and isinstance(described, str):
+    if error.validator in ("pattern", "format") and isinstance(described, str):
         wanted = described[0].lower() + described[1:].rstrip(".")
         return f"{where}: {quote(error.instance)} is not {wanted} ({see_format()})"
     if (

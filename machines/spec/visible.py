@@ -18,9 +18,26 @@ BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 """The letters that draw nothing: Unicode's default-ignorable code points of a letter or
 digit category (the Hangul fillers)."""
 
+BLANK_SYMBOLS = frozenset("\u1806\u2800\u303f\U0001d159")
+"""Punctuation and symbols that draw nothing in common fonts: the Mongolian soft hyphen, the
+blank Braille pattern, the ideographic half fill space, the musical null notehead."""
+
 
 def says_something(text: object) -> bool:
     """Whether ``text`` is a text that shows something (see the module)."""
     return isinstance(text, str) and any(
         unicodedata.category(c)[0] in "LN" and c not in BLANK_LETTERS for c in text
+    )
+
+
+def draws_something(text: object) -> bool:
+    """Whether ``text`` is a text a reader sees: it holds a letter, a digit, a punctuation
+    mark or a symbol that draws. The test of every text a definition gives (a description,
+    a reason), laxer than ``says_something`` so that ``"~"`` or an emoji may describe.
+    Spaces, controls, format characters (a right-to-left mark, a tag), marks alone (a
+    variation selector, a combining grapheme joiner) and private-use or unassigned code
+    points draw nothing by themselves (outsider batches 39 and 40, c B5 and B3)."""
+    return isinstance(text, str) and any(
+        unicodedata.category(c)[0] in "LNPS" and c not in BLANK_LETTERS | BLANK_SYMBOLS
+        for c in text
     )
