@@ -301,12 +301,13 @@ CATALOG: tuple[CodeMutant, ...] = (
         TRANSFER_PACKAGE + "session.py",
         "a skipped node counts as done though the nodes before it are not",
         "a skip leaves the plan, not its order: what came after waits for what came before",
-        old="""            if row is None or row.state not in done:
-                memo[name] = False""",
+        old="""        def before(p: str) -> list[object]:
+            return predecessors""",
         new=(
-            "            if row is None or row.state not in done "
-            "or row.state == NodeState.SKIPPED:\n"
-            "                memo[name] = row is not None and row.state == NodeState.SKIPPED"
+            "        def before(p: str) -> list[object]:\n"
+            "            if self.nodes[p].state == NodeState.SKIPPED:\n"
+            "                return []\n"
+            "            return predecessors"
         ),
         detectors=TRANSFER,
     ),

@@ -12,7 +12,7 @@ import pytest
 from machines.errors import MachinesError
 from machines.store import open_store
 from machines.systems.transfer import TransferEngine
-from machines.systems.transfer.plans import validate_plan
+from machines.systems.transfer.plans import settled, validate_plan
 from tests.garbage import Hostile
 
 KINDS = ("action", "observe", "manual")
@@ -204,3 +204,33 @@ class _Venue:
 
     def observe(self, node: Any) -> Any:
         return "completed"
+
+
+@pytest.mark.parametrize(
+    ("states", "after", "start", "expected"),
+    [
+        ({"w": "completed", "c": "skipped"}, {"c": ["w"]}, "c", True),
+        ({"w": "observing", "c": "skipped"}, {"c": ["w"]}, "c", False),  # batch 37 a N1
+        ({"w": "observing", "c": "completed"}, {"c": ["w"]}, "c", False),  # batch 36 b 1
+        ({"w": "completed", "c": "skipped"}, {"c": ["w", "ghost"]}, "c", False),
+        ({"a": "skipped", "b": "skipped"}, {"a": ["b"], "b": ["a"]}, "a", False),  # a loop
+        ({"w": "completed", "c": "skipped"}, {"c": ["w", "c"]}, "c", False),
+        (
+            {"a": "completed", "b": "skipped", "c": "skipped"},
+            {"b": ["a"], "c": ["a", "b"]},
+            "c",
+            True,
+        ),
+    ],
+)
+def test_settled_is_done_with_everything_before_it(
+    states: dict[str, str], after: dict[str, list[str]], start: str, expected: bool
+) -> None:
+    """The one rule the engine wakes by and the audit judges wakes by: a node is done for
+    what comes after it when it and every node before it, however far back, are done; a
+    loop (rows rewritten outside the engine) is not."""
+    done = {"completed", "skipped"}
+    memo: dict[str, bool] = {}
+    got = settled(start, lambda n: states.get(n) in done, lambda n: after.get(n, []), memo)
+    assert got is expected
+    assert settled(start, lambda n: False, lambda n: [], memo) is expected  # memo is kept

@@ -337,11 +337,11 @@ def test_the_transfer_suite_catches_an_engine_that_lets_a_skip_stand_for_itself(
     suite's oracle names it, with no help from the engine's own checks (a user's engine
     has none)."""
 
-    def skip_stands_for_itself(self, start, memo):  # type: ignore[no-untyped-def]
-        row = self.nodes.get(start)
+    def skip_stands_for_itself(self, name, memo):  # type: ignore[no-untyped-def]
+        row = self.nodes.get(name)
         if row is not None and row.state == "skipped":
             return True
-        return original(self, start, memo)
+        return original(self, name, memo)
 
     original = Session._settled
     monkeypatch.setattr(Session, "_settled", skip_stands_for_itself)

@@ -26,6 +26,7 @@ from machines.systems.transfer.plans import (
     plan_digest,
     plan_entries,
     predecessors,
+    settled,
     started_plan,
 )
 
@@ -42,6 +43,7 @@ def woken_early(
     batch 34, c B5: a forged wake of the deposit while the withdrawal was unknown)."""
     done = node_spec.states_tagged(DONE)
     nodes = {n.key: n for n in snap.of("node")}
+    memos: dict[str, dict[str, bool]] = {}
     out = []
     for n in snap.of("node"):
         woke = [
@@ -56,7 +58,8 @@ def woken_early(
             continue
         entry = plans.get(n.scope, {}).get(node_name(n.key), {})
         named = sorted(set(map(str, predecessors(n.data, entry))))
-        early = [p for p in named if not _done_now(n.scope, p, nodes, plans, done)]
+        memo = memos.setdefault(n.scope, {})
+        early = [p for p in named if not _done_now(n.scope, p, nodes, plans, done, memo)]
         if not early:
             early = [
                 p for p in named if not _done_by(woke[0], nodes.get(node_key(n.scope, p)), p, done)
@@ -141,24 +144,21 @@ def _done_now(
     nodes: Mapping[str, Entity],
     plans: Mapping[str, Mapping[str, Any]],
     done: frozenset[str],
+    memo: dict[str, bool],
 ) -> bool:
-    """Whether node ``start`` of request ``scope`` is done now, a skipped node only when
-    the nodes it waited for are too, however far back: the engine wakes a node after a
-    skipped predecessor only once what that one waited for is done (outsider batch 37,
-    a N1). A done state is an end, so a node not done now was not done at the wake."""
-    seen, stack = set(), [start]
-    while stack:
-        name = stack.pop()
+    """Whether node ``start`` of request ``scope`` is done now for the nodes after it, as
+    the engine judges it (``plans.settled``). A done state is an end, so a node not done
+    now was not done at any wake before."""
+
+    def is_done(name: str) -> bool:
         node = nodes.get(node_key(scope, name))
-        if node is None or node.state not in done:
-            return False
-        if name in seen or node.state != NodeState.SKIPPED.value:
-            seen.add(name)
-            continue
-        seen.add(name)
-        entry = plans.get(scope, {}).get(name, {})
-        stack.extend(map(str, predecessors(node.data, entry)))
-    return True
+        return node is not None and node.state in done
+
+    def before(name: str) -> list[object]:
+        node = nodes[node_key(scope, name)]
+        return predecessors(node.data, plans.get(scope, {}).get(name, {}))
+
+    return settled(start, is_done, before, memo)
 
 
 def _done_by(
@@ -192,6 +192,7 @@ def left_unwoken(node_spec: MachineSpec, request: Entity, nodes: Sequence[Entity
     done = node_spec.states_tagged(DONE)
     plans = {request.key: plan_entries(request.data)}
     by_key = {n.key: n for n in nodes}  # the request's own: every node it waits for
+    memo: dict[str, bool] = {}
     out = []
     for n in nodes:
         named = node_name(n.key)
@@ -199,7 +200,7 @@ def left_unwoken(node_spec: MachineSpec, request: Entity, nodes: Sequence[Entity
         if n.state != node_spec.initial or entry is None:
             continue  # a node its request's plan does not name is judged elsewhere
         after = map(str, predecessors(n.data, entry))
-        if all(_done_now(request.key, p, by_key, plans, done) for p in after):
+        if all(_done_now(request.key, p, by_key, plans, done, memo) for p in after):
             why = (
                 f"its node '{named}' is still {n.state} while every node it comes after is "
                 "done: the engine wakes a node as the last of them is done, so nothing will "

@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from machines.runtime.history import TransitionEvent
@@ -150,6 +150,47 @@ def predecessors(data: Mapping[str, Any], entry: Mapping[str, Any]) -> list[obje
         return list(value) if isinstance(value, list) else [value]
 
     return [*names(data.get("predecessors")), *names(entry.get("after"))]
+
+
+def settled(
+    start: str,
+    done: Callable[[str], bool],
+    before: Callable[[str], Iterable[object]],
+    memo: dict[str, bool],
+) -> bool:
+    """Whether node ``start`` is done for the nodes after it: it is done (``done``: a
+    name no node has is not) and so is every node before it (``before``), however far
+    back. The one rule of the engine's wakes, the audit's judgement of them and the
+    transfer suite's oracle.
+
+    Under the engine a node that ran was woken once its predecessors were all done, and a
+    done state is an end, so only rows moved outside it make the walk matter (outsider
+    batch 36, b 1: a forged wake and completion of a check between the withdrawal and the
+    deposit woke the deposit while the withdrawal was observed). A node the planner
+    skipped, which it may do before its predecessors are done, leaves the plan and not its
+    order: its successors wait for what it waited for (batch 37, a N1). A loop, which
+    only rows rewritten outside the engine make, is not settled. ``memo`` keeps what is
+    known between calls (until a node moves), so a plan is walked once."""
+    entered: set[str] = set()
+    stack = [start]
+    while stack:
+        name = stack[-1]
+        if name in memo:
+            stack.pop()
+            continue
+        if not done(name):
+            memo[name] = False
+            stack.pop()
+            continue
+        earlier = list(dict.fromkeys(map(str, before(name))))
+        waiting = [p for p in earlier if p not in memo]
+        if not waiting or name in entered:
+            memo[name] = not waiting and all(memo[p] for p in earlier)
+            stack.pop()
+            continue
+        entered.add(name)
+        stack.extend(waiting)
+    return memo[start]
 
 
 def row_differences(

@@ -38,6 +38,7 @@ from machines.systems.transfer.plans import (
     predecessors,
     recorded_side_effect,
     row_differences,
+    settled,
 )
 from machines.systems.transfer.policy import PLANNER, Mode, allowed, request_mode
 
@@ -312,40 +313,19 @@ class Session:
         memo = self._known_settled
         return [str(p) for p in dict.fromkeys(after) if not self._settled(str(p), memo)]
 
-    def _settled(self, start: str, memo: dict[str, bool]) -> bool:
-        """Whether node ``start`` is done and so is every node before it, however far back:
-        under the engine a node that ran was woken after its predecessors were all done, so
-        only a row moved outside it makes them differ (outsider batch 36, b 1: a forged wake
-        and observation of a check between the withdrawal and the deposit completed the
-        check while the withdrawal was observed, and the deposit was woken and sent). A
-        node the planner skipped, which it may do before its predecessors are done, takes
-        itself out of the plan and not the order: its successors wait for what it waited
-        for (outsider batch 37, a N1: skipping the check sent the deposit while the
-        withdrawal was observed).
-        ``memo`` keeps what is known (until a node moves), so a plan is walked once; a
-        loop (rows rewritten outside the engine) counts as not settled."""
-        done, entered, stack = self.engine.done_states, set(), [start]
-        while stack:
-            name = stack[-1]
-            row = self.nodes.get(name)
-            if name in memo:
-                stack.pop()
-                continue
-            if row is None or row.state not in done:
-                memo[name] = False
-                stack.pop()
-                continue
-            before = list(
-                dict.fromkeys(map(str, predecessors(row.data, self.planned.get(name, {}))))
-            )
-            waiting = [p for p in before if p not in memo]
-            if not waiting or name in entered:
-                memo[name] = not waiting and all(memo[p] for p in before)
-                stack.pop()
-                continue
-            entered.add(name)
-            stack.extend(waiting)
-        return memo[start]
+    def _settled(self, name: str, memo: dict[str, bool]) -> bool:
+        """Whether node ``name`` is done for its successors (``plans.settled``), by the
+        rows and this request's plan."""
+        done = self.engine.done_states
+
+        def is_done(p: str) -> bool:
+            row = self.nodes.get(p)
+            return row is not None and row.state in done
+
+        def before(p: str) -> list[object]:
+            return predecessors(self.nodes[p].data, self.planned.get(p, {}))
+
+        return settled(name, is_done, before, memo)
 
     def refuse_early(self, name: str) -> None:
         """``TransferRefused`` when node ``name`` would go on toward sending while a
