@@ -29,7 +29,7 @@ from typing import Any
 
 from machines.runtime.history import TransitionEvent
 from machines.spec import MachineSpec
-from machines.spec.migration_moves import lineage, migration_breaks
+from machines.spec.migration_moves import engine_moved_machines, lineage, migration_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 
 UNKNOWN = 0
@@ -65,9 +65,15 @@ class Versions:
     ones (``definitions``, by (machine, version)) for the older versions."""
 
     def __init__(
-        self, current: MachineSpec, definitions: Mapping[tuple[str, int], MachineSpec]
+        self,
+        current: MachineSpec,
+        definitions: Mapping[tuple[str, int], MachineSpec],
+        engine_moved: bool = False,
     ) -> None:
         self.current = current
+        self.engine_moved = engine_moved
+        """Whether the machine's entities are a derivation's nodes, which only their
+        engine moves out of a state that is not final (``migration_breaks``)."""
         known = {v: spec for (m, v), spec in definitions.items() if m == current.name}
         if known:
             known[max(known)] = current
@@ -175,7 +181,10 @@ class Versions:
             earlier = lineage(
                 lived, ev.source, [renames.get(first + i, ()) for i in range(len(lived))]
             )
-            out += migration_breaks(before, judged.spec, ev.source, ev.dest, earlier=earlier)
+            out += migration_breaks(
+                before, judged.spec, ev.source, ev.dest, earlier=earlier,
+                engine_moved=self.engine_moved,
+            )  # fmt: skip
         return out
 
     def upto(self, version: int) -> list[MachineSpec]:
@@ -196,4 +205,5 @@ def versions_by_machine(
     specs: Mapping[str, MachineSpec], definitions: Mapping[tuple[str, int], MachineSpec]
 ) -> dict[str, Versions]:
     """``Versions`` of every machine of ``specs``."""
-    return {m: Versions(spec, definitions) for m, spec in specs.items()}
+    moved = engine_moved_machines([*specs.values(), *definitions.values()])
+    return {m: Versions(spec, definitions, m in moved) for m, spec in specs.items()}

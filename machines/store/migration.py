@@ -42,6 +42,7 @@ from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import describe
+from machines.spec.migration_moves import engine_moved_machines
 from machines.spec.version_changes import actor_breaks, kept_state_breaks, reused_name_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, sqlite_path, text
@@ -369,7 +370,8 @@ def _plan(
         earlier = [
             lived[(machine, v.version)] for v in every[machine] if v.version < current.version
         ]
-        problems += map_refusals(db, [*earlier, old], spec, mapped)
+        moved_by_engine = machine in engine_moved_machines(specs.values())
+        problems += map_refusals(db, [*earlier, old], spec, mapped, moved_by_engine)
         stored = [
             (v.version, lived[(machine, v.version)])
             for v in every[machine]

@@ -48,17 +48,21 @@ def map_refusals(
     versions: Sequence[MachineSpec],
     new: MachineSpec,
     mapped: Sequence[tuple[str, str, int]],
+    engine_moved: bool = False,
 ) -> list[str]:
     """The refusals of the maps in ``mapped`` ((old state, new state, entities)) that the
     definitions' rules forbid: those of ``versions`` (every stored version, oldest first,
-    the last the one the entities live under) and of ``new``."""
+    the last the one the entities live under) and of ``new``; ``engine_moved``: the
+    machine's entities are a derivation's nodes (``migration_breaks``)."""
     old = versions[-1]
     out = []
     renames = _recorded_maps(db, new.name, len(versions))
     for source, dest, count in mapped:
         flag = f"--map {new.name}:{source}={dest}"
         earlier = lineage(versions, source, renames)
-        static = migration_breaks(old, new, source, dest, earlier=earlier)
+        static = migration_breaks(
+            old, new, source, dest, earlier=earlier, engine_moved=engine_moved
+        )
         if static:
             out.append(
                 f"{flag}: {_entities(count)} would leave '{source}' by the automatic "
