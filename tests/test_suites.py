@@ -23,6 +23,7 @@ from machines.spec.loader import definition_paths, read_definition
 from machines.systems import EffectLog, ExactlyOnce, TransferEngine
 from machines.systems.reliance import standing_for_a_buggy_implementation
 from machines.systems.transfer import executor
+from machines.systems.transfer.plans import predecessors
 from machines.systems.transfer.session import Session
 from machines.testing import Coverage
 from machines.testing._harness.sizes import (
@@ -347,6 +348,28 @@ def test_the_transfer_suite_catches_an_engine_that_lets_a_skip_stand_for_itself(
     monkeypatch.setattr(Session, "_settled", skip_stands_for_itself)
 
     suite = oracle_alone(monkeypatch, "a check skipped, money in flight")
+    assert rule_broken(suite, hunting(20, 10)) == "after-predecessors"
+
+
+def test_the_transfer_suite_catches_an_engine_that_looks_one_skip_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 41 (b S1): an engine that counts a skipped node as done when the
+    nodes right before it are done, without looking further back, sent the deposit while
+    the withdrawal was out after two checks in a row were skipped; no plan of the suite
+    had two, and it passed. The checked plan has two, and a start skips both."""
+
+    def one_skip_back(self, name, memo):  # type: ignore[no-untyped-def]
+        row = self.nodes.get(name)
+        if row is None or row.state not in self.engine.done_states:
+            return False
+        if row.state != "skipped":
+            return True
+        before = predecessors(row.data, self.planned.get(name, {}))
+        return all(self.nodes[str(p)].state in self.engine.done_states for p in before)
+
+    monkeypatch.setattr(Session, "_settled", one_skip_back)
+    suite = oracle_alone(monkeypatch, "two checks skipped, money in flight")
     assert rule_broken(suite, hunting(20, 10)) == "after-predecessors"
 
 

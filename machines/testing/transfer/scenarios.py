@@ -54,7 +54,8 @@ PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
         plan_node("deposit", "action", True, "manual_review", "withdraw"),
     ],
     "checked": [  # listed deposit first: a step reaches it before the withdrawal's answer
-        plan_node("deposit", "action", True, "review"),
+        plan_node("deposit", "action", True, "recheck"),
+        plan_node("recheck", "observe", False, "review"),
         plan_node("review", "observe", False, "withdraw"),
         plan_node("withdraw", "action", True),
     ],
@@ -117,9 +118,10 @@ class Scenario:
     """A scripted start for one run's first request: approve it as far as ``until``, then
     ``steps`` engine steps with the venue answering from ``answers`` ((node, call) ->
     answers in order; anything else moves on); ``expect`` is where that lands on the
-    reference engine. Then one of ``then`` ((operation, node, fixed arguments)) is done at
-    once, so every way out of the corner is taken early and often (``step`` is an engine
-    step; ``step after the timeout`` moves the clock first)."""
+    reference engine, after the planner skipped the nodes ``skipped``, in order. Then one
+    of ``then`` ((operation, node, fixed arguments)) is done at once, so every way out of
+    the corner is taken early and often (``step`` is an engine step; ``step after the
+    timeout`` moves the clock first)."""
 
     plan: str
     until: str
@@ -127,6 +129,7 @@ class Scenario:
     answers: Mapping[tuple[str, str], Sequence[str | type[BaseException]]]
     expect: tuple[str, Mapping[str, str]]
     then: Sequence[tuple[str, str, Mapping[str, Any]]] = ()
+    skipped: Sequence[str] = ()
 
 
 _UNTOUCHED = {"withdraw": "blocked", "withdraw_observe": "blocked"}
@@ -246,8 +249,33 @@ SCENARIOS: Mapping[str, Scenario | None] = {
         "executing",
         2,
         {("withdraw", "submit"): ["accepted"]},
-        ("executing", {"deposit": "blocked", "review": "blocked", "withdraw": "submitted"}),
-        then=[("skip", "review", {})],
+        (
+            "executing",
+            {
+                "deposit": "blocked",
+                "recheck": "blocked",
+                "review": "blocked",
+                "withdraw": "submitted",
+            },
+        ),
+        then=[("skip", "review", {}), ("skip", "recheck", {})],
+    ),
+    "two checks skipped, money in flight": Scenario(  # batch 41 b S1: a skip one deep
+        "checked",
+        "executing",
+        2,
+        {("withdraw", "submit"): ["accepted"]},
+        (
+            "executing",
+            {
+                "deposit": "blocked",
+                "recheck": "blocked",
+                "review": "skipped",
+                "withdraw": "submitted",
+            },
+        ),
+        then=[("skip", "recheck", {})],
+        skipped=("review",),
     ),
     "a gate not yet reached": Scenario(
         "branching",

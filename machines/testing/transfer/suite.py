@@ -193,6 +193,8 @@ class TransferSuite(RecordedSuite):
             with self._outage():
                 self._step(request, ENGINES[0])
         self.script = None
+        for node in setup.skipped:
+            self._do(None, request, "skip", {"node": node, "by": "planner", "reason": "set-up"})
         return (self._state(request), self.adapter.node_states(request)) == setup.expect
 
     def _submit(self, plan: str) -> str:
@@ -336,7 +338,15 @@ class TransferSuite(RecordedSuite):
     ) -> None:
         """Do ``operation`` (arguments drawn, or ``fixed`` where given); a refusal must
         write nothing."""
-        arguments = {**OPERATIONS[operation](data, node), **(fixed or {})}
+        self._do(data, request, operation, {**OPERATIONS[operation](data, node), **(fixed or {})})
+
+    def _do(
+        self,
+        data: st.DataObject | None,
+        request: str,
+        operation: str,
+        arguments: Mapping[str, Any],
+    ) -> None:
         before = self.adapter.fingerprint()
         self.ledger.begin(request, operation, arguments)
         with self._outage(data):
