@@ -16,6 +16,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -427,3 +428,38 @@ def test_a_file_replaced_while_the_store_opens_it_is_refused(tmp_path: Path) -> 
     opener.join()
     assert isinstance(found[0], StoreError), found
     assert "was replaced while the store opened it" in str(found[0])
+
+
+def test_a_database_file_with_a_second_name_is_refused(tmp_path: Path) -> None:
+    """Outsider batch 41 (a 13): two processes opened one SQLite file by two names (a hard
+    link); SQLite locks and logs it beside each name, so neither saw the other's claim,
+    the effect ran twice, one acknowledged result was lost and the audit said OK. A file
+    with a second name is refused, at open and by every later connection; a symbolic link
+    (which SQLite follows to the file) is not such a name."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "db", tmp_path / "b" / "db"
+    store = open_store(f"sqlite:///{first}")
+    try:
+        os.link(first, second)
+        for name in (first, second):
+            with pytest.raises(StoreError, match="the file has 2 names"):
+                open_store(f"sqlite:///{name}")
+        errors: list[BaseException] = []
+
+        def another_thread() -> None:
+            try:
+                ExactlyOnce(store).run("k", lambda: 1)
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=another_thread)
+        worker.start()
+        worker.join()
+        assert len(errors) == 1 and "the file has 2 names" in str(errors[0]), errors
+        second.unlink()
+        (tmp_path / "link").symlink_to(first)
+        with open_store(f"sqlite:///{tmp_path / 'link'}") as linked:
+            assert ExactlyOnce(linked).run("k", lambda: 1) == 1
+    finally:
+        store.close()
