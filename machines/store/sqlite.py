@@ -295,8 +295,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
 _ADVICE: Mapping[int | None, str] = {
     sqlite3.SQLITE_FULL: "the disk (or the database's size limit) is full: free space, and "
     "the store works again",
-    sqlite3.SQLITE_IOERR: "the disk failed a read or write (a full disk can show this way): "
-    "fix it, and the store works again",
+    sqlite3.SQLITE_IOERR: "a read or write of the file failed (a failing or full disk, or "
+    "the file cut short or changed under the store): fix it, and the store works again "
+    "(open it again if the file changed, which checks it)",
     sqlite3.SQLITE_READONLY: "the file or its directory cannot be written: make them "
     "writable, or open the store read-only to read it",
     sqlite3.SQLITE_CORRUPT: "the file is damaged: restore it from a backup",
