@@ -1092,3 +1092,43 @@ def test_the_refusal_of_a_tampered_store_holds_no_raw_control_character(tmp_path
         with pytest.raises(StoreTampered) as caught:
             open_store(victims.store.url)
         assert "\x1b" not in str(caught.value) and "\\x1b[2Jowned" in str(caught.value)
+
+
+def test_postgres_a_subscription_writing_into_the_store_is_named(tmp_path: Path) -> None:
+    """Outsider batch 41 (a 14): a superuser's logical-replication subscription wrote
+    into the store's tables; its apply worker runs as a replica and fires no ordinary
+    trigger, so a finished outcome was moved back with no guard firing, and the next open
+    was not refused. A table a subscription writes into is named at every open (here the
+    subscription is made disabled, with no slot: the catalog holds it all the same)."""
+    import psycopg
+
+    server = require_postgres()
+    publisher, subscription = f"pub_{uuid.uuid4().hex[:10]}", f"sub_{uuid.uuid4().hex[:10]}"
+    with attacked("postgres", tmp_path) as victims:
+        victims.store.close()
+        schema = victims.store.url.rpartition("%3D")[2]
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {publisher}")
+        try:
+            there = server.rpartition("/")[0] + f"/{publisher}"
+            with psycopg.connect(there, autocommit=True) as pub:
+                pub.execute(f"CREATE SCHEMA {schema}")
+                pub.execute(f"CREATE TABLE {schema}.outcome_entities (key text PRIMARY KEY)")
+                pub.execute(f"CREATE PUBLICATION p FOR TABLE {schema}.outcome_entities")
+            sql(
+                victims,
+                f"CREATE SUBSCRIPTION {subscription} CONNECTION '{there}' PUBLICATION p "
+                "WITH (create_slot = false, slot_name = NONE, enabled = false, "
+                "copy_data = false)",
+            )
+            try:
+                refused_open(
+                    victims,
+                    "table outcome_entities: is written by logical-replication subscription "
+                    f"{subscription}",
+                )
+            finally:
+                sql(victims, f"DROP SUBSCRIPTION {subscription}")
+        finally:
+            with psycopg.connect(server, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE {publisher} WITH (FORCE)")
