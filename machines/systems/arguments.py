@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from machines.errors import InvalidArgument
+from machines.errors import InvalidArgument, MachinesError
 from machines.runtime.templates import is_async
 from machines.spec.jsonvalue import describe
 from machines.spec.visible import says_something
@@ -28,24 +28,24 @@ def text(value: object, what: str) -> str:
     return plain(value)
 
 
-def statement(value: object, what: str) -> str:
+def statement(value: object, what: str, refusal: type[MachinesError] = InvalidArgument) -> str:
     """Who decided, or why: a text that says something (``says_something``: a letter or a
     digit), as the audit reads it, so that a decision the audit would call silent is
-    refused before it is written."""
+    refused before it is written (``refusal``: the error the calling system raises)."""
     if not isinstance(value, str) or not says_something(plain(value)):
-        raise InvalidArgument(
+        raise refusal(
             f"{what} must be a text with a letter or a digit in it, not {describe(value)}"
         )
     return plain(value)
 
 
-def remark(value: object, what: str) -> str:
+def remark(value: object, what: str, refusal: type[MachinesError] = InvalidArgument) -> str:
     """An optional reason: ``""`` leaves it out; any other text must say something
     (``statement``), so that a reason of only punctuation or invisible characters is
     refused rather than recorded as though the person had explained."""
     if not isinstance(value, str):
-        raise InvalidArgument(f"{what} must be a string, not {describe(value)}")
-    return "" if plain(value) == "" else statement(value, what)
+        raise refusal(f"{what} must be a string, not {describe(value)}")
+    return "" if plain(value) == "" else statement(value, what, refusal)
 
 
 def plain(value: str) -> str:

@@ -17,7 +17,6 @@ from machines.derive import Deriver, Signature
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.states import NodeState, RequestState
-from machines.spec.visible import says_something
 from machines.spec.vocabulary import (
     CONSUMES_RESERVATION,
     HOLDS_RESERVATION,
@@ -25,6 +24,7 @@ from machines.spec.vocabulary import (
     RELEASES_RESERVATION,
 )
 from machines.store.records import Row, Transaction
+from machines.systems import arguments
 from machines.systems.arguments import plain
 from machines.systems.reliance import require_bundled_move
 from machines.systems.transfer.errors import TransferRefused, UnknownTransfer
@@ -394,20 +394,14 @@ def said(by: str, **more: str) -> dict[str, Any]:
 
 
 def remark(value: object, what: str) -> str:
-    """An optional reason: ``""`` leaves it out; any other text must say something."""
-    if not isinstance(value, str):
-        raise TransferRefused(f"'{what}' must be a string; got {describe(value)}")
-    return "" if plain(value) == "" else statement(value, what)
+    """An optional reason (``arguments.remark``), refused as the engine refuses."""
+    return arguments.remark(value, f"'{what}'", TransferRefused)
 
 
-def statement(value: str, what: str) -> str:
-    """Who moved, or the evidence or reason a person gives: a text that says something (a
-    letter or a digit), as the audit reads it."""
-    if not isinstance(value, str) or not says_something(plain(value)):
-        raise TransferRefused(
-            f"'{what}' must be a text with a letter or a digit in it; got {describe(value)}"
-        )
-    return plain(value)
+def statement(value: object, what: str) -> str:
+    """Who moved, or the evidence or reason a person gives (``arguments.statement``),
+    refused as the engine refuses."""
+    return arguments.statement(value, f"'{what}'", TransferRefused)
 
 
 def required(value: str, what: str) -> str:
