@@ -18,8 +18,8 @@ from machines.spec.entering import (
     people_only,
     people_only_always,
 )
-from machines.spec.migration_moves import annotations_kept, exits_kept, fate, tags_shown
 from machines.spec.records import MachineSpec
+from machines.spec.state_meaning import annotations_kept, exits_kept, fate, tags_shown
 from machines.spec.vocabulary import EFFECT_STARTED, TAGS
 
 
