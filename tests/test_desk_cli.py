@@ -22,6 +22,12 @@ from machines.store import open_store
 PASSWORD = "correct horse battery"
 
 
+def made(url: str) -> str:
+    """``url`` with a store made there (the desk opens only an existing one)."""
+    open_store(url).close()
+    return url
+
+
 def add(
     monkeypatch: pytest.MonkeyPatch, accounts: Path, name: str, roles: str, password: str
 ) -> int:
@@ -68,7 +74,7 @@ def test_the_desk_refuses_to_start_without_accounts_or_with_a_role_nobody_has(
 ) -> None:
     served: list[Any] = []
     monkeypatch.setattr(serving, "serve", lambda *a, **k: served.append(a))
-    store = f"sqlite:///{tmp_path / 'store.db'}"
+    store = made(f"sqlite:///{tmp_path / 'store.db'}")
     missing = tmp_path / "none.json"
     assert main(["desk", store, "--accounts", str(missing)]) == 2
     assert "none.json" in capsys.readouterr().err
@@ -96,10 +102,10 @@ def test_a_desk_that_starts_binds_to_localhost_and_closes_its_store(
         serving, "serve", lambda app, host, port, **options: served.append((app, host, port))
     )
     closed: list[bool] = []
-    made = serving.desk_for
+    desk_made = serving.desk_for
 
     def desk_for(*args: Any) -> Any:
-        app, store = made(*args)
+        app, store = desk_made(*args)
         close = store.close
 
         def closing() -> None:
@@ -112,7 +118,7 @@ def test_a_desk_that_starts_binds_to_localhost_and_closes_its_store(
     monkeypatch.setattr(serving, "desk_for", desk_for)
     accounts = tmp_path / "accounts.json"
     assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
-    store = f"sqlite:///{tmp_path / 'store.db'}"
+    store = made(f"sqlite:///{tmp_path / 'store.db'}")
     assert main(["desk", store, "--accounts", str(accounts)]) == 0
     ((_, host, port),) = served
     assert (host, port) == ("127.0.0.1", 8750)
@@ -172,7 +178,7 @@ def test_a_desk_that_cannot_serve_is_exit_2(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        url = f"sqlite:///{tmp_path}/store.db"
+        url = made(f"sqlite:///{tmp_path}/store.db")
         code = main(["desk", url, "--accounts", str(accounts), "--port", str(port)])
     assert code == 2
     assert f"cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
@@ -216,7 +222,7 @@ def test_behind_the_named_proxy_the_desk_is_https(
     assert seen["proxy_headers"] is True and seen["forwarded_allow_ips"] == "10.0.0.7"
     accounts = tmp_path / "accounts.json"
     assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
-    app, store = serving.desk_for(f"sqlite:///{tmp_path}/s.db", accounts, None, 30)
+    app, store = serving.desk_for(made(f"sqlite:///{tmp_path}/s.db"), accounts, None, 30)
     try:
         forwarded = {"x-forwarded-proto": "https", "origin": "https://desk.example.com"}
         for trusted, ok in (("testclient", True), ("10.0.0.7", False)):
@@ -250,7 +256,7 @@ def test_the_desk_answers_only_for_its_own_host_names(
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(app=app))
     accounts = tmp_path / "accounts.json"
     assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
-    app, store = serving.desk_for(f"sqlite:///{tmp_path}/s.db", accounts, None, 30)
+    app, store = serving.desk_for(made(f"sqlite:///{tmp_path}/s.db"), accounts, None, 30)
     try:
         serving.serve(app, "127.0.0.1", 8750, names=["desk.example.com"])
         for host, ok in (
@@ -365,7 +371,7 @@ def test_a_proxy_is_named_by_its_address_only(
     monkeypatch.setattr(serving, "serve", lambda *a, **k: served.append(a))
     accounts = tmp_path / "accounts.json"
     assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
-    store = f"sqlite:///{tmp_path / 'desk.db'}"
+    store = made(f"sqlite:///{tmp_path / 'desk.db'}")
     with pytest.raises(SystemExit) as exited:
         main(["desk", store, "--accounts", str(accounts), "--proxy", proxy])
     assert exited.value.code == 2 and served == []
@@ -419,3 +425,27 @@ def test_add_account_refuses_a_role_that_is_no_person(
             add(monkeypatch, accounts, "bob", roles, PASSWORD)
         assert usage.value.code == 2 and "--roles ROLE" in capsys.readouterr().err
     assert not accounts.exists()
+
+
+def test_the_desk_makes_no_store_where_there_is_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 41 (c 32): ``machines desk sqlite:///typo.db`` made an empty database
+    and served it, with nothing waiting, though its help says a store that cannot be
+    opened is exit 2. The desk opens only an existing store (``create=False``): a missing
+    file, or one with no store in it, is exit 2 and nothing is written."""
+    served: list[Any] = []
+    monkeypatch.setattr(serving, "serve", lambda *a, **k: served.append(a))
+    accounts = tmp_path / "accounts.json"
+    assert add(monkeypatch, accounts, "olga", "operator", PASSWORD) == 0
+    capsys.readouterr()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for path in (tmp_path / "typo.db", empty):
+        assert main(["desk", f"sqlite:///{path}", "--accounts", str(accounts)]) == 2
+        assert "no store is there" in capsys.readouterr().err
+    assert served == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "accounts.json",
+        "empty.db",
+    ]
+    assert empty.read_bytes() == b""

@@ -14,6 +14,7 @@ from machines.store import RecordExists, StaleWrite, Store, StoreError, open_sto
 from machines.store.ddl import sqlite_schema
 from machines.store.records import Row
 from machines.store.versions import DefinitionChanged
+from machines.systems import ExactlyOnce
 from tests.conftest import postgres_schema, store_url
 
 
@@ -350,3 +351,28 @@ def test_migrate_and_repair_refuse_a_sqlite_uri_as_every_store_does(
     assert main([command, "sqlite:///file:money.db", "--spec-dir", str(bundled_spec_dir())]) == 2
     said = capsys.readouterr()
     assert "is a SQLite URI" in said.out + said.err
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_create_false_opens_only_a_store_that_is_there(kind: str, tmp_path: Path) -> None:
+    """``open_store(url, create=False)`` (what the desk opens) makes no store: where there
+    is none it is a ``StoreError`` and nothing is written; an existing store opens, and a
+    value that is not a bool is refused, not taken as true."""
+    with pytest.raises(InvalidArgument, match="create must be True or False"):
+        open_store("memory://", create=1)  # type: ignore[arg-type]
+    with ExitStack() as cleanup:
+        if kind == "memory":
+            with pytest.raises(StoreError, match="no store to open without making it"):
+                open_store("memory://", create=False)
+            return
+        url = (
+            cleanup.enter_context(postgres_schema())
+            if kind == "postgres"
+            else f"sqlite:///{tmp_path / 'store.db'}"
+        )
+        with pytest.raises(StoreError, match="no store is there"):
+            open_store(url, create=False)
+        assert not (tmp_path / "store.db").exists()
+        open_store(url).close()
+        with open_store(url, create=False) as store:
+            assert ExactlyOnce(store).run("k", lambda: 7) == 7

@@ -194,8 +194,8 @@ COMMAND = Command(
     "desk",
     help="serve the desk: what waits on a person, and the moves the definitions let them "
     f"make, signed in ({install_command('desk')}); add-account adds a person",
-    description="Exit 0 when stopped, 2 when it cannot start (no accounts, a store that "
-    "cannot be opened, a role no definition has).",
+    description="Exit 0 when stopped, 2 when it cannot start (no accounts, no store at the "
+    "URL or one that cannot be opened: the desk makes none, a role no definition has).",
     arguments=_arguments,
     run=_run,
 )

@@ -23,9 +23,12 @@ if TYPE_CHECKING:
 
 
 def opened(url: str, spec_dir: Path | None, *, read_only: bool = False) -> OpenedStore:
-    """The store at ``url``, for the definitions ``definitions_dir(spec_dir)`` chooses."""
+    """The store at ``url``, for the definitions ``definitions_dir(spec_dir)`` chooses: an
+    existing one (``create=False``): people act on what waits in a store their services
+    made, and a mistyped URL must not serve a new, empty one with nothing waiting."""
     paths = definition_paths(definitions_dir(spec_dir).spec_dir)
-    return open_store(url, [read_definition(p) for p in paths], read_only=read_only)
+    specs = [read_definition(p) for p in paths]
+    return open_store(url, specs, read_only=read_only, create=False)
 
 
 def desk_for(

@@ -58,6 +58,7 @@ def open_store(
     *,
     clock: Clock | None = None,
     read_only: bool = False,
+    create: bool = True,
 ) -> OpenedStore:
     """Open the store at ``url`` for ``specs`` (default: the four bundled machines).
 
@@ -70,11 +71,19 @@ def open_store(
     ``read_only`` opens an existing store to read it (an audit) and changes nothing at
     all: no file or table is created (a missing database or table is a ``StoreError``),
     and every write is refused with a ``StoreError``. ``memory://`` starts empty, so there
-    is nothing to open read-only there."""
+    is nothing to open read-only there.
+
+    ``create=False`` opens an existing store for writing and makes none: a missing SQLite
+    file, or a database or file without the store's registry, is a ``StoreError``
+    (``memory://`` is never there before). A desk opens its store so, so that a mistyped
+    URL is an error instead of a new, empty store with nothing waiting. The tables of a
+    machine the store does not have yet are still made."""
     url = text(url, "a store URL")
     check_key(url, "open_store", "URL")
     if not isinstance(read_only, bool):
         raise InvalidArgument(f"read_only must be True or False, not {describe(read_only)}")
+    if not isinstance(create, bool):
+        raise InvalidArgument(f"create must be True or False, not {describe(create)}")
     by_name = {n: load(n) for n in BUNDLED} if specs is None else specs_by_name(specs)
     now = (
         time.time
@@ -82,19 +91,20 @@ def open_store(
         else checked_clock(clock, "the store", StoreError, "nothing was written")
     )
     if url == "memory://":
-        if read_only:
-            raise StoreError("memory:// starts empty: there is nothing to open read-only")
+        if read_only or not create:
+            how = "read-only" if read_only else "without making it (create=False)"
+            raise StoreError(f"memory:// starts empty: there is no store to open {how}")
         return MemoryStore(by_name, now)
     if url.startswith("sqlite:///"):
         path = sqlite_path(url)
-        return SQLiteStore(path, by_name, now, read_only=read_only)
+        return SQLiteStore(path, by_name, now, read_only=read_only, create=create)
     if url.startswith(("postgresql://", "postgres://")):
         try:
             from machines.store.postgres import PostgresStore  # needs machines[postgres]
         except ModuleNotFoundError as missing:  # psycopg is not installed
             raise StoreError(str(missing)) from missing
 
-        return PostgresStore(url, by_name, now, read_only=read_only)
+        return PostgresStore(url, by_name, now, read_only=read_only, create=create)
     raise InvalidArgument(
         f"unsupported store URL {hide_passwords(describe(url))}; use memory://, "
         "sqlite:///path/to/file.db or "

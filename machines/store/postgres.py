@@ -69,7 +69,7 @@ from machines.store.sql import (
     refused,
 )
 from machines.store.stored_json import frozen, read_json
-from machines.store.versions import legacy, no_registry, no_tables
+from machines.store.versions import legacy, no_registry, no_store, no_tables
 
 SCHEMA_LOCK = 0x6D616368
 """The first key (\"mach\") of the advisory lock held while a store's schema is created,
@@ -195,6 +195,7 @@ class PostgresStore(ClosedOnExit):
         clock: Clock = time.time,
         *,
         read_only: bool = False,
+        create: bool = True,
     ):
         self.url = url
         self.where = shown_url(url)  # the URL as messages show it: no password
@@ -228,6 +229,8 @@ class PostgresStore(ClosedOnExit):
                 if differences:
                     raise tampered(self.where, differences)
             new_registry = not _has_table(conn, REGISTRY)
+            if new_registry and not create:
+                raise no_store(self.where)
             if new_registry:
                 conn.execute((postgres_registry() + postgres_repairs()).encode())
             for machine, version in current.items():

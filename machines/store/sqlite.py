@@ -42,7 +42,7 @@ from machines.store.integrity_sqlite import guard_differences, served_versions
 from machines.store.records import ClosedOnExit, OneWriteTransactions, StoreError, closed_store
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
 from machines.store.stored_json import decode
-from machines.store.versions import legacy, no_registry, no_tables
+from machines.store.versions import legacy, no_registry, no_store, no_tables
 
 
 def fingerprint(spec: MachineSpec, version: int) -> str:
@@ -61,6 +61,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         busy_timeout: float = 30.0,
         *,
         read_only: bool = False,
+        create: bool = True,
     ) -> None:
         self.path = os.path.abspath(str(path))  # every thread's connection: this one file
         self.url = f"sqlite:///{self.path}"
@@ -80,11 +81,15 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         self._connections: ThreadConnections[sqlite3.Connection] = ThreadConnections(
             sqlite3.Connection.close
         )
+        if not (create or read_only or os.path.isfile(self.path)):
+            raise no_store(self.url)
         try:
             with self._connection() as conn:
                 if read_only:
                     self._require_schema(conn)
                 else:
+                    if not create and not _has_table(conn, REGISTRY):
+                        raise no_store(self.url)  # before anything is written to the file
                     conn.execute("PRAGMA journal_mode=WAL")
                     self._ensure_schema(conn)
             if self._opened is None or _identity(self.path) != self._opened:

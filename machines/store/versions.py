@@ -130,6 +130,15 @@ def no_registry(where: str) -> StoreError:
     )
 
 
+def no_store(where: str) -> StoreError:
+    """A store opened with ``create=False`` where there is none."""
+    return StoreError(
+        f"{where}: no store is there (no machines tables), and this store is opened only "
+        "if it exists (create=False): check the URL, or let your service make the store "
+        "first"
+    )
+
+
 def no_tables(where: str, machine: str) -> StoreError:
     return StoreError(
         f"{where}: no tables for machine '{machine}'; a read-only store creates nothing, "
