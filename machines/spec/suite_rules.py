@@ -342,8 +342,9 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
     invariant(
         "history-is-a-legal-chain",
         """The exposed history of every entity is exactly the moves the suite saw it
-        make, numbered 1, 2, 3, ..., an unbroken chain from where it started each move
-        of which the definition allows, and it ends in the state the entity reads.""",
+        make, in the order it made them (each event's number above the one before), an
+        unbroken chain from where it started each move of which the definition allows,
+        and it ends in the state the entity reads.""",
         "conformance suite",
     ),
     invariant(

@@ -52,7 +52,9 @@ TRANSCRIPT = 12
 
 class Event(NamedTuple):
     """One recorded move of an entity, as the adapter's ``history`` may return it (a mapping
-    or any object with these attributes will do as well): ``seq`` counts 1, 2, 3, ..."""
+    or any object with these attributes will do as well): ``seq`` rises from each event
+    to the next (1, 2, 3, ... per entity, or numbers drawn from one counter for every
+    entity: how a service numbers its events is its own choice)."""
 
     seq: int
     source: str
@@ -326,8 +328,12 @@ class Oracle:
         suite saw, numbered 1, 2, 3, ..., and it ends where the entity reads."""
         events = exposed.events
         seqs = [e.seq for e in events]
-        if seqs != list(range(1, len(events) + 1)):
-            raise self.breaks(CHAIN, f"the history of {tracked} is numbered {seqs}")
+        if any(later <= earlier for earlier, later in zip(seqs, seqs[1:], strict=False)):
+            raise self.breaks(
+                CHAIN,
+                f"the history of {tracked} is numbered {seqs}: each event's number must be "
+                "above the one before it (the order the moves were made in)",
+            )
         moves = [e.move for e in events]
         known = tracked.judged if moves[: tracked.judged] == tracked.moves[: tracked.judged] else 0
         found = chain_break(
