@@ -4,7 +4,8 @@ Random steps reach a rare move by luck: a move by one actor from one state, amon
 trigger and actor a suite may fire, is one pick in hundreds, and a dropped or widened move
 there survives many runs. So before its random phase a suite walks a plan, as model-based
 testers walk a graph: for every context class (the valuations under which the same
-transitions are allowed; one valuation stands for each), every state reachable under it,
+transitions are allowed; one valuation stands for each, and a few more hold every value
+the classes' valuations leave out), every state reachable under it,
 and every (trigger, actor) the suite fires at all (the definition's, those of the
 definition the implementation runs on, an unknown trigger and a stranger), it creates an
 entity, takes it to the state by a shortest legal path, and fires the probe. Probes the
@@ -28,12 +29,24 @@ Path = tuple[tuple[str, str], ...]
 
 def context_classes(spec: MachineSpec) -> list[dict[str, str]]:
     """One valuation for each class of valuations that admit the same transitions (the
-    first, in ``spec.valuations()`` order)."""
+    first, in ``spec.valuations()`` order), then as few more as hold every value of every
+    variable the first ones leave out: a service that treats two values its guards treat
+    alike differently (a bug only for ``apac`` among regions no guard tells apart) is then
+    found by the tour, not left to the random runs (outsider batch 41, c 20: missed on 5
+    of 20 seeds). One more valuation per value a variable's classes leave out, at most,
+    each holding one left-out value of every variable that has one."""
     seen: dict[tuple[bool, ...], dict[str, str]] = {}
     for valuation in spec.valuations():
         key = tuple(t.admits(valuation) for t in spec.transitions)
         seen.setdefault(key, dict(valuation))
-    return list(seen.values())
+    chosen = list(seen.values())
+    left = {
+        name: [v for v in variable.values if all(c[name] != v for c in chosen)]
+        for name, variable in spec.context.items()
+    }
+    for k in range(max(map(len, left.values()), default=0)):
+        chosen.append({n: vs[k] if k < len(vs) else chosen[0][n] for n, vs in left.items()})
+    return chosen
 
 
 def shortest_paths(spec: MachineSpec, context: Mapping[str, str]) -> dict[str, Path]:
