@@ -28,7 +28,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from machines.desk.waiting import DeskError, Move, moves_for, page_version
+from machines.desk.waiting import (
+    DeskChanged,
+    DeskError,
+    DeskForbidden,
+    DeskNotFound,
+    Move,
+    moves_for,
+    page_version,
+)
 from machines.errors import InvalidArgument, MachinesError
 from machines.spec.jsonvalue import describe
 from machines.spec.states import RequestState
@@ -249,7 +257,7 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     entity as it was read; the entity's row afterwards."""
     specs = store.specs()
     if d.machine not in specs:
-        raise DeskError(f"no machine {d.machine!r} in this store")
+        raise DeskNotFound(f"no machine {d.machine!r} in this store")
     reason = d.reason.strip()
     if not says_something(reason):
         raise DeskError(
@@ -267,12 +275,12 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         row = tx.get(d.machine, d.key)
         read = None if row is None else page_version(specs, tx, row)
     if row is None:
-        raise DeskError(f"no {d.machine} {d.key!r} in this store")
+        raise DeskNotFound(f"no {d.machine} {d.key!r} in this store")
     if read != d.version:
         raise _changed(d, row)
     allowed = {(m.trigger, m.actor, m.gate) for m in offered(store, row, roles)}
     if (d.trigger, d.actor, d.gate) not in allowed:
-        raise DeskError(
+        raise DeskForbidden(
             f"you may not {d.trigger} {d.machine} {d.key!r} as {d.actor}"
             + (f" by gate {d.gate!r}" if d.gate else "")
             + f" in {row.state}: the definition does not let your roles make that move now"
@@ -297,7 +305,16 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
 
 
 def _changed(d: Decision, now: Row) -> DeskError:
-    return DeskError(
+    return DeskChanged(
         f"{d.machine} {d.key!r} changed since the page was shown: it is now {now.state} "
         "(someone else acted, or its system moved it); look at it again"
     )
+
+
+def refusal_status(exc: MachinesError) -> int:
+    """The HTTP status of a decision refused: a ``DeskError``'s own (400 the request is
+    wrong, 403 a move the roles may not make, 404 no such machine or entity, 409 the entity
+    changed since the version named); any other refusal is the entity's state or system
+    refusing the move now (409). A script that reads the entity again on 409 then never
+    loops on a request that can never be right (outsider batch 41, c 31)."""
+    return exc.status if isinstance(exc, DeskError) else 409

@@ -36,7 +36,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from machines.desk.accounts import Accounts, people, read_accounts, require_people, verify
-from machines.desk.acting import Decision, act, offered
+from machines.desk.acting import Decision, act, offered, refusal_status
 from machines.desk.requests import (
     API_FIELDS,
     FORM_FIELDS,
@@ -347,7 +347,7 @@ class _Desk:
             )
             act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:
-            return self.entity(session, machine, key, status=409, message=str(exc))
+            return self.entity(session, machine, key, status=refusal_status(exc), message=str(exc))
         return RedirectResponse(entity_href(machine, key), status_code=303)
 
     # -- the API ---------------------------------------------------------------------------
@@ -427,7 +427,7 @@ class _Desk:
             )
             row = act(self.store, decision, frozenset(session.account.roles))
         except MachinesError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=409)
+            return JSONResponse({"error": str(exc)}, status_code=refusal_status(exc))
         with self.store.transaction() as tx:
             version = page_version(self.store.specs(), tx, row)
         return JSONResponse(

@@ -219,7 +219,28 @@ def _chosen(
 
 class DeskError(MachinesError):
     """A request the desk cannot answer as asked: an unknown machine or state, a move the
-    person may not make, a page made stale by a newer move."""
+    person may not make, a page made stale by a newer move. The API answers one with
+    ``status`` (400: the request itself is wrong; each kind below says its own)."""
+
+    status = 400
+
+
+class DeskNotFound(DeskError):
+    """No such machine or entity in the store."""
+
+    status = 404
+
+
+class DeskForbidden(DeskError):
+    """A move the definition does not let the person's roles make on the entity now."""
+
+    status = 403
+
+
+class DeskChanged(DeskError):
+    """The entity moved since the version the request names: read it again."""
+
+    status = 409
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ events with an ``int`` ``seq`` and ``str`` ``source``, ``trigger``, ``dest`` and
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -328,7 +329,7 @@ class Oracle:
         suite saw, numbered 1, 2, 3, ..., and it ends where the entity reads."""
         events = exposed.events
         seqs = [e.seq for e in events]
-        if any(later <= earlier for earlier, later in zip(seqs, seqs[1:], strict=False)):
+        if any(later <= earlier for earlier, later in itertools.pairwise(seqs)):
             raise self.breaks(
                 CHAIN,
                 f"the history of {tracked} is numbered {seqs}: each event's number must be "
