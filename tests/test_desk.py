@@ -345,10 +345,12 @@ def test_signing_in_is_rate_limited_per_name_and_address(desk: Desk) -> None:
 def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
     parked(desk.store, "charge-6")
     client = desk.client()
-    assert (
-        client.post("/api/token", json={"name": "olga", "password": "wrong one!!!!"}).status_code
-        == 401
-    )
+    for wrong in ("wrong one!!!!", "\\ud800 a lone surrogate"):  # batch 41 c 33
+        body = '{"name": "olga", "password": "' + wrong + '"}'
+        answer = client.post(
+            "/api/token", content=body.encode(), headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 401, answer.text
     token = client.post("/api/token", json={"name": "olga", "password": PASSWORD}).json()["token"]
     auth = {"authorization": f"Bearer {token}"}
     pending = client.get("/api/pending", headers=auth).json()["pending"]

@@ -50,6 +50,11 @@ def test_add_account_reads_the_password_from_standard_input_and_keeps_its_hash(
     err = capsys.readouterr().err
     assert err.startswith("machines desk: ") and err.count("\n") == 1 and "short" not in err
     assert accounts.read_bytes() == before  # nothing written
+    # outsider batch 41 (c 33): bytes that are not UTF-8 on standard input were a traceback
+    not_text = b"\xff\xfe password long enough".decode("utf-8", "surrogateescape")
+    assert add(monkeypatch, accounts, "ivan", "operator", not_text) == 2
+    assert "the password is not text" in capsys.readouterr().err
+    assert accounts.read_bytes() == before
 
 
 @pytest.mark.parametrize(
