@@ -454,3 +454,43 @@ def test_the_desk_makes_no_store_where_there_is_none(
         "empty.db",
     ]
     assert empty.read_bytes() == b""
+
+
+def test_a_desk_stopped_by_sigterm_exits_0(tmp_path: Path) -> None:
+    """Outsider batch 41 (c 35): the help says exit 0 when stopped; SIGTERM (what systemd
+    and a CI timeout send) ended the desk with 143 after uvicorn's graceful shutdown."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    accounts = tmp_path / "accounts.json"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    machines = [sys.executable, "-m", "machines", "desk"]
+    adding = ["add-account", "olga", "--roles", "operator", "--accounts", str(accounts)]
+    subprocess.run(
+        [*machines, *adding],
+        input=PASSWORD + "\n", text=True, check=True, env=env, capture_output=True,
+    )  # fmt: skip
+    url = made(f"sqlite:///{tmp_path / 'store.db'}")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    desk = subprocess.Popen(
+        [*machines, url, "--accounts", str(accounts), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        desk.send_signal(signal.SIGTERM)
+        assert desk.wait(timeout=60) == 0, desk.stdout.read() if desk.stdout else ""
+    finally:
+        if desk.poll() is None:
+            desk.kill()
