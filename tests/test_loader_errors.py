@@ -1015,3 +1015,27 @@ def test_a_text_of_any_character_that_draws_nothing_is_refused(tmp_path: Path, b
     assert [p.split(",")[0] for p in problems if said in p] == ["line 3"], problems
     for shows in ("~", "\U0001f512", f"{blank}x"):
         assert machines.load(definition(shows)).description == shows
+
+
+def test_a_name_or_a_list_of_names_is_judged_by_the_form_given(tmp_path: Path) -> None:
+    """Outsider batch 41 (c 10): ``actor: Human`` was told it "is not of type 'array'",
+    and ``source: [Bad]`` that it "is not of type 'string'": the message judged the
+    value by the branch its type does not fit. It now says what is wrong in the form
+    given (a name that is no lower_snake name, an empty list)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "spec_version: 1\nmachine: m\ndescription: A thing.\ninitial: a\n"
+        "actors:\n  bot: {automatic: true, description: A bot.}\n"
+        "states:\n  a: {}\n  z: {terminal: true}\n"
+        "transitions:\n"
+        "  - {trigger: go, source: Bad, dest: z, actor: Human, description: Go.}\n"
+        "  - {trigger: go2, source: [Bad], dest: z, actor: [], description: Go.}\n",
+        encoding="utf-8",
+    )
+    problems = load_error(path).problems
+    said = {p.split(": ", 1)[0].split("at ")[-1]: p for p in problems}
+    snake = "is not a lower_snake name"
+    assert snake in said["transitions[0].actor"] and snake in said["transitions[0].source"]
+    assert snake in said["transitions[1].source[0]"]
+    assert "should be non-empty" in said["transitions[1].actor"]
+    assert not any("is not of type" in p for p in problems), problems

@@ -219,8 +219,9 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
         keys = " or ".join(quote(k) for k in _one_of_keys(error))
         where = source.where(cast(KeyPath, tuple(error.absolute_path)))
         return f"{where}: give exactly one of {keys} ({see_format()})"
-    if error.context:
-        error = jsonschema.exceptions.best_match(error.context)
+    if error.context:  # of the branches, the one the value's type fits says what is wrong
+        fitting = [e for e in error.context if e.validator != "type"]
+        error = jsonschema.exceptions.best_match(fitting or error.context)
     key_path = cast(KeyPath, tuple(error.absolute_path))
     where = source.where(key_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
