@@ -749,3 +749,28 @@ def test_a_context_of_too_many_combinations_is_refused_at_once(
             machines.load(path)
     else:
         machines.load(path)
+
+
+def test_the_limit_of_contexts_a_definition_breaks_is_the_one_named(tmp_path: Path) -> None:
+    """Outsider batch 41 (c 12): 100,000 combinations under 599 transitions were refused
+    saying "at most 100,000" (which they are), not the limit broken: 5,000,000 counted
+    once per transition."""
+    values = "[" + ", ".join(f"v{i}" for i in range(10)) + "]"
+    context = "".join(f"  k{i}: {{values: {values}, description: k}}\n" for i in range(5))
+    moves = "".join(
+        f"  - {{trigger: t{i}, source: a, dest: b, actor: bot, description: x}}\n"
+        for i in range(60)
+    )
+    path = tmp_path / "wide.yaml"
+    path.write_text(
+        "spec_version: 1\nmachine: wide\ndescription: d\ninitial: a\n"
+        f"context:\n{context}"
+        "actors:\n  bot: {automatic: true, description: b}\n"
+        "states:\n  a: {}\n  b: {terminal: true}\n"
+        f"transitions:\n{moves}"
+    )
+    with pytest.raises(SpecError) as refused:
+        machines.load(path)
+    said = str(refused.value)
+    assert "for each of its 60 transitions that is 6,000,000" in said, said
+    assert "at most 5,000,000 are walked" in said and "at most 100,000" not in said, said

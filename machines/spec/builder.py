@@ -237,12 +237,18 @@ class Builder:
         moves = combinations * max(1, len(self.doc["transitions"]))
         if combinations > MAX_VALUATIONS or moves > MAX_VALUATION_MOVES:
             sizes = " x ".join(f"{c.name} {len(c.values)}" for c in out.values())
+            count = len(self.doc["transitions"])
+            broken = (
+                f"at most {MAX_VALUATIONS:,} are walked"
+                if combinations > MAX_VALUATIONS
+                else f"counted once for each of its {count:,} transitions that is {moves:,}, "
+                f"and at most {MAX_VALUATION_MOVES:,} are walked"
+            )
             self.problem(
                 ("context",),
                 f"the context has {combinations:,} combinations of values ({sizes}), and "
-                f"machines walks the machine under each: at most {MAX_VALUATIONS:,}, and "
-                f"at most {MAX_VALUATION_MOVES:,} counted once per transition; use fewer "
-                "variables or values, or split the machine",
+                f"machines walks the machine under each: {broken}; use fewer variables or "
+                "values, or split the machine",
             )
         return MappingProxyType(out)
 
