@@ -27,6 +27,7 @@ from types import MappingProxyType
 
 from machines.errors import MachinesError, install_command
 from machines.spec import MachineSpec
+from machines.spec.files import os_reason
 
 FORMAT = "machines-desk-accounts/1"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -94,7 +95,9 @@ def read_accounts(path: Path) -> Accounts:
             f"{path}: no such accounts file; make one with: machines desk add-account NAME "
             f"--roles ROLE --accounts {path}"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise AccountsError(f"{path}: cannot read it: {os_reason(exc)}") from None
+    except UnicodeDecodeError as exc:
         raise AccountsError(f"{path}: cannot read it: {exc}") from None
     try:
         document = json.loads(text)
