@@ -129,3 +129,22 @@ def test_the_audit_names_a_recorded_map_that_moved_a_node(
     assert code == 0, out
     found = [(b.key, b.message) for b in audit_store(url, load_dir(spec_dir))]
     assert any(key == f"t/{moved}" and RULE in message for key, message in found), found
+
+
+def test_a_node_map_is_refused_with_its_request_left_out_of_the_definitions(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 42 (a 1): with ``request.yaml`` left out of ``--spec-dir``, no
+    definition given named ``node`` as a derivation's node machine, and the map that
+    wakes a deposit while the withdrawal is unknown was applied. The store's own
+    definitions say which machines are nodes."""
+    plan, script, steps, source, dest, _ = CASES[
+        "a deposit woken while the withdrawal is unknown (M1)"
+    ]
+    transfer(url, plan, script, steps)
+    spec_dir = renamed(tmp_path, source, f"{source}_now")
+    (spec_dir / "request.yaml").unlink()
+    before = raw_snapshot(url)
+    code, out = migrate(capsys, url, spec_dir, f"node:{source}={dest}")
+    assert code == 1 and RULE in out, out
+    assert raw_snapshot(url) == before

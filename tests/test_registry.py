@@ -45,11 +45,12 @@ NOT_IDS = {
     "content-length",
     "content-type",
     "signed-out",
+    "drawn-text",
 }
 """Kebab-case strings in the package that are not invariant ids (names of test actors, the
 name the package is published under, the git commands ``machines diff --base`` runs, the
-desk's subcommand, the HTTP header names and values it sends and reads, and the code of
-its sign-in page's one message)."""
+desk's subcommand, the HTTP header names and values it sends and reads, the code of its
+sign-in page's one message, and the schema's format of a definition's text)."""
 
 
 def _literals(paths: list[Path]) -> set[str]:

@@ -16,6 +16,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -463,3 +464,38 @@ def test_a_database_file_with_a_second_name_is_refused(tmp_path: Path) -> None:
             assert ExactlyOnce(linked).run("k", lambda: 1) == 1
     finally:
         store.close()
+
+
+def test_a_database_file_renamed_while_open_is_refused_by_the_next_transaction(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 42 (a 2): the file was renamed while a store had it open; another
+    store opened it by its new name. SQLite logs a file beside the name it was opened
+    by, so neither saw the other's claim: the effect ran twice, and every acknowledged
+    result was lost. The store that opened the old name refuses its next transaction,
+    before anything runs."""
+    first, renamed = tmp_path / "a.db", tmp_path / "c.db"
+    store = open_store(f"sqlite:///{first}")
+    ran: list[str] = []
+    try:
+        assert ExactlyOnce(store).run("warm", lambda: "x") == "x"
+        first.rename(renamed)
+        other = (  # another process: SQLite shares one file's locks within a process
+            "from machines.store import open_store\n"
+            "from machines.systems import ExactlyOnce\n"
+            f"with open_store('sqlite:///{renamed}') as s:\n"
+            "    print(ExactlyOnce(s).run('pay-1', lambda: 'b'))\n"
+        )
+        said = subprocess.run(
+            [sys.executable, "-c", other], capture_output=True, text=True, check=True
+        )
+        assert said.stdout == "b\n"
+        ran.append("b")
+        with pytest.raises(StoreError, match="not the one this store opened"):
+            ExactlyOnce(store).run("pay-1", lambda: ran.append("a") or "a")
+        assert ran == ["b"]
+    finally:
+        store.close()
+    with open_store(f"sqlite:///{renamed}") as again:
+        assert ExactlyOnce(again).run("pay-1", lambda: ran.append("c") or "c") == "b"
+    assert ran == ["b"]

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from machines.spec.records import Guard, KeyPath, MachineSpec, Rule, Transition
+from machines.spec.vacuous import vacuous
 from machines.spec.visible import says_something
 from machines.spec.vocabulary import BASELINE_RULES, FAIL_CLOSED, describe_guard
 
@@ -168,6 +169,13 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
             v if v.line is not None else replace(v, line=at)
             for v in RULE_KINDS[rule.kind](spec, rule, graph)
         )
+        if (why := vacuous(spec, rule)) is not None:
+            said = (
+                f"the rule can never fail: {why}, so it keeps nothing (a mutant it should "
+                "kill survives); name the states, actors, triggers or values it must keep, "
+                "or remove it"
+            )
+            out.append(Violation(spec.name, rule.id, rule.kind, said, line=at))
     out.extend(_fail_closed_exits(spec, graph))
     file = file_of(spec)
     return [replace(v, file=file) for v in out]

@@ -92,7 +92,7 @@ def open_store(
     )
     if url == "memory://":
         if read_only or not create:
-            how = "read-only" if read_only else "without making it (create=False)"
+            how = "to read" if read_only else "without making it (create=False)"
             raise StoreError(f"memory:// starts empty: there is no store to open {how}")
         return MemoryStore(by_name, now)
     if url.startswith("sqlite:///"):

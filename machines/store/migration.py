@@ -53,7 +53,7 @@ from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, shown_url
 from machines.store.sql import read_versions, record_version
-from machines.store.versions import DefinitionVersion, load_versions, summary
+from machines.store.versions import DefinitionVersion, load_versions, node_machine_of, summary
 
 Boundary = Callable[[str], None]
 
@@ -325,6 +325,12 @@ def _plan(
     _refuse_tampered(db, specs, current_of, old_specs, forged)
     every = {m: read_versions(_Conn(db), db.param, m) for m in current_of}
     lived = load_versions(where, every, changed)
+    stored_nodes = {  # a node machine stays one when its request is left out of the specs
+        node
+        for (m,) in db.execute(f"SELECT DISTINCT machine FROM {REGISTRY}")
+        for v in read_versions(_Conn(db), db.param, str(m))
+        if (node := node_machine_of(v)) is not None
+    }
     plans: list[MachinePlan] = []
     work: list[_Step] = []
     unknown: list[MachinePlan] = []
@@ -370,7 +376,7 @@ def _plan(
         earlier = [
             lived[(machine, v.version)] for v in every[machine] if v.version < current.version
         ]
-        moved_by_engine = machine in engine_moved_machines(specs.values())
+        moved_by_engine = machine in engine_moved_machines(specs.values()) | stored_nodes
         problems += map_refusals(db, [*earlier, old], spec, mapped, moved_by_engine)
         stored = [
             (v.version, lived[(machine, v.version)])

@@ -121,7 +121,11 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         """``StoreError`` when the file at the store's path is no longer the one its first
         connection opened and checked (replaced, moved or removed since): a thread's new
         connection would otherwise write a file whose guards nobody checked, or an empty
-        one SQLite makes (outsider batch 38, a A6, A7). Opening the store again checks it."""
+        one SQLite makes (outsider batch 38, a A6, A7). Every transaction asks it again
+        once it holds the lock: a connection still open on a file renamed since logs
+        beside the old name, while a process that opens the new one logs beside that, and
+        neither sees the other's claims (batch 42, a 2: an effect ran twice). Opening the
+        store again checks it."""
         if self._file is not None and _identity(self.path) != self._file:
             raise StoreError(
                 f"SQLite database {_shown(self.path)}: the file at this path is not the one "
@@ -273,6 +277,12 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                     "this thread; transactions do not nest"
                 )
             self._execute(conn, "BEGIN" if self.read_only else "BEGIN IMMEDIATE", "begin")
+            try:  # renamed or linked since this connection opened it: its log is elsewhere
+                self._require_same_file()
+                _require_one_name(self.path)
+            except StoreError:
+                self._rollback(conn)
+                raise
             tx = _SQLiteTransaction(conn, self._specs, self._clock)
             try:
                 yield tx

@@ -161,19 +161,19 @@ def load_versions(
             node
             for machine in wanted
             for version in versions.get(machine, ())
-            if (node := _node_machine(version)) is not None
+            if (node := node_machine_of(version)) is not None
         }
         versions = {m: v for m, v in versions.items() if m in keep}
     out: dict[tuple[str, int], MachineSpec] = {}
     later: list[DefinitionVersion] = []
     for machine_versions in versions.values():
         for version in machine_versions:
-            if _node_machine(version) is None:
+            if node_machine_of(version) is None:
                 out[(version.machine, version.version)] = stored_spec(where, version, {})
             else:
                 later.append(version)
     for version in later:
-        node = _node_machine(version)
+        node = node_machine_of(version)
         candidates = [v for v in versions.get(node or "", ()) if (v.machine, v.version) in out]
         before = [v for v in candidates if v.installed_at <= version.installed_at]
         chosen = (before or candidates)[-1:] if candidates else []
@@ -182,7 +182,7 @@ def load_versions(
     return out
 
 
-def _node_machine(version: DefinitionVersion) -> str | None:
+def node_machine_of(version: DefinitionVersion) -> str | None:
     """The node machine a stored definition's derivation names, if it has one."""
     try:
         document = json.loads(version.definition)

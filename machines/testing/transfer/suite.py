@@ -194,7 +194,7 @@ class TransferSuite(RecordedSuite):
                 self._step(request, ENGINES[0])
         self.script = None
         for node in setup.skipped:
-            self._do(None, request, "skip", {"node": node, "by": "planner", "reason": "set-up"})
+            self._do(None, request, "skip", {"node": node, "by": "planner", "reason": "not needed"})
         return (self._state(request), self.adapter.node_states(request)) == setup.expect
 
     def _submit(self, plan: str) -> str:
