@@ -80,7 +80,10 @@ def format_page(
         "",
         "Each item of `invariants` is a rule: an `id`, a `rule` kind, a `description`, and "
         "the parameters of its kind. `machines check` proves each rule on the definition's "
-        "graph and prints a shortest path to any break.",
+        "graph and prints a shortest path to any break. A rule that can never fail is "
+        "reported too: one that keeps only terminal states' exits, names every actor or "
+        "trigger, every state a move can come from, or a `when` that admits every context "
+        "keeps nothing, and a mutant it should kill would survive.",
     ]
     for branch in defs["rule"]["allOf"]:
         kind = branch["if"]["properties"]["rule"]["const"]
