@@ -412,6 +412,8 @@ def test_a_definitions_free_text_is_never_markup_on_its_page() -> None:
     hostile = replace(
         spec,
         description="<script>alert(1)</script> \x1b[2J & more",
+        title="Tickets <img src=x onerror=alert(1)>",  # batch 42 c 5c: the title was raw
+        origin="<b>seed</b>",
         states={
             name: replace(state, description="<img src=x onerror=alert(1)>")
             for name, state in spec.states.items()
@@ -419,6 +421,7 @@ def test_a_definitions_free_text_is_never_markup_on_its_page() -> None:
     )
     page = machine_page(hostile, "diagrams")
     assert "<script>" not in page and "<img" not in page and "\x1b" not in page
+    assert "<b>" not in page and "# outcome: Tickets &lt;img" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&amp; more" in page
 
 

@@ -36,9 +36,9 @@ def machine_page(spec: MachineSpec, diagrams: str) -> str:
     dagger = (
         " A dagger (\u2020) marks an amendment of the seed (see the findings)." if amended else ""
     )
-    origin = f"Origin: {spec.origin}. " if spec.origin else ""
+    origin = f"Origin: {_text(spec.origin)}. " if spec.origin else ""
     out = [
-        f"# {spec.name}: {spec.title}",
+        f"# {spec.name}: {_text(spec.title)}",
         "",
         _text(spec.description),
         "",
