@@ -454,6 +454,20 @@ def test_the_desk_makes_no_store_where_there_is_none(
         "empty.db",
     ]
     assert empty.read_bytes() == b""
+    # batch 42 (c 4b, 4c): a store of other definitions gained their tables
+    import sqlite3
+
+    import machines
+
+    other = tmp_path / "outcome.db"
+    open_store(f"sqlite:///{other}", [machines.load("outcome")]).close()
+    before = other.read_bytes()
+    assert main(["desk", f"sqlite:///{other}", "--accounts", str(accounts)]) == 2
+    assert "the store has no tables for 'effect', 'node', 'request'" in capsys.readouterr().err
+    with sqlite3.connect(other) as raw:
+        names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master")}
+    assert not any(n.startswith(("effect_", "node_", "request_")) for n in names), names
+    assert served == [] and other.read_bytes() == before
 
 
 def test_a_desk_stopped_by_sigterm_exits_0(tmp_path: Path) -> None:

@@ -373,6 +373,24 @@ def test_create_false_opens_only_a_store_that_is_there(kind: str, tmp_path: Path
         with pytest.raises(StoreError, match="no store is there"):
             open_store(url, create=False)
         assert not (tmp_path / "store.db").exists()
-        open_store(url).close()
-        with open_store(url, create=False) as store:
+        open_store(url, [machines.load("outcome")]).close()
+        before = _tables(url)
+        with pytest.raises(StoreError, match="no tables for 'effect', 'node', 'request'"):
+            open_store(url, create=False)  # batch 42 c 4b, 4c: they were made
+        assert _tables(url) == before
+        with open_store(url, [machines.load("outcome")], create=False) as store:
             assert ExactlyOnce(store).run("k", lambda: 7) == 7
+
+
+def _tables(url: str) -> list[str]:
+    """The names of the tables at ``url`` (SQLite or PostgreSQL)."""
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as raw:
+            return sorted(r[0] for r in raw.execute("SELECT name FROM sqlite_master"))
+    import psycopg
+
+    with psycopg.connect(url) as raw:
+        rows = raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        return sorted(r[0] for r in rows)

@@ -73,11 +73,11 @@ def open_store(
     and every write is refused with a ``StoreError``. ``memory://`` starts empty, so there
     is nothing to open read-only there.
 
-    ``create=False`` opens an existing store for writing and makes none: a missing SQLite
-    file, or a database or file without the store's registry, is a ``StoreError``
-    (``memory://`` is never there before). A desk opens its store so, so that a mistyped
-    URL is an error instead of a new, empty store with nothing waiting. The tables of a
-    machine the store does not have yet are still made."""
+    ``create=False`` opens an existing store for writing and makes nothing: a missing
+    SQLite file, a database or file without the store's registry, or a store without the
+    tables of one of ``specs``' machines is a ``StoreError`` (``memory://`` is never there
+    before). A desk opens its store so, so that a mistyped URL, or definitions that are not
+    the store's, are an error instead of a store changed to serve nothing waiting."""
     url = text(url, "a store URL")
     check_key(url, "open_store", "URL")
     if not isinstance(read_only, bool):

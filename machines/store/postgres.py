@@ -231,6 +231,8 @@ class PostgresStore(ClosedOnExit):
             new_registry = not _has_table(conn, REGISTRY)
             if new_registry and not create:
                 raise no_store(self.where)
+            if not create and (missing := [m for m, v in current.items() if v is None]):
+                raise no_store(self.where, missing)
             if new_registry:
                 conn.execute((postgres_registry() + postgres_repairs()).encode())
             for machine, version in current.items():

@@ -91,7 +91,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                     if not create and not _has_table(conn, REGISTRY):
                         raise no_store(self.url)  # before anything is written to the file
                     conn.execute("PRAGMA journal_mode=WAL")
-                    self._ensure_schema(conn)
+                    self._ensure_schema(conn, create)
             if self._opened is None or _identity(self.path) != self._opened:
                 raise StoreError(
                     f"SQLite database {_shown(self.path)}: the file at this path was replaced "
@@ -227,7 +227,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             f"SQLite database {_shown(self.path)}: cannot {doing}: {exc} ({name}); {advice}"
         )
 
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+    def _ensure_schema(self, conn: sqlite3.Connection, create: bool = True) -> None:
         """The registry, and the tables of every machine the database does not have yet
         (as version 1 of its definition); the others must be made for the definition given
         (``machines.store.versions``), with their guards as generated
@@ -243,6 +243,8 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                 current, differences = self._checked_versions(conn)
                 if differences:
                     raise tampered(self.url, differences)
+            if not create and (missing := [m for m, v in current.items() if v is None]):
+                raise no_store(self.url, missing)
             # IF NOT EXISTS throughout: a new database gets the registry
             for statement in statements(sqlite_registry() + sqlite_repairs()):
                 conn.execute(statement)

@@ -130,8 +130,16 @@ def no_registry(where: str) -> StoreError:
     )
 
 
-def no_store(where: str) -> StoreError:
-    """A store opened with ``create=False`` where there is none."""
+def no_store(where: str, machines: Sequence[str] = ()) -> StoreError:
+    """A store opened with ``create=False`` where there is none, or that lacks the tables
+    of ``machines``: such an open makes nothing."""
+    if machines:
+        return StoreError(
+            f"{where}: the store has no tables for {', '.join(map(repr, machines))}, and this "
+            "store is opened only to act on what is there (create=False), making nothing: "
+            "check the URL and the definitions given (the project's, or --spec-dir), or "
+            "let your service open the store with them first"
+        )
     return StoreError(
         f"{where}: no store is there (no machines tables), and this store is opened only "
         "if it exists (create=False): check the URL, or let your service make the store "
