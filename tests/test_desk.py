@@ -384,9 +384,18 @@ def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
         ({**body, "version": 2.0}, 400),
         ({**body, "machine": "nope"}, 404),
         ({**body, "key": "nope"}, 404),
+        ({**body, "key": "k\x00"}, 400),  # batch 42 (c 4d): these three were 409
+        ({**body, "key": "k" * 5000}, 400),
     ):
         answer = client.post("/api/act", json=wrong, headers=auth)
         assert answer.status_code == status, (wrong, answer.text)
+    surrogate = json.dumps({**body, "reason": "ok"}).replace('"ok"', '"ok \\ud800"')
+    answer = client.post(
+        "/api/act",
+        content=surrogate.encode(),
+        headers={**auth, "content-type": "application/json"},
+    )
+    assert answer.status_code == 400, answer.text
 
 
 def test_a_form_field_the_desk_does_not_read_is_refused(desk: Desk) -> None:
@@ -403,6 +412,18 @@ def test_a_form_field_the_desk_does_not_read_is_refused(desk: Desk) -> None:
         data=form(olga, "charge-7", "decide_not_landed", result='{"id": 1}'),
     )
     assert dropped.status_code == 400 and "a result goes only with" in dropped.text
+    # batch 42 (c 4e): a field given twice, or bytes that are not UTF-8, were "too large"
+    fields = form(olga, "charge-7", "decide_landed")
+    encoded = "&".join(f"{k}={v}" for k, v in fields.items())
+    kind = {"content-type": "application/x-www-form-urlencoded"}
+    for body, said in (
+        (encoded + "&version=1", "the form gives &#39;version&#39; more than once"),
+        (encoded.replace("reason=", "reason=ok%ff"), "a field of the form is not UTF-8"),
+        (encoded.encode() + b"\xff", "the form is not UTF-8"),
+    ):
+        content = body if isinstance(body, bytes) else body.encode()
+        answer = olga.post("/entity/outcome/charge-7/act", content=content, headers=kind)
+        assert answer.status_code == 400 and said in answer.text, answer.text[-400:]
     assert state_of(desk.store, "charge-7") == "indeterminate"
 
 

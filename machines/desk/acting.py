@@ -38,7 +38,7 @@ from machines.desk.waiting import (
     page_version,
 )
 from machines.errors import InvalidArgument, MachinesError
-from machines.spec.jsonvalue import describe
+from machines.spec.jsonvalue import UnstorableValue, describe
 from machines.spec.states import RequestState
 from machines.spec.visible import says_something
 from machines.store.records import Row, Store
@@ -265,6 +265,10 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         )
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
+    try:
+        reason.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DeskError("a reason holds a lone surrogate, which no store keeps") from None
     d = dataclasses.replace(d, reason=reason)
     if d.result.strip() and (d.machine, d.trigger) != RESULT_MOVE:
         raise DeskError(
@@ -314,7 +318,11 @@ def _changed(d: Decision, now: Row) -> DeskError:
 def refusal_status(exc: MachinesError) -> int:
     """The HTTP status of a decision refused: a ``DeskError``'s own (400 the request is
     wrong, 403 a move the roles may not make, 404 no such machine or entity, 409 the entity
-    changed since the version named); any other refusal is the entity's state or system
-    refusing the move now (409). A script that reads the entity again on 409 then never
-    loops on a request that can never be right (outsider batch 41, c 31)."""
-    return exc.status if isinstance(exc, DeskError) else 409
+    changed since the version named); an argument the store or a system refuses before
+    anything is read (a key of a NUL, a text no store keeps: batch 42, c 4d) is 400; any
+    other refusal is the entity's state or system refusing the move now (409). A script
+    that reads the entity again on 409 then never loops on a request that can never be
+    right (outsider batch 41, c 31)."""
+    if isinstance(exc, DeskError):
+        return exc.status
+    return 400 if isinstance(exc, InvalidArgument | UnstorableValue) else 409

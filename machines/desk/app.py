@@ -191,11 +191,10 @@ class _Desk:
             return self.page(
                 "login.html", None, status=403, message="sign in from the desk's own page"
             )
-        form = await read_form(request)
-        if form is None:
-            return self.page(
-                "login.html", None, status=413, message="that form is too large or malformed"
-            )
+        try:
+            form = await read_form(request)
+        except DeskError as exc:
+            return self.page("login.html", None, status=exc.status, message=str(exc))
         name, password = str(form.get("name", "")), str(form.get("password", ""))
         address = request.client.host if request.client else "unknown"
         if self.sessions.refused(f"address:{address}", f"name:{name}"):
@@ -221,7 +220,10 @@ class _Desk:
 
     async def logout(self, request: Request) -> Response:
         session = self.session(request)
-        form = await read_form(request)
+        try:
+            form: dict[str, Any] | None = await read_form(request)
+        except DeskError:
+            form = None
         if form is not None and posted_here(request):
             # the page says "signed out": the cookie's session ends, and the session the
             # page was shown in (an older tab's, whose cookie another sign-in replaced)
@@ -316,11 +318,10 @@ class _Desk:
         )
 
     async def act(self, request: Request, session: Session, machine: str, key: str) -> Response:
-        form = await read_form(request)
-        if form is None:
-            return self.entity(
-                session, machine, key, status=413, message="that form is too large or malformed"
-            )
+        try:
+            form = await read_form(request)
+        except DeskError as exc:
+            return self.entity(session, machine, key, status=exc.status, message=str(exc))
         if not posted_here(request) or not same_token(form.get("csrf"), session.csrf):
             return self.page(
                 "error.html",

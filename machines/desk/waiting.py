@@ -237,6 +237,12 @@ class DeskForbidden(DeskError):
     status = 403
 
 
+class DeskTooLarge(DeskError):
+    """A body larger than the desk reads."""
+
+    status = 413
+
+
 class DeskChanged(DeskError):
     """The entity moved since the version the request names: read it again."""
 
