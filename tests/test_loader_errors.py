@@ -1029,7 +1029,9 @@ def test_a_name_or_a_list_of_names_is_judged_by_the_form_given(tmp_path: Path) -
         "states:\n  a: {}\n  z: {terminal: true}\n"
         "transitions:\n"
         "  - {trigger: go, source: Bad, dest: z, actor: Human, description: Go.}\n"
-        "  - {trigger: go2, source: [Bad], dest: z, actor: [], description: Go.}\n",
+        "  - {trigger: go2, source: [Bad], dest: z, actor: [], description: Go.}\n"
+        "  - {trigger: go3, source: [a, 5], dest: z, actor: bot, description: Go.}\n"
+        "forbidden:\n  - {source: a, dest: Closed, reason: Answer it first.}\n",
         encoding="utf-8",
     )
     problems = load_error(path).problems
@@ -1038,4 +1040,24 @@ def test_a_name_or_a_list_of_names_is_judged_by_the_form_given(tmp_path: Path) -
     assert snake in said["transitions[0].actor"] and snake in said["transitions[0].source"]
     assert snake in said["transitions[1].source[0]"]
     assert "should be non-empty" in said["transitions[1].actor"]
-    assert not any("is not of type" in p for p in problems), problems
+    assert "5 is not of type 'string'" in said["transitions[2].source[1]"]  # batch 42 c 2b
+    assert snake in said["forbidden[0].dest"]  # batch 42 c 2a: "'*' was expected"
+    assert not any("is not of type 'array'" in p or "was expected" in p for p in problems)
+
+
+def test_a_pattern_is_said_in_words_wherever_it_is_used(tmp_path: Path) -> None:
+    """Outsider batch 42 (c 2d): a ``db_value`` or an invariant's ``id`` that broke its
+    pattern was told the raw regular expression."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "spec_version: 1\nmachine: m\ndescription: A thing.\ninitial: a\n"
+        "actors:\n  bot: {automatic: true, description: A bot.}\n"
+        "states:\n  a: {db_value: Open}\n  z: {terminal: true}\n"
+        "transitions:\n  - {trigger: go, source: a, dest: z, actor: bot, description: Go.}\n"
+        "invariants:\n  - {id: Urgent, rule: terminal_final, description: x}\n",
+        encoding="utf-8",
+    )
+    problems = load_error(path).problems
+    assert any("'Open' is not a lower_snake name" in p for p in problems), problems
+    assert any("'Urgent' is not a kebab-case id: a lowercase" in p for p in problems), problems
+    assert not any("does not match" in p for p in problems), problems

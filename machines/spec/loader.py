@@ -219,9 +219,8 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
         keys = " or ".join(quote(k) for k in _one_of_keys(error))
         where = source.where(cast(KeyPath, tuple(error.absolute_path)))
         return f"{where}: give exactly one of {keys} ({see_format()})"
-    if error.context:  # of the branches, the one the value's type fits says what is wrong
-        fitting = [e for e in error.context if e.validator != "type"]
-        error = jsonschema.exceptions.best_match(fitting or error.context)
+    if error.context:
+        error = jsonschema.exceptions.best_match(_fitting(error))
     key_path = cast(KeyPath, tuple(error.absolute_path))
     where = source.where(key_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -235,7 +234,9 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     if error.validator == "required":
         return f"{where}: {error.message}; add it ({see_format()})"
     defs = schema()["$defs"]  # the patterns that say what they ask, in their description
-    patterned = [defs[k] for k in ("name", "text") if error.schema == defs[k]]
+    patterned = [defs[k] for k in ("name", "ident", "text") if error.schema == defs[k]]
+    pattern = error.schema.get("pattern") if isinstance(error.schema, Mapping) else None
+    patterned += [d for d in defs.values() if pattern and d.get("pattern") == pattern]
     described = patterned[0].get("description") if patterned else None
     if error.validator in ("pattern", "format") and isinstance(described, str):
         wanted = described[0].lower() + described[1:].rstrip(".")
@@ -250,6 +251,18 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
             f"booleans, null or numbers (see below); quote them ({see_format()})"
         )
     return f"{where}: {_quoting_instance(error)} ({see_format()})"
+
+
+def _fitting(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """Of the errors of a value's alternatives (a name, a list of names, ``"*"``), those
+    of the one its form fits, which say what is wrong with it: one found inside the value
+    (an item of a list), else one that is no mismatch of type or of the one allowed
+    constant, else any (outsider batches 41 and 42, c 10, 2a, 2b: ``actor: Human`` was told
+    it is no array, ``dest: Closed`` that ``'*'`` was expected)."""
+    inside = [e for e in error.context if len(e.absolute_path) > len(error.absolute_path)]
+    wrong = [e for e in error.context if e.validator not in ("type", "const")]
+    other = [e for e in error.context if e.validator != "type"]
+    return inside or wrong or other or list(error.context)
 
 
 def _one_of_keys(error: jsonschema.ValidationError) -> list[str]:
