@@ -465,3 +465,21 @@ def test_the_tour_holds_every_value_of_every_variable(tmp_path: Path) -> None:
     report = failure(OrdersConformance, hunting(1, 1))
     assert str(report).startswith(f"{ILLEGAL}: entity "), str(report)
     assert "hold by shop in 'paid'" in str(report) and "found by the tour" in str(report)
+
+
+def test_the_tour_holds_every_value_in_every_class(tmp_path: Path) -> None:
+    """Outsider batch 42 (c 3b): a service that let ``send`` through for ``us`` with
+    ``size: large`` passed the tour, which took ``us`` only with ``small``: every value is
+    now toured in every class it occurs in."""
+    text = ORDER.replace(
+        "  region: {values: [eu, us, apac], description: Where it ships.}\n",
+        "  region: {values: [eu, us, apac], description: Where it ships.}\n"
+        "  size: {values: [small, large], description: How big.}\n",
+    ).replace("when: {region: [us, apac]}", "when: {size: [small]}").replace(
+        "when: {region: [eu]}", "when: {size: [large]}"
+    )
+    (tmp_path / "order.yaml").write_text(text, encoding="utf-8")
+    order = machines.load(tmp_path / "order.yaml")
+    toured = {(c["size"], c["region"]) for c in context_classes(order)}
+    assert toured == {(s, r) for s in ("small", "large") for r in ("eu", "us", "apac")}
+    assert len(context_classes(order)) == 6
