@@ -1013,8 +1013,12 @@ def test_a_text_of_any_character_that_draws_nothing_is_refused(tmp_path: Path, b
     problems = load_error(definition(blank)).problems
     said = "is not a text with something in it besides spaces and characters that draw"
     assert [p.split(",")[0] for p in problems if said in p] == ["line 3"], problems
-    for shows in ("~", "\U0001f512", f"{blank}x"):
-        assert machines.load(definition(shows)).description == shows
+    for shows in ("~", "\U0001f512", f"{blank}x", "\U0001fa77", "\U0001e4d0"):
+        assert machines.load(definition(shows)).description == shows  # batch 42 c 1c
+    for never in ("\U000e0080", "\u2065"):  # unassigned, never to draw
+        assert load_error(definition(never)).problems
+    said = load_error(definition("\u3164\u2800")).problems  # batch 42 c 1d
+    assert any("'\\u3164\\u2800' is not a text" in p for p in said), said
 
 
 def test_a_name_or_a_list_of_names_is_judged_by_the_form_given(tmp_path: Path) -> None:

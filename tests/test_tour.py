@@ -471,12 +471,14 @@ def test_the_tour_holds_every_value_in_every_class(tmp_path: Path) -> None:
     """Outsider batch 42 (c 3b): a service that let ``send`` through for ``us`` with
     ``size: large`` passed the tour, which took ``us`` only with ``small``: every value is
     now toured in every class it occurs in."""
-    text = ORDER.replace(
-        "  region: {values: [eu, us, apac], description: Where it ships.}\n",
-        "  region: {values: [eu, us, apac], description: Where it ships.}\n"
-        "  size: {values: [small, large], description: How big.}\n",
-    ).replace("when: {region: [us, apac]}", "when: {size: [small]}").replace(
-        "when: {region: [eu]}", "when: {size: [large]}"
+    text = (
+        ORDER.replace(
+            "  region: {values: [eu, us, apac], description: Where it ships.}\n",
+            "  region: {values: [eu, us, apac], description: Where it ships.}\n"
+            "  size: {values: [small, large], description: How big.}\n",
+        )
+        .replace("when: {region: [us, apac]}", "when: {size: [small]}")
+        .replace("when: {region: [eu]}", "when: {size: [large]}")
     )
     (tmp_path / "order.yaml").write_text(text, encoding="utf-8")
     order = machines.load(tmp_path / "order.yaml")

@@ -30,7 +30,7 @@ from machines.spec.files import definition_paths as definition_paths
 from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
-from machines.spec.visible import draws_something
+from machines.spec.visible import draws_something, shown
 from machines.spec.yamlsource import (
     YamlSource,
     bounded,
@@ -240,7 +240,8 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     described = patterned[0].get("description") if patterned else None
     if error.validator in ("pattern", "format") and isinstance(described, str):
         wanted = described[0].lower() + described[1:].rstrip(".")
-        return f"{where}: {quote(error.instance)} is not {wanted} ({see_format()})"
+        said = shown(error.instance) if isinstance(error.instance, str) else quote(error.instance)
+        return f"{where}: {said} is not {wanted} ({see_format()})"
     if (
         error.validator == "uniqueItems"
         and isinstance(error.instance, list)
