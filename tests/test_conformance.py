@@ -567,6 +567,14 @@ def test_events_may_be_records_mappings_or_objects_with_a_context() -> None:
             ).fetchone()[0]
             return [{**e, "context": {"size": size}} for e in super().history(entity)]  # type: ignore[dict-item]
 
+    class WithMoreOrLess(RefundsAdapter):  # batch 42 (c 3c): a snapshot of its own, or none
+        def history(self, entity: int) -> Any:
+            events = super().history(entity)
+            return [
+                {**e, "context": {"customer": "c1"} if n % 2 else {}}  # type: ignore[dict-item]
+                for n, e in enumerate(events)
+            ]
+
     class WrongContext(RefundsAdapter):
         def history(self, entity: int) -> Any:
             return [{**e, "context": {"size": "small"}} for e in super().history(entity)]  # type: ignore[dict-item]
@@ -574,6 +582,7 @@ def test_events_may_be_records_mappings_or_objects_with_a_context() -> None:
     small = hunting(30, 30)
     suite_for(Refunds, AsEvents).run(small, require_coverage=False)
     suite_for(Refunds, WithContext).run(small, require_coverage=False)
+    suite_for(Refunds, WithMoreOrLess).run(small, require_coverage=False)
     first = broken_rule(suite_for(Refunds, WrongContext))
     assert first.startswith(f"{CHAIN}: ") and "records context size=small" in first, first
 
