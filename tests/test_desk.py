@@ -355,6 +355,16 @@ def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
     auth = {"authorization": f"Bearer {token}"}
     pending = client.get("/api/pending", headers=auth).json()["pending"]
     (entry,) = [p for p in pending if p["key"] == "charge-6"]
+    for query, said in (  # batch 42 (c 4f, 4g)
+        ("limit=-1", "limit must be a whole number from 1 to 1,000, not '-1'"),
+        ("limit=0", "limit must be a whole number from 1 to 1,000"),
+        ("limit=100000000000000000000", "from 1 to 1,000"),
+        ("offset=-1", "offset must be a whole number from 0"),
+        ("machin=outcome", "unknown query ['machin']"),
+    ):
+        answer = client.get(f"/api/pending?{query}", headers=auth)
+        assert answer.status_code == 400 and said in answer.json()["error"], answer.text
+    assert len(client.get("/api/pending?limit=1", headers=auth).json()["pending"]) == 1
     body = {
         "machine": "outcome",
         "key": "charge-6",

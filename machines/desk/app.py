@@ -40,8 +40,11 @@ from machines.desk.acting import Decision, act, offered, refusal_status
 from machines.desk.requests import (
     API_FIELDS,
     FORM_FIELDS,
+    MAX_LISTED,
+    PENDING_QUERY,
     page_number,
     posted_here,
+    query_number,
     read_form,
     read_json_body,
     text_field,
@@ -382,14 +385,21 @@ class _Desk:
             return JSONResponse(
                 {"error": "a bearer token is needed: POST /api/token"}, status_code=401
             )
+        query = request.query_params
+        unknown = sorted(set(query) - PENDING_QUERY)
+        if unknown:  # a misspelt filter must not list everything (batch 42, c 4g)
+            return JSONResponse(
+                {"error": f"unknown query {unknown}; /api/pending reads {sorted(PENDING_QUERY)}"},
+                status_code=400,
+            )
         try:
-            limit = whole_number(request.query_params.get("limit", str(PAGE)))
-            offset = whole_number(request.query_params.get("offset", "0"))
+            limit = query_number(query.get("limit", str(PAGE)), "limit", 1, MAX_LISTED)
+            offset = query_number(query.get("offset", "0"), "offset", 0, 2**62 - 1)
             listed = waiting(
                 self.store,
-                machine=request.query_params.get("machine") or None,
-                state=request.query_params.get("state") or None,
-                limit=max(1, min(limit, 1000)),
+                machine=query.get("machine") or None,
+                state=query.get("state") or None,
+                limit=limit,
                 offset=offset,
             )
         except MachinesError as exc:

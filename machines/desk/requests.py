@@ -85,6 +85,24 @@ async def read_json_body(request: Request) -> object:
     return person_json(body)
 
 
+PENDING_QUERY = frozenset({"machine", "state", "limit", "offset"})
+"""What ``/api/pending`` reads of its query; anything else is refused."""
+MAX_LISTED = 1000
+"""The most entries one ``/api/pending`` answer lists (``machines pending --limit`` too)."""
+
+
+def query_number(given: str, name: str, low: int, high: int) -> int:
+    """A whole number a query gives ``name``, from ``low`` to ``high``; a ``DeskError``
+    naming the range otherwise (outsider batch 42, c 4f, 4g: ``limit=-1`` was "not a whole
+    number", and ``limit=0`` listed one entry)."""
+    digits = given.removeprefix("-")
+    if _DIGITS.fullmatch(digits) and len(digits) < 30:
+        value = -int(digits) if given.startswith("-") else int(digits)
+        if low <= value <= high:
+            return value
+    raise DeskError(f"{name} must be a whole number from {low:,} to {high:,}, not {given!r:.40}")
+
+
 def whole_number(given: object, *, json_number: bool = False) -> int:
     """A whole number as a form or a query writes it (ASCII digits, nothing else: not
     ``+2``, `` 2 ``, ``٢`` or ``0_2``, which Python's ``int`` would all take), or as a JSON
