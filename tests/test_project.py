@@ -254,7 +254,11 @@ def test_mutate_with_a_test_command_mutates_the_projects_definitions(
     monkeypatch.chdir(tmp_path)  # no project: the words are taken for catalog ids
     assert main(["mutate", "--", "true"]) == 2
     assert "unknown mutation(s) true" in capsys.readouterr().err
-    monkeypatch.chdir(root)  # outsider batch 30 (b 4): listing and choosing, no command
+    monkeypatch.chdir(root)  # batch 42 (c 5b): a command not on the PATH, in a project
+    assert main(["mutate", "--", "nosuchcommand_xyz", "-q"]) == 2
+    said = capsys.readouterr().err
+    assert "the command 'nosuchcommand_xyz' is not found" in said and "unknown" not in said
+    # outsider batch 30 (b 4): listing and choosing, no command
     assert main(["mutate", "--list"]) == 0
     listed = capsys.readouterr().out
     assert "refund.yaml:" in listed and "outcome-auto-exit-indeterminate" not in listed

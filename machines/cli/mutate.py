@@ -115,9 +115,12 @@ def _arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, parsers: Parsers) -> int:
-    if args.spec_dir is None and _a_command(args.ids):
-        found = definitions_dir(None)  # in a project: its definitions, as every command
-        if not found.bundled:
+    if args.spec_dir is None and (_a_command(args.ids) or _not_ids(args.ids)):
+        try:
+            found = definitions_dir(None)  # in a project: its definitions, as every command
+        except MachinesError:
+            found = None  # no project here: the words are mutation ids, judged as such
+        if found is not None and not found.bundled and not _bundled_folder(found.spec_dir):
             args.spec_dir = found.spec_dir
     elif args.spec_dir is None and not args.ids and (args.list or args.only or args.skip):
         # listing or choosing mutants in a project: its own (outsider batch 30); the
@@ -161,6 +164,16 @@ def _bundled_folder(folder: Path) -> bool:
         return folder.resolve() == bundled_spec_dir().resolve()
     except OSError:
         return False
+
+
+def _not_ids(ids: list[str]) -> bool:
+    """Whether some of the words after the options name no mutation of the catalog: in a
+    project they are its test command, even one not on the PATH, which then fails to run
+    saying so (outsider batch 42, c 5b: ``-- pytest`` without pytest installed was refused
+    as unknown mutations)."""
+    from machines.mutation.catalog import CATALOG
+
+    return bool(ids) and not set(ids) <= {m.id for m in CATALOG}
 
 
 def _a_command(ids: list[str]) -> bool:
