@@ -117,6 +117,17 @@ def postgres_schema() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL where no store is yet, on SQLite and on PostgreSQL (a schema of its own,
+    dropped afterwards): each test that takes it runs on both databases."""
+    if request.param == "postgres":
+        with postgres_schema() as url:
+            yield url
+    else:
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+
+
 @contextmanager
 def opened_store(kind: str, tmp_path: Path) -> Iterator[Store]:
     """A fresh store of ``kind`` (memory, sqlite or postgres: a schema of its own on the

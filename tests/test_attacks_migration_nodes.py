@@ -10,8 +10,7 @@ migration event when a store holds one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 from machines.checks.audit import audit_store
 from machines.store import open_store
 from machines.testing.transfer.suite import plan_node as node
-from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.conftest import Document, SpecCopy, rename_everywhere
 from tests.migration_stores import load_dir, raw_snapshot
 from tests.test_attacks_migration import migrate
 from tests.test_transfer import FakeVenue, drive, engine_for, executing
@@ -34,13 +33,9 @@ GATED = [
 TWO_LEGS = [node("w", "action", True), node("d", "action", True, "w")]
 
 
-@pytest.fixture(params=("sqlite", "postgres"))
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with ExitStack() as cleanup:
-        if request.param == "postgres":
-            yield cleanup.enter_context(postgres_schema())
-        else:
-            yield f"sqlite:///{tmp_path / 'store.db'}"
+@pytest.fixture
+def url(database_url: str) -> str:
+    return database_url
 
 
 def renamed(root: Path, old: str, new: str) -> Path:
