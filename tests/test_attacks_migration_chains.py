@@ -79,6 +79,10 @@ def drop_rule(rule_id: str) -> Change:
 
 
 def widen_exit_actors(doc: Document) -> None:
+    """The worker may leave ``indeterminate`` too; a new actor the rule leaves out keeps
+    the rule one that can fail (naming every actor, it would keep nothing: ``check``
+    refuses such a rule before any migration judges it)."""
+    doc["actors"]["auditor"] = {"automatic": False, "description": "Someone who reads."}
     for rule in doc["invariants"]:
         if rule["id"] == "fail-closed-indeterminate":
             rule["actors"] = [*rule["actors"], "worker"]
