@@ -125,13 +125,21 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         once it holds the lock: a connection still open on a file renamed since logs
         beside the old name, while a process that opens the new one logs beside that, and
         neither sees the other's claims (batch 42, a 2: an effect ran twice). Opening the
-        store again checks it."""
-        if self._file is not None and _identity(self.path) != self._file:
+        store again checks it. A file with a second name is refused too
+        (``_second_name``); one ``stat`` answers both."""
+        try:
+            found: os.stat_result | None = os.stat(self.path)
+        except (OSError, ValueError):
+            found = None  # nothing there yet: SQLite makes it, with one name
+        identity = None if found is None else (found.st_dev, found.st_ino)
+        if self._file is not None and identity != self._file:
             raise StoreError(
                 f"SQLite database {_shown(self.path)}: the file at this path is not the one "
                 "this store opened and checked (it was replaced, moved or removed since); "
                 "nothing was written. Open the store again, which checks its guards"
             )
+        if found is not None and stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
+            raise _second_name(self.path, found.st_nlink)
 
     def _open(self) -> sqlite3.Connection:
         """A new connection, set up; read-only stores open the file ``mode=ro`` (never
@@ -156,7 +164,6 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             raise StoreError(f"{_shown(self.path)!r} cannot be a file name: {exc}") from exc
         try:
             self._require_same_file()
-            _require_one_name(self.path)
         except StoreError:
             conn.close()
             raise
@@ -281,7 +288,6 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             self._execute(conn, "BEGIN" if self.read_only else "BEGIN IMMEDIATE", "begin")
             try:  # renamed or linked since this connection opened it: its log is elsewhere
                 self._require_same_file()
-                _require_one_name(self.path)
             except StoreError:
                 self._rollback(conn)
                 raise
@@ -344,24 +350,19 @@ def _require_file_or_nothing(path: str) -> None:
             )
 
 
-def _require_one_name(path: str) -> None:
-    """``StoreError`` when the database file has more than one name (a hard link): SQLite
-    keeps its lock and its write-ahead log beside each name, so two processes opening the
-    file by two names take two write locks and keep two logs, neither sees the other's
-    claim, and one log is later written over the other (outsider batch 41, a 13: an effect
-    ran twice, one acknowledged result was lost, and the audit said OK). A symbolic link
-    is not such a name: SQLite follows it to the file."""
-    try:
-        links = os.stat(path).st_nlink
-    except (OSError, ValueError):
-        return  # nothing there yet: SQLite makes it, with one name
-    if links > 1:
-        raise StoreError(
-            f"SQLite database {_shown(path)}: the file has {links} names (hard links), and "
-            "SQLite locks and logs it beside each name, so a writer under another name "
-            "would not see this one's writes; nothing was written. Remove the other names "
-            f"(find them with: find / -xdev -samefile {_shown(path)}), or copy the file"
-        )
+def _second_name(path: str, links: int) -> StoreError:
+    """The refusal of a database file with more than one name (a hard link): SQLite keeps
+    its lock and its write-ahead log beside each name, so two processes opening the file by
+    two names take two write locks and keep two logs, neither sees the other's claim, and
+    one log is later written over the other (outsider batch 41, a 13: an effect ran twice,
+    one acknowledged result was lost, and the audit said OK). A symbolic link is not such
+    a name: SQLite follows it to the file."""
+    return StoreError(
+        f"SQLite database {_shown(path)}: the file has {links} names (hard links), and "
+        "SQLite locks and logs it beside each name, so a writer under another name "
+        "would not see this one's writes; nothing was written. Remove the other names "
+        f"(find them with: find / -xdev -samefile {_shown(path)}), or copy the file"
+    )
 
 
 def _identity(path: str) -> tuple[int, int] | None:
