@@ -28,6 +28,7 @@ from types import MappingProxyType
 from machines.errors import MachinesError, install_command
 from machines.spec import MachineSpec
 from machines.spec.files import os_reason
+from machines.spec.jsonvalue import encodable
 
 FORMAT = "machines-desk-accounts/1"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -149,7 +150,7 @@ def add_account(path: Path, name: str, roles: Sequence[str], password: str) -> A
     _check_roles(roles, f"account {name!r}")
     if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
         raise AccountsError(f"a password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters")
-    if not _utf8(password):
+    if not encodable(password):
         raise AccountsError(
             "the password is not text: standard input gave bytes that are not UTF-8 (or a "
             "lone surrogate); nothing was written"
@@ -194,24 +195,13 @@ def verify(accounts: Accounts, name: str, password: str) -> Account | None:
 
     hasher = _hasher()
     account = accounts.by_name.get(name) if isinstance(name, str) else None
-    if not isinstance(password, str) or len(password) > MAX_PASSWORD or not _utf8(password):
+    if not isinstance(password, str) or len(password) > MAX_PASSWORD or not encodable(password):
         return None
     try:
         hasher.verify(account.password_hash if account else _unknown(), password)  # type: ignore[attr-defined]
     except (VerificationError, InvalidHashError):
         return None
     return account
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` can be hashed: Argon2 hashes its UTF-8 bytes, and a lone surrogate
-    (what Python reads from bytes that are not UTF-8) has none (outsider batch 41, c 33: a
-    traceback)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_name(name: object, where: str) -> None:

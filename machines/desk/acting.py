@@ -38,7 +38,7 @@ from machines.desk.waiting import (
     page_version,
 )
 from machines.errors import InvalidArgument, MachinesError
-from machines.spec.jsonvalue import UnstorableValue, describe
+from machines.spec.jsonvalue import UnstorableValue, describe, encodable
 from machines.spec.states import RequestState
 from machines.spec.visible import says_something
 from machines.store.records import Row, Store
@@ -265,10 +265,8 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         )
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise DeskError(f"a reason has at most {MAX_REASON} characters and no NUL")
-    try:
-        reason.encode("utf-8")
-    except UnicodeEncodeError:
-        raise DeskError("a reason holds a lone surrogate, which no store keeps") from None
+    if not encodable(reason):
+        raise DeskError("a reason holds a lone surrogate, which no store keeps")
     d = dataclasses.replace(d, reason=reason)
     if d.result.strip() and (d.machine, d.trigger) != RESULT_MOVE:
         raise DeskError(

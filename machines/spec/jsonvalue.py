@@ -130,16 +130,24 @@ def _long_integer(value: object) -> int | None:
     return None
 
 
+def encodable(text: str) -> bool:
+    """Whether ``text`` has UTF-8 bytes: a lone surrogate (what Python reads from bytes
+    that are not UTF-8, or from a JSON escape) has none, so no store, file or hash takes
+    it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _problem(value: object, text: str) -> str | None:
     if len(text) > MAX_DIGITS and (digits := _long_integer(value)) is not None:
         return f"it holds an integer of about {digits} digits (at most {MAX_DIGITS})"
     if "\\u0000" in text and _NUL.search(text):
         return "it holds a NUL character, which PostgreSQL's JSON refuses"
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return "it holds a lone surrogate, which is not UTF-8"
+    if not text.isascii() and not encodable(text):
+        return "it holds a lone surrogate, which is not UTF-8"
     if _plain(value, 0):
         return None  # exact JSON types all the way down: it reads back equal by construction
     depth = _depth(text)
