@@ -5,6 +5,7 @@ another kind, not UTF-8, or naming a field twice is refused rather than read in 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -68,11 +69,10 @@ async def read_form(request: Request) -> dict[str, Any]:
         raise DeskError("a field of the form is not UTF-8") from None
     except ValueError:
         raise DeskError("the form has more than 20 fields") from None
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        twice = sorted({k for k, _ in pairs if sum(1 for j, _ in pairs if j == k) > 1})
+    twice = sorted(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+    if twice:
         raise DeskError(f"the form gives {', '.join(map(repr, twice))} more than once")
-    return found
+    return dict(pairs)
 
 
 async def read_json_body(request: Request) -> object:

@@ -234,9 +234,8 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     if error.validator == "required":
         return f"{where}: {error.message}; add it ({see_format()})"
     defs = schema()["$defs"]  # the patterns that say what they ask, in their description
-    patterned = [defs[k] for k in ("name", "ident", "text") if error.schema == defs[k]]
     pattern = error.schema.get("pattern") if isinstance(error.schema, Mapping) else None
-    patterned += [d for d in defs.values() if pattern and d.get("pattern") == pattern]
+    patterned = [d for d in defs.values() if pattern and d.get("pattern") == pattern]
     described = patterned[0].get("description") if patterned else None
     if error.validator in ("pattern", "format") and isinstance(described, str):
         wanted = described[0].lower() + described[1:].rstrip(".")
