@@ -325,10 +325,10 @@ def _plan(
     _refuse_tampered(db, specs, current_of, old_specs, forged)
     every = {m: read_versions(_Conn(db), db.param, m) for m in current_of}
     lived = load_versions(where, every, changed)
-    stored_nodes = {  # a node machine stays one when its request is left out of the specs
-        node
+    node_machines = engine_moved_machines(specs.values()) | {
+        node  # a node machine stays one when its request is left out of the specs
         for (m,) in db.execute(f"SELECT DISTINCT machine FROM {REGISTRY}")
-        for v in read_versions(_Conn(db), db.param, str(m))
+        for v in every.get(str(m)) or read_versions(_Conn(db), db.param, str(m))
         if (node := node_machine_of(v)) is not None
     }
     plans: list[MachinePlan] = []
@@ -376,8 +376,7 @@ def _plan(
         earlier = [
             lived[(machine, v.version)] for v in every[machine] if v.version < current.version
         ]
-        moved_by_engine = machine in engine_moved_machines(specs.values()) | stored_nodes
-        problems += map_refusals(db, [*earlier, old], spec, mapped, moved_by_engine)
+        problems += map_refusals(db, [*earlier, old], spec, mapped, machine in node_machines)
         stored = [
             (v.version, lived[(machine, v.version)])
             for v in every[machine]
