@@ -29,7 +29,7 @@ from machines.cli import main
 from machines.store import open_store
 from machines.systems.transfer import TransferRefused
 from machines.testing.transfer.suite import plan_node as node
-from tests.test_transfer import FakeVenue, drive, engine_for, executing
+from tests.test_transfer import FakeVenue, approved, drive, engine_for, executing
 
 TWO_LEGS = [node("w", "action", True), node("d", "action", True, "w")]
 
@@ -598,10 +598,7 @@ def test_b39_a1_a_start_that_records_no_digest_fixes_no_plan_and_is_named(
     url = f"sqlite:///{tmp_path / 'money.db'}"
     with open_store(url) as store:
         engine = engine_for(store, FakeVenue())
-        engine.submit("t", TWO_LEGS)
-        engine.validate("t")
-        engine.request_approval("t")
-        engine.approve("t", by="alice")
+        approved(engine, "t", TWO_LEGS)
         with store.transaction() as tx:
             row = tx.get("request", "t")
             assert row is not None
@@ -625,10 +622,7 @@ def test_b40_a1_nodes_moved_in_a_request_never_started_are_named_and_not_started
     url = f"sqlite:///{tmp_path / 'money.db'}"
     with open_store(url) as store:
         engine = engine_for(store, FakeVenue())
-        engine.submit("t", TWO_LEGS)
-        engine.validate("t")
-        engine.request_approval("t")
-        engine.approve("t", by="alice")
+        approved(engine, "t", TWO_LEGS)
     evidence = {"by": "x", "evidence": "the venue said so"}
     forge(url, "node_entities", "t/w", "ready", "wake", "planner", detail={"by": "x"})
     forge(url, "node_entities", "t/w", "preparing", "prepare", "executor", detail=evidence)

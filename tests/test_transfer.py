@@ -117,11 +117,16 @@ def engine_for(
     return TransferEngine(store, executors, callbacks, engine_id="engine-1", **options)
 
 
-def executing(engine: TransferEngine, request_id: str, plan: Sequence[Mapping[str, Any]]) -> None:
+def approved(engine: TransferEngine, request_id: str, plan: Sequence[Mapping[str, Any]]) -> None:
+    """Request ``request_id`` submitted with ``plan`` and approved, not started."""
     engine.submit(request_id, plan)
     engine.validate(request_id)
     engine.request_approval(request_id)
     engine.approve(request_id, by="alice")
+
+
+def executing(engine: TransferEngine, request_id: str, plan: Sequence[Mapping[str, Any]]) -> None:
+    approved(engine, request_id, plan)
     assert engine.start(request_id) == RequestState.EXECUTING
 
 
