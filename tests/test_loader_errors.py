@@ -523,6 +523,31 @@ def test_undefined_source_in_a_list(spec_dir: Path) -> None:
     assert "(did you mean 'pending'?)" in problem
 
 
+def test_unknown_actor_in_a_list_is_named_at_its_item(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    text = rewrite(
+        path,
+        lambda doc: doc["transitions"][3].__setitem__("actor", ["engine", "engin"]),
+    )
+    problem = only_problem(load_error(path))
+    assert problem.startswith(
+        f"line {line_of(text, r'^  - engin$')}, at transitions[3].actor[1]: 'engin' "
+        "is not an actor (did you mean 'engine'?)"
+    )
+
+
+def test_names_in_a_rules_lists_are_named_at_their_items(spec_dir: Path) -> None:
+    path = spec_dir / "effect.yaml"
+    edit(
+        path,
+        "    states: [approved, rejected]\n    actors: [human]\n",
+        "    states: [approved, rejectd]\n    actors: [human, humn]\n",
+    )
+    problems = load_error(path).problems
+    assert any("at invariants[6].states[1]: 'rejectd' is not a state" in p for p in problems)
+    assert any("at invariants[6].actors[1]: 'humn' is not an actor" in p for p in problems)
+
+
 def test_undefined_initial_state(spec_dir: Path) -> None:
     path = spec_dir / "outcome.yaml"
     text = edit(path, "initial: in_flight\n", "initial: inflight\n")

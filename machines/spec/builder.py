@@ -294,12 +294,10 @@ class Builder:
             sources = _as_list(raw["source"])
             actors = _as_list(raw["actor"])
             for j, s in enumerate(sources):
-                self.state_ref(
-                    (*at, "source", j) if isinstance(raw["source"], list) else (*at, "source"), s
-                )
+                self.state_ref(_item_at(at, "source", raw, j), s)
             self.state_ref((*at, "dest"), raw["dest"])
-            for a in actors:
-                self.actor_ref((*at, "actor"), a)
+            for j, a in enumerate(actors):
+                self.actor_ref(_item_at(at, "actor", raw, j), a)
             when = self.guard((*at, "when"), raw.get("when"))
             for key in ("amendment", "unreachable_in_systems"):
                 if key in raw:
@@ -380,14 +378,14 @@ class Builder:
             seen.add(raw["id"])
             states = _as_list(raw.get("state", [])) + list(raw.get("states", []))
             for key in ("state", "states", "sources", "dests", "via", "holds"):
-                for n in _as_list(raw.get(key, [])):
-                    self.state_ref((*at, key), n)
-            for a in raw.get("actors", []):
-                self.actor_ref((*at, "actors"), a)
-            for t in raw.get("triggers", []):
+                for j, n in enumerate(_as_list(raw.get(key, []))):
+                    self.state_ref(_item_at(at, key, raw, j), n)
+            for j, a in enumerate(raw.get("actors", [])):
+                self.actor_ref((*at, "actors", j), a)
+            for j, t in enumerate(raw.get("triggers", [])):
                 if t not in triggers:
                     self.problem(
-                        (*at, "triggers"),
+                        (*at, "triggers", j),
                         f"{quote(t)} is not a trigger of this machine{suggest(t, triggers)}",
                     )
             out.append(
@@ -450,6 +448,11 @@ class Builder:
 
 def _as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
+
+
+def _item_at(at: KeyPath, key: str, raw: Mapping[str, Any], j: int) -> KeyPath:
+    """Where the ``j``-th name of ``raw[key]`` is: the list item, or the key given one name."""
+    return (*at, key, j) if isinstance(raw.get(key), list) else (*at, key)
 
 
 def _guards_overlap(a: Guard, b: Guard) -> bool:
