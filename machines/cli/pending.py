@@ -16,8 +16,13 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("url", help="the store (sqlite:///path or postgresql://...)")
     command.add_argument("--machine", help="only this machine")
     command.add_argument("--state", help="only this waiting state (with --machine)")
+    from machines.desk.waiting import MAX_LISTED, PAGE
+
     command.add_argument(
-        "--limit", type=whole(1, 1000), default=50, help="at most this many (default: 50)"
+        "--limit",
+        type=whole(1, MAX_LISTED),
+        default=PAGE,
+        help=f"at most this many, up to {MAX_LISTED} (default: {PAGE})",
     )
     command.add_argument("--offset", type=whole(0), default=0, help="skip this many first")
     command.add_argument(

@@ -40,7 +40,6 @@ from machines.desk.acting import Decision, act, offered, refusal_status
 from machines.desk.requests import (
     API_FIELDS,
     FORM_FIELDS,
-    MAX_LISTED,
     PENDING_QUERY,
     page_number,
     posted_here,
@@ -52,6 +51,7 @@ from machines.desk.requests import (
 )
 from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
 from machines.desk.waiting import (
+    MAX_LISTED,
     PAGE,
     DeskError,
     counts,

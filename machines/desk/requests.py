@@ -87,8 +87,6 @@ async def read_json_body(request: Request) -> object:
 
 PENDING_QUERY = frozenset({"machine", "state", "limit", "offset"})
 """What ``/api/pending`` reads of its query; anything else is refused."""
-MAX_LISTED = 1000
-"""The most entries one ``/api/pending`` answer lists (``machines pending --limit`` too)."""
 
 
 def query_number(given: str, name: str, low: int, high: int) -> int:

@@ -31,6 +31,8 @@ from machines.systems.transfer.session import NODE, REQUEST
 
 PAGE = 50
 """Entities on one page of the list."""
+MAX_LISTED = 1000
+"""The most entries one page lists: ``/api/pending``'s and ``machines pending``'s limit."""
 
 
 def waits(spec: MachineSpec, state: str, context: Mapping[str, str]) -> bool:
