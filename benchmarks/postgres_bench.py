@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.harness import Ratio, throughput_ratio
-from benchmarks.store_bench import in_threads
+from benchmarks.store_bench import claim, did_the_work, in_threads, whole_run
 from machines.store import open_store
 from machines.systems import ExactlyOnce
 
@@ -57,25 +57,11 @@ def _ours(threads: int, per_key: Callable[[ExactlyOnce, str], object]) -> Callab
 
             elapsed = in_threads(threads, work, CLAIMS, warm=WARM)
             with store.transaction() as tx:
-                _did_the_work(threads, [row.state for row in tx.rows("outcome")])
+                did_the_work([row.state for row in tx.rows("outcome")], CLAIMS + threads * WARM)
             store.close()
             return elapsed
 
     return run
-
-
-def _did_the_work(threads: int, states: list[str]) -> None:
-    """A round that did not leave every key in one and the same state measured nothing."""
-    if len(states) != CLAIMS + threads * WARM or len(set(states)) != 1:
-        raise RuntimeError(f"the benchmark left {len(states)} keys in {set(states)}")
-
-
-def _claim(eo: ExactlyOnce, key: str) -> object:
-    return eo._claim(key)  # run()'s first step: the key is taken, nothing has run yet
-
-
-def _run(eo: ExactlyOnce, key: str) -> object:
-    return eo.run(key, lambda: 1)
 
 
 def _raw_claim(conn: Any, key: str) -> None:
@@ -125,7 +111,7 @@ def _raw(threads: int, per_key: Callable[[Any, str], None]) -> Callable[[], floa
 
             elapsed = in_threads(threads, work, CLAIMS, warm=WARM)
             states = connections[0].execute("SELECT state FROM outcome").fetchall()
-            _did_the_work(threads, [state for (state,) in states])
+            did_the_work([state for (state,) in states], CLAIMS + threads * WARM)
             for conn in connections:
                 conn.close()
             return elapsed
@@ -143,7 +129,7 @@ def run() -> list[Ratio]:
         out.append(
             throughput_ratio(
                 f"PostgreSQL claims/s, {label}",
-                ("ExactlyOnce claim", _ours(threads, _claim)),
+                ("ExactlyOnce claim", _ours(threads, claim)),
                 ("raw INSERT ON CONFLICT + history, 1 transaction", _raw(threads, _raw_claim)),
                 units=CLAIMS,
                 unit="claim",
@@ -153,7 +139,7 @@ def run() -> list[Ratio]:
         out.append(
             throughput_ratio(
                 f"PostgreSQL runs/s, {label}",
-                ("ExactlyOnce.run", _ours(threads, _run)),
+                ("ExactlyOnce.run", _ours(threads, whole_run)),
                 ("raw claim + outcome, 2 transactions", _raw(threads, _two_transactions)),
                 units=CLAIMS,
                 unit="run",
@@ -163,7 +149,7 @@ def run() -> list[Ratio]:
         out.append(
             throughput_ratio(
                 f"PostgreSQL runs/s, {label} (vs one commit, not crash-safe)",
-                ("ExactlyOnce.run", _ours(threads, _run)),
+                ("ExactlyOnce.run", _ours(threads, whole_run)),
                 ("raw claim + outcome, 1 transaction", _raw(threads, _one_transaction)),
                 units=CLAIMS,
                 unit="run",

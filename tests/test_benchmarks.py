@@ -88,22 +88,26 @@ def test_every_benchmark_runs_in_full(tmp_path: Path) -> None:
         assert suite in names, suite
 
 
-def test_store_benchmark_sides_do_the_same_work(tmp_path: Path) -> None:
-    """Both sides of the claims/s ratio end with every key succeeded."""
-    import sqlite3
-
+def test_store_benchmark_sides_do_their_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every side of every SQLite ratio leaves each of its keys in one state (the runner
+    raises otherwise), with 1 and 4 threads."""
     from benchmarks import store_bench
 
-    conn = store_bench._raw_connection(tmp_path / "raw.db")
-    store_bench._raw_one_transaction(conn, "k")
-    store_bench._raw_two_transactions(conn, "j")
-    assert conn.execute("SELECT key, state FROM outcome ORDER BY key").fetchall() == [
-        ("j", "succeeded"),
-        ("k", "succeeded"),
-    ]
-    assert isinstance(conn, sqlite3.Connection)
-    seconds = store_bench._ours(1)()
-    assert seconds > 0
+    monkeypatch.setattr(store_bench, "CLAIMS", 12)
+    monkeypatch.setattr(store_bench, "WARM", 2)
+    for threads in (1, 4):
+        sides = [
+            store_bench._ours(threads, store_bench.claim),
+            store_bench._ours(threads, store_bench.whole_run),
+            store_bench._raw(threads, store_bench._raw_claim),
+            store_bench._raw(threads, store_bench._raw_one_transaction),
+            store_bench._raw(threads, store_bench._raw_two_transactions),
+        ]
+        assert all(side() > 0 for side in sides)
+    with pytest.raises(RuntimeError, match="left 3 keys"):
+        store_bench.did_the_work(["succeeded"] * 3, 4)
+    with pytest.raises(RuntimeError, match="in_flight"):
+        store_bench.did_the_work(["succeeded", "in_flight"], 2)
 
 
 def test_suite_benchmark_counts_steps() -> None:
@@ -153,22 +157,20 @@ def test_explorer_benchmark_baseline_searches_the_same_graph() -> None:
 def test_postgres_benchmark_sides_do_their_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every side of every PostgreSQL ratio leaves each of its keys in one state (the
     runner raises otherwise), with 1 and 8 workers."""
-    from benchmarks import postgres_bench
+    from benchmarks import postgres_bench, store_bench
 
     monkeypatch.setattr(postgres_bench, "SERVER", require_postgres())
     monkeypatch.setattr(postgres_bench, "CLAIMS", 40)
     monkeypatch.setattr(postgres_bench, "WARM", 2)
     for threads in (1, 8):
         sides = [
-            postgres_bench._ours(threads, postgres_bench._claim),
-            postgres_bench._ours(threads, postgres_bench._run),
+            postgres_bench._ours(threads, store_bench.claim),
+            postgres_bench._ours(threads, store_bench.whole_run),
             postgres_bench._raw(threads, postgres_bench._raw_claim),
             postgres_bench._raw(threads, postgres_bench._one_transaction),
             postgres_bench._raw(threads, postgres_bench._two_transactions),
         ]
         assert all(side() > 0 for side in sides)
-    with pytest.raises(RuntimeError, match="left 3 keys"):
-        postgres_bench._did_the_work(1, ["succeeded"] * 3)
 
 
 def test_desk_benchmark_runs_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
