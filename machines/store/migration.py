@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from machines.errors import InvalidArgument, counted
+from machines.errors import InvalidArgument
 from machines.runtime.history import checked_clock
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
@@ -48,7 +48,16 @@ from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store.arguments import check_key, specs_by_name, sqlite_path, text
 from machines.store.ddl import REGISTRY
 from machines.store.integrity import Difference, tampered
-from machines.store.migration_maps import context_refusals, derivation_refusals, map_refusals
+from machines.store.migration_maps import StateMap as StateMap  # part of this API
+from machines.store.migration_maps import (
+    applied_maps,
+    checked_maps,
+    context_refusals,
+    derivation_refusals,
+    entities,
+    map_refusals,
+    mappings,
+)
 from machines.store.migration_sqlite import SQLiteDatabase
 from machines.store.names import name, quote
 from machines.store.records import StoreError, shown_url
@@ -56,28 +65,6 @@ from machines.store.sql import read_versions, record_version
 from machines.store.versions import DefinitionVersion, load_versions, node_machine_of, summary
 
 Boundary = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class StateMap:
-    """``--map MACHINE:OLD=NEW``: entities of ``machine`` in ``old`` (a state the new
-    version removes) move to ``new``."""
-
-    machine: str
-    old: str
-    new: str
-
-    @classmethod
-    def parse(cls, text: str) -> StateMap:
-        if not isinstance(text, str):
-            raise InvalidArgument(f"--map must be text, not a {type(text).__name__}")
-        machine, colon, states = text.partition(":")
-        old, equals, new = states.partition("=")
-        if not (colon and equals and machine and old and new):
-            raise InvalidArgument(
-                f"--map {text!r}: write MACHINE:OLD_STATE=NEW_STATE, e.g. effect:held=pending"
-            )
-        return cls(machine, old, new)
 
 
 @dataclass(frozen=True)
@@ -123,7 +110,7 @@ class MigrationPlan:
                 out.append(f"{m.machine}: {versions}: the same definition, schema regenerated")
             else:
                 out.append(f"{m.machine}: {versions}: {', '.join(m.changes) or 'changed'}")
-            out += [f"{m.machine}:   map {o} -> {n}: {_entities(k)}" for o, n, k in m.mapped]
+            out += [f"{m.machine}:   map {o} -> {n}: {entities(k)}" for o, n, k in m.mapped]
             out += [f"{m.machine}: REFUSED: {why}" for why in m.refusals]
         return out + list(self.notes)
 
@@ -167,7 +154,7 @@ def migrate(
     argument of the wrong type or value an ``InvalidArgument``, before anything is read."""
     url = check_key(text(url, "a store URL"), "migrate", "URL")
     specs = specs_by_name(specs)
-    maps = _checked_maps(maps)
+    maps = checked_maps(maps)
     if not isinstance(dry_run, bool):
         raise InvalidArgument(f"dry_run must be True or False, not {describe(dry_run)}")
     if boundary is not None and not callable(boundary):
@@ -191,24 +178,6 @@ def migrate(
         return MigrationPlan(plan.where, plan.machines, applied=True, notes=plan.notes)
     finally:
         db.close()
-
-
-def _checked_maps(maps: object) -> tuple[StateMap, ...]:
-    if isinstance(maps, str | bytes | Mapping) or not isinstance(maps, Iterable):
-        raise InvalidArgument(f"maps must be an iterable of StateMap, not a {type(maps).__name__}")
-    try:
-        entries = tuple(maps)
-    except Exception as exc:
-        raise InvalidArgument(f"reading maps raised {type(exc).__name__}") from None
-    for entry in entries:
-        if not isinstance(entry, StateMap):
-            raise InvalidArgument(
-                f"maps must hold StateMap values (StateMap.parse('MACHINE:OLD=NEW')), "
-                f"not a {type(entry).__name__}"
-            )
-        for part in (entry.machine, entry.old, entry.new):
-            check_key(text(part, "a --map's machine or state"), "migrate", "--map name")
-    return entries
 
 
 # -- planning ---------------------------------------------------------------------------
@@ -355,7 +324,7 @@ def _plan(
             work.append(_Step(spec, 1, None, ()))
             continue
         if machine not in changed:
-            refusals = _applied_maps(spec, current.version, by_machine.get(machine, ()))
+            refusals = applied_maps(spec, current.version, by_machine.get(machine, ()))
             plans.append(
                 MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
             )
@@ -365,9 +334,9 @@ def _plan(
         counts = dict(
             db.execute(f"SELECT state, count(*) FROM {name(machine, 'entities')} GROUP BY state")
         )
-        mapped, problems = _mappings(old, spec, counts, by_machine.get(machine, ()))
+        mapped, problems = mappings(old, spec, counts, by_machine.get(machine, ()))
         problems += [
-            f"{_entities(count)} in state '{state}', and the new version changes what it "
+            f"{entities(count)} in state '{state}', and the new version changes what it "
             f"means: {why}; keep its meaning, or add a new state for the new one"
             for state, count in sorted(counts.items())
             if count
@@ -439,71 +408,6 @@ def _refuse_tampered(
         raise tampered(db.where, differences)
 
 
-def _applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
-    """The refusals of maps given for a machine already at the definition given. A map
-    out of a state it does not have into one it has is the rerun of the migration that
-    applied it (after a crash, say): nothing to do. Any other map could never apply."""
-    out = []
-    for e in maps:
-        flag = f"--map {e.machine}:{e.old}={e.new}"
-        if e.old in spec.states:
-            out.append(
-                f"{flag}: version {version} is the definition given and keeps state "
-                f"'{e.old}'; nothing is removed"
-            )
-        elif e.new not in spec.states:
-            out.append(
-                f"{flag}: version {version} is the definition given and has no state "
-                f"'{e.new}'; states: {', '.join(spec.states)}"
-            )
-    return tuple(out)
-
-
-def _mappings(
-    old: MachineSpec,
-    new: MachineSpec,
-    counts: Mapping[str, int],
-    maps: Sequence[StateMap],
-) -> tuple[list[tuple[str, str, int]], list[str]]:
-    m = new.name
-    refusals: list[str] = []
-    mapped: list[tuple[str, str, int]] = []
-    given: dict[str, StateMap] = {}
-    for entry in maps:
-        flag = f"--map {m}:{entry.old}={entry.new}"
-        if entry.old in given:
-            refusals.append(f"{flag}: state '{entry.old}' is mapped twice")
-        elif entry.old not in old.states:
-            refusals.append(f"{flag}: '{entry.old}' is not a state of the stored version")
-        elif entry.old in new.states:
-            refusals.append(
-                f"{flag}: the new version keeps state '{entry.old}'; only a removed state is mapped"
-            )
-        elif entry.new not in new.states:
-            refusals.append(
-                f"{flag}: the new version has no state '{entry.new}'; states: "
-                f"{', '.join(new.states)}"
-            )
-        elif old.states[entry.old].terminal and not new.states[entry.new].terminal:
-            refusals.append(
-                f"{flag}: '{entry.old}' is terminal and '{entry.new}' is not; a "
-                "finished entity stays finished"
-            )
-        given[entry.old] = entry
-    for state, count in sorted(counts.items()):
-        if state in new.states or not count:
-            continue
-        found = given.get(state)
-        if found is None:
-            refusals.append(
-                f"{_entities(count)} in state '{state}', which the new version removes; "
-                f"map them: --map {m}:{state}=STATE"
-            )
-        else:
-            mapped.append((state, found.new, count))
-    return mapped, refusals
-
-
 # -- the databases ----------------------------------------------------------------------
 
 
@@ -523,7 +427,3 @@ def open_database(url: str, command: str = "migrate") -> Database:
     raise InvalidArgument(
         f"machines {command} needs a sqlite:///path or postgresql://... URL, not {shown_url(url)!r}"
     )
-
-
-def _entities(count: int) -> str:
-    return counted(count, "entity", "entities")

@@ -1,4 +1,8 @@
-"""A migration's maps judged as moves (``machines.spec.migration_moves``), on the stored
+"""A migration's maps (``--map MACHINE:OLD=NEW``, ``StateMap``): which entities each one
+moves, and the maps refused. A map must name a state the new version removes and one it
+has, and never reopen a finished entity (``mappings``).
+
+A map is judged as a move (``machines.spec.migration_moves``), on the stored
 entities: a map is refused, before anything is written, when the rules of the stored
 version (or of the new one, for the state entered) would refuse the automatic
 ``migration`` actor the move, naming the rule, the entities and the way out. The
@@ -14,11 +18,12 @@ refused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from machines.derive.proof import DERIVATION_INVARIANTS, check_derivation
-from machines.errors import counted
+from machines.errors import InvalidArgument, counted
 from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.migration_moves import lineage, migration_breaks, way_out
@@ -29,6 +34,7 @@ from machines.spec.vocabulary import (
     NODE_NAME,
     NODE_SIDE_EFFECT,
 )
+from machines.store.arguments import check_key, text
 from machines.store.names import name
 from machines.store.records import StoreError
 from machines.store.stored_json import Unreadable, read_json
@@ -65,7 +71,7 @@ def map_refusals(
         )
         if static:
             out.append(
-                f"{flag}: {_entities(count)} would leave '{source}' by the automatic "
+                f"{flag}: {entities(count)} would leave '{source}' by the automatic "
                 f"migration actor: {'; and '.join(static)}; {way_out(old, source)}"
             )
             continue
@@ -82,7 +88,7 @@ def map_refusals(
             shown = ", ".join(f"'{k}'" for k in keys[:SHOWN_KEYS])
             more = f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else ""
             out.append(
-                f"{flag}: {_entities(len(keys))} ({shown}{more}) cannot be moved into '{dest}' "
+                f"{flag}: {entities(len(keys))} ({shown}{more}) cannot be moved into '{dest}' "
                 f"by the automatic migration actor: {why}; {way_out(old, source)}"
             )
     return out
@@ -214,13 +220,13 @@ def context_refusals(db: Rows, spec: MachineSpec) -> list[str]:
         f"SELECT CAST(context AS TEXT), count(*) FROM {name(spec.name, 'entities')} GROUP BY 1"
     )
     for stored, count in rows:
-        context = _read(stored, spec.name, f"{_entities(count)} with this context")
+        context = _read(stored, spec.name, f"{entities(count)} with this context")
         wrong = sorted(set(context) ^ set(fixed)) or sorted(
             v for v, value in context.items() if value not in fixed[v].values
         )
         if wrong:
             out.append(
-                f"{_entities(count)} with a context the new version refuses "
+                f"{entities(count)} with a context the new version refuses "
                 f"({json.dumps(context)}: {', '.join(wrong)}); a context variable or value they "
                 "hold is removed, or one they lack is added"
             )
@@ -252,5 +258,110 @@ def derivation_refusals(request: MachineSpec, node: MachineSpec) -> list[str]:
     ]
 
 
-def _entities(count: int) -> str:
+@dataclass(frozen=True)
+class StateMap:
+    """``--map MACHINE:OLD=NEW``: entities of ``machine`` in ``old`` (a state the new
+    version removes) move to ``new``."""
+
+    machine: str
+    old: str
+    new: str
+
+    @classmethod
+    def parse(cls, text: str) -> StateMap:
+        if not isinstance(text, str):
+            raise InvalidArgument(f"--map must be text, not a {type(text).__name__}")
+        machine, colon, states = text.partition(":")
+        old, equals, new = states.partition("=")
+        if not (colon and equals and machine and old and new):
+            raise InvalidArgument(
+                f"--map {text!r}: write MACHINE:OLD_STATE=NEW_STATE, e.g. effect:held=pending"
+            )
+        return cls(machine, old, new)
+
+
+def checked_maps(maps: object) -> tuple[StateMap, ...]:
+    if isinstance(maps, str | bytes | Mapping) or not isinstance(maps, Iterable):
+        raise InvalidArgument(f"maps must be an iterable of StateMap, not a {type(maps).__name__}")
+    try:
+        entries = tuple(maps)
+    except Exception as exc:
+        raise InvalidArgument(f"reading maps raised {type(exc).__name__}") from None
+    for entry in entries:
+        if not isinstance(entry, StateMap):
+            raise InvalidArgument(
+                f"maps must hold StateMap values (StateMap.parse('MACHINE:OLD=NEW')), "
+                f"not a {type(entry).__name__}"
+            )
+        for part in (entry.machine, entry.old, entry.new):
+            check_key(text(part, "a --map's machine or state"), "migrate", "--map name")
+    return entries
+
+
+def applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
+    """The refusals of maps given for a machine already at the definition given. A map
+    out of a state it does not have into one it has is the rerun of the migration that
+    applied it (after a crash, say): nothing to do. Any other map could never apply."""
+    out = []
+    for e in maps:
+        flag = f"--map {e.machine}:{e.old}={e.new}"
+        if e.old in spec.states:
+            out.append(
+                f"{flag}: version {version} is the definition given and keeps state "
+                f"'{e.old}'; nothing is removed"
+            )
+        elif e.new not in spec.states:
+            out.append(
+                f"{flag}: version {version} is the definition given and has no state "
+                f"'{e.new}'; states: {', '.join(spec.states)}"
+            )
+    return tuple(out)
+
+
+def mappings(
+    old: MachineSpec,
+    new: MachineSpec,
+    counts: Mapping[str, int],
+    maps: Sequence[StateMap],
+) -> tuple[list[tuple[str, str, int]], list[str]]:
+    m = new.name
+    refusals: list[str] = []
+    mapped: list[tuple[str, str, int]] = []
+    given: dict[str, StateMap] = {}
+    for entry in maps:
+        flag = f"--map {m}:{entry.old}={entry.new}"
+        if entry.old in given:
+            refusals.append(f"{flag}: state '{entry.old}' is mapped twice")
+        elif entry.old not in old.states:
+            refusals.append(f"{flag}: '{entry.old}' is not a state of the stored version")
+        elif entry.old in new.states:
+            refusals.append(
+                f"{flag}: the new version keeps state '{entry.old}'; only a removed state is mapped"
+            )
+        elif entry.new not in new.states:
+            refusals.append(
+                f"{flag}: the new version has no state '{entry.new}'; states: "
+                f"{', '.join(new.states)}"
+            )
+        elif old.states[entry.old].terminal and not new.states[entry.new].terminal:
+            refusals.append(
+                f"{flag}: '{entry.old}' is terminal and '{entry.new}' is not; a "
+                "finished entity stays finished"
+            )
+        given[entry.old] = entry
+    for state, count in sorted(counts.items()):
+        if state in new.states or not count:
+            continue
+        found = given.get(state)
+        if found is None:
+            refusals.append(
+                f"{entities(count)} in state '{state}', which the new version removes; "
+                f"map them: --map {m}:{state}=STATE"
+            )
+        else:
+            mapped.append((state, found.new, count))
+    return mapped, refusals
+
+
+def entities(count: int) -> str:
     return counted(count, "entity", "entities")
