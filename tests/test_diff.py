@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from machines.spec.diff import (
 )
 from machines.spec.diff_wording import WORDING_SECTIONS
 from machines.spec.loader import bundled_spec_dir, read_definition
+from machines.spec.structure import check_structure
 from tests.conftest import Document, SpecCopy
 
 MACHINES = ("effect", "outcome", "node", "request")
@@ -783,9 +785,27 @@ def test_the_catalog(case: Case, versions: Versions, capsys: pytest.CaptureFixtu
         assert presentation_digest(old) != presentation_digest(new)
     breaking = any(c.kind == BREAKING for c in changes)
     code, out, err = run(["diff", old_file, new_file], capsys)
+    broken = check_structure(new)  # no system loads it: the gate refuses it, naming why
+    if broken:
+        assert (code, out) == (2, "") and f"[{broken[0].rule}]" in err
+        return
     assert (code, err) == (1 if breaking else 0, "")
     for c in changes:
         assert f"{case.machine}: {'BREAKING' if c.breaking else c.kind}: {c.message}\n" in out
+
+
+def test_most_of_the_catalog_loads_so_the_command_prints_its_changes() -> None:
+    """The catalog's edits that break their definition's rules are refused by the command
+    (above); the rest, most of them, are printed."""
+    loading = 0
+    for case in CATALOG:
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = SpecCopy(Path(tmp))
+            if case.before is not None:
+                copy.edit(case.machine, case.before)
+            copy.edit(case.machine, case.edit)
+            loading += not check_structure(read_definition(copy.file(case.machine)))
+    assert loading >= 0.6 * len(CATALOG), (loading, len(CATALOG))
 
 
 DIRECTORY_CASES = {
@@ -1056,6 +1076,44 @@ def test_an_invalid_definition_is_exit_2_naming_the_file(
     assert code == 2 and str(versions.new.file("effect")) in err and "nobody" in err
 
 
+def add_give_up(doc: Document) -> None:
+    """A worker settles "we do not know" as failed: the definition's own rules forbid it."""
+    doc["transitions"].append(
+        {
+            "trigger": "give_up",
+            "source": "indeterminate",
+            "dest": "failed",
+            "actor": "worker",
+            "description": "A worker gives up.",
+        }
+    )
+
+
+def test_a_new_definition_that_breaks_its_rules_is_exit_2_naming_them(
+    versions: Versions, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gate must not pass what no system can load: the change read alone is a widening,
+    but the new definition breaks its rules (``machines.load`` refuses it). Batch 43 c 14."""
+    versions.new.edit("outcome", add_give_up)
+    for argv in (versions.files("outcome"), versions.dirs()):
+        code, out, err = run(["diff", *argv], capsys)
+        assert (code, out) == (2, "")
+        assert str(versions.new.file("outcome")) in err
+        assert "[fail-closed-indeterminate]" in err and "give_up" in err
+    code, doc = run_json(["diff", *versions.dirs()], capsys)
+    assert code == 2 and "fail-closed-indeterminate" in doc["error"]
+
+
+def test_a_change_that_mends_an_old_definition_is_judged_as_a_change(
+    versions: Versions, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the new side must load: a pull request that removes a move breaking the rules
+    is compared (a transition removed is breaking), not refused."""
+    versions.old.edit("outcome", add_give_up)
+    code, out, _ = run(["diff", *versions.files("outcome")], capsys)
+    assert code == 1 and "BREAKING" in out and "give_up" in out
+
+
 @pytest.mark.parametrize("which", ["missing file", "missing directory", "file and directory"])
 def test_a_path_that_cannot_be_compared_is_exit_2(
     which: str, versions: Versions, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -1126,11 +1184,11 @@ def test_base_without_a_change_is_exit_0(
 def test_base_in_the_repository_defaults_to_spec(
     repository: Repository, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repository.spec.edit("effect", drop_transition("replay", "pending"))
+    repository.spec.edit("effect", set_in(("states", "compensating", "tags"), ["compensation"]))
     monkeypatch.chdir(repository.root)
     code, out, _ = run(["diff", "--base", "HEAD"], capsys)
     assert code == 1
-    assert "effect: BREAKING: transition 'pending' --replay--> 'replayed' removed\n" in out
+    assert "effect: BREAKING: state 'compensating' loses tag 'effect-started'\n" in out
     assert "FAILED: 1 breaking change(s)\n" in out
 
 
@@ -1145,9 +1203,11 @@ def test_base_with_a_widening_change_is_exit_0_and_a_breaking_one_exit_1(
     code, doc = run_json(["diff", "--base", "HEAD", spec_dir], capsys)
     assert code == 0 and [c["what"] for c in doc["changes"]] == ["transition-added"]
     repository.commit("outcome: abort")
-    repository.spec.edit("outcome", set_in(("actors", "caller", "automatic"), True))
+    repository.spec.edit(
+        "outcome", set_in(("context",), {"region": {"values": ["eu", "us"], "description": "W."}})
+    )
     code, doc = run_json(["diff", "--base", "HEAD", spec_dir], capsys)
-    assert code == 1 and [c["what"] for c in doc["changes"]] == ["actor-made-automatic"]
+    assert code == 1 and [c["what"] for c in doc["changes"]] == ["context-variable-added"]
     code, doc = run_json(["diff", "--base", "HEAD~1", spec_dir], capsys)  # both at once
     assert code == 1 and doc["counts"] == {"breaking": 1, "widening": 1, "wording": 0}
 

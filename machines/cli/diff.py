@@ -31,7 +31,7 @@ from machines.spec import MachineSpec
 from machines.spec.canonical import DIGEST_CHARS
 from machines.spec.diff import KINDS, DiffReport, diff_report
 from machines.spec.files import DIRECTORY_SUFFIXES, MAX_DEFINITION_BYTES
-from machines.spec.loader import definition_paths, read_definition, resolve
+from machines.spec.loader import definition_paths, keeps_its_rules, read_definition, resolve
 from machines.spec.project import definitions_dir
 
 DEFAULT_SPEC_DIR = Path("spec")
@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
         else:
             target = Path(args.old) if args.old is not None else _project_definitions()
             names = odd_names(target)
-            new = _read(target)
+            new = _read(target, loads=True)
             old_label, old = _at_revision(base, target)
             new_label = str(target)
     except (OSError, MachinesError) as exc:
@@ -103,7 +103,8 @@ COMMAND = Command(
     help="list what changed between two versions of the definitions, each change breaking, "
     "widening or wording: the gate of a pull request",
     description="Exit 0 when no change is breaking, 1 when one is, 2 on unreadable input (a "
-    "definition that does not load, a missing path, a revision or path git does not know). "
+    "definition that does not read, a new one that breaks its own rules as machines.load "
+    "refuses it, a missing path, a revision or path git does not know). "
     "OLD and NEW are two definition files or two directories of definitions, compared "
     "machine by machine; --base GIT_REV [NEW] compares NEW (default: the project's "
     "definitions) with itself at that revision. A change is breaking when something legal "
@@ -193,18 +194,23 @@ def _read_pair(old: Path, new: Path) -> tuple[Side, Side]:
                 "or two directories of definitions"
             ],
         )
-    return _read(old), _read(new)
+    return _read(old), _read(new, loads=True)
 
 
-def _read(path: Path) -> Side:
+def _read(path: Path, *, loads: bool = False) -> Side:
     """The machines of a definition file or of a directory of them, by name. Every
-    definition that does not load is named (a ``SpecError`` listing them all)."""
+    definition that does not read is named (a ``SpecError`` listing them all). With
+    ``loads`` (the new side), one that breaks its own structural rules, as ``load`` refuses
+    it, is named too: a gate must not pass a definition no system can load. The old side
+    needs only to read, so that a change that fixes a broken definition can pass."""
     paths = definition_paths(path) if path.is_dir() else [resolve(path)]
     specs: Side = {}
     problems: list[str] = []
     for file in paths:
         try:
             spec = read_definition(file)
+            if loads:
+                keeps_its_rules(spec)
         except SpecError as exc:
             problems.append(str(exc))
             continue

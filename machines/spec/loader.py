@@ -137,11 +137,17 @@ def load(name_or_path: str | Path) -> MachineSpec:
 
 @functools.lru_cache(maxsize=64)
 def _load_checked(path: Path, _mtime_ns: int, _size: int) -> MachineSpec:
-    spec = read_definition(path)
+    return keeps_its_rules(read_definition(path))
+
+
+def keeps_its_rules(spec: MachineSpec) -> MachineSpec:
+    """``spec`` when it breaks none of its structural rules, else the ``SpecViolation``
+    ``load`` raises, listing each violation with its line: what makes a definition that
+    reads one that loads."""
     violations = check_structure(spec)
     if violations:
         raise SpecViolation(
-            path,
+            spec.path,
             [
                 f"line {v.line}: {v.describe(location=False)}"
                 if v.line is not None
