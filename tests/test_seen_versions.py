@@ -172,7 +172,7 @@ def test_a_decision_on_a_row_that_moved_since_writes_nothing(store: Store, name:
         with pytest.raises(StaleWrite, match=f"not the {stale} the decision was made on"):
             case.call(stale)
         assert read(store, case) == before
-    for garbage in (0, -1, True, "3", 2.0, [version]):
+    for garbage in (0, -1, True, "3", 2.0, [version], 2**63, 10**5000):  # no store holds it
         with pytest.raises(InvalidArgument, match="seen"):
             case.call(garbage)
         assert read(store, case) == before

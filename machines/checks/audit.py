@@ -53,7 +53,7 @@ from machines.spec.canonical import semantic_digest
 from machines.spec.jsonvalue import UnstorableValue, describe, dumps
 from machines.store import open_store
 from machines.store.integrity import guards_report
-from machines.store.records import shown_url
+from machines.store.records import MAX_STORED_INT, shown_url
 from machines.store.versions import DefinitionChanged
 
 FIELDS = ("machine", "entity", "seq", "source", "dest", "trigger", "actor", "context", "at")
@@ -74,9 +74,6 @@ MAX_LINE_BYTES = 1 << 20
 """The longest line read (1 MiB, its newline included). ``History.write_jsonl`` writes a
 few hundred bytes per event; a longer line is not an event, and reading it whole could
 exhaust memory (a "log" that is really ``/dev/zero``)."""
-
-MAX_SEQ = 2**63 - 1
-"""The largest ``seq``: what the widest store column (SQLite's INTEGER) holds."""
 
 
 class AuditInputError(MachinesError, ValueError):
@@ -174,7 +171,7 @@ def _event(raw: Any, where: str) -> TransitionEvent:
                 f"{where}: {field} must be a non-empty string, not {_what(raw[field])}"
             )
     seq, at, context, detail = raw["seq"], raw["at"], raw["context"], raw.get("detail")
-    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+    if type(seq) is not int or not 1 <= seq <= MAX_STORED_INT:
         raise AuditInputError(
             f"{where}: seq must be an integer from 1 to 2**63-1 (the event's number in its "
             f"entity's history), not {_what(seq)}"

@@ -23,6 +23,7 @@ from typing import Any
 from machines.store.ddl import literal
 from machines.store.integrity import Difference
 from machines.store.names import quote
+from machines.store.records import MAX_STORED_INT
 
 _TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\S+) \(\n(.*?)\n\);", re.S)
 _TYPES = {
@@ -34,7 +35,6 @@ _TYPES = {
 }
 _CLAUSE = re.compile(r" (NOT NULL|DEFAULT|CHECK|PRIMARY KEY)\b")
 HERE = "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
-BIGSERIAL_MAX = 2**63 - 1
 
 Column = tuple[str, str, bool, str | None]  # name, type, not null, default
 Expected = dict[str, tuple[tuple[Column, ...], tuple[str, ...]]]
@@ -203,7 +203,7 @@ def _properties(conn: Any, tables: list[str]) -> dict[str, list[str]]:
         "pg_get_expr(d.adbin, d.adrelid) <> format('nextval(%%L::regclass)', "
         "pg_get_serial_sequence(c.oid::regclass::text, 'ordinal')::regclass) OR "
         "(SELECT seqincrement <> 1 OR seqcycle OR seqmin <> 1 OR seqmax <> "
-        f"{BIGSERIAL_MAX} OR seqcache <> 1 OR q.relpersistence <> 'p' FROM pg_sequence "
+        f"{MAX_STORED_INT} OR seqcache <> 1 OR q.relpersistence <> 'p' FROM pg_sequence "
         "JOIN pg_class q ON q.oid = seqrelid WHERE seqrelid = "
         "pg_get_serial_sequence(c.oid::regclass::text, 'ordinal')::regclass))), "
         "(SELECT pg_get_serial_sequence(c.oid::regclass::text, 'ordinal') FROM pg_attribute a "

@@ -33,6 +33,9 @@ MAX_KEY_BYTES = 1000
 each). PostgreSQL cannot index a text over about 2,700 bytes, so a limit in characters
 would let one store accept what another refuses."""
 
+MAX_STORED_INT = 2**63 - 1
+"""The largest whole number a store holds (SQLite's INTEGER, PostgreSQL's bigint): a
+row's version, a history event's ``seq``, a sequence's limit."""
 MAX_DUE = 10_000
 """The most rows one ``Transaction.due`` call returns: a polling worker takes batches."""
 

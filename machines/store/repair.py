@@ -40,10 +40,9 @@ from machines.store.arguments import check_key, specs_by_name, text
 from machines.store.ddl import REGISTRY, REPAIRS, sqlite_repairs, statements
 from machines.store.ddl_postgres import postgres_repairs
 from machines.store.integrity import CATALOG_SHADOW, MOVES_TABLE, Difference
-from machines.store.integrity_postgres_tables import BIGSERIAL_MAX
 from machines.store.migration import Database, db_on, open_database
 from machines.store.names import name, quote
-from machines.store.records import StoreError
+from machines.store.records import MAX_STORED_INT, StoreError
 from machines.store.versions import fits
 
 
@@ -174,7 +173,7 @@ def _put_back_creation_order(db: Database, versions: Mapping[str, int]) -> None:
             f"FROM {sequence}))"
         )
         db.execute(
-            f"ALTER SEQUENCE {sequence} INCREMENT BY 1 MINVALUE 1 MAXVALUE {BIGSERIAL_MAX} "
+            f"ALTER SEQUENCE {sequence} INCREMENT BY 1 MINVALUE 1 MAXVALUE {MAX_STORED_INT} "
             f"CACHE 1 NO CYCLE RESTART WITH {int(after)}"
         )
         db.execute(f"ALTER SEQUENCE {sequence} SET LOGGED")

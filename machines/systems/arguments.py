@@ -16,7 +16,7 @@ from machines.errors import InvalidArgument, MachinesError
 from machines.runtime.templates import is_async
 from machines.spec.jsonvalue import describe
 from machines.spec.visible import says_something
-from machines.store.records import Row, StaleWrite, Store, StoreError
+from machines.store.records import MAX_STORED_INT, Row, StaleWrite, Store, StoreError
 from machines.systems.reliance import require_reliable
 
 
@@ -90,7 +90,7 @@ def seconds(value: object, what: str) -> float:
 def seen(value: object, what: str) -> int | None:
     """The row version a person's decision was made on (``None``: the call reads the row
     itself, as a program that decides on what it reads in the same call does)."""
-    return None if value is None else count(value, what, least=1)
+    return None if value is None else count(value, what, least=1, most=MAX_STORED_INT)
 
 
 def unchanged(row: Row, seen: int | None) -> Row:
