@@ -204,6 +204,9 @@ def test_a_breaking_change_with_maps_moves_each_entity_once(
     assert code == 0 and out.endswith(": nothing to do\n"), out  # the maps were applied
     code, out = migrate(capsys, url, spec_dir, *maps(*MAPS, "effect:pending=executing"))
     assert code == 1 and "keeps state 'pending'; nothing is removed" in out, out
+    code, out = migrate(capsys, url, spec_dir, *maps(*MAPS, "effect:nosuch=pending"))
+    assert code == 1, out  # not a rerun: no version ever had it (batch 43 c 10)
+    assert "'nosuch' was never a state of machine 'effect' in this store" in out, out
     assert raw_snapshot(url) == moved_raw
 
 

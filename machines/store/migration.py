@@ -324,7 +324,10 @@ def _plan(
             work.append(_Step(spec, 1, None, ()))
             continue
         if machine not in changed:
-            refusals = applied_maps(spec, current.version, by_machine.get(machine, ()))
+            given = by_machine.get(machine, [])
+            loaded = load_versions(where, every, [machine]) if given else {}
+            lived_in = {s for (m, _), was in loaded.items() if m == machine for s in was.states}
+            refusals = applied_maps(spec, current.version, given, lived_in)
             plans.append(
                 MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
             )

@@ -18,7 +18,7 @@ refused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -298,14 +298,22 @@ def checked_maps(maps: object) -> tuple[StateMap, ...]:
     return entries
 
 
-def applied_maps(spec: MachineSpec, version: int, maps: Sequence[StateMap]) -> tuple[str, ...]:
+def applied_maps(
+    spec: MachineSpec, version: int, maps: Sequence[StateMap], lived_in: Collection[str]
+) -> tuple[str, ...]:
     """The refusals of maps given for a machine already at the definition given. A map
-    out of a state it does not have into one it has is the rerun of the migration that
-    applied it (after a crash, say): nothing to do. Any other map could never apply."""
+    out of a state an earlier stored version had (``lived_in``) and this one does not,
+    into one it has, is the rerun of the migration that applied it: nothing to do. Any
+    other map could never apply."""
     out = []
     for e in maps:
         flag = f"--map {e.machine}:{e.old}={e.new}"
-        if e.old in spec.states:
+        if e.old not in lived_in:
+            out.append(
+                f"{flag}: '{e.old}' was never a state of machine '{e.machine}' in this store "
+                f"(versions 1 to {version}); there is nothing to map"
+            )
+        elif e.old in spec.states:
             out.append(
                 f"{flag}: version {version} is the definition given and keeps state "
                 f"'{e.old}'; nothing is removed"
