@@ -205,9 +205,10 @@ def test_a_broken_definition_fails_check_naming_file_and_line(user: User, tmp_pa
     assert f"refund.yaml:{number}: refund: [people-settle-unknown]" in checked.out, checked
     as_json = user.run("machines", "check", "--spec-dir", str(broken), "--format", "json")
     assert as_json.code == 1, as_json
-    violation, also = json.loads(as_json.out)["violations"]
+    violation, also, human = json.loads(as_json.out)["violations"]
     assert (violation["rule"], violation["line"]) == ("people-settle-unknown", number)
     assert (also["rule"], also["line"]) == ("fail-closed-exits", number)
+    assert (human["rule"], human["line"]) == ("needs-human-exits", number)
     assert violation["file"].endswith("refund.yaml")
 
 

@@ -1,7 +1,8 @@
 """The ``fail-closed`` tag states a rule of its own: an automatic actor leaves such a state
 only by a move that states its evidence (a reconciler reading the venue's records), every
 other way out is a person's. Before, a worker that gave up on a parked state checked clean,
-and only the audit of a store caught the first such move."""
+and only the audit of a store caught the first such move. The ``needs-human`` tag states a
+stricter one: only people leave such a state."""
 
 from __future__ import annotations
 
@@ -69,3 +70,31 @@ def test_machines_check_fails_on_it(
     written(tmp_path, PARKED + GIVE_UP.replace("actor: worker", f"actor: {actor}"))
     assert main(["check", "--spec-dir", str(tmp_path / "specs")]) == 1
     assert "[fail-closed-exits]" in capsys.readouterr().out
+
+
+# -- needs-human: a person must act before anything moves -------------------------------
+
+WAITING = PARKED.replace(
+    "  stuck: {tags: [effect-started, fail-closed]}", "  stuck: {tags: [needs-human]}"
+)
+
+
+def test_a_persons_exit_from_a_needs_human_state_checks_clean(tmp_path: Path) -> None:
+    assert check_structure(load(written(tmp_path, WAITING))) == []
+
+
+@pytest.mark.parametrize("evidence", ["", " evidence: the venue's records,"])
+def test_any_automatic_exit_from_a_needs_human_state_is_a_violation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], evidence: str
+) -> None:
+    """Not even on evidence: the tag says nothing moves before a person acts, and the desk
+    lists the state as a person's (batch 43 b 20)."""
+    move = GIVE_UP.replace("actor: worker,", f"actor: [person, worker],{evidence}")
+    path = written(tmp_path, WAITING + move)
+    with pytest.raises(SpecViolation, match="line 16: charge: \\[needs-human-exits\\]"):
+        load(path)
+    (v,) = check_structure(read_definition(path))
+    assert (v.rule, v.kind, v.line) == ("needs-human-exits", "needs-human", 16)
+    assert "automatic actor worker leaves 'stuck', which is tagged needs-human" in v.message
+    assert main(["check", "--spec-dir", str(tmp_path / "specs")]) == 1
+    assert "[needs-human-exits]" in capsys.readouterr().out

@@ -224,7 +224,9 @@ def test_a_long_machine_name_keeps_every_table_in_line(
     assert lines[0].endswith("(1 definition)")
     (specs / "broken.yaml").write_text("machine: broken\n")
     assert main(["check", "--spec-dir", str(specs)]) == 1
-    assert "(2 definitions, 1 did not load)" in capsys.readouterr().out.splitlines()[0]
+    lines = capsys.readouterr().out.splitlines()
+    assert "(2 definitions, 1 did not load)" in lines[0]
+    assert lines[-1].startswith("FAILED: ") and "(1 definition did not load)" in lines[-1]
     spec = load(specs / "refund_with_a_long_name.yaml")
     short = load(REFUND)
     table = Coverage().table([spec, short]).splitlines()

@@ -119,9 +119,10 @@ def test_a_users_broken_rule_names_the_transition_to_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, line = broken_refund(tmp_path)
-    v, also = check(tmp_path).violations
+    v, also, human = check(tmp_path).violations  # 'unknown' is fail-closed and needs-human
     assert (v.machine, v.rule, v.kind) == ("refund", "people-settle-unknown", "only_actors_exit")
     assert (also.rule, also.line) == ("fail-closed-exits", line)
+    assert (human.rule, human.line) == ("needs-human-exits", line)
     assert (v.file, v.line, v.location) == (str(path), line, f"{path}:{line}")
     assert main(["check", "--spec-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
@@ -135,10 +136,11 @@ def test_load_names_the_line_of_each_violation(tmp_path: Path) -> None:
     with pytest.raises(SpecViolation) as info:
         machines.load(path)
     assert info.value.path == path
-    problem, also = info.value.problems
+    problem, also, human = info.value.problems
     assert problem.startswith(f"line {line}: refund: [people-settle-unknown] ")
     assert also.startswith(f"line {line}: refund: [fail-closed-exits] ")
-    assert str(info.value).startswith(f"{path}: 2 problems:\n  - line {line}: refund: ")
+    assert human.startswith(f"line {line}: refund: [needs-human-exits] ")
+    assert str(info.value).startswith(f"{path}: 3 problems:\n  - line {line}: refund: ")
 
 
 def test_lines_come_from_the_file_that_was_read(tmp_path: Path) -> None:
@@ -151,7 +153,7 @@ def test_lines_come_from_the_file_that_was_read(tmp_path: Path) -> None:
     (other / "refund.yaml").write_text(export(spec, "yaml"), encoding="utf-8")
     exported_text = (other / "refund.yaml").read_text(encoding="utf-8")
     index = entry_of(yaml.safe_load(exported_text), ("unknown", "found_refunded", "refunded"))
-    v, _ = check(other).violations
+    v, _, _ = check(other).violations
     assert v.file == str(other / "refund.yaml")
     assert v.line == node_line(exported_text, ("transitions", index)) != line
     assert read_definition(other / "refund.yaml").same_definition(spec)

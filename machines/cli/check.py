@@ -206,7 +206,11 @@ def print_report(
     if report.exit_code == 0:
         w("OK: no violations\n")
     else:
-        w(f"FAILED: {len(report.violations)} violation(s), {len(report.unreadable)} unreadable\n")
+        refused = f" ({counted(failed, 'definition')} did not load)" if failed else ""
+        w(
+            f"FAILED: {len(report.violations)} violation(s){refused}, "
+            f"{len(report.unreadable)} unreadable\n"
+        )
 
 
 def report_document(report: Report) -> Document:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from machines.spec.vocabulary import MAX_CONTEXT_NAME
+from machines.spec.vocabulary import MAX_CONTEXT_NAME, TAGS, USER_TAG_PREFIX
 
 FORMAT_PAGE = "format.md"
 
@@ -74,6 +74,7 @@ def format_page(
     ]
     for name, title in SECTIONS:
         out += ["", f"## {title}", "", _keys(defs[name])]
+    out += ["", "## Tags", "", *_tags()]
     out += [
         "",
         "## Rules",
@@ -94,6 +95,20 @@ def format_page(
             text = yaml.safe_dump([dict(example)], sort_keys=False, width=80)
             out += ["", "```yaml", text.rstrip(), "```"]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _tags() -> list[str]:
+    """The tags a state may carry, from ``machines.spec.vocabulary.TAGS``, as a table."""
+    rows = [f"| `{t.name}` | {t.meaning} | {t.read_by} |" for t in TAGS.values()]
+    return [
+        "A state's `tags` switch logic on; a tag not listed here is refused with its line "
+        f"and a did-you-mean. A tag of your own starts with `{USER_TAG_PREFIX}`: nothing in "
+        "the package reads it, and no tag of the package will ever start with it.",
+        "",
+        "| tag | what it says about the state | who reads it |",
+        "| --- | --- | --- |",
+        *rows,
+    ]
 
 
 def _keys(node: Mapping[str, Any]) -> str:

@@ -49,6 +49,12 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "definitions",
             ),
             invariant(
+                "needs-human-exits",
+                """No automatic actor leaves a state tagged needs-human: a person must act
+                before anything moves.""",
+                "definitions",
+            ),
+            invariant(
                 "known-machine",
                 "Every recorded event names a machine that has a definition.",
                 "audit",

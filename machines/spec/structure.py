@@ -17,7 +17,7 @@ from typing import Literal
 from machines.spec.records import Guard, KeyPath, MachineSpec, Rule, Transition
 from machines.spec.vacuous import vacuous
 from machines.spec.visible import says_something
-from machines.spec.vocabulary import BASELINE_RULES, FAIL_CLOSED, describe_guard
+from machines.spec.vocabulary import BASELINE_RULES, FAIL_CLOSED, NEEDS_HUMAN, describe_guard
 
 Context = Mapping[str, str]
 Path = tuple[Transition, ...]
@@ -177,6 +177,7 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
             )
             out.append(Violation(spec.name, rule.id, rule.kind, said, line=at))
     out.extend(_fail_closed_exits(spec, graph))
+    out.extend(_needs_human_exits(spec, graph))
     file = file_of(spec)
     return [replace(v, file=file) for v in out]
 
@@ -272,6 +273,30 @@ def _fail_closed_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
             f"{_edge_text(t)}: automatic actor {', '.join(auto)} leaves fail-closed state "
             f"'{t.source}' without stated evidence; add 'evidence:' (what it reads that "
             "proves what happened) or give the move to a person",
+            path,
+            context,
+            line=_transition_line(spec, index),
+        )
+
+
+def _needs_human_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
+    """The rule the ``needs-human`` tag states: a person must act before anything moves,
+    so no automatic actor leaves such a state. Without it a state a worker also leaves
+    was tagged, the desk listed it as a person's, and the worker moved it on anyway."""
+    waiting = spec.states_tagged(NEEDS_HUMAN)
+    for index, t in enumerate(spec.transitions):
+        auto = _automatic(spec, t)
+        if t.source not in waiting or not auto:
+            continue
+        path, context = graph.edge_witness(t)
+        yield Violation(
+            spec.name,
+            "needs-human-exits",
+            NEEDS_HUMAN,
+            f"{_edge_text(t)}: automatic actor {', '.join(auto)} leaves '{t.source}', which "
+            "is tagged needs-human (a person must act before anything moves); give the move "
+            "to a person, or remove the tag (the desk still lists a state only a person "
+            "moves on)",
             path,
             context,
             line=_transition_line(spec, index),

@@ -67,8 +67,10 @@ TAGS: Mapping[str, Tag] = MappingProxyType(
             ),
             Tag(
                 NEEDS_HUMAN,
-                "a person must act before anything moves",
-                "the transfer engine (the request_attention callback)",
+                "a person must act before anything moves: only people leave it",
+                "machines check (no automatic actor leaves it), the desk and machines "
+                "pending (listed as waiting), the transfer engine (the request_attention "
+                "callback)",
             ),
             Tag(
                 COMPENSATION,
