@@ -426,6 +426,35 @@ def test_a_definitions_free_text_is_never_markup_on_its_page() -> None:
 
 
 @pytest.mark.parametrize(
+    "link",
+    [
+        "[x](javascript:alert(2))",
+        "[x]( JavaScript:alert(2))",
+        "[x](data:text/html,<b>hi</b>)",
+        "[ref]: vbscript:msgbox(1)",
+    ],
+)
+def test_a_link_to_a_script_in_a_definitions_text_is_no_link_on_the_site(link: str) -> None:
+    """Outsider batch 43 (b 21): Markdown links survived the escaping, so a description
+    holding ``[x](javascript:...)`` was a live ``javascript:`` link on the built site. A
+    link to a web page, a mail address or another page stays one."""
+    from dataclasses import replace
+
+    import markdown
+
+    import machines
+    from machines.render.pages import machine_page
+
+    spec = machines.load("outcome")
+    safe = "[docs](https://example.com/a) [mail](mailto:ops@example.com) [page](../cli.md)"
+    given = replace(spec, description=f"{link} then {safe}")
+    page = markdown.markdown(machine_page(given, "diagrams") + "\n\n[ref]", extensions=["tables"])
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert not any(h.lower().lstrip().startswith(("javascript", "data", "vbscript")) for h in hrefs)
+    assert {"https://example.com/a", "mailto:ops@example.com", "../cli.md"} <= set(hrefs)
+
+
+@pytest.mark.parametrize(
     ("script", "says"),
     [
         ("echo boom >&2; exit 3", "dot exited with status 3 drawing machine 'effect' (boom)"),

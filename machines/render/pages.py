@@ -11,6 +11,7 @@ user's machine pages as files.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from machines.errors import printable
@@ -346,11 +347,29 @@ def _cell(text: str) -> str:
     return _text(text).replace("|", "\\|")
 
 
+SAFE_LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+"""The schemes a link in a definition's text may name; a relative link names none."""
+
+_LINK_TO_SCHEME = re.compile(r"(\]\(\s*|^\s*\[[^\]]*\]:\s*)([A-Za-z][A-Za-z0-9+.-]*):")
+
+
 def _text(text: str) -> str:
     """A definition's free text as a page shows it: on one line, with ``<``, ``>`` and
-    ``&`` as entities and control characters escaped, so that a wording-only change (what
-    ``machines diff`` calls wording) can never put markup, a script, on the site."""
-    return html.escape(printable(" ".join(text.split())), quote=False)
+    ``&`` as entities, control characters escaped, and a Markdown link to any scheme but
+    ``SAFE_LINK_SCHEMES`` (``javascript:``, ``data:``) shown as text, so that a
+    wording-only change (what ``machines diff`` calls wording) can never put markup, a
+    script, on the site."""
+    shown = html.escape(printable(" ".join(text.split())), quote=False)
+    return _LINK_TO_SCHEME.sub(_unlinked, shown)
+
+
+def _unlinked(found: re.Match[str]) -> str:
+    """A link kept as text (an inline link's ``]``, a reference's ``[`` escaped) unless
+    its scheme is safe."""
+    if found[2].lower() in SAFE_LINK_SCHEMES:
+        return found[0]
+    bracket = "]" if found[1].startswith("]") else "["
+    return found[0].replace(bracket, "\\" + bracket, 1)
 
 
 def _finding(heading: str, f: Finding) -> list[str]:
