@@ -166,6 +166,32 @@ def test_a_person_settles_a_parked_charge_and_the_history_names_them(desk: Desk)
     assert judge_store(desk.store.url, {s.name: s for s in BUNDLED}).breaches == []
 
 
+def test_the_list_refuses_a_query_it_does_not_read_and_a_form_address_is_no_page(
+    desk: Desk,
+) -> None:
+    """Outsider batch 43 (b 29): ``/?machin=outcome`` (a misspelt filter) and ``/?page=abc``
+    listed everything with 200, while ``/api/pending`` refused the same. (b 30) A GET of a
+    form's address was "no outcome 'charge-3/act' here", 404; it is 405, naming the page
+    to open, unless an entity has that very key."""
+    parked(desk.store, "charge-3")
+    client = desk.signed_in()
+    for query, said in (
+        ("machin=outcome", "unknown query [&#39;machin&#39;]"),
+        ("limit=5", "unknown query [&#39;limit&#39;]"),
+        ("page=abc", "page must be a whole number from 1"),
+        ("page=0", "page must be a whole number from 1"),
+    ):
+        answer = client.get(f"/?{query}")
+        assert answer.status_code == 400 and said in answer.text, (query, answer.text)
+        assert "charge-3" not in answer.text
+    assert "charge-3" in client.get("/?machine=outcome&page=1").text
+    answer = client.get("/entity/outcome/charge-3/act")
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    assert "a decision on outcome &#39;charge-3&#39; is sent" in answer.text, answer.text
+    parked(desk.store, "charge-3/act")  # a key of its own: its page
+    assert 'id="state">indeterminate<' in client.get("/entity/outcome/charge-3/act").text
+
+
 def test_a_person_without_the_role_sees_no_such_move_and_is_refused(desk: Desk) -> None:
     parked(desk.store, "charge-2")
     carl = desk.signed_in("carl")  # a caller: may reclaim, may not decide

@@ -41,12 +41,14 @@ from machines.desk.requests import (
     API_FIELDS,
     FORM_FIELDS,
     PENDING_QUERY,
+    WAITING_QUERY,
     page_number,
     posted_here,
     query_number,
     read_form,
     read_json_body,
     text_field,
+    unknown_query,
     whole_number,
 )
 from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
@@ -243,13 +245,14 @@ class _Desk:
             return _to_login()
         machine = request.query_params.get("machine") or None
         state = request.query_params.get("state") or None
-        number = page_number(request.query_params.get("page"))
         try:
+            unknown_query(request.query_params, WAITING_QUERY, "this page")
+            number = page_number(request.query_params.get("page"))
             listed = waiting(
                 self.store, machine=machine, state=state, limit=PAGE + 1, offset=(number - 1) * PAGE
             )
             counted = counts(self.store)
-        except MachinesError as exc:
+        except MachinesError as exc:  # a DeskError too
             return self.page("error.html", session, status=400, message=str(exc))
         query = {k: v for k, v in (("machine", machine), ("state", state)) if v}
         return self.page(
@@ -294,6 +297,16 @@ class _Desk:
                 version = page_version(specs, tx, row) if row is not None else 0
         except MachinesError as exc:
             return self.page("error.html", session, status=400, message=str(exc))
+        if row is None and key.endswith("/" + ACT):  # no entity of that key: a form's address
+            response = self.page(
+                "error.html",
+                session,
+                status=405,
+                message=f"this is where a decision on {machine} {key.removesuffix('/' + ACT)!r} "
+                "is sent, from the form on its page; open the page instead",
+            )
+            response.headers["Allow"] = "POST"
+            return response
         if row is None:
             return self.page(
                 "error.html", session, status=404, message=f"no {machine} {key!r} here"
@@ -386,13 +399,8 @@ class _Desk:
                 {"error": "a bearer token is needed: POST /api/token"}, status_code=401
             )
         query = request.query_params
-        unknown = sorted(set(query) - PENDING_QUERY)
-        if unknown:  # a misspelt filter must not list everything (batch 42, c 4g)
-            return JSONResponse(
-                {"error": f"unknown query {unknown}; /api/pending reads {sorted(PENDING_QUERY)}"},
-                status_code=400,
-            )
         try:
+            unknown_query(query, PENDING_QUERY, "/api/pending")  # batch 42, c 4g
             limit = query_number(query.get("limit", str(PAGE)), "limit", 1, MAX_LISTED)
             offset = query_number(query.get("offset", "0"), "offset", 0, 2**62 - 1)
             listed = waiting(

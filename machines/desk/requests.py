@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -87,6 +88,17 @@ async def read_json_body(request: Request) -> object:
 
 PENDING_QUERY = frozenset({"machine", "state", "limit", "offset"})
 """What ``/api/pending`` reads of its query; anything else is refused."""
+WAITING_QUERY = frozenset({"machine", "state", "page"})
+"""What the list of what waits (``/``) reads of its query; anything else is refused."""
+MAX_PAGE_NUMBER = 10**6
+
+
+def unknown_query(given: Iterable[str], known: frozenset[str], where: str) -> None:
+    """A ``DeskError`` naming the query keys ``where`` does not read: a misspelt filter
+    (``machin=refund``) must not list everything as if none were given."""
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise DeskError(f"unknown query {unknown}; {where} reads {sorted(known)}")
 
 
 def query_number(given: str, name: str, low: int, high: int) -> int:
@@ -128,7 +140,5 @@ def text_field(body: dict[str, Any], key: str) -> str:
 
 
 def page_number(text: str | None) -> int:
-    try:
-        return max(1, min(int(text or "1"), 10**6))
-    except ValueError:
-        return 1
+    """The page of the list a query names (the first when none)."""
+    return query_number(text or "1", "page", 1, MAX_PAGE_NUMBER)
