@@ -230,6 +230,8 @@ def test_a_hand_written_file_is_refused_named_and_unchanged_unless_forced(
     assert mine.read_text(encoding="utf-8") == "# My own page\n"
     assert not other.exists()  # nothing at all was written
     assert main([command, "--check", "--out", str(tmp_path)]) == 1  # stale, not refused
+    err = capsys.readouterr().err  # batch 43 b 16: it said to run what refuses
+    assert str(mine) in err and "would not be replaced" in err and "--force" in err, err
     assert main([command, "--force", "--out", str(tmp_path)]) == 0
     assert is_generated(mine.read_text(encoding="utf-8")) and other.exists()
     assert main([command, "--out", str(tmp_path)]) == 0  # ours now: replaced freely

@@ -70,7 +70,7 @@ def _generate(
     args: argparse.Namespace,
     files_of: Callable[[Sequence[MachineSpec]], Mapping[str, str]],
 ) -> int:
-    from machines.render.files import sync
+    from machines.render.files import NotOurs, sync
 
     check_only: bool = args.check
     names = odd_names(args.spec_dir, args.out)
@@ -96,6 +96,9 @@ def _generate(
         specs = [read_definition(p) for p in paths]
         files = files_of(specs)
         changed = sync(files, out, check=check_only, force=args.force)
+    except NotOurs as exc:  # a check fails on it (1); a write refuses to run (2)
+        say(str(exc), sys.stderr)
+        return 1 if check_only else 2
     except MachinesError as exc:
         say(str(exc), sys.stderr)
         return 2
