@@ -15,10 +15,12 @@ import pytest
 
 pytest.importorskip("starlette")
 
+import machines
 from machines.cli import main
 from machines.desk import serving
-from machines.store import open_store
+from machines.store import StaleWrite, open_store
 
+ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct horse battery"
 
 
@@ -508,3 +510,38 @@ def test_a_desk_stopped_by_sigterm_exits_0(tmp_path: Path) -> None:
     finally:
         if desk.poll() is None:
             desk.kill()
+
+
+def test_the_guides_own_machine_in_a_store_is_listed_for_its_people(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 43 (b 33): no page showed how a user's own machine's entities get
+    into a store the desk reads. desk.md's ``record.py`` runs as the page shows it, and
+    what it records is listed as waiting on a person."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    page = (ROOT / "docs" / "guide" / "desk.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r'```python title="record.py"\n(.*?)```', page, re.DOTALL)
+    (tmp_path / "specs").mkdir()
+    shutil.copy(ROOT / "tests" / "user_project" / "specs" / "refund.yaml", tmp_path / "specs")
+    (tmp_path / "record.py").write_text(code, encoding="utf-8")
+    ran = subprocess.run(
+        [sys.executable, "record.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0 and ran.stdout.split()[0] == "awaiting_approval", ran
+    monkeypatch.chdir(tmp_path)
+    assert main(["pending", "sqlite:///refunds.db", "--spec-dir", "specs"]) == 0
+    assert "refund r-1001 in awaiting_approval" in capsys.readouterr().out
+    store = open_store("sqlite:///refunds.db", [machines.load("specs/refund.yaml")])
+    try:
+        with store.transaction() as tx:
+            row = tx.get("refund", "r-1001")
+        assert row is not None
+        store.move(row, "approve", actor="approver")
+        with pytest.raises(StaleWrite):  # the row as last read moved since, as the page says
+            store.move(row, "reject", actor="approver")
+    finally:
+        store.close()
