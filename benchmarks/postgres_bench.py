@@ -16,13 +16,14 @@ durability (``synchronous_commit`` on).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from benchmarks.harness import Ratio, throughput_ratio
-from benchmarks.store_bench import claim, did_the_work, in_threads, whole_run
+from benchmarks.harness import Ratio
+from benchmarks.store_bench import did_the_work, in_threads, three_ratios
 from machines.store import open_store
 from machines.systems import ExactlyOnce
 
@@ -125,35 +126,16 @@ def run() -> list[Ratio]:
         return []
     out = []
     for threads in (1, 8):
-        label = "1 worker" if threads == 1 else f"{threads} workers"
-        out.append(
-            throughput_ratio(
-                f"PostgreSQL claims/s, {label}",
-                ("ExactlyOnce claim", _ours(threads, claim)),
-                ("raw INSERT ON CONFLICT + history, 1 transaction", _raw(threads, _raw_claim)),
-                units=CLAIMS,
-                unit="claim",
-                goal=0.7,
-            )
-        )
-        out.append(
-            throughput_ratio(
-                f"PostgreSQL runs/s, {label}",
-                ("ExactlyOnce.run", _ours(threads, whole_run)),
-                ("raw claim + outcome, 2 transactions", _raw(threads, _two_transactions)),
-                units=CLAIMS,
-                unit="run",
-                goal=0.7,
-            )
-        )
-        out.append(
-            throughput_ratio(
-                f"PostgreSQL runs/s, {label} (vs one commit, not crash-safe)",
-                ("ExactlyOnce.run", _ours(threads, whole_run)),
-                ("raw claim + outcome, 1 transaction", _raw(threads, _one_transaction)),
-                units=CLAIMS,
-                unit="run",
-                goal=None,
-            )
+        out += three_ratios(
+            "PostgreSQL",
+            "1 worker" if threads == 1 else f"{threads} workers",
+            CLAIMS,
+            functools.partial(_ours, threads),
+            (
+                _raw(threads, _raw_claim),
+                _raw(threads, _two_transactions),
+                _raw(threads, _one_transaction),
+            ),
+            "raw INSERT ON CONFLICT + history, 1 transaction",
         )
     return out

@@ -17,6 +17,7 @@ three ratios are the PostgreSQL benchmark's:
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import tempfile
 import threading
@@ -160,38 +161,64 @@ def _raw(threads: int, per_key: Callable[[sqlite3.Connection, str], None]) -> Ca
     return run
 
 
+Side = Callable[[], float]
+
+
+def three_ratios(
+    database: str,
+    label: str,
+    claims: int,
+    ours: Callable[[Callable[[ExactlyOnce, str], object]], Side],
+    raw: tuple[Side, Side, Side],
+    raw_claim_name: str,
+) -> list[Ratio]:
+    """The three ratios of one database and worker count: the claim against
+    ``raw[0]`` (goal 0.7), the whole run against two transactions ``raw[1]`` (goal 0.7)
+    and against one, ``raw[2]`` (no goal: not crash-safe)."""
+    raw_claim, two, one = raw
+    sides = (
+        ("claims/s", "claim", ("ExactlyOnce claim", ours(claim)), (raw_claim_name, raw_claim), 0.7),
+        (
+            "runs/s",
+            "run",
+            ("ExactlyOnce.run", ours(whole_run)),
+            ("raw claim + outcome, 2 transactions", two),
+            0.7,
+        ),
+        (
+            "runs/s",
+            "run",
+            ("ExactlyOnce.run", ours(whole_run)),
+            ("raw claim + outcome, 1 transaction", one),
+            None,
+        ),
+    )
+    return [
+        throughput_ratio(
+            f"{database} {what}, {label}" + ("" if goal else " (vs one commit, not crash-safe)"),
+            candidate,
+            baseline,
+            units=claims,
+            unit=unit,
+            goal=goal,
+        )
+        for what, unit, candidate, baseline, goal in sides
+    ]
+
+
 def run() -> list[Ratio]:
     out = []
     for threads in (1, 4):
-        label = "1 thread" if threads == 1 else f"{threads} threads contending"
-        out.append(
-            throughput_ratio(
-                f"SQLite claims/s, {label}",
-                ("ExactlyOnce claim", _ours(threads, claim)),
-                ("raw key + history row, 1 transaction", _raw(threads, _raw_claim)),
-                units=CLAIMS,
-                unit="claim",
-                goal=0.7,
-            )
-        )
-        out.append(
-            throughput_ratio(
-                f"SQLite runs/s, {label}",
-                ("ExactlyOnce.run", _ours(threads, whole_run)),
-                ("raw claim + outcome, 2 transactions", _raw(threads, _raw_two_transactions)),
-                units=CLAIMS,
-                unit="run",
-                goal=0.7,
-            )
-        )
-        out.append(
-            throughput_ratio(
-                f"SQLite runs/s, {label} (vs one commit, not crash-safe)",
-                ("ExactlyOnce.run", _ours(threads, whole_run)),
-                ("raw claim + outcome, 1 transaction", _raw(threads, _raw_one_transaction)),
-                units=CLAIMS,
-                unit="run",
-                goal=None,
-            )
+        out += three_ratios(
+            "SQLite",
+            "1 thread" if threads == 1 else f"{threads} threads contending",
+            CLAIMS,
+            functools.partial(_ours, threads),
+            (
+                _raw(threads, _raw_claim),
+                _raw(threads, _raw_two_transactions),
+                _raw(threads, _raw_one_transaction),
+            ),
+            "raw key + history row, 1 transaction",
         )
     return out
