@@ -78,13 +78,13 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from machines.errors import InvalidArgument
-from machines.spec.admits import Space, actors_of, minus, restricted
 from machines.spec.canonical import (
     Form,
     presentation_digest,
     semantic_digest,
     semantic_form,
 )
+from machines.spec.diff_edges import edge_key, edge_text, transitions
 from machines.spec.diff_wording import Found, names, wording
 from machines.spec.records import MachineSpec
 
@@ -293,19 +293,19 @@ def _initial(old: Form, new: Form) -> Iterator[Found]:
 def _states(old: Form, new: Form) -> Iterator[Found]:
     before, after = old["states"], new["states"]
     yield from _presence(before, after, "state", "state-removed", "state-added")
-    old_moves = {_key(t) for t in old["transitions"]}
+    old_moves = {edge_key(t) for t in old["transitions"]}
     for name in sorted(before.keys() & after.keys()):
         a, b = before[name], after[name]
         if b["terminal"] and not a["terminal"]:
             yield "state-made-terminal", f"state '{name}' made terminal"
         elif a["terminal"] and not b["terminal"]:
             exits = sorted(
-                _key(t)
+                edge_key(t)
                 for t in new["transitions"]
-                if t["source"] == name and _key(t) not in old_moves
+                if t["source"] == name and edge_key(t) not in old_moves
             )
             if exits:
-                moves = ", ".join(_move(key) for key in exits)
+                moves = ", ".join(edge_text(key) for key in exits)
                 yield "terminal-given-exit", f"terminal state '{name}' given an exit: {moves}"
             else:
                 yield "state-made-non-terminal", f"state '{name}' no longer terminal"
@@ -454,67 +454,13 @@ def _shown(value: object) -> str:
     return f"'{value}'"
 
 
-# -- edges: what each (source, trigger, dest) admits --------------------------------------
-
-Key = tuple[str, str, str]
-
-
-def _key(t: Form) -> Key:
-    return (t["source"], t["trigger"], t["dest"])
-
-
-def _move(key: Key) -> str:
-    source, trigger, dest = key
-    return f"'{source}' --{trigger}--> '{dest}'"
-
-
-def _transitions(old: Form, new: Form) -> Iterator[Found]:
-    before, after = _grouped(old["transitions"]), _grouped(new["transitions"])
-    declared: dict[str, set[str]] = {}
-    for form in (old, new):
-        for var, v in form["context"].items():
-            declared.setdefault(var, set()).update(v["values"])
-    for key in sorted(before.keys() | after.keys()):
-        move = _move(key)
-        if key not in after:
-            yield "transition-removed", f"transition {move} removed"
-            continue
-        edges_before, edges_after = before.get(key, []), after[key]
-        space = Space([*edges_before, *edges_after], declared)
-        a, b = space.cubes(edges_before), space.cubes(edges_after)
-        if not a:
-            yield "transition-added", f"transition {move} added: {space.text(b)}"
-            continue
-        lost_actors, gained_actors = actors_of(a) - actors_of(b), actors_of(b) - actors_of(a)
-        if lost_actors:
-            was = space.text(restricted(a, lost_actors))
-            yield "actors-narrowed", f"transition {move} no longer admits {was}"
-        if gained_actors:
-            now = space.text(restricted(b, gained_actors))
-            yield "actors-widened", f"transition {move} now admits {now}"
-        common = actors_of(a) & actors_of(b)
-        lost = restricted(minus(a, b), common)
-        if lost:
-            yield "guard-narrowed", f"transition {move} no longer admits {space.text(lost)}"
-        gained = restricted(minus(b, a), common)
-        if gained:
-            yield "guard-widened", f"transition {move} now admits {space.text(gained)}"
-
-
-def _grouped(transitions: list[Form]) -> dict[Key, list[Form]]:
-    out: dict[Key, list[Form]] = {}
-    for t in transitions:
-        out.setdefault(_key(t), []).append(t)
-    return out
-
-
 SEMANTIC_SECTIONS = MappingProxyType(
     {
         "initial": _initial,
         "states": _states,
         "actors": _actors,
         "context": _context,
-        "transitions": _transitions,
+        "transitions": transitions,
         "forbidden": _forbidden,
         "rules": _rules,
         "derivation": _derivation,
