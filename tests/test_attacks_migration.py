@@ -10,8 +10,7 @@ SQLite and PostgreSQL; the same forged events, recorded, are breaches of the aud
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -27,11 +26,9 @@ from machines.spec.loader import load
 from machines.spec.records import derived_variables
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store import BUNDLED, open_store
-from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.conftest import Document, SpecCopy, rename_everywhere
 from tests.hand_built import entity, event
 from tests.migration_stores import load_dir, raw_snapshot
-
-DATABASES = ("sqlite", "postgres")
 
 
 def renamed(root: Path, machine: str, old: str, new: str) -> Path:
@@ -48,13 +45,10 @@ def renamed(root: Path, machine: str, old: str, new: str) -> Path:
     return copy.path
 
 
-@pytest.fixture(params=DATABASES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with ExitStack() as cleanup:
-        if request.param == "postgres":
-            yield cleanup.enter_context(postgres_schema())
-        else:
-            yield f"sqlite:///{tmp_path / 'store.db'}"
+@pytest.fixture
+def url(database_url: str) -> str:
+    """A URL where no store is yet, on SQLite and on PostgreSQL."""
+    return database_url
 
 
 def shortest(spec: MachineSpec, state: str, valuation: Mapping[str, str]) -> list[tuple[str, str]]:

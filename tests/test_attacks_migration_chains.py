@@ -16,8 +16,7 @@ the state it leaves; the audit judges a recorded migration event the same way.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -30,21 +29,18 @@ from machines.spec.loader import load
 from machines.spec.migration_moves import EARLIER, lineage, migration_breaks
 from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
 from machines.store import open_store
-from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.conftest import Document, SpecCopy, rename_everywhere
 from tests.hand_built import entity, event
 from tests.migration_stores import load_dir, raw_snapshot
-from tests.test_attacks_migration import DATABASES, migrate, put, request_with_node, shortest
+from tests.test_attacks_migration import migrate, put, request_with_node, shortest
 
 Change = Callable[[Document], None]
 
 
-@pytest.fixture(params=DATABASES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with ExitStack() as cleanup:
-        if request.param == "postgres":
-            yield cleanup.enter_context(postgres_schema())
-        else:
-            yield f"sqlite:///{tmp_path / 'store.db'}"
+@pytest.fixture
+def url(database_url: str) -> str:
+    """A URL where no store is yet, on SQLite and on PostgreSQL."""
+    return database_url
 
 
 def tag_failed_started(doc: Document) -> None:

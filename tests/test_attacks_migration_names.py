@@ -16,8 +16,6 @@ and a system refuses a definition whose states mean something else than the bund
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -29,25 +27,21 @@ from machines.checks.snapshots import Snapshot
 from machines.errors import InvalidArgument
 from machines.spec.loader import load
 from machines.spec.migration_moves import migration_breaks
-from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER
+from machines.spec.vocabulary import MIGRATION_ACTOR, MIGRATION_TRIGGER, NEEDS_HUMAN
 from machines.store import open_store
 from machines.systems import ExactlyOnce
-from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.conftest import Document, SpecCopy, rename_everywhere
 from tests.hand_built import entity, event
 from tests.migration_stores import load_dir, raw_snapshot
 from tests.test_attacks_migration import migrate, put, state_of
 
-DATABASES = ("sqlite", "postgres")
 KEPT_FOR_PEOPLE = ("fail-closed-indeterminate", "indeterminate-exits")
 
 
-@pytest.fixture(params=DATABASES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with ExitStack() as cleanup:
-        if request.param == "postgres":
-            yield cleanup.enter_context(postgres_schema())
-        else:
-            yield f"sqlite:///{tmp_path / 'store.db'}"
+@pytest.fixture
+def url(database_url: str) -> str:
+    """A URL where no store is yet, on SQLite and on PostgreSQL."""
+    return database_url
 
 
 def renaming(old: str, new: str) -> object:
@@ -68,11 +62,14 @@ def version(root: Path, *changes: object) -> Path:
 
 
 def unguarded(state: str, *, automatic_exit: bool) -> object:
-    """``state``'s rules keeping it for people dropped (and a worker's exit added)."""
+    """``state``'s rules keeping it for people dropped (and a worker's exit added, with the
+    ``needs-human`` tag, which would refuse it, dropped too)."""
 
     def change(doc: Document) -> None:
         doc["invariants"] = [r for r in doc["invariants"] if r["id"] not in KEPT_FOR_PEOPLE]
         if automatic_exit:
+            tags = doc["states"][state]["tags"]
+            doc["states"][state]["tags"] = [t for t in tags if t != NEEDS_HUMAN]
             doc["transitions"].append(
                 {
                     "trigger": "auto_land",

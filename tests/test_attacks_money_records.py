@@ -27,7 +27,7 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +39,16 @@ from machines.spec.states import RequestState
 from machines.store import open_store
 from machines.systems.transfer import PlanError, TransferEngine, TransferRefused
 from machines.testing.transfer.suite import plan_node as node
-from tests.conftest import Document, SpecCopy, postgres_schema, rename_everywhere
+from tests.conftest import Document, SpecCopy, rename_everywhere
 from tests.migration_stores import load_dir
 from tests.test_attacks_migration import migrate
 from tests.test_transfer import FakeVenue, Recorder, drive, engine_for, executing
 
 
-@pytest.fixture(params=("sqlite", "postgres"))
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with ExitStack() as cleanup:
-        if request.param == "postgres":
-            yield cleanup.enter_context(postgres_schema())
-        else:
-            yield f"sqlite:///{tmp_path / 'store.db'}"
+@pytest.fixture
+def url(database_url: str) -> str:
+    """A URL where no store is yet, on SQLite and on PostgreSQL."""
+    return database_url
 
 
 def completed_only(doc: Document) -> None:

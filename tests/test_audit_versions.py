@@ -11,8 +11,7 @@ on purpose in a snapshot built by hand."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -34,7 +33,7 @@ from machines.store import open_store
 from machines.store.migration import StateMap, migrate
 from machines.store.names import name
 from machines.store.versions import DefinitionChanged
-from tests.conftest import Document, SpecCopy, postgres_schema, transition
+from tests.conftest import Document, SpecCopy, transition
 from tests.hand_built import entity, event
 
 Specs = dict[str, MachineSpec]
@@ -120,13 +119,10 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> Versions:
 # -- a migrated store ---------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with ExitStack() as cleanup:
-        if request.param == "postgres":
-            yield cleanup.enter_context(postgres_schema())
-        else:
-            yield f"sqlite:///{tmp_path / 'store.db'}"
+@pytest.fixture
+def url(database_url: str) -> str:
+    """A URL where no store is yet, on SQLite and on PostgreSQL."""
+    return database_url
 
 
 def moves(url: str, specs: Specs, *steps: tuple[str, str | None, str, dict[str, Any]]) -> None:
