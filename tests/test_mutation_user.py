@@ -95,7 +95,7 @@ A_FEW = [
     "--only",
     "*:drop-transition:approve",
     "--only",
-    "*:add-actor:approve:service",
+    "*:add-actor:send:approver",
     "--only",
     "*:drop-guard:*",
     "--only",
@@ -243,8 +243,8 @@ def test_a_weak_check_leaves_survivors(
     assert code == 1
     survivors = out.split("SURVIVED 5:", 1)[1]
     for mutant in (
-        "refund.yaml:48:add-actor:approve:service: approve (awaiting_approval -> sending) "
-        "may also be fired by service",
+        "refund.yaml:44:add-actor:send:approver: send (requested -> sending) "
+        "may also be fired by approver",
         "refund.yaml:47:drop-guard:hold",
         "refund.yaml:50:change-dest:reject:refunded",
         "refund.yaml:35:drop-tag:unknown:fail-closed",
@@ -358,7 +358,7 @@ def test_pytest_as_the_command(
     (tmp_path / "test_refunds.py").write_text(test, encoding="utf-8")
     pytest_command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     code, out, _ = mutate(
-        [*SPECS, "--only", "*:add-actor:approve:*", "--", *pytest_command, "test_refunds.py"],
+        [*SPECS, "--only", "*:add-actor:send:*", "--", *pytest_command, "test_refunds.py"],
         capsys,
     )
     assert code == 0 and "exit 1" in out, out
