@@ -129,6 +129,34 @@ def _timeout() -> None:
     raise TimeoutError("sent, no answer")
 
 
+class _Unprintable(str):
+    def __str__(self) -> str:
+        raise RuntimeError("str boom")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [10**5000, {"a": 10**5000}, _Unprintable("k1"), "x" * 5000],
+    ids=["huge-int", "dict-of-huge-int", "unprintable-str", "long-str"],
+)
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_persons_decision_on_a_key_no_store_holds_is_refused_before_it_is_named(
+    key: Any, landed: bool
+) -> None:
+    """Outsider batch 44 (a B1): ``decide(landed=True)`` named the key in a message before
+    checking it, so a huge int or a str whose ``__str__`` raises escaped raw."""
+    with fresh_store("memory") as store:
+        eo = ExactlyOnce(store)
+        for call in (
+            lambda: eo.decide(key, landed=landed, by="ops", reason="checked", result=None),
+            lambda: eo.reclaim(key, by="ops", reason="checked"),
+        ):
+            before = snapshot(store)
+            with pytest.raises(MachinesError):
+                call()
+            assert snapshot(store) == before
+
+
 @pytest.mark.parametrize(
     "option",
     ["classify", "retries", "lease_seconds", "on_indeterminate", "clock", "worker", "store"],

@@ -47,6 +47,7 @@ from machines.errors import (
 from machines.runtime.history import Clock, checked_clock
 from machines.spec.jsonvalue import as_stored, describe, dumps
 from machines.spec.states import OutcomeState
+from machines.store.arguments import check_key
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
 from machines.systems.arguments import store_with
@@ -214,6 +215,7 @@ class ExactlyOnce:
         """Declare the effect safe to repeat: the key goes back ``in_flight`` with no
         holder, and the next ``run`` executes ``fn`` again under a fresh claim. ``seen``:
         the row version the person decided on (``StaleWrite`` if the key moved since)."""
+        key = check_key(key, MACHINE)
         seen = arguments.seen(seen, "reclaim: seen")
         detail: dict[str, Any] = {
             "by": arguments.statement(by, "by"),
@@ -246,12 +248,13 @@ class ExactlyOnce:
         like any result); otherwise the key fails with the decision as its error.
         ``seen``: the row version the person decided on; a key that moved since (reclaimed
         and run again, say) is ``StaleWrite`` and keeps what it has become."""
+        key = check_key(key, MACHINE)  # before any message names it
         arguments.flag(landed, "landed")
         seen = arguments.seen(seen, "decide: seen")
         by, reason = arguments.statement(by, "by"), arguments.statement(reason, "reason")
         detail = {"by": by, "reason": reason}  # the checked texts, and only those, are used
         if landed:
-            dumps(result, what=f"the result decided for '{key}'")
+            dumps(result, what=f"the result decided for {describe(key)}")
         decided_at = self._now()
         with self.store.transaction() as tx:
             row = _parked(
