@@ -27,7 +27,7 @@ BLOCK = re.compile(r'^```(\w+) title="([^"]+)"\n(.*?)^```$', re.MULTILINE | re.D
 EXITS = {"step 1": 1, "step 2": 1, "step 3": 0, "step 4": 0, "step 5": 0, "step 6": 0}
 """How each step's command ends, as the page says around it."""
 
-WITHDRAW = """  - {trigger: withdraw, source: with_approver, dest: declined, actor: service,
+WITHDRAW = """  - {trigger: withdraw, source: with_approver, dest: declined, actor: approver,
      description: The customer withdrew the request while it waited for a person.}
 """
 
@@ -40,7 +40,8 @@ def blocks() -> dict[str, str]:
 
 def version_2(text: str) -> str:
     """The change the page describes: ``awaiting_approval`` renamed ``with_approver``,
-    and a withdrawal by the service from there."""
+    and a withdrawal a person records from there (a needs-human state: no program
+    leaves it)."""
     renamed = text.replace("awaiting_approval", "with_approver")
     anchor = "     description: A person rejects the refund.}\n"
     assert anchor in renamed

@@ -207,6 +207,9 @@ def test_a_breaking_change_with_maps_moves_each_entity_once(
     code, out = migrate(capsys, url, spec_dir, *maps(*MAPS, "effect:nosuch=pending"))
     assert code == 1, out  # not a rerun: no version ever had it (batch 43 c 10)
     assert "'nosuch' was never a state of machine 'effect' in this store" in out, out
+    code, out = migrate(capsys, url, spec_dir, *maps("effect:approved=executing"))
+    assert code == 1, out  # batch 44 a 1d: another place for them is not "nothing to do"
+    assert "the entities in 'approved' were mapped to 'pending'" in out, out
     assert raw_snapshot(url) == moved_raw
 
 

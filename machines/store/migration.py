@@ -327,7 +327,8 @@ def _plan(
             given = by_machine.get(machine, [])
             loaded = load_versions(where, every, [machine]) if given else {}
             lived_in = {s for (m, _), was in loaded.items() if m == machine for s in was.states}
-            refusals = applied_maps(spec, current.version, given, lived_in)
+            went = {e.old: _mapped_to(db, machine, e.old) for e in given}
+            refusals = applied_maps(spec, current.version, given, lived_in, went)
             plans.append(
                 MachinePlan(machine, "none", current.version, current.version, (), (), refusals)
             )
@@ -385,6 +386,20 @@ def _plan(
         )
         work.append(_Step(spec, to, old, tuple(mapped)))
     return MigrationPlan(where, tuple(plans + unknown)), work
+
+
+def _mapped_to(db: Database, machine: str, state: str) -> set[str]:
+    """The states an earlier migration mapped ``machine``'s entities in ``state`` to (its
+    events by the ``migration`` actor)."""
+    p = db.param
+    return {
+        str(dest)
+        for (dest,) in db.execute(
+            f"SELECT DISTINCT dest FROM {name(machine, 'history')} "
+            f"WHERE source = {p} AND trigger = {p} AND actor = {p}",
+            (state, MIGRATION_TRIGGER, MIGRATION_ACTOR),
+        )
+    }
 
 
 def _refuse_tampered(

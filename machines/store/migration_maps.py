@@ -299,12 +299,17 @@ def checked_maps(maps: object) -> tuple[StateMap, ...]:
 
 
 def applied_maps(
-    spec: MachineSpec, version: int, maps: Sequence[StateMap], lived_in: Collection[str]
+    spec: MachineSpec,
+    version: int,
+    maps: Sequence[StateMap],
+    lived_in: Collection[str],
+    went: Mapping[str, Collection[str]],
 ) -> tuple[str, ...]:
     """The refusals of maps given for a machine already at the definition given. A map
     out of a state an earlier stored version had (``lived_in``) and this one does not,
-    into one it has, is the rerun of the migration that applied it: nothing to do. Any
-    other map could never apply."""
+    into one it has, is the rerun of the migration that applied it: nothing to do, unless
+    that migration mapped the state's entities elsewhere (``went``: old state -> the
+    states its migration events entered). Any other map could never apply."""
     out = []
     for e in maps:
         flag = f"--map {e.machine}:{e.old}={e.new}"
@@ -312,6 +317,12 @@ def applied_maps(
             out.append(
                 f"{flag}: '{e.old}' was never a state of machine '{e.machine}' in this store "
                 f"(versions 1 to {version}); there is nothing to map"
+            )
+        elif went.get(e.old) and e.new not in went[e.old]:
+            out.append(
+                f"{flag}: the entities in '{e.old}' were mapped to "
+                f"{', '.join(repr(s) for s in sorted(went[e.old]))} when the store moved to a "
+                "later version; this map was not applied, and nothing is to do"
             )
         elif e.old in spec.states:
             out.append(
