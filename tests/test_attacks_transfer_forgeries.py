@@ -220,6 +220,53 @@ def test_b3_a_venue_answer_the_node_was_moved_under_is_refused_not_dropped(
     audit_says(url, capsys, "'executor' moved it from submitting to failed with no evidence")
 
 
+@pytest.mark.parametrize("reconciled", ["completed", "submitted"])
+def test_b44_a_late_refusal_of_a_node_a_reconciler_settled_is_refused_not_dropped(
+    reconciled: str,
+) -> None:
+    """Outsider batch 44 (c B1): while a submit call was out past its timeout, another
+    engine took the node for unknown and a reconciler, reading the venue's records, said
+    the money moved; the venue's own late answer then said it failed, and was dropped
+    without a trace. An answer that says no money moved, against a node moved meanwhile
+    to a final state that says it did, is ``TransferRefused`` for a person to look; one
+    against a node still settling (a reconciler's "submitted") is dropped as before."""
+    from machines.systems.transfer import TransferEngine
+
+    now = [1000.0]
+    store = open_store("memory://")
+
+    class Venue:
+        def prepare(self, node: Any) -> str:
+            return "submit"
+
+        def observe(self, node: Any) -> str:
+            return "completed"
+
+        def submit(self, node: Any) -> str:
+            now[0] += 1000  # the call hangs past submit_timeout
+            other.step("r")  # another engine: submitting -> unknown
+            other.reconcile("r", "w", reconciled, by="rita")
+            return "failed"  # the venue's late, contradicting answer
+
+    def engine(name: str) -> TransferEngine:
+        return TransferEngine(
+            store, {"venue": Venue()}, clock=lambda: now[0], engine_id=name, submit_timeout=60
+        )
+
+    one, other = engine("one"), engine("other")
+    one.submit("r", [node("w", "action", True)])
+    one.validate("r")
+    one.request_approval("r")
+    one.approve("r", by="olivia")
+    one.start("r")
+    if reconciled == "completed":
+        with pytest.raises(TransferRefused, match="says no money moved, but the node was moved"):
+            drive(one, "r", 3)
+    else:
+        drive(one, "r", 3)  # still settling: its observer's answer decides
+    assert one.nodes("r")["w"].state.value == "completed"
+
+
 # -- outsider batch 35 (b) ------------------------------------------------------------------
 
 

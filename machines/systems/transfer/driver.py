@@ -338,22 +338,30 @@ class Driver:
         self, request_id: str, row: Row, trigger: str, actor: str, now: Row | None
     ) -> None:
         """A move that could not be made because the node was moved under it is dropped,
-        unless what it records (a venue's answer that money may have moved) contradicts
-        where the node was moved (a state that says none did): then ``TransferRefused``,
-        for a person to look (outsider batch 34, c B3: a node failed by a forged move
-        while its submit call was out; the venue's acceptance was dropped, and the
-        reservation released)."""
+        unless what it records contradicts where the node was moved: a venue's answer that
+        money may have moved, for a node moved to a state that says none did (outsider
+        batch 34, c B3: a node failed by a forged move while its submit call was out; the
+        venue's acceptance was dropped, and the reservation released), or an answer that
+        none did, for a node moved to a final state that says it did (batch 44, c B1: a
+        reconciler completed it, and the venue's later refusal left no trace). Then
+        ``TransferRefused``, for a person to look."""
         started = self.node_spec.states_tagged(EFFECT_STARTED)
         try:
             dest = self.node_spec.step(row.state, trigger, actor=actor, **row.context)
         except MachinesError:
             return
-        if now is None or dest not in started or now.state in started:
+        if now is None:
+            return
+        if dest in started and now.state not in started:
+            said, found = "money may have moved", "none did"
+        elif dest not in started and now.state in started and self.node_spec.is_terminal(now.state):
+            said, found = "no money moved", "it did"
+        else:
             return
         raise TransferRefused(
             f"request '{request_id}': node '{row.data.get('name')}': the venue's answer "
-            f"({trigger}, to {dest}) says money may have moved, but the node was moved to "
-            f"'{now.state}' meanwhile, which says none did: the answer is not recorded "
+            f"({trigger}, to {dest}) says {said}, but the node was moved to "
+            f"'{now.state}' meanwhile, which says {found}: the answer is not recorded "
             "anywhere but in this error, so log it; a person must look, with the venue's "
             "records (a person's reconciliation made on them too early is recorded as such; "
             "a move written outside the engine, machines audit --from-store names)"

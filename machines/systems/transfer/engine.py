@@ -109,11 +109,13 @@ class TransferEngine(Driver):
     names of ``CALLBACKS`` to ``callable(request_id, payload)``, called after the commit.
     ``clock`` stamps node data and times ``submit_timeout``: how long a ``submit`` call may
     stay out before a step declares its node unknown (a crashed or lost call; a reply that
-    arrives later cannot overwrite that). A late reply that says money moved, for a node
-    a reconciler has since failed, is raised to the caller of ``step`` (``TransferRefused``
-    naming it) and recorded nowhere else, since the node's state is final: log it, and
-    let a person check the venue's records. ``engine_id`` is the actor id of the engine's own
-    moves (``detail["by"]``); by default host, process and a random suffix.
+    arrives later cannot overwrite that). A late reply that contradicts a final state the
+    node was moved to meanwhile (money moved, for a node a reconciler failed; none did,
+    for one a reconciler completed) is raised to the caller of ``step``
+    (``TransferRefused`` naming it) and recorded nowhere else, since the node's state is
+    final: log it, and let a person check the venue's records. ``engine_id`` is the actor
+    id of the engine's own moves (``detail["by"]``); by default host, process and a
+    random suffix.
     """
 
     def __init__(
