@@ -29,9 +29,10 @@ from tests.test_zoo_transfer import suite_for as transfer_suite_for
 from tests.zoo import effectlog as effectlog_zoo
 from tests.zoo import transfer as transfer_zoo
 
-LONGEST_REPORT = 10
-"""No zoo bug's report is longer than this (the longest is 9 steps; Hypothesis' shrunk
-report of the same bug took 8 steps and 41 s)."""
+LONGEST_REPORT = 12
+"""No zoo bug's report is longer than this (the longest is 12 steps, the manual gate
+dispatched, since the suite's plans include two gates; before, 9; Hypothesis' shrunk
+report of a bug took 8 steps and 41 s)."""
 SMALL = settings(max_examples=5, stateful_step_count=10, derandomize=True, database=None)
 
 

@@ -273,11 +273,11 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
     ),
     invariant(
         "after-predecessors",
-        """No node is handed to the venue or the gate desk before every node it comes
-        after is done (the venue or a reconciler said completed, an operator passed the
-        gate, or a planner skipped it and every node that one comes after is done, however
-        far back: a skipped node leaves the plan, not its order; a skipped manual gate is
-        not done, since only an operator passes one).""",
+        """No node is handed to the venue or the gate desk, and no manual gate is passed,
+        before every node it comes after is done, however far back (the venue or a
+        reconciler said completed, an operator passed the gate, or a planner skipped it: a
+        skipped node or a passed gate says nothing of the nodes before it; a skipped manual
+        gate is not done, since only an operator passes one).""",
         "transfer suite",
     ),
     invariant(
@@ -292,9 +292,10 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
     invariant(
         "in-flight-asked",
         """Work in flight is never left unasked about for good: a step of a started
-        request asks the venue about each node in flight (accepted or pending, no final
-        word since) that it was last asked about more than the submit timeout ago on the
-        suite's clock (an engine may back off between polls; it may not stop).""",
+        request asks the venue about each node in flight (accepted or pending, or a
+        reconciler's "submitted", no final word since) that it was last asked about more
+        than the submit timeout ago on the suite's clock (an engine may back off between
+        polls; it may not stop).""",
         "transfer suite",
     ),
     invariant(

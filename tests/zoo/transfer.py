@@ -835,6 +835,49 @@ class NeverFollows(Engine):
         return None
 
 
+class PassesABlockedGate(Engine):
+    """An operator's pass of a manual gate is taken while the gate still waits for the
+    nodes before it ("the operator knows best"): the deposit after it goes out while the
+    quote is still observing (outsider batch 44, c B2)."""
+
+    def complete_manual(self, request_id: str, *, node: str, by: str) -> None:
+        with self.session(request_id) as s:
+            gate = s.node(node)
+            if node.startswith(GATE) and gate.state == "blocked" and s.mode() == "dispatch":
+                s.move_node(node, gate, "wake", "planner")
+        super().complete_manual(request_id, node=node, by=by)
+
+
+class ForgetsReconciledWork(Engine):
+    """A node a reconciler found "submitted" (the money on its way) is never asked about
+    again ("the reconciler will say when it lands"): the request stays executing for good
+    (outsider batch 44, c B3)."""
+
+    def observe(self, request_id: str, name: str, seen: Record) -> None:
+        if any(m.trigger == "reconcile_submitted" for m in seen.history):
+            return
+        super().observe(request_id, name, seen)
+
+
+class PassesEveryReadyGate(Engine):
+    """One operator's pass passes every gate that is ready, not only the one they passed
+    (outsider batch 44, c B4: no plan of the suite had two gates)."""
+
+    def complete_manual(self, request_id: str, *, node: str, by: str) -> None:
+        with self.session(request_id) as s:
+            gate = s.node(node)
+            if not node.startswith(GATE) or gate.state != "ready":
+                raise Refused(f"{node} is not a ready manual gate")
+            if s.request.state == "waiting_manual_action":
+                s.move_request("resume", "operator")
+            if s.mode() != "dispatch":
+                raise Refused(f"request {request_id} is {s.request.state}")
+            for name, record in s.nodes().items():
+                if name.startswith(GATE) and record.state == "ready":
+                    for trigger in ("prepare", "submit", "complete"):
+                        record = s.move_node(name, record, trigger, "executor")
+
+
 @dataclass(frozen=True)
 class Bug:
     engine: type[Engine]
@@ -854,7 +897,7 @@ BUGS: Mapping[str, Bug] = {
     "retries a transient error after sending": bug(RetriesTransientErrors, ONCE),
     "marks a node sent after the call": bug(MarksSentAfterTheCall, ONCE, MONEY),
     "no compare-and-set between engines": bug(
-        LastWriterWins, ONCE, "legal-history", "in-flight-followed"
+        LastWriterWins, ONCE, "legal-history", "in-flight-followed", MONEY
     ),
     "fails the transfer when a sibling fails": bug(FailsOnSiblingFailure, MONEY),
     "abandons sent nodes": bug(AbandonsSentNodes, MONEY, SENT),
@@ -870,8 +913,15 @@ BUGS: Mapping[str, Bug] = {
     "announces before the commit": bug(AnnouncesBeforeCommit, "callbacks-once", RESERVED),
     "wakes a node on any predecessor": bug(WakesOnAnyPredecessor, "after-predecessors"),
     "keeps dispatching after a failure": bug(KeepsGoingAfterFailure, "halt-after-failure", MONEY),
-    "stops following after a failure": bug(StopsFollowingAfterFailure, "in-flight-followed"),
+    "stops following after a failure": bug(
+        StopsFollowingAfterFailure, "in-flight-followed", "in-flight-asked"
+    ),
     "never follows": bug(NeverFollows, "in-flight-asked", "in-flight-followed"),
+    "passes a gate before its turn": bug(PassesABlockedGate, "after-predecessors"),
+    "forgets reconciled work": bug(ForgetsReconciledWork, "in-flight-asked", "in-flight-followed"),
+    "passes every ready gate": bug(
+        PassesEveryReadyGate, "after-predecessors", "completion-means-done"
+    ),
 }
 """The zoo: what each engine gets wrong, and the rules the suite may report for it."""
 

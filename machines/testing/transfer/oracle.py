@@ -45,6 +45,7 @@ from machines.testing.transfer.watch import (
     DONE_WORDS,
     FAILED,
     SUBMIT_TIMEOUT,
+    SUBMITTED,
     WORDS_OF,
     NodeWatch,
     Operation,
@@ -159,8 +160,10 @@ class Ledger:
             )
 
     def _in_order(self, request: str, node: str, call: str) -> None:
-        """Every node ``node`` comes after is done; a skipped one only when the nodes it
-        comes after are, however far back (a skip leaves the plan, not its order)."""
+        """Every node ``node`` comes after is done, however far back: a skipped node or a
+        gate an operator passed says nothing of the nodes before it (a skip leaves the
+        plan, not its order; outsider batch 44, c B2: a gate passed while its predecessor
+        was still observing let the deposit go out unnoticed)."""
         undone, seen, stack = {}, set(), list(self._node(request, node).after)
         while stack:
             n = stack.pop()
@@ -169,8 +172,7 @@ class Ledger:
             seen.add(n)
             if not self._done(request, n):
                 undone[n] = self.nodes[(request, n)].said()
-            elif self.nodes[(request, n)].word == "skipped":
-                stack.extend(self._node(request, n).after)
+            stack.extend(self._node(request, n).after)
         if undone:
             self.broken(
                 "after-predecessors",
@@ -228,7 +230,7 @@ class Ledger:
             watch = self.nodes.get((request, node))
             if fact == FAILED:
                 self.halted.add(request)
-            elif watch is not None and watch.word in (None, "accepted"):
+            elif watch is not None and watch.word in (None, "accepted", SUBMITTED):
                 if not watch.following:
                     watch.asked_at = self.now
                 watch.following = True
@@ -361,6 +363,8 @@ class Ledger:
         self.paired()
         if name == "reconcile" and node is not None and word == FAILED:
             self.heard.append((request, node, FAILED))
+        if name == "reconcile" and node is not None and word == SUBMITTED:  # still moving
+            self.heard.append((request, node, "in flight"))
         self.operation = op
         self.doing = f"{name}({request}{', ' + node if node else ''})"
         shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))
@@ -382,6 +386,8 @@ class Ledger:
             self.confirm()
             if op.name == "start":
                 self.started.add(op.request)
+            if op.name == "complete_manual" and op.node is not None and op.passes:
+                self._in_order(op.request, op.node, "complete_manual")  # a gate has its turn
         if told != "refused":
             return
         if op.undo is not None:

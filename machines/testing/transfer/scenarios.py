@@ -53,6 +53,11 @@ PLANS: Mapping[str, Sequence[Mapping[str, Any]]] = {
         plan_node("manual_review", "action", False, "fx_quote", executor="gate"),
         plan_node("deposit", "action", True, "manual_review", "withdraw"),
     ],
+    "two gates": [  # two people each pass their own gate (batch 44 c B4)
+        plan_node("manual_compliance", "action", False, executor="gate"),
+        plan_node("manual_treasury", "action", False, executor="gate"),
+        plan_node("pay", "action", True, "manual_compliance", "manual_treasury"),
+    ],
     "checked": [  # listed deposit first: a step reaches it before the withdrawal's answer
         plan_node("deposit", "action", True, "recheck"),
         plan_node("recheck", "observe", False, "review"),
@@ -95,7 +100,7 @@ BY_REQUEST_STATE: Mapping[str, Sequence[str]] = {
     "manual_intervention": ("resume", "confirm_failed", "confirm_completed"),
 }
 BY_NODE_STATE: Mapping[str, Sequence[str]] = {
-    "blocked": ("skip",),
+    "blocked": ("skip", "complete_manual"),  # a gate not reached yet: an operator too early
     "ready": ("skip",),
     "awaiting_signature": ("sign", "refuse_signature", "retry"),
     "preparing": ("retry",),
@@ -244,6 +249,20 @@ SCENARIOS: Mapping[str, Scenario | None] = {
             ("cancel", "", {}),
         ],
     ),
+    "two gates ready": Scenario(  # batch 44 c B4: one operator's pass is one gate's
+        "two gates",
+        "executing",
+        1,
+        {},
+        (
+            "waiting_manual_action",
+            {"manual_compliance": "ready", "manual_treasury": "ready", "pay": "blocked"},
+        ),
+        then=[
+            ("complete_manual", "manual_compliance", {}),
+            ("complete_manual", "manual_treasury", {}),
+        ],
+    ),
     "a check skipped, money in flight": Scenario(
         "checked",
         "executing",
@@ -291,7 +310,7 @@ SCENARIOS: Mapping[str, Scenario | None] = {
                 "deposit": "blocked",
             },
         ),
-        then=[("skip", "manual_review", {})],
+        then=[("skip", "manual_review", {}), ("complete_manual", "manual_review", {})],
     ),
     "sent work, then a failure": Scenario(
         "parallel",

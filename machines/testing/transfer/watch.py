@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 FAILED = "failed"
+SUBMITTED = "submitted"
+"""A reconciler's reading that the money is on its way, not yet settled: in flight."""
 DONE_WORDS = frozenset({"completed", "skipped"})
 WORDS_OF: Mapping[str, str] = {"skip": "skipped", "complete_manual": "completed"}
 """Operations whose acceptance is a word about their node (``reconcile``: its evidence)."""
