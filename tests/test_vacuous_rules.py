@@ -57,6 +57,12 @@ CASES = {
         "only_reachable_when", "states: [gone], when: {kind: [wood, glass]}",
         "its when admits every context",
     ),
+    "only_via through the state it keeps": (  # batch 44 b 25
+        "only_via", "states: [gone], via: [gone]", "one of its via states",
+    ),
+    "can_terminate holding every state": (  # batch 44 b 26
+        "can_terminate", "holds: [shut, open]", "its holds name every state",
+    ),
 }  # fmt: skip
 
 
@@ -82,6 +88,8 @@ def test_a_rule_that_can_never_fail_is_reported(tmp_path: Path, case: str) -> No
         ("only_actors_exit", "states: [open], actors: [hand]"),
         ("only_from", "states: [gone], sources: [open]"),
         ("only_reachable_when", "states: [gone], when: {kind: [wood]}"),
+        ("only_via", "states: [gone], via: [open]"),
+        ("can_terminate", "holds: [open]"),
     ],
 )
 def test_a_rule_that_keeps_something_is_not(tmp_path: Path, kind: str, params: str) -> None:

@@ -83,8 +83,9 @@ def format_page(
         "the parameters of its kind. `machines check` proves each rule on the definition's "
         "graph and prints a shortest path to any break. A rule that can never fail is "
         "reported too: one that keeps only terminal states' exits, names every actor or "
-        "trigger, every state a move can come from, or a `when` that admits every context "
-        "keeps nothing, and a mutant it should kill would survive.",
+        "trigger, every state a move can come from, a `when` that admits every context, "
+        "`via` states that include the states it keeps, or `holds` naming every state that "
+        "is not terminal keeps nothing, and a mutant it should kill would survive.",
     ]
     for branch in defs["rule"]["allOf"]:
         kind = branch["if"]["properties"]["rule"]["const"]

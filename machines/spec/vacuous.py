@@ -6,8 +6,10 @@ every set of transitions the definition could have (it keeps only terminal state
 nothing leaves; it lets every actor or trigger through; its guard admits every context)
 keeps nothing: a mutant it should catch survives, and the reader is told of a safety that
 is not there (outsider batch 41, c 9: ``only_actors_exit`` on a terminal state, ``only_from``
-naming every state, ``only_reachable_when`` admitting every value, all accepted). Each is
-reported like a broken rule, with its entry's line, saying what to name instead.
+naming every state, ``only_reachable_when`` admitting every value, all accepted; batch 44,
+b 25 and 26: ``only_via`` through the very states it keeps, ``can_terminate`` holding
+every state). Each is reported like a broken rule, with its entry's line, saying what to
+name instead.
 """
 
 from __future__ import annotations
@@ -50,6 +52,17 @@ def _reasons(spec: MachineSpec, rule: Rule) -> Iterator[str]:
             yield "it names every state a move can come from"
     if rule.kind in GUARDED and _admits_all(spec, rule.when):
         yield "its when admits every context"
+    if (
+        rule.kind == "only_via"
+        and rule.states
+        and set(rule.states) <= set(rule.via)
+        and spec.initial not in rule.states
+    ):
+        yield "every state it names is one of its via states, which every path to it ends in"
+    if rule.kind == "can_terminate" and {
+        s for s, state in spec.states.items() if not state.terminal
+    } <= set(rule.holds):
+        yield "its holds name every state that is not terminal, so no entity is ever stuck"
 
 
 def _admits_all(spec: MachineSpec, when: Guard) -> bool:
