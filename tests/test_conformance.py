@@ -541,7 +541,7 @@ class ContextNotAMapping(RefundsAdapter):
         (HistoryRaises, r"history\(entity 1\) raised OSError: the events table is gone"),
         (EventsWithoutActor, r"event 1 .* has no field 'actor'"),
         (SeqAsText, r"field 'seq' of event 1 is '1', not an int"),
-        (ContextNotAMapping, r"field 'context' of event 1 is 'large', not a mapping of str"),
+        (ContextNotAMapping, r"field 'context' of event 1 is 'large', not a mapping with str keys"),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -554,7 +554,8 @@ def test_an_adapter_that_answers_garbage_fails_closed(
 
 def test_events_may_be_records_mappings_or_objects_with_a_context() -> None:
     """``Event`` records, mappings and objects with the fields all do; a ``context`` an
-    event records is judged against the entity's."""
+    event records is judged against the entity's. Keys of the service's own hold what it
+    likes (batch 44 b 29: an int was an AdapterContractError)."""
 
     class AsEvents(RefundsAdapter):
         def history(self, entity: int) -> Any:
@@ -571,7 +572,7 @@ def test_events_may_be_records_mappings_or_objects_with_a_context() -> None:
         def history(self, entity: int) -> Any:
             events = super().history(entity)
             return [
-                {**e, "context": {"customer": "c1"} if n % 2 else {}}  # type: ignore[dict-item]
+                {**e, "context": {"customer": "c1", "tenant": 42} if n % 2 else {}}  # type: ignore[dict-item]
                 for n, e in enumerate(events)
             ]
 
@@ -579,12 +580,18 @@ def test_events_may_be_records_mappings_or_objects_with_a_context() -> None:
         def history(self, entity: int) -> Any:
             return [{**e, "context": {"size": "small"}} for e in super().history(entity)]  # type: ignore[dict-item]
 
+    class WrongType(RefundsAdapter):  # a variable of the definition as a number
+        def history(self, entity: int) -> Any:
+            return [{**e, "context": {"size": 1}} for e in super().history(entity)]  # type: ignore[dict-item]
+
     small = hunting(30, 30)
     suite_for(Refunds, AsEvents).run(small, require_coverage=False)
     suite_for(Refunds, WithContext).run(small, require_coverage=False)
     suite_for(Refunds, WithMoreOrLess).run(small, require_coverage=False)
     first = broken_rule(suite_for(Refunds, WrongContext))
     assert first.startswith(f"{CHAIN}: ") and "records context size=small" in first, first
+    first = broken_rule(suite_for(Refunds, WrongType))
+    assert first.startswith(f"{CHAIN}: ") and "records context size=1" in first, first
 
 
 # -- the contract ---------------------------------------------------------------------------

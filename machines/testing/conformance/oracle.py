@@ -78,7 +78,9 @@ class Exposed(NamedTuple):
     """One entity's history as the adapter exposed it, read and checked for shape."""
 
     events: tuple[Event, ...]
-    contexts: tuple[Mapping[str, str] | None, ...]
+    contexts: tuple[Mapping[str, object] | None, ...]
+    """Each event's context: the definition's variables it records are judged (each must
+    be the entity's value, a str); keys of the service's own hold what it likes."""
 
 
 def _field(event: object, name: str) -> Any:
@@ -110,9 +112,9 @@ def items_of(history: object, where: str) -> list[object]:
 def events_of(history: object, where: str) -> Exposed:
     """``history`` (what ``where`` returned) as events, or ``AdapterContractError`` naming
     what is wrong: not a sequence (``items_of``), an event without one of ``FIELDS``, a
-    field of the wrong type, a ``context`` that is not a mapping of ``str`` to ``str``."""
+    field of the wrong type, a ``context`` that is not a mapping with ``str`` keys."""
     events: list[Event] = []
-    contexts: list[Mapping[str, str] | None] = []
+    contexts: list[Mapping[str, object] | None] = []
     for number, event in enumerate(items_of(history, where), 1):
         if type(event) is dict:  # the common shape, read without asking who it is
             fast = tuple(event.get(name, _ABSENT) for name in FIELDS)
@@ -146,7 +148,7 @@ def events_of(history: object, where: str) -> Exposed:
     return Exposed(tuple(events), tuple(contexts))
 
 
-def _context_of(event: object, number: int, where: str) -> Mapping[str, str] | None:
+def _context_of(event: object, number: int, where: str) -> Mapping[str, object] | None:
     try:
         context = _field(event, CONTEXT)
     except Exception as error:  # user code
@@ -155,14 +157,18 @@ def _context_of(event: object, number: int, where: str) -> Mapping[str, str] | N
         ) from error
     if context is _ABSENT or context is None:
         return None
-    if not isinstance(context, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in context.items()
-    ):
+    try:
+        items = list(context.items()) if isinstance(context, Mapping) else None
+    except Exception as error:  # a hostile mapping: user code
+        raise AdapterContractError(
+            f"{where}: field 'context' of event {number} cannot be read: {_what(error)}"
+        ) from error
+    if items is None or not all(isinstance(k, str) for k, _ in items):
         raise AdapterContractError(
             f"{where}: field 'context' of event {number} is {describe(context)}, not a "
-            "mapping of str to str (leave it out, or None, if your events record none)"
+            "mapping with str keys (leave it out, or None, if your events record none)"
         )
-    return {str.__str__(k): str.__str__(v) for k, v in context.items()}
+    return {str.__str__(k): str.__str__(v) if isinstance(v, str) else v for k, v in items}
 
 
 @dataclass
@@ -193,8 +199,9 @@ def _what(error: BaseException) -> str:
     return f"{type(error).__name__}: {message_of(error, 200)}"
 
 
-def _shown(context: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in context.items()) or "no context"
+def _shown(context: Mapping[str, object]) -> str:
+    shown = (f"{k}={v if isinstance(v, str) else describe(v)}" for k, v in context.items())
+    return ", ".join(shown) or "no context"
 
 
 class Oracle:
