@@ -180,6 +180,7 @@ def test_the_list_refuses_a_query_it_does_not_read_and_a_form_address_is_no_page
         ("limit=5", "unknown query [&#39;limit&#39;]"),
         ("page=abc", "page must be a whole number from 1"),
         ("page=0", "page must be a whole number from 1"),
+        ("machine=nope&machine=outcome", "given more than once"),
     ):
         answer = client.get(f"/?{query}")
         assert answer.status_code == 400 and said in answer.text, (query, answer.text)
@@ -377,6 +378,10 @@ def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
             "/api/token", content=body.encode(), headers={"content-type": "application/json"}
         )
         assert answer.status_code == 401, answer.text
+    extra = client.post(  # batch 44 b 33: a field it does not read was ignored
+        "/api/token", json={"name": "olga", "password": PASSWORD, "otp": "123456"}
+    )
+    assert extra.status_code == 400 and "unknown fields ['otp']" in extra.text, extra.text
     token = client.post("/api/token", json={"name": "olga", "password": PASSWORD}).json()["token"]
     auth = {"authorization": f"Bearer {token}"}
     pending = client.get("/api/pending", headers=auth).json()["pending"]
@@ -387,6 +392,8 @@ def test_the_api_lists_and_acts_with_a_token(desk: Desk) -> None:
         ("limit=100000000000000000000", "from 1 to 1,000"),
         ("offset=-1", "offset must be a whole number from 0"),
         ("machin=outcome", "unknown query ['machin']"),
+        ("machine=nope&machine=outcome", "['machine'] given more than once"),  # batch 44 b 32
+        ("limit=0&limit=1", "['limit'] given more than once"),
     ):
         answer = client.get(f"/api/pending?{query}", headers=auth)
         assert answer.status_code == 400 and said in answer.json()["error"], answer.text

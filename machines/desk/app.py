@@ -41,9 +41,11 @@ from machines.desk.requests import (
     API_FIELDS,
     FORM_FIELDS,
     PENDING_QUERY,
+    TOKEN_FIELDS,
     WAITING_QUERY,
     page_number,
     posted_here,
+    query_keys,
     query_number,
     read_form,
     read_json_body,
@@ -246,7 +248,7 @@ class _Desk:
         machine = request.query_params.get("machine") or None
         state = request.query_params.get("state") or None
         try:
-            unknown_query(request.query_params, WAITING_QUERY, "this page")
+            unknown_query(query_keys(request), WAITING_QUERY, "this page")
             number = page_number(request.query_params.get("page"))
             listed = waiting(
                 self.store, machine=machine, state=state, limit=PAGE + 1, offset=(number - 1) * PAGE
@@ -376,6 +378,12 @@ class _Desk:
             body = await read_json_body(request)
         except DeskError:
             body = None  # a failed sign-in, counted as one
+        unread = sorted(set(body) - TOKEN_FIELDS) if isinstance(body, dict) else []
+        if unread:  # refused before any password is checked (outsider batch 44, b 33)
+            return JSONResponse(
+                {"error": f"unknown fields {unread}; a token is asked with {sorted(TOKEN_FIELDS)}"},
+                status_code=400,
+            )
         address = request.client.host if request.client else "unknown"
         name = str(body.get("name", "")) if isinstance(body, dict) else ""
         if self.sessions.refused(f"address:{address}", f"name:{name}"):
@@ -400,7 +408,7 @@ class _Desk:
             )
         query = request.query_params
         try:
-            unknown_query(query, PENDING_QUERY, "/api/pending")  # batch 42, c 4g
+            unknown_query(query_keys(request), PENDING_QUERY, "/api/pending")  # batch 42, c 4g
             limit = query_number(query.get("limit", str(PAGE)), "limit", 1, MAX_LISTED)
             offset = query_number(query.get("offset", "0"), "offset", 0, 2**62 - 1)
             listed = waiting(

@@ -23,6 +23,8 @@ API_FIELDS = frozenset(
     {"machine", "key", "version", "trigger", "actor", "reason", "result", "gate"}
 )
 """What ``/api/act`` reads; any other field is refused, never ignored."""
+TOKEN_FIELDS = frozenset({"name", "password"})
+"""What ``/api/token`` reads; any other field is refused, never ignored."""
 FORM_FIELDS = frozenset({"csrf", "version", "trigger", "actor", "reason", "result", "gate"})
 """What an entity page's form sends; any other field is refused, never ignored."""
 
@@ -93,12 +95,23 @@ WAITING_QUERY = frozenset({"machine", "state", "page"})
 MAX_PAGE_NUMBER = 10**6
 
 
+def query_keys(request: Request) -> list[str]:
+    """Each key of the request's query, as often as it is given."""
+    return [key for key, _ in request.query_params.multi_items()]
+
+
 def unknown_query(given: Iterable[str], known: frozenset[str], where: str) -> None:
-    """A ``DeskError`` naming the query keys ``where`` does not read: a misspelt filter
-    (``machin=refund``) must not list everything as if none were given."""
-    unknown = sorted(set(given) - known)
+    """A ``DeskError`` naming the query keys ``where`` does not read, or one given twice
+    (``given``: each key as often as the query gives it): a misspelt filter
+    (``machin=refund``) must not list everything as if none were given, nor
+    ``machine=nope&machine=refund`` whatever the last one says (outsider batch 44, b 32)."""
+    keys = list(given)
+    unknown = sorted(set(keys) - known)
     if unknown:
         raise DeskError(f"unknown query {unknown}; {where} reads {sorted(known)}")
+    twice = sorted(k for k, n in Counter(keys).items() if n > 1)
+    if twice:
+        raise DeskError(f"query key(s) {twice} given more than once; give each once")
 
 
 def query_number(given: str, name: str, low: int, high: int) -> int:
