@@ -38,6 +38,7 @@ from machines.spec.diff import (
     BREAKING,
     CHANGE_KINDS,
     KINDS,
+    REWRITTEN,
     WIDENING,
     WORDING,
     Change,
@@ -50,6 +51,7 @@ from machines.spec.diff import (
 from machines.spec.diff_wording import WORDING_SECTIONS
 from machines.spec.loader import bundled_spec_dir, read_definition
 from machines.spec.structure import check_structure
+from machines.store.versions import summary
 from tests.conftest import Document, SpecCopy
 
 MACHINES = ("effect", "outcome", "node", "request")
@@ -926,7 +928,13 @@ def test_a_reordered_file_is_no_change(
     assert run(["diff", *versions.files(machine)], capsys)[0] == 0
 
 
-def test_an_edge_split_in_two_that_admits_the_same_is_no_change(versions: Versions) -> None:
+def test_an_edge_split_in_two_that_admits_the_same_is_no_change(
+    versions: Versions, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No change, but its semantic digest differs, so a store of it refuses it until a
+    migration installs it: the command says so (batch 44 b 20: "OK", then the store
+    refused it with "what changed: 0 breaking, 0 widening")."""
+
     def split(doc: Document) -> None:
         entry = edge(doc, "fail", "awaiting_signature")
         entry["actor"] = "signer"
@@ -936,6 +944,12 @@ def test_an_edge_split_in_two_that_admits_the_same_is_no_change(versions: Versio
     old, new = (read_definition(f) for f in versions.files("node"))
     assert len(new.transitions) == len(old.transitions) + 1
     assert diff_specs(old, new) == ()
+    assert semantic_digest(old) != semantic_digest(new)
+    code, out, _ = run(["diff", *versions.files("node")], capsys)
+    assert code == 0 and f"node: {REWRITTEN}\n" in out, out
+    assert "machines migrate installs it as the next version and moves no entity" in summary(
+        old, new
+    )
 
 
 def test_a_wording_change_alone_exits_0_and_keeps_the_semantic_digest(

@@ -29,7 +29,7 @@ from machines.cli.output import (
 from machines.errors import MachinesError, SpecError, SpecUnreadable
 from machines.spec import MachineSpec
 from machines.spec.canonical import DIGEST_CHARS
-from machines.spec.diff import KINDS, DiffReport, diff_report
+from machines.spec.diff import KINDS, REWRITTEN, WORDING, DiffReport, diff_report
 from machines.spec.files import DIRECTORY_SUFFIXES, MAX_DEFINITION_BYTES
 from machines.spec.loader import definition_paths, keeps_its_rules, read_definition, resolve
 from machines.spec.project import definitions_dir
@@ -142,6 +142,11 @@ def print_report(
         w(f"{c.machine}: {'BREAKING' if c.breaking else c.kind}: {c.message}\n")
     counts = ", ".join(f"{report.count(kind)} {kind}" for kind in KINDS)
     w(f"machines diff: {old} -> {new}: {counts}\n")
+    semantic = {c.machine for c in report.changes if c.kind != WORDING}
+    for m in report.machines:  # batch 44 b 20: "no change", then the store refused it
+        changed = m.old_semantic and m.new_semantic and not m.same_semantics
+        if changed and m.machine not in semantic:
+            w(f"{m.machine}: {REWRITTEN}\n")
     width = max((len(m.machine) for m in report.machines), default=0)
     for m in report.machines:
         absent = "(none)".ljust(DIGEST_CHARS)

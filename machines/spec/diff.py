@@ -150,6 +150,14 @@ CHANGE_KINDS: Mapping[str, Kind] = MappingProxyType(
 """Every change id and its kind (the table of the module's docstring)."""
 
 
+REWRITTEN = (
+    "it allows the same moves, written otherwise (an edge split in two, a guard naming "
+    "every value), so its semantic digest differs: machines migrate installs it as the "
+    "next version and moves no entity"
+)
+"""What differs when two definitions' semantic digests do and no change is found."""
+
+
 @dataclass(frozen=True)
 class Change:
     """One difference between two versions of ``machine``: its ``kind``, its id ``what``

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from machines.errors import MachinesError
 from machines.spec import MachineSpec
 from machines.spec.canonical import semantic_digest
-from machines.spec.diff import KINDS, WORDING, diff_specs
+from machines.spec.diff import KINDS, REWRITTEN, WORDING, diff_specs
 from machines.spec.loader import read_definition_text
 from machines.store.ddl import LEGACY_REGISTRY, REGISTRY
 from machines.store.records import DefinitionVersion, StoreError
@@ -53,12 +53,13 @@ def migrate_command(where: str) -> str:
 
 def summary(old: MachineSpec, new: MachineSpec, shown: int = 3) -> str:
     """What changed from ``old`` to ``new``, in a line: the count of each kind of change
-    (``machines.spec.diff``) and the first few breaking or widening ones."""
+    (``machines.spec.diff``) and the first few breaking or widening ones; with none, that
+    it allows the same, written otherwise (``REWRITTEN``)."""
     changes = [c for c in diff_specs(old, new) if c.kind != WORDING]
     counts = ", ".join(f"{sum(c.kind == kind for c in changes)} {kind}" for kind in KINDS[:2])
     first = "; ".join(c.message for c in changes[:shown])
     more = f"; and {len(changes) - shown} more" if len(changes) > shown else ""
-    return f"{counts} ({first}{more})" if changes else counts
+    return f"{counts} ({first}{more})" if changes else f"{counts}: {REWRITTEN}"
 
 
 def fits(
