@@ -58,12 +58,12 @@ def test_diff_base_compares_the_projects_definitions(
     assert main(["diff", "--base", "HEAD"]) == 0
     assert "OK: no breaking change" in capsys.readouterr().out
     ticket = root / "specs" / "ticket.yaml"
-    ticket.write_text(
-        ticket.read_text(encoding="utf-8").replace("terminal: true", "terminal: false", 1),
-        encoding="utf-8",
-    )
-    assert main(["diff", "--base", "HEAD"]) in (0, 1)
-    assert "HEAD:specs" in capsys.readouterr().out
+    text = ticket.read_text(encoding="utf-8")
+    assert "Just created; waiting for work." in text
+    ticket.write_text(text.replace("Just created; waiting for work.", "Just made."), "utf-8")
+    assert main(["diff", "--base", "HEAD"]) == 0
+    out = capsys.readouterr().out
+    assert "HEAD:specs" in out and "0 breaking, 0 widening, 1 wording" in out, out
 
 
 def test_explore_explores_the_projects_definitions_and_says_which(
