@@ -354,15 +354,23 @@ class Engine:
 
     def complete_manual(self, request_id: str, *, node: str, by: str) -> None:
         with self.session(request_id) as s:
-            gate = s.node(node)
-            if not node.startswith(GATE) or gate.state != "ready":
-                raise Refused(f"{node} is not a ready manual gate")
-            if s.request.state == "waiting_manual_action":
-                s.move_request("resume", "operator")
-            if s.mode() != "dispatch":
-                raise Refused(f"request {request_id} is {s.request.state}")
+            self.pass_gates(s, request_id, node, [node])
+
+    @staticmethod
+    def pass_gates(s: Session, request_id: str, node: str, gates: list[str]) -> None:
+        """An operator passed ``node``, a ready gate: the request resumes, and ``gates``
+        (the careful engine: ``node`` alone) are passed."""
+        gate = s.node(node)
+        if not node.startswith(GATE) or gate.state != "ready":
+            raise Refused(f"{node} is not a ready manual gate")
+        if s.request.state == "waiting_manual_action":
+            s.move_request("resume", "operator")
+        if s.mode() != "dispatch":
+            raise Refused(f"request {request_id} is {s.request.state}")
+        for name in gates:
+            record = s.node(name)
             for trigger in ("prepare", "submit", "complete"):
-                gate = s.move_node(node, gate, trigger, "executor")
+                record = s.move_node(name, record, trigger, "executor")
 
     def sign(self, request_id: str, *, node: str, by: str) -> None:
         with self.session(request_id) as s:
@@ -865,17 +873,8 @@ class PassesEveryReadyGate(Engine):
 
     def complete_manual(self, request_id: str, *, node: str, by: str) -> None:
         with self.session(request_id) as s:
-            gate = s.node(node)
-            if not node.startswith(GATE) or gate.state != "ready":
-                raise Refused(f"{node} is not a ready manual gate")
-            if s.request.state == "waiting_manual_action":
-                s.move_request("resume", "operator")
-            if s.mode() != "dispatch":
-                raise Refused(f"request {request_id} is {s.request.state}")
-            for name, record in s.nodes().items():
-                if name.startswith(GATE) and record.state == "ready":
-                    for trigger in ("prepare", "submit", "complete"):
-                        record = s.move_node(name, record, trigger, "executor")
+            ready = [n for n, r in s.nodes().items() if n.startswith(GATE) and r.state == "ready"]
+            self.pass_gates(s, request_id, node, ready)
 
 
 @dataclass(frozen=True)
