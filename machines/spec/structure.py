@@ -260,43 +260,59 @@ def _fail_closed_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
     reconciler reading the venue's records), never on its own. Without the tag's rule an
     automatic exit from a fail-closed state (a worker that gives up on a parked charge)
     checked clean, and only the audit of a store caught the first such move."""
-    fail_closed = spec.states_tagged(FAIL_CLOSED)
-    for index, t in enumerate(spec.transitions):
-        auto = _automatic(spec, t)
-        if t.source not in fail_closed or not auto or says_something(t.evidence):
-            continue
-        path, context = graph.edge_witness(t)
-        yield Violation(
-            spec.name,
-            "fail-closed-exits",
-            FAIL_CLOSED,
-            f"{_edge_text(t)}: automatic actor {', '.join(auto)} leaves fail-closed state "
-            f"'{t.source}' without stated evidence; add 'evidence:' (what it reads that "
-            "proves what happened) or give the move to a person",
-            path,
-            context,
-            line=_transition_line(spec, index),
-        )
+    return _automatic_exits(
+        spec,
+        graph,
+        FAIL_CLOSED,
+        "fail-closed-exits",
+        lambda t: says_something(t.evidence),
+        lambda t, auto: (
+            f"automatic actor {auto} leaves fail-closed state '{t.source}' "
+            "without stated evidence; add 'evidence:' (what it reads that proves what happened) "
+            "or give the move to a person"
+        ),
+    )
 
 
 def _needs_human_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
     """The rule the ``needs-human`` tag states: a person must act before anything moves,
     so no automatic actor leaves such a state. Without it a state a worker also leaves
     was tagged, the desk listed it as a person's, and the worker moved it on anyway."""
-    waiting = spec.states_tagged(NEEDS_HUMAN)
+    return _automatic_exits(
+        spec,
+        graph,
+        NEEDS_HUMAN,
+        "needs-human-exits",
+        lambda t: False,
+        lambda t, auto: (
+            f"automatic actor {auto} leaves '{t.source}', which is tagged "
+            "needs-human (a person must act before anything moves); give the move to a person, "
+            "or remove the tag (the desk still lists a state only a person moves on)"
+        ),
+    )
+
+
+def _automatic_exits(
+    spec: MachineSpec,
+    graph: Graph,
+    tag: str,
+    rule: str,
+    allowed: Callable[[Transition], bool],
+    said: Callable[[Transition, str], str],
+) -> Iterator[Violation]:
+    """A violation of ``rule`` at every move an automatic actor makes out of a state
+    tagged ``tag``, unless ``allowed``; ``said`` is its message after the move."""
+    tagged = spec.states_tagged(tag)
     for index, t in enumerate(spec.transitions):
         auto = _automatic(spec, t)
-        if t.source not in waiting or not auto:
+        if t.source not in tagged or not auto or allowed(t):
             continue
         path, context = graph.edge_witness(t)
         yield Violation(
             spec.name,
-            "needs-human-exits",
-            NEEDS_HUMAN,
-            f"{_edge_text(t)}: automatic actor {', '.join(auto)} leaves '{t.source}', which "
-            "is tagged needs-human (a person must act before anything moves); give the move "
-            "to a person, or remove the tag (the desk still lists a state only a person "
-            "moves on)",
+            rule,
+            tag,
+            f"{_edge_text(t)}: {said(t, ', '.join(auto))}",
             path,
             context,
             line=_transition_line(spec, index),
