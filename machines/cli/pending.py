@@ -9,6 +9,7 @@ from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem, whole
 from machines.cli.output import add_format, document, failed, is_json, write_json
+from machines.desk.waiting import MAX_LISTED, PAGE
 from machines.errors import MachinesError, printable
 
 
@@ -16,8 +17,6 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("url", help="the store (sqlite:///path or postgresql://...)")
     command.add_argument("--machine", help="only this machine")
     command.add_argument("--state", help="only this waiting state (with --machine)")
-    from machines.desk.waiting import MAX_LISTED, PAGE
-
     command.add_argument(
         "--limit",
         type=whole(1, MAX_LISTED),

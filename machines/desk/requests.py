@@ -72,7 +72,7 @@ async def read_form(request: Request) -> dict[str, Any]:
         raise DeskError("a field of the form is not UTF-8") from None
     except ValueError:
         raise DeskError("the form has more than 20 fields") from None
-    twice = sorted(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+    twice = given_twice(k for k, _ in pairs)
     if twice:
         raise DeskError(f"the form gives {', '.join(map(repr, twice))} more than once")
     return dict(pairs)
@@ -95,6 +95,12 @@ WAITING_QUERY = frozenset({"machine", "state", "page"})
 MAX_PAGE_NUMBER = 10**6
 
 
+def given_twice(keys: Iterable[str]) -> list[str]:
+    """The keys (of a form or a query) given more than once, in order: each a request
+    that says two things, which the desk refuses rather than read one of."""
+    return sorted(k for k, n in Counter(keys).items() if n > 1)
+
+
 def query_keys(request: Request) -> list[str]:
     """Each key of the request's query, as often as it is given."""
     return [key for key, _ in request.query_params.multi_items()]
@@ -109,7 +115,7 @@ def unknown_query(given: Iterable[str], known: frozenset[str], where: str) -> No
     unknown = sorted(set(keys) - known)
     if unknown:
         raise DeskError(f"unknown query {unknown}; {where} reads {sorted(known)}")
-    twice = sorted(k for k, n in Counter(keys).items() if n > 1)
+    twice = given_twice(keys)
     if twice:
         raise DeskError(f"query key(s) {twice} given more than once; give each once")
 
