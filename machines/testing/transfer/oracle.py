@@ -44,6 +44,7 @@ from machines.testing.transfer.history import Histories
 from machines.testing.transfer.watch import (
     DONE_WORDS,
     FAILED,
+    IN_FLIGHT,
     SUBMIT_TIMEOUT,
     SUBMITTED,
     WORDS_OF,
@@ -200,7 +201,7 @@ class Ledger:
         if call != "prepare" and not watch.gate:
             going = answer == ("accepted" if call == "submit" else "pending")
             if going:
-                self.heard.append((request, node, "in flight"))
+                self.heard.append((request, node, IN_FLIGHT))
             else:
                 watch.following = False
             if answer == FAILED:
@@ -361,10 +362,8 @@ class Ledger:
             self.passed.add((request, node))
         self.confirm()
         self.paired()
-        if name == "reconcile" and node is not None and word == FAILED:
-            self.heard.append((request, node, FAILED))
-        if name == "reconcile" and node is not None and word == SUBMITTED:  # still moving
-            self.heard.append((request, node, "in flight"))
+        if name == "reconcile" and node is not None and word in (FAILED, SUBMITTED):
+            self.heard.append((request, node, FAILED if word == FAILED else IN_FLIGHT))
         self.operation = op
         self.doing = f"{name}({request}{', ' + node if node else ''})"
         shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if isinstance(v, str))

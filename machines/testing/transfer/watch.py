@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 FAILED = "failed"
 SUBMITTED = "submitted"
 """A reconciler's reading that the money is on its way, not yet settled: in flight."""
+IN_FLIGHT = "in flight"
+"""What a step or operation heard of a node whose work is out with no final word (the
+venue accepted it or said pending, or a reconciler read ``SUBMITTED``): it is followed."""
 DONE_WORDS = frozenset({"completed", "skipped"})
 WORDS_OF: Mapping[str, str] = {"skip": "skipped", "complete_manual": "completed"}
 """Operations whose acceptance is a word about their node (``reconcile``: its evidence)."""
