@@ -191,14 +191,11 @@ def test_a_log_that_keeps_a_proven_failure_fails_only_on_that_policy() -> None:
     run_suite(type("KeepsItsPolicy", (suite,), {"policies": kept}), EFFECT_LOG_HUNT.hunting())
 
 
-def test_an_engine_that_backs_off_fails_only_on_that_policy() -> None:
-    """Outsider batch 31 (b 1): an engine that asks the venue about a request at most once
-    every 5 s (a step inside the window does nothing) failed in-flight-followed, a
-    guarantee, though it gives up no work in flight. It is a policy; left out, it passes."""
+def backs_off(seconds: float) -> type[Any]:
+    """The reference engine, asking the venue about a request at most once every
+    ``seconds`` on the suite's clock (a step inside the window does nothing)."""
     from collections import defaultdict
 
-    from machines.testing._harness.sizes import TRANSFER_HUNT
-    from machines.testing.profiles import hunting
     from machines.testing.transfer import ReferenceTransfer, TransferSuite
 
     class BacksOff(ReferenceTransfer):
@@ -207,7 +204,7 @@ def test_an_engine_that_backs_off_fails_only_on_that_policy() -> None:
             self.last: dict[str, float] = defaultdict(lambda: -1e9)
 
         def step(self, request_id: str, engine: str) -> None:
-            if self.now - self.last[request_id] < 5.0:
+            if self.now - self.last[request_id] < seconds:
                 return
             self.last[request_id] = self.now
             super().step(request_id, engine)
@@ -216,12 +213,59 @@ def test_an_engine_that_backs_off_fails_only_on_that_policy() -> None:
         def make_adapter(self, venue: Any) -> BacksOff:
             return BacksOff(venue)
 
+    return OnBacksOff
+
+
+def test_an_engine_that_backs_off_fails_only_on_that_policy() -> None:
+    """Outsider batch 31 (b 1): an engine that asks the venue about a request at most once
+    every 5 s (a step inside the window does nothing) failed in-flight-followed, a
+    guarantee, though it gives up no work in flight. It is a policy; left out, it passes."""
+    from machines.testing._harness.sizes import TRANSFER_HUNT
+    from machines.testing.profiles import hunting
+
+    on_backs_off = backs_off(5.0)
     with pytest.raises(RuleBroken) as caught:
-        run_suite(OnBacksOff, TRANSFER_HUNT.hunting())
+        run_suite(on_backs_off, TRANSFER_HUNT.hunting())
     assert caught.value.rule == "in-flight-followed" and caught.value.kind == POLICY
     kept = frozenset({"halt-after-failure"})
     short = hunting(25, 30)  # a pass, not a hunt: the full one takes minutes
-    run_suite(type("BacksOffByChoice", (OnBacksOff,), {"policies": kept}), short)
+    run_suite(type("BacksOffByChoice", (on_backs_off,), {"policies": kept}), short)
+
+
+def test_an_engine_that_backs_off_longer_than_the_timeout_declares_its_bound() -> None:
+    """Outsider batch 44 (c B5): an engine polling every 120 s never stops asking, but
+    in-flight-asked held it to the suite's submit timeout (60 s) as a guarantee. The bound
+    is the engine's to declare (``follow_within``); the rule holds it to what it declares."""
+    from machines.testing._harness.sizes import TRANSFER_HUNT
+    from machines.testing.profiles import hunting
+
+    slow = type("PollsEvery120s", (backs_off(120.0),), {"policies": frozenset()})
+    with pytest.raises(RuleBroken) as caught:
+        run_suite(slow, TRANSFER_HUNT.hunting())
+    assert caught.value.rule == "in-flight-asked" and caught.value.kind == GUARANTEE
+    assert "over 60 s" in str(caught.value)
+    declared = type("DeclaresItsBound", (slow,), {"follow_within": 121})
+    run_suite(declared, hunting(25, 30))
+    too_slow = type("PollsEvery300s", (backs_off(300.0),), {"policies": frozenset()})
+    understated = type("UnderstatesItsBound", (too_slow,), {"follow_within": 121.0})
+    with pytest.raises(RuleBroken) as caught:
+        run_suite(understated, TRANSFER_HUNT.hunting())
+    assert caught.value.rule == "in-flight-asked" and "over 121 s" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "bound", [0, -1.0, float("inf"), float("nan"), 10**400, True, "60", None, [60]]
+)
+def test_a_bound_that_is_not_a_duration_is_refused_where_the_suite_is_defined(
+    bound: object,
+) -> None:
+    """``follow_within`` is a finite number of seconds above zero; anything else (an
+    infinite bound would make in-flight-asked a rule that cannot fail) is refused where
+    the class is defined, naming the class and the value."""
+    from machines.testing.transfer import TransferSuite
+
+    with pytest.raises(AdapterContractError, match="WaitsForever sets follow_within"):
+        type("WaitsForever", (TransferSuite,), {"follow_within": bound})
 
 
 def test_an_engine_that_never_follows_is_caught_with_the_policy_left_out() -> None:

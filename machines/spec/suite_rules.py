@@ -294,8 +294,9 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         """Work in flight is never left unasked about for good: a step of a started
         request asks the venue about each node in flight (accepted or pending, or a
         reconciler's "submitted", no final word since) that it was last asked about more
-        than the submit timeout ago on the suite's clock (an engine may back off between
-        polls; it may not stop).""",
+        than the engine's declared bound ago on the suite's clock (``follow_within``, the
+        submit timeout unless a suite declares its own): an engine may back off between
+        polls; it may not stop.""",
         "transfer suite",
     ),
     invariant(

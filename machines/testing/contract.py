@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import math
 from typing import Any
 
 from machines.errors import InvalidArgument, MachinesError
@@ -133,6 +134,23 @@ def chosen_policies(suite: type, policies: object, known: frozenset[str]) -> fro
             f"{', '.join(sorted(known)) or 'none'}"
         )
     return frozenset(policies)
+
+
+def chosen_seconds(suite: type, name: str, seconds: object) -> float:
+    """A duration a suite class declares (``name``), in seconds on the suite's clock: a
+    finite number above zero, else ``AdapterContractError`` where the class is defined.
+    An infinite bound would turn the guarantee it sets into one that cannot fail."""
+    try:
+        value = float(seconds) if type(seconds) is int or type(seconds) is float else math.nan
+    except OverflowError:  # an int too large for a float
+        value = math.inf
+    if not math.isfinite(value) or value <= 0:
+        raise AdapterContractError(
+            f"suite class {suite.__qualname__} sets {name} to {describe(seconds)}, not a "
+            "finite number of seconds above zero: declare the longest your implementation "
+            "waits, on the suite's clock"
+        )
+    return value
 
 
 def expect(value: object, kind: type | tuple[type, ...], what: str) -> None:

@@ -66,7 +66,8 @@ OPERATOR_CONFIRMS = {RELEASES: "confirm_failed", CONSUMES: "confirm_completed"}
 """The operator's act that may override each rule about an announcement."""
 FOLLOW_WITHIN = SUBMIT_TIMEOUT
 """How long, on the suite's clock, work in flight may go unasked about before a step must
-ask: the engine's own submit timeout (an engine that backs off for less keeps it)."""
+ask, unless a suite declares its engine's own bound (``TransferSuite.follow_within``): the
+submit timeout."""
 EXCERPT = 14
 """How many lines of what the suite saw a failure report quotes."""
 
@@ -74,8 +75,11 @@ EXCERPT = 14
 class Ledger:
     """Everything the suite saw, in order, and the first rule it saw broken."""
 
-    def __init__(self, policies: frozenset[str] = POLICIES) -> None:
+    def __init__(
+        self, policies: frozenset[str] = POLICIES, follow_within: float = FOLLOW_WITHIN
+    ) -> None:
         self.left_out = POLICIES - policies
+        self.follow_within = follow_within
         self.histories = Histories()
         self.nodes: dict[tuple[str, str], NodeWatch] = {}
         self.plans: dict[str, tuple[str, ...]] = {}
@@ -256,15 +260,18 @@ class Ledger:
     def stepped(self, request: str, before: Mapping[str, int]) -> None:
         """A step of ``request`` ended normally: each node it had to follow was asked about
         (a policy), and surely each the venue was last asked about more than
-        ``FOLLOW_WITHIN`` seconds ago (a guarantee: an engine may back off, not stop)."""
+        ``follow_within`` seconds ago (a guarantee: an engine may back off, not stop)."""
         skipped = [n for n, calls in before.items() if self.nodes[(request, n)].observed == calls]
-        late = [n for n in skipped if self.now - self.nodes[(request, n)].asked_at > FOLLOW_WITHIN]
+        late = [
+            n for n in skipped if self.now - self.nodes[(request, n)].asked_at > self.follow_within
+        ]
         if late and self.following(request):
             self.broken(
                 "in-flight-asked",
                 request,
                 f"a step of {request} ended without asking the venue about {', '.join(late)}, "
-                f"in flight with no final word and not asked about for over {FOLLOW_WITHIN:g} s",
+                "in flight with no final word and not asked about for over "
+                f"{self.follow_within:g} s",
             )
         if skipped and self.following(request):  # not if the request ended meanwhile
             self.broken(

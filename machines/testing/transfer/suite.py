@@ -38,7 +38,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from machines.errors import MachinesError
 from machines.store.records import StoreError
 from machines.systems.transfer import PlanNode
-from machines.testing.contract import check_adapter, chosen_policies
+from machines.testing.contract import check_adapter, chosen_policies, chosen_seconds
 from machines.testing.faults import Fault, SimulatedCrash
 from machines.testing.recorded import RecordedSuite, Step, recorded
 from machines.testing.transfer.adapter import (
@@ -48,7 +48,7 @@ from machines.testing.transfer.adapter import (
     TransferAdapter,
 )
 from machines.testing.transfer.history import EngineHistory
-from machines.testing.transfer.oracle import POLICIES, RULES, Ledger
+from machines.testing.transfer.oracle import FOLLOW_WITHIN, POLICIES, RULES, Ledger
 from machines.testing.transfer.scenarios import (
     BY_NODE_STATE,
     BY_REQUEST_STATE,
@@ -68,6 +68,7 @@ from machines.testing.verdict import Move, RuleBroken, bundled
 
 __all__ = [
     "ENGINES",
+    "FOLLOW_WITHIN",
     "OPERATIONS",
     "PLANS",
     "POLICIES",
@@ -94,9 +95,12 @@ REQUEST_IDS = tuple(f"r{i}" for i in range(1, 9))
 class TransferSuite(RecordedSuite):
     """Subclass and override ``make_adapter(venue)`` to test your own engine.
     ``policies``: the rules of this package's choosing judged besides the guarantees
-    (``POLICIES``, all by default; ``halt-after-failure``)."""
+    (``POLICIES``, all by default; ``halt-after-failure``). ``follow_within``: the longest
+    your engine leaves work in flight unasked about, in seconds on the suite's clock (the
+    submit timeout by default); the guarantee ``in-flight-asked`` holds it to that."""
 
     policies: ClassVar[frozenset[str]] = POLICIES
+    follow_within: ClassVar[float] = FOLLOW_WITHIN
     stray: ClassVar[str] = "contract"
 
     def make_adapter(self, venue: Venue) -> TransferAdapter:
@@ -106,10 +110,11 @@ class TransferSuite(RecordedSuite):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.policies = chosen_policies(cls, cls.policies, POLICIES)
+        cls.follow_within = chosen_seconds(cls, "follow_within", cls.follow_within)
 
     def __init__(self) -> None:
         super().__init__()
-        self.ledger = Ledger(self.policies)
+        self.ledger = Ledger(self.policies, self.follow_within)
         self.venue = Venue(self._answer, self.ledger, self._announced)
         self.adapter = self.make_adapter(self.venue)
         check_adapter(self.adapter, TransferAdapter)
