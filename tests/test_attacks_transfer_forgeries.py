@@ -678,3 +678,51 @@ def test_b40_a1_nodes_moved_in_a_request_never_started_are_named_and_not_started
             engine_for(store, FakeVenue()).start("t")
         assert engine_for(store, FakeVenue()).request("t").state == "approved"
     audit_says(url, capsys, "node 't/w': 'planner' moved it (wake) while request 't' had not")
+
+
+@pytest.mark.parametrize("answer", ["pending", "completed"])
+def test_b45_a_late_pending_of_a_node_the_venue_failed_meanwhile_is_dropped(answer: str) -> None:
+    """Outsider batch 45 (found by the transfer suite's random runs): while one engine's
+    observe call was out, another engine observed the same node and the venue said it
+    failed; the first call's answer, "pending", then came back. That earlier, non-final
+    word met a node the venue's own final word had failed, and the engine raised
+    ``TransferRefused`` for a person. The venue's later final word stands: the late answer
+    is dropped, as any stale answer is; a final "completed" against it is still refused."""
+    from machines.systems.transfer import TransferEngine
+
+    store = open_store("memory://")
+    late = [answer]
+
+    class Venue:
+        calls = 0
+
+        def prepare(self, node: Any) -> str:
+            return "submit"
+
+        def submit(self, node: Any) -> str:
+            return "accepted"
+
+        def observe(self, node: Any) -> str:
+            if node.name == "w":
+                return "completed"
+            Venue.calls += 1
+            if Venue.calls == 1:
+                other.step("r")  # meanwhile: the other engine asks, and hears "failed"
+                return late[0]
+            return "failed"
+
+    def engine(name: str) -> TransferEngine:
+        return TransferEngine(store, {"venue": Venue()}, engine_id=name)
+
+    one, other = engine("one"), engine("other")
+    one.submit("r", TWO_LEGS)
+    one.validate("r")
+    one.request_approval("r")
+    one.approve("r", by="olivia")
+    one.start("r")
+    if answer == "completed":  # two final words that disagree: a person must look
+        with pytest.raises(TransferRefused, match="says money may have moved"):
+            drive(one, "r", 6)
+    else:
+        drive(one, "r", 6)
+    assert one.nodes("r")["d"].state.value == "failed"

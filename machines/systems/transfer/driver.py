@@ -334,6 +334,16 @@ class Driver:
         with self.store.transaction() as tx:
             return tx.get(row.machine, row.key)
 
+    def _venue_failed(self, now: Row) -> bool:
+        """Whether ``now`` was last moved by an observer reading the venue's own "failed":
+        a final word that stands over an earlier "accepted" or "pending" that came back
+        late (outsider batch 45: two engines observing one node, the later call answered
+        first)."""
+        with self.store.transaction() as tx:
+            history = tx.history(now.machine, now.key)
+        last = history[-1] if history else None
+        return last is not None and (last.trigger, last.actor) == ("fail", OBSERVER)
+
     def _refuse_contradicted(
         self, request_id: str, row: Row, trigger: str, actor: str, now: Row | None
     ) -> None:
@@ -353,6 +363,8 @@ class Driver:
         if now is None:
             return
         if dest in started and now.state not in started:
+            if not self.node_spec.is_terminal(dest) and self._venue_failed(now):
+                return  # its later final word stands over this earlier one
             said, found = "money may have moved", "none did"
         elif dest not in started and now.state in started and self.node_spec.is_terminal(now.state):
             said, found = "no money moved", "it did"
