@@ -49,7 +49,8 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         "indeterminate-has-cause",
         """A caller is told indeterminate only with a cause: the holder's lease
         expired, the holder crashed, or its own run failed after it may have sent;
-        never while another caller holds a live lease and nothing failed.""",
+        never while another caller holds a live lease and nothing failed, nor to the
+        holder whose own effect returned while nothing failed.""",
         "exactly-once suite",
     ),
     invariant(

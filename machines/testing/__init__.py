@@ -15,6 +15,7 @@ a ``RuleBroken`` whose message starts with the rule's name.
 """
 
 from machines.spec.files import spec_dir_under_test
+from machines.store.records import StoreError
 from machines.testing.conformance.suite import (
     ConformanceAdapter,
     ConformanceSuite,
@@ -68,6 +69,7 @@ __all__ = [
     "RuleBroken",
     "RuntimeAdapter",
     "SimulatedCrash",
+    "StoreError",
     "TransferAdapter",
     "TransferSuite",
     "Venue",

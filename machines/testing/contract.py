@@ -136,10 +136,11 @@ def chosen_policies(suite: type, policies: object, known: frozenset[str]) -> fro
     return frozenset(policies)
 
 
-def chosen_seconds(suite: type, name: str, seconds: object) -> float:
+def chosen_seconds(suite: type, name: str, seconds: object, most: float = math.inf) -> float:
     """A duration a suite class declares (``name``), in seconds on the suite's clock: a
-    finite number above zero, else ``AdapterContractError`` where the class is defined.
-    An infinite bound would turn the guarantee it sets into one that cannot fail."""
+    finite number above zero and at most ``most``, else ``AdapterContractError`` where the
+    class is defined. An infinite bound would turn the guarantee it sets into one that
+    cannot fail."""
     try:
         value = float(seconds) if type(seconds) is int or type(seconds) is float else math.nan
     except OverflowError:  # an int too large for a float
@@ -149,6 +150,12 @@ def chosen_seconds(suite: type, name: str, seconds: object) -> float:
             f"suite class {suite.__qualname__} sets {name} to {describe(seconds)}, not a "
             "finite number of seconds above zero: declare the longest your implementation "
             "waits, on the suite's clock"
+        )
+    if value > most:
+        raise AdapterContractError(
+            f"suite class {suite.__qualname__} sets {name} to {value:g}, more than the "
+            f"suite's {most:g} s: have your adapter scale its clock (advance_clock) so that "
+            f"it is at most {most:g} seconds of it"
         )
     return value
 

@@ -69,9 +69,10 @@ class Oracle:
 
     # -- observations -------------------------------------------------------------------
 
-    def begin(self, key: str, worker: str, behaviour: str) -> CallSeen:
+    def begin(self, key: str, worker: str, behaviour: str, faulted: bool = False) -> CallSeen:
+        """A call starts (``faulted``: its first write is made to fail)."""
         self.calls += 1
-        call = CallSeen(self.calls, key, worker, behaviour)
+        call = CallSeen(self.calls, key, worker, behaviour, fault_armed=faulted)
         self.note(f"call {call.number} ({worker}) of {key}: {behaviour}")
         return call
 
@@ -106,6 +107,7 @@ class Oracle:
         return dict(answer)
 
     def raised(self, call: CallSeen, *, after_send: bool, interrupt: bool) -> None:
+        call.effect_raised = True
         call.raised_after_send |= after_send
         call.interrupted |= interrupt
 
@@ -219,6 +221,16 @@ class Oracle:
             if holder:
                 record.phase, record.holder = Phase.HELD, None
             return None
+        if kind == "unavailable" and not call.interrupted:
+            if call.sent:
+                return "failed-means-not-sent", (
+                    f"was told {told.describe()} after its effect sent in claim "
+                    f"{record.claim}: a caller whose effect may have landed is told "
+                    "indeterminate"
+                )
+            if holder:  # its claim may stand, with its lease, until it runs out
+                record.phase, record.holder = Phase.HELD, None
+            return None
         if kind == "untyped" or (kind == "interrupted" and not call.interrupted):
             return "typed-answer", f"raised {told.shown()}"
         if INTERRUPTED not in self.policies and call.interrupted:
@@ -246,9 +258,18 @@ class Oracle:
                     "nothing had failed (a person would be sent to settle a call that may yet "
                     "succeed)"
                 )
+            # outsider batch 45 (a 1): an executor that parked its clean successes passed
+            if phase is Phase.RUNNING and holder and not (call.troubled or self._expired(record)):
+                return "indeterminate-has-cause", (
+                    "was told indeterminate though its own effect returned, no write "
+                    "failed and its lease was live (a person would be sent to settle a "
+                    "call that succeeded)"
+                )
             self._park(record, "indeterminate-stays")
             return None
         if kind == "failed":
+            if call.invocations == 0 and call.fault_armed and record.sends == 0:
+                return None  # its claim never landed: the key stays as it was
             if record.sends > 0:
                 return "failed-means-not-sent", (
                     f"was told {told.describe()} although claim {record.claim} sent"

@@ -28,14 +28,22 @@ class Phase(enum.Enum):
 SETTLED = (Phase.SUCCEEDED, Phase.FAILED)
 
 Kind = Literal[
-    "result", "failed", "indeterminate", "in progress", "crashed", "interrupted", "untyped"
+    "result",
+    "failed",
+    "indeterminate",
+    "in progress",
+    "unavailable",
+    "crashed",
+    "interrupted",
+    "untyped",
 ]
 
 
 @dataclass(frozen=True)
 class Told:
     """One answer a caller got: ``value`` is the result, the (type, message) of a failure,
-    or the type of what was raised."""
+    or the type of what was raised (``unavailable``: a ``StoreError``, the executor's store
+    failed)."""
 
     kind: Kind
     value: Any = None
@@ -45,6 +53,8 @@ class Told:
             return f"result {describe(self.value)}"
         if self.kind == "failed":
             return f"failed {describe(self.value)}"
+        if self.kind == "unavailable":
+            return f"the store failed ({describe(self.value)})"
         if self.kind in ("interrupted", "untyped"):
             return f"{self.kind} ({describe(self.value)})"
         return self.kind
@@ -67,6 +77,15 @@ class CallSeen:
     sent: bool = False
     raised_after_send: bool = False
     interrupted: bool = False
+    effect_raised: bool = False
+    fault_armed: bool = False
+    """A write of this call was made to fail, or the process to die there."""
+
+    @property
+    def troubled(self) -> bool:
+        """Something in this call went wrong that may leave its outcome unknown to its
+        executor: a cause for telling its caller indeterminate."""
+        return self.effect_raised or self.fault_armed or self.interrupted
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ KEYS = ("k1", "k2")
 """Two keys: enough for a caller of another key to arrive mid-run, few enough that most
 runs revisit a key after it was parked, decided or reclaimed."""
 LEASE = 30.0
-"""The longest lease the suite assumes: past it (on the adapter's clock) a holder is gone."""
+"""The longest lease the suite allows, and the one it assumes unless a suite declares its
+executor's own (``ExactlyOnceSuite.lease_seconds``): past it, on the adapter's clock, a
+holder is gone."""
 MACHINE = "outcome"
 """Histories are judged by its bundled definition, whatever the executor runs on."""
 
@@ -30,6 +32,9 @@ class Behaviour(enum.Enum):
     DUPLICATE_DURING = "runs while a duplicate caller arrives"
     OTHER_KEY_DURING = "runs while a caller of another key arrives"
     TAKEN_OVER = "stalls past its lease and another worker takes the key"
+    CLAIM_FAILS = "its claim's write fails"
+    CLAIM_FAILS_DUPLICATE = "its claim's write fails; if it runs, a duplicate caller arrives"
+    CLAIM_DIES = "the process dies at its claim's write"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}.{self.name}"

@@ -45,9 +45,10 @@ from machines.errors import (
 )
 from machines.spec.jsonvalue import describe
 from machines.store import open_store
+from machines.store.records import StoreError
 from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
-from machines.testing.contract import Adapter, check_adapter, chosen_policies
+from machines.testing.contract import Adapter, check_adapter, chosen_policies, chosen_seconds
 from machines.testing.coverage import Coverage
 from machines.testing.exactly_once.oracle import (
     POLICIES,
@@ -87,6 +88,7 @@ __all__ = [
     "ReferenceAdapter",
     "RuleBroken",
     "SimulatedCrash",
+    "StoreError",
 ]
 
 
@@ -99,8 +101,12 @@ class ExactlyOnceAdapter(Adapter):
         """Run ``effect`` for ``key`` as ``worker`` and return its result (or the recorded
         one, equal and of the same JSON shape), or raise ``EffectFailed`` (it provably did
         not happen), ``EffectIndeterminate`` (parked) or ``EffectInProgress`` (another
-        worker's lease is live). Translate your executor's own exceptions into these;
-        anything else breaks ``typed-answer``.
+        worker's lease is live), or ``StoreError`` when your store failed before the effect
+        sent anything (a claim write that did not land: nothing ran, nothing was recorded).
+        Translate your executor's own exceptions into these; anything else breaks
+        ``typed-answer``, and a ``StoreError`` after the effect sent breaks
+        ``failed-means-not-sent`` (a caller whose effect may have landed is told
+        indeterminate).
 
         The effect raises ``NotSent`` when it provably sent nothing (your executor's proof
         of "not sent"; any other error may have been sent). An interrupt it raises
@@ -221,6 +227,13 @@ _FAULTS: dict[Behaviour, Fault] = {
     Behaviour.STORE_FAILS_AFTER: "error",
 }
 """The behaviours that make the executor's next durable write fail, and how."""
+_FIRST_WRITES: dict[Behaviour, Fault] = {
+    Behaviour.CLAIM_FAILS: "error",
+    Behaviour.CLAIM_FAILS_DUPLICATE: "error",
+    Behaviour.CLAIM_DIES: "crash",
+}
+"""The behaviours whose call's first durable write (its claim) fails, and how (outsider
+batch 45, a 6: an executor that ran its effect unclaimed when that write failed passed)."""
 
 
 _KEY = st.sampled_from(KEYS)
@@ -248,6 +261,10 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
     free a key whose failure proved nothing was sent."""
 
     policies: ClassVar[frozenset[str]] = POLICIES
+    lease_seconds: ClassVar[float] = LEASE
+    """Your executor's lease, in seconds of the clock the adapter moves: at most ``LEASE``.
+    The suite judges reclaims, decisions and "in progress" by it (outsider batch 45, a 9:
+    an executor with a short lease and a sweeper was failed by the 30 s it assumed)."""
 
     def make_adapter(self) -> ExactlyOnceAdapter:
         return ReferenceAdapter()
@@ -255,6 +272,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.policies = chosen_policies(cls, cls.policies, POLICIES)
+        cls.lease_seconds = chosen_seconds(cls, "lease_seconds", cls.lease_seconds, most=LEASE)
 
     @classmethod
     def run(cls, settings: Settings | None = None) -> None:
@@ -270,7 +288,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
         adapter = self.make_adapter()
         check_adapter(adapter, ExactlyOnceAdapter)
         self.adapter = adapter
-        self.oracle = Oracle(KEYS, LEASE, policies=self.policies)
+        self.oracle = Oracle(KEYS, self.lease_seconds, policies=self.policies)
 
     # -- the one rule -------------------------------------------------------------------
 
@@ -334,7 +352,12 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
         return True
 
     def _call(self, key: str, behaviour: Behaviour, worker: str) -> str:
-        call = self.oracle.begin(key, worker, behaviour.value)
+        first_write = _FIRST_WRITES.get(behaviour)
+        call = self.oracle.begin(key, worker, behaviour.value, first_write is not None)
+        if first_write is not None and not self._obey(
+            f"fail_next_write({first_write!r})", lambda: self.adapter.fail_next_write(first_write)
+        ):
+            return "untyped"
         told = _told(lambda: self.adapter.run(key, self._effect(call, behaviour), worker))
         self.oracle.answered(call, told)
         return told.kind
@@ -354,6 +377,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
             if behaviour is Behaviour.NOT_SENT or (
                 behaviour is Behaviour.FLAKY and call.invocations == 1
             ):
+                call.effect_raised = True
                 raise NotSent("refused before sending")
             if behaviour is Behaviour.CANCELLED:
                 oracle.raised(call, after_send=False, interrupt=True)
@@ -370,11 +394,12 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
                 raise asyncio.CancelledError()
             if behaviour in _FAULTS:
                 how = _FAULTS[behaviour]
+                call.fault_armed = True
                 if not self._obey(
                     f"fail_next_write({how!r})", lambda: adapter.fail_next_write(how)
                 ):
                     raise StopRun()
-            elif behaviour is Behaviour.DUPLICATE_DURING:
+            elif behaviour in (Behaviour.DUPLICATE_DURING, Behaviour.CLAIM_FAILS_DUPLICATE):
                 self._during(call.key, "duplicate")
             elif behaviour is Behaviour.OTHER_KEY_DURING:
                 self._during(KEYS[(KEYS.index(call.key) + 1) % len(KEYS)], "other")
@@ -402,6 +427,8 @@ def _told(run: Callable[[], Any]) -> Told:
         return Told("indeterminate")
     except EffectInProgress:
         return Told("in progress")
+    except StoreError as failed:
+        return Told("unavailable", type(failed).__name__)
     except Exception as error:
         return Told("untyped", _what(error))
 
