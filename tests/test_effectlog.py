@@ -134,6 +134,24 @@ def test_a_signature_keeps_its_tier_tool_and_session(log: EffectLog) -> None:
     assert fn.runs == 0
 
 
+@pytest.mark.parametrize("first", ["compensable", "irreversible"])
+def test_a_logged_signature_asked_for_as_safe_is_refused_before_anything_runs(
+    log: EffectLog, first: str
+) -> None:
+    """Outsider batch 45 (a 16): a charge whose outcome was unknown, asked for again as
+    ``safe``, ran a second time (a safe call skips the log); ``irreversible`` was refused.
+    A safe call under a signature the log holds is ``RecordExists``, and nothing runs."""
+    if first == "compensable":
+        unknown_failure(log, "charge-7", tool="charge", session="s1")
+    else:
+        with pytest.raises(EffectAwaitingApproval):
+            log.call("charge-7", Counter(), tier=first, tool="charge", session="s1")
+    again = Counter()
+    with pytest.raises(RecordExists, match=f"registered as a '{first}' call.*nothing ran"):
+        log.call("charge-7", again, tier="safe", tool="charge", session="s1")
+    assert again.runs == 0
+
+
 # -- compensable: run once, replay ---------------------------------------------------------
 
 

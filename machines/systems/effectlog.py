@@ -57,6 +57,7 @@ from machines.store.records import (
     Transaction,
 )
 from machines.systems import arguments
+from machines.systems.arguments import MAX_RETRIES
 from machines.systems.effectlog_errors import (
     EffectAwaitingApproval,
     EffectClosed,
@@ -119,8 +120,6 @@ REPLAY_COUNT, LAST_REPLAYED = "replay_count", "last_replayed_at"
 DECIDE_ATTEMPTS = 64
 """How often one call reads its row again after a concurrent call wrote it first (each
 loss is another call's win, so the calls make progress) before the last loss is raised."""
-MAX_RETRIES = 1_000
-"""The most retries ``compensate`` makes of one compensation."""
 
 T = TypeVar("T")
 
@@ -149,7 +148,7 @@ class EffectLog:
         self.store = arguments.store_with(store, MACHINE, "EffectLog")
         self.classify = arguments.function(classify, "classify")
         self.clock = checked_clock(clock, "EffectLog", consequence="nothing was written")
-        self.worker = arguments.optional_text(worker, "worker") or process_identity()
+        self.worker = arguments.optional_name(worker, "worker") or process_identity()
 
     # -- the intercept path ----------------------------------------------------------------
 
@@ -168,9 +167,10 @@ class EffectLog:
         signature = arguments.text(signature, "signature")
         arguments.function(fn, "fn")
         tier = arguments.text(tier, "tier")  # what is checked is what is used: plain texts
-        tool = arguments.optional_text(tool, "tool")
+        tool = arguments.optional_name(tool, "tool")
         session = arguments.optional_text(session, "session")
         if tier == SAFE:
+            self._never_logged(signature)
             return fn()
         claim = self._claim(signature, tier, tool, session)
         if isinstance(claim, _Replay):
@@ -228,6 +228,19 @@ class EffectLog:
             return tx.history(MACHINE, signature)
 
     # -- claim -----------------------------------------------------------------------------
+
+    def _never_logged(self, key: str) -> None:
+        """A safe call runs outside the log, so its signature must not be one the log holds
+        (outsider batch 45, a 16: a charge whose outcome was unknown ran again when asked
+        for as ``safe``): else ``RecordExists``, before anything runs."""
+        with self.store.transaction() as tx:
+            row = tx.get(MACHINE, key)
+        if row is not None:
+            raise RecordExists(
+                f"effect {describe(key)} is registered as a {describe(row.context.get('tier'))} "
+                f"call, now {row.state}, not a safe one: a signature belongs to one tier, and a "
+                "safe call would run it outside the log; nothing ran"
+            )
 
     def _claim(self, key: str, tier: str, tool: str | None, session: str | None) -> Claim | _Replay:
         """Register the call and, in the same transaction, claim its run or decide why not.

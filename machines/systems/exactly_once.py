@@ -50,7 +50,7 @@ from machines.spec.states import OutcomeState
 from machines.store.arguments import check_key
 from machines.store.records import Row, StaleWrite, Store, Transaction
 from machines.systems import arguments
-from machines.systems.arguments import store_with
+from machines.systems.arguments import MAX_RETRIES, store_with
 from machines.systems.awaiting import steps_of, through
 from machines.systems.effectlog_errors import EffectNotFound
 from machines.systems.verdicts import Classifier as Classifier
@@ -107,7 +107,7 @@ class ExactlyOnce:
             )
         self.store = store_with(store, MACHINE, "ExactlyOnce")
         self.classify = arguments.function(classify, "classify")
-        self.retries = arguments.count(retries, "retries")
+        self.retries = arguments.count(retries, "retries", most=MAX_RETRIES)
         self.lease_seconds = arguments.seconds(lease_seconds, "lease_seconds")
         if self.lease_seconds > MAX_LEASE_SECONDS:
             raise InvalidArgument(
@@ -117,7 +117,7 @@ class ExactlyOnce:
             )
         self.on_indeterminate = on_indeterminate
         self.clock = checked_clock(clock, "ExactlyOnce", consequence="nothing was written")
-        self.worker = arguments.optional_text(worker, "worker") or process_identity()
+        self.worker = arguments.optional_name(worker, "worker") or process_identity()
 
     # -- the two ways to run ------------------------------------------------------------
 
