@@ -483,6 +483,31 @@ class ApprovesAnything(CarefulLog):
         self._move(signature, record, "approve" if approve else "reject", dest, "human")
 
 
+class PreApproves(CarefulLog):
+    """A human may approve an irreversible call before any caller asked for it ("approve
+    the wire in advance"): the approval is of no request anyone saw (outsider batch 45,
+    a 10)."""
+
+    def decide(self, signature: str, approve: bool) -> None:
+        if self.disk.read(signature) is None and signature.startswith("wire"):
+            fresh = {"tier": "irreversible", "tool": "wire", "session": "s" + signature[-1]}
+            record = {**fresh, "status": "pending", "result": None, "history": []}
+            self.disk.write(signature, record)
+        super().decide(signature, approve)
+
+
+class RunsAnywayIfClaimFails(CarefulLog):
+    """Runs the tool even when the write of its claim failed ("the upstream is what
+    matters"): a second caller meanwhile finds nothing claimed and runs it too (outsider
+    batch 45, a 11)."""
+
+    def _claim(self, signature: str, record: Record, trigger: str) -> None:
+        try:
+            super()._claim(signature, record, trigger)
+        except DiskError:
+            pass
+
+
 @dataclass(frozen=True)
 class Bug:
     log: type[CarefulLog]
@@ -513,6 +538,8 @@ BUGS = (
     Bug(ResumesWithExecute, ("history-chain",), history=True),
     Bug(ApprovalsInMemory, ("told-truth",)),
     Bug(ApprovesAnything, ("decisions",)),
+    Bug(PreApproves, ("decisions",)),
+    Bug(RunsAnywayIfClaimFails, ("at-most-once",)),
 )
 
 

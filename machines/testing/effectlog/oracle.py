@@ -324,13 +324,15 @@ class Observer:
         belief = self.beliefs[signature]
         verb = "approved" if approve else "rejected"
         self.note(signature, f"a human {verb} it: {'accepted' if accepted else 'refused'}")
+        # a call waits once a caller was told so (outsider batch 45, a 10: a log that let a
+        # human approve a call nobody had asked for passed)
         waits = belief.call.tier == IRREVERSIBLE and belief.status is Status.IDLE
-        if accepted and not waits:
+        if accepted and not (waits and belief.waiting):
+            state = belief.status.value if not waits else "not asked for by any caller yet"
             self.breach(
                 "decisions",
                 signature,
-                f"the log accepted a human who {verb} a {belief.call.tier} call that is "
-                f"{belief.status.value}",
+                f"the log accepted a human who {verb} a {belief.call.tier} call that is {state}",
             )
         elif not accepted and waits and belief.waiting and not belief.approved:
             self.breach(

@@ -33,7 +33,7 @@ class Behaviour(enum.Enum):
     TIMEOUT = "the tool times out after sending"
     CANCELLED = "the caller is cancelled after the tool sent"
     INTERRUPTED = "the caller is interrupted (Ctrl-C) after the tool sent"
-    CLAIM_FAILS = "the log's first write fails"
+    CLAIM_FAILS = "the log's first write fails (if the tool runs, a duplicate caller arrives)"
     CRASH_AT_CLAIM = "the process dies at the log's first write"
     CRASH_AFTER_SENDING = "the process dies after the tool sent, before the result is stored"
     STORE_FAILS_AFTER = "the tool returns, then the log's next write fails"

@@ -340,7 +340,9 @@ class EffectLogSuite(RecordedSuite):
             self._arm(attempt, "crash")
         elif behaviour is Behaviour.STORE_FAILS_AFTER:
             self._arm(attempt, "error")
-        elif behaviour is Behaviour.DUPLICATE_DURING:
+        elif behaviour in (Behaviour.DUPLICATE_DURING, Behaviour.CLAIM_FAILS):
+            # a log that runs the tool although its claim did not land (outsider batch 45,
+            # a 11) meets a second caller meanwhile
             self._call(attempt.signature, "by a duplicate caller, while it runs", Behaviour.RETURN)
         value: Any = ("a", "tuple") if behaviour is Behaviour.UNSTORABLE else {"n": self.counter}
         self.seen.returned(attempt, value)
