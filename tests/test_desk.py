@@ -6,6 +6,7 @@ which the audit finds clean. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -470,7 +471,9 @@ def test_a_form_field_the_desk_does_not_read_is_refused(desk: Desk) -> None:
     assert state_of(desk.store, "charge-7") == "indeterminate"
 
 
-def test_a_store_error_is_a_page_never_a_traceback(desk: Desk) -> None:
+def test_a_store_error_is_a_page_never_a_traceback(
+    desk: Desk, caplog: pytest.LogCaptureFixture
+) -> None:
     client = desk.signed_in()
     for path in (
         "/entity/nomachine/k",
@@ -490,6 +493,9 @@ def test_a_store_error_is_a_page_never_a_traceback(desk: Desk) -> None:
         and "hunter2" not in answer.text
         and "Traceback" not in answer.text
     )
+    # the page says "see its log": the log has it (outsider batch 45, b 37: it had nothing)
+    logged = [r for r in caplog.records if r.name == "machines.desk"]
+    assert logged and logged[-1].exc_info is not None and "GET /" in logged[-1].getMessage()
 
 
 def test_accounts_keep_only_a_hash_and_refuse_bad_entries(tmp_path: Path) -> None:
@@ -627,6 +633,70 @@ def test_a_users_own_machine_waits_and_moves_by_its_own_definition(tmp_path: Pat
             "approver",
             {"by": "ann", "reason": "the customer's receipt checks out"},
         )
+
+
+def test_a_desk_running_across_a_migration_answers_nothing_from_its_old_definitions(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 45 (b 37): a desk left running while ``machines migrate`` renamed a
+    waiting state said "Nothing waits.", refused a right approval as the person's lack of
+    a role, and answered 500 on the entity's page. Each request
+    now first checks that the store serves the definitions the desk started with: a page
+    is 503 naming the machine and its versions, the API the same in JSON, and nothing is
+    done; a desk started on the new definitions serves them."""
+    from machines.store.migration import StateMap, migrate
+
+    source = (Path(__file__).parent / "user_project" / "specs" / "refund.yaml").read_text()
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v1" / "refund.yaml").write_text(source)
+    (tmp_path / "v2" / "refund.yaml").write_text(
+        source.replace("awaiting_approval", "waiting_for_approval")
+    )
+    v1, v2 = load(tmp_path / "v1" / "refund.yaml"), load(tmp_path / "v2" / "refund.yaml")
+    accounts = tmp_path / "accounts.json"
+    add_account(accounts, "ann", [a for a, r in v1.actors.items() if not r.automatic], PASSWORD)
+    url = store_url("sqlite", tmp_path)
+    with open_store(url, [v1]) as store:
+        row = store.insert("refund", "r-1", context={"size": "large"})[0]
+        store.move(row, "hold", actor="service", detail={"why": "large"})
+        client = TestClient(desk_app(store, read_accounts(accounts)), base_url="http://desk.test")
+        client.post("/login", data={"name": "ann", "password": PASSWORD})
+        token = client.post("/api/token", json={"name": "ann", "password": PASSWORD}).json()
+        bearer = {"authorization": f"Bearer {token['token']}"}
+        assert "r-1" in client.get("/").text
+        plan = migrate(
+            url, {"refund": v2}, [StateMap("refund", "awaiting_approval", "waiting_for_approval")]
+        )
+        assert plan.applied
+        said = (
+            "the store's definitions changed since this desk started "
+            "(refund was at version 1, now at version 2"
+        )
+        for page in (client.get("/"), client.get("/entity/refund/r-1")):
+            assert page.status_code == 503 and said in html.unescape(page.text), page.text
+        pending = client.get("/api/pending", headers=bearer)
+        assert pending.status_code == 503 and said in pending.json()["error"]
+        acted = client.post(
+            "/api/act",
+            headers=bearer,
+            json={
+                "machine": "refund",
+                "key": "r-1",
+                "version": 2,
+                "trigger": "approve",
+                "actor": "approver",
+                "reason": "the receipt checks out",
+            },
+        )
+        assert acted.status_code == 503
+    with open_store(url, [v2]) as store:
+        with store.transaction() as tx:
+            stored = tx.get("refund", "r-1")
+        assert stored is not None and stored.state == "waiting_for_approval"
+        fresh = TestClient(desk_app(store, read_accounts(accounts)), base_url="http://desk.test")
+        fresh.post("/login", data={"name": "ann", "password": PASSWORD})
+        assert "r-1" in fresh.get("/").text
 
 
 def moves_on(client: TestClient, machine: str, key: str) -> list[tuple[str, str]]:

@@ -218,3 +218,13 @@ def _check_roles(roles: Sequence[object], where: str) -> None:
             raise AccountsError(
                 f"{where}: role {role!r} is not an actor's name (lower_snake, such as operator)"
             )
+
+
+def stamp_of(path: Path) -> tuple[int, ...]:
+    """What changes when the accounts file is rewritten (``add-account`` renames a new file
+    in): a running desk reads it again when this changes."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return ()
+    return (found.st_ino, found.st_mtime_ns, found.st_size, found.st_ctime_ns)

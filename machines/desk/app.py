@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -35,7 +35,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from machines.desk.accounts import Accounts, people, read_accounts, require_people, verify
+from machines.desk.accounts import (
+    Accounts,
+    people,
+    read_accounts,
+    require_people,
+    stamp_of,
+    verify,
+)
 from machines.desk.acting import Decision, act, offered, refusal_status
 from machines.desk.requests import (
     API_FIELDS,
@@ -53,6 +60,7 @@ from machines.desk.requests import (
     unknown_query,
     whole_number,
 )
+from machines.desk.served import moved_on, served
 from machines.desk.sessions import SAID, SIGNED_OUT, Session, Sessions, same_token
 from machines.desk.waiting import (
     MAX_LISTED,
@@ -70,6 +78,7 @@ from machines.render.files import DrawingFailed, render_svg
 from machines.store.records import Store
 
 COOKIE = "machines_desk"
+LOG = logging.getLogger("machines.desk")
 FAILED = "the desk failed to answer this request; nothing more is said here (see its log)"
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; img-src 'self' data:; style-src 'self' "
@@ -121,8 +130,15 @@ def desk_app(store: Store, accounts: Accounts, *, sessions: Sessions | None = No
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         try:
-            response = await call_next(request)
-        except Exception:  # never a traceback on a page
+            stale = moved_on(desk.store, desk.started)
+            if stale is not None and request.url.path.startswith("/api/"):
+                response: Response = JSONResponse({"error": stale}, status_code=503)
+            elif stale is not None:
+                response = desk.page("error.html", None, status=503, message=stale)
+            else:
+                response = await call_next(request)
+        except Exception:  # never a traceback on a page; the desk's log has it
+            LOG.exception("the desk failed to answer %s %s", request.method, request.url.path)
             response = desk.page("error.html", None, status=500, message=FAILED)
         response.headers.update(HEADERS)
         return response
@@ -134,9 +150,10 @@ def desk_app(store: Store, accounts: Accounts, *, sessions: Sessions | None = No
 class _Desk:
     def __init__(self, store: Store, accounts: Accounts, sessions: Sessions) -> None:
         self.store = store
+        self.started = served(store)
         self._accounts = accounts
         self._people = people(store.specs().values())
-        self._stamp = _stamp(accounts.path)
+        self._stamp = stamp_of(accounts.path)
         self._reading = threading.Lock()
         self.sessions = sessions
         folder = Path(__file__).parent / "templates"
@@ -162,7 +179,7 @@ class _Desk:
         serves changes a password or roles at once. A file that cannot be read holds no
         account (fail closed), until it can be read again."""
         with self._reading:
-            stamp = _stamp(self._accounts.path)
+            stamp = stamp_of(self._accounts.path)
             if stamp != self._stamp:
                 try:
                     found = read_accounts(self._accounts.path)
@@ -460,15 +477,6 @@ class _Desk:
         return JSONResponse(
             {"machine": row.machine, "key": row.key, "state": row.state, "version": version}
         )
-
-
-def _stamp(path: Path) -> tuple[int, ...]:
-    """What changes when a file is rewritten (``add-account`` renames a new file in)."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return ()
-    return (found.st_ino, found.st_mtime_ns, found.st_size, found.st_ctime_ns)
 
 
 def _to_login() -> Response:
