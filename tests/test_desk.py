@@ -699,6 +699,36 @@ def test_a_desk_running_across_a_migration_answers_nothing_from_its_old_definiti
         assert "r-1" in fresh.get("/").text
 
 
+def test_a_refused_move_is_answered_by_whose_fault_it_is(tmp_path: Path) -> None:
+    """Outsider batch 45 (b 32): a misspelt trigger and an approval of a refund already
+    sending were both 403 "your roles may not", where the guide says 400 for a wrong
+    request and 409 for a move the entity's state refuses now. Now: a trigger or actor
+    the definition lacks is 400 (with the name meant), an actor none of the person's roles
+    403, a move of their role that the state refuses now 409."""
+    refund = load(Path(__file__).parent / "user_project" / "specs" / "refund.yaml")
+    accounts = tmp_path / "accounts.json"
+    add_account(accounts, "ann", ["approver"], PASSWORD)
+    with open_store(store_url("sqlite", tmp_path), [refund]) as store:
+        row = store.insert("refund", "r-1", context={"size": "large"})[0]
+        row = store.move(row, "hold", actor="service", detail={"why": "large"})
+        row = store.move(row, "approve", actor="approver", detail={"by": "bo", "reason": "ok"})
+        client = TestClient(desk_app(store, read_accounts(accounts)), base_url="http://desk.test")
+        token = client.post("/api/token", json={"name": "ann", "password": PASSWORD}).json()
+        bearer = {"authorization": f"Bearer {token['token']}"}
+        body = {"machine": "refund", "key": "r-1", "version": row.version, "reason": "again"}
+        for fields, status, said in (
+            ({"trigger": "aprove", "actor": "approver"}, 400, "did you mean 'approve'"),
+            ({"trigger": "approve", "actor": "aprover"}, 400, "did you mean 'approver'"),
+            ({"trigger": "send", "actor": "service"}, 403, "service is none of your roles"),
+            ({"trigger": "approve", "actor": "approver"}, 409, "in sending"),
+        ):
+            answer = client.post("/api/act", headers=bearer, json={**body, **fields})
+            assert answer.status_code == status and said in answer.json()["error"], answer.text
+        with store.transaction() as tx:
+            stored = tx.get("refund", "r-1")
+        assert stored is not None and stored.version == row.version
+
+
 def moves_on(client: TestClient, machine: str, key: str) -> list[tuple[str, str]]:
     page = client.get(f"/entity/{machine}/{quote(key, safe='')}").text
     return re.findall(r'data-trigger="(\w+)"(?: data-gate="(\w+)")?', page)
@@ -748,7 +778,7 @@ def test_a_transfer_is_cancelled_only_while_no_money_moves_as_its_engine_derives
     assert moves_on(olga, "node", "t-idle/withdraw") == []  # blocked: cancel is the request's
     assert ("cancel", "") not in moves_on(olga, "request", "t-moving")
     refused = act_on(desk, olga, "request", "t-moving", "cancel")
-    assert refused.status_code == 403 and "may not cancel" in refused.text
+    assert refused.status_code == 409 and "may not cancel" in refused.text  # not now
     done = act_on(desk, olga, "request", "t-idle", "cancel")
     assert done.status_code == 200 and 'id="state">cancelled<' in done.text
     assert {n.state.value for n in engine.nodes("t-idle").values()} == {"cancelled"}
@@ -775,9 +805,9 @@ def test_a_transfer_waiting_on_a_gate_resumes_by_the_gate_and_its_engine_runs_it
     olga = desk.signed_in()
     assert moves_on(olga, "request", "t-gate") == [("resume", "manual_confirm")]
     forged = act_on(desk, olga, "request", "t-gate", "resume", gate="deposit_observe")
-    assert forged.status_code == 403 and "by gate &#39;deposit_observe&#39;" in forged.text
+    assert forged.status_code == 409 and "by gate &#39;deposit_observe&#39;" in forged.text
     bare = act_on(desk, olga, "request", "t-gate", "resume")
-    assert bare.status_code == 403
+    assert bare.status_code == 409
     done = act_on(desk, olga, "request", "t-gate", "resume", gate="manual_confirm")
     assert done.status_code == 200 and 'id="state">executing<' in done.text
     assert engine.nodes("t-gate")["manual_confirm"].data["manual"]["by"] == "olga"
@@ -802,7 +832,7 @@ def test_a_signature_is_not_the_desks_and_a_gates_resume_keeps_the_reason(desk: 
     sam = desk.signed_in("sam")
     assert moves_on(sam, "node", "t-sig/withdraw") == [("fail", "")]
     forged = act_on(desk, sam, "node", "t-sig/withdraw", "sign", actor="signer")
-    assert forged.status_code == 403, forged.text
+    assert forged.status_code == 409, forged.text  # the service's engine signs
     with pytest.raises(TransferConfigError, match="which this engine does not have"):
         TransferEngine(desk.store, {}).sign("t-sig", "withdraw", by="hsm")
     assert engine.nodes("t-sig")["withdraw"].state == "awaiting_signature"

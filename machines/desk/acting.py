@@ -33,12 +33,15 @@ from machines.desk.waiting import (
     DeskError,
     DeskForbidden,
     DeskNotFound,
+    DeskNotNow,
     Move,
     moves_for,
     page_version,
 )
 from machines.errors import InvalidArgument, MachinesError
+from machines.spec import MachineSpec
 from machines.spec.jsonvalue import UnstorableValue, describe, encodable
+from machines.spec.routing import suggest
 from machines.spec.states import RequestState
 from machines.spec.visible import says_something
 from machines.store.records import Row, Store
@@ -270,8 +273,9 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     d = dataclasses.replace(d, reason=reason)
     if d.result.strip() and (d.machine, d.trigger) != RESULT_MOVE:
         raise DeskError(
-            "a result goes only with deciding that an outcome landed (decide_landed); "
-            "this move would drop it"
+            f"a result goes only with deciding that an outcome landed ({RESULT_MOVE[0]}'s "
+            f"{RESULT_MOVE[1]}, which records it); {d.machine}'s {d.trigger} would drop it: "
+            "leave the result out"
         )
     with store.transaction() as tx:
         row = tx.get(d.machine, d.key)
@@ -282,11 +286,7 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         raise _changed(d, row)
     allowed = {(m.trigger, m.actor, m.gate) for m in offered(store, row, roles)}
     if (d.trigger, d.actor, d.gate) not in allowed:
-        raise DeskForbidden(
-            f"you may not {d.trigger} {d.machine} {d.key!r} as {d.actor}"
-            + (f" by gate {d.gate!r}" if d.gate else "")
-            + f" in {row.state}: the definition does not let your roles make that move now"
-        )
+        raise _not_allowed(specs[d.machine], d, row, roles)
     route = ROUTES.get((d.machine, d.trigger))
     try:
         if route is not None and _system_runs(store, d.machine):
@@ -304,6 +304,31 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         after = tx.get(d.machine, d.key)
     assert after is not None
     return after
+
+
+def _not_allowed(spec: MachineSpec, d: Decision, row: Row, roles: frozenset[str]) -> DeskError:
+    """Why the desk will not make move ``d`` on ``row``, by its status (outsider batch 45,
+    b 32: a misspelt trigger and a move the state refuses were both "your roles may not"):
+    a trigger or actor the definition lacks is the request's fault (400), an actor that is
+    none of the person's roles is theirs (403), and a move of their role that the entity's
+    state refuses now is the entity's (409)."""
+    for what, name, known in (
+        ("trigger", d.trigger, spec.triggers),
+        ("actor", d.actor, spec.actors),
+    ):
+        if name not in known:
+            return DeskError(f"{d.machine} has no {what} {name!r}{suggest(name, sorted(known))}")
+    moving = f"{d.trigger} {d.machine} {d.key!r} as {d.actor}" + (
+        f" by gate {d.gate!r}" if d.gate else ""
+    )
+    if d.actor not in roles:
+        return DeskForbidden(
+            f"you may not {moving}: {d.actor} is none of your roles ({', '.join(sorted(roles))})"
+        )
+    return DeskNotNow(
+        f"you may not {moving} in {row.state}: the definition does not let that move be made "
+        "from there now; look at the entity again"
+    )
 
 
 def _changed(d: Decision, now: Row) -> DeskError:

@@ -251,6 +251,12 @@ class DeskChanged(DeskError):
     status = 409
 
 
+class DeskNotNow(DeskError):
+    """A move the person's role makes, but not from the entity's state as it is now."""
+
+    status = 409
+
+
 @dataclass(frozen=True)
 class Move:
     """A move a person may make on an entity: the trigger, the actor they make it as, where
