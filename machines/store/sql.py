@@ -7,6 +7,7 @@ its ``last_*`` columns; the database checks it and writes its history event itse
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -85,7 +86,14 @@ def current_versions(
         else:
             versions = read_versions(conn, param, machine)
             current = versions[-1] if versions else None
-        fits(where, spec, current, fingerprint, specs)
+        fits(
+            where,
+            spec,
+            current,
+            fingerprint,
+            specs,
+            served_before=functools.partial(read_versions, conn, param, machine),
+        )
         out[machine] = None if current is None else current.version
     return out
 
