@@ -98,3 +98,23 @@ def test_any_automatic_exit_from_a_needs_human_state_is_a_violation(
     assert "automatic actor worker leaves 'stuck', which is tagged needs-human" in v.message
     assert main(["check", "--spec-dir", str(tmp_path / "specs")]) == 1
     assert "[needs-human-exits]" in capsys.readouterr().out
+
+
+def test_a_terminal_fail_closed_state_is_a_violation(tmp_path: Path) -> None:
+    """Outsider batch 45 (b 16): a terminal state tagged as waiting on a person checked
+    clean. A fail-closed state that is terminal can never be settled by anyone; a
+    needs-human one is a person's repair outside the machine (the effect log's
+    ``compensation_failed``), which the tag's description now says."""
+    ended = PARKED.replace(
+        "stuck: {tags: [effect-started, fail-closed]}",
+        "stuck: {tags: [effect-started, fail-closed], terminal: true}",
+    ).replace(
+        "  - {trigger: decide, source: stuck, dest: done, actor: person, description: Decided.}\n",
+        "",
+    )
+    path = written(tmp_path, ended)
+    (v,) = check_structure(read_definition(path))
+    assert (v.rule, v.kind, v.line) == ("fail-closed-terminal", "fail-closed", 11)
+    assert "terminal state 'stuck' is tagged fail-closed" in v.message
+    repair = ended.replace("fail-closed], terminal", "needs-human], terminal")
+    assert check_structure(read_definition(written(tmp_path, repair))) == []

@@ -55,6 +55,13 @@ INVARIANTS: Mapping[str, Invariant] = MappingProxyType(
                 "definitions",
             ),
             invariant(
+                "fail-closed-terminal",
+                """No terminal state is tagged fail-closed: nobody can tell what happened
+                there, so a person must be able to settle it, and nothing leaves a terminal
+                state.""",
+                "definitions",
+            ),
+            invariant(
                 "known-machine",
                 "Every recorded event names a machine that has a definition.",
                 "audit",

@@ -178,6 +178,7 @@ def check_structure(spec: MachineSpec) -> list[Violation]:
             out.append(Violation(spec.name, rule.id, rule.kind, said, line=at))
     out.extend(_fail_closed_exits(spec, graph))
     out.extend(_needs_human_exits(spec, graph))
+    out.extend(_fail_closed_terminal(spec))
     file = file_of(spec)
     return [replace(v, file=file) for v in out]
 
@@ -290,6 +291,24 @@ def _needs_human_exits(spec: MachineSpec, graph: Graph) -> Iterable[Violation]:
             "or remove the tag (the desk still lists a state only a person moves on)"
         ),
     )
+
+
+def _fail_closed_terminal(spec: MachineSpec) -> Iterator[Violation]:
+    """A terminal state tagged ``fail-closed`` contradicts itself: nobody can tell what
+    happened there, and nothing leaves it, so no person can ever settle it. (A terminal
+    ``needs-human`` state is a person's repair outside the machine, as the effect log's
+    ``compensation_failed``; outsider batch 45, b 16, asked what such a tag means.)"""
+    for name, state in spec.states.items():
+        if state.terminal and FAIL_CLOSED in state.tags:
+            yield Violation(
+                spec.name,
+                "fail-closed-terminal",
+                FAIL_CLOSED,
+                f"terminal state '{name}' is tagged {FAIL_CLOSED} (nobody can tell what "
+                "happened), and nothing leaves a terminal state, so nobody can ever settle "
+                "it; make it non-terminal with a person's ways out, or remove the tag",
+                line=line_of(spec, ("states", name)),
+            )
 
 
 def _automatic_exits(

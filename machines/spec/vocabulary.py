@@ -67,7 +67,8 @@ TAGS: Mapping[str, Tag] = MappingProxyType(
             ),
             Tag(
                 NEEDS_HUMAN,
-                "a person must act before anything moves: only people leave it",
+                "a person must act before anything moves: only people leave it (on a "
+                "terminal state: a person's repair outside the machine)",
                 "machines check (no automatic actor leaves it), the desk and machines "
                 "pending (listed as waiting), the transfer engine (the request_attention "
                 "callback)",
