@@ -196,6 +196,7 @@ def test_a_state_name_brought_back_with_its_meaning_is_applied(
 
 def unsure_made_final(doc: Document) -> None:
     doc["states"]["unsure"]["terminal"] = True
+    doc["states"]["unsure"]["tags"] = ["effect-started", "needs-human"]  # not fail-closed
     doc["transitions"] = [t for t in doc["transitions"] if t["source"] != "unsure"]
     doc["invariants"] = [r for r in doc["invariants"] if r["id"] not in KEPT_FOR_PEOPLE]
 
@@ -240,7 +241,7 @@ def failed_tagged_started(doc: Document) -> None:
 
 
 def succeeded_kept_for_people(doc: Document) -> None:
-    doc["states"]["succeeded"]["tags"] = ["effect-started", "fail-closed", "needs-human"]
+    doc["states"]["succeeded"]["tags"] = ["effect-started", "needs-human"]
 
 
 def user_tag_on_failed(doc: Document) -> None:
@@ -256,8 +257,8 @@ def user_tag_on_failed(doc: Document) -> None:
         ),
         (
             succeeded_kept_for_people,
-            "state 'succeeded' is tagged [effect-started, fail-closed, needs-human], and the "
-            "bundled one [effect-started]",
+            "state 'succeeded' is tagged [effect-started, needs-human], and the bundled one "
+            "[effect-started]",
         ),
     ],
     ids=["failed-started", "succeeded-for-people"],

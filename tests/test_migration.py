@@ -320,3 +320,28 @@ def test_a_postgres_schema_without_a_store_exits_2(
     with postgres_schema() as url:
         code, out = migrate(capsys, url, changed["widening"])
         assert code == 2 and "no machines tables" in out, out
+
+
+def test_a_misspelt_map_is_refused_once_naming_the_state_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 45 (b 36a): a map into a misspelt state was refused for that, and
+    then again as a move out of a needs-human state by the migration actor ("settle them
+    first"), which the right map would not have been. A refused map's entities are judged
+    no further, and the refusal names the state meant."""
+    source = (Path(__file__).parent / "user_project" / "specs" / "refund.yaml").read_text()
+    for version, text in (("v1", source), ("v2", source.replace("awaiting_approval", "waiting"))):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "refund.yaml").write_text(text)
+    url = f"sqlite:///{tmp_path / 'refunds.db'}"
+    with open_store(url, load_dir(tmp_path / "v1")) as store:
+        row = store.insert("refund", "r-1", context={"size": "large"})[0]
+        store.move(row, "hold", actor="service", detail={"why": "large"})
+    code, out = migrate(
+        capsys, url, tmp_path / "v2", *maps("refund:awaiting_approval=wating"), "--dry-run"
+    )
+    assert code == 1, out
+    assert "the new version has no state 'wating' (did you mean 'waiting'?)" in out, out
+    assert out.count("REFUSED:") == 1 and "settle them first" not in out, out
+    code, out = migrate(capsys, url, tmp_path / "v2", *maps("refund:awaiting_approval=waiting"))
+    assert code == 0 and "migrated" in out, out

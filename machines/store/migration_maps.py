@@ -28,6 +28,7 @@ from machines.spec import MachineSpec
 from machines.spec.jsonvalue import describe
 from machines.spec.migration_moves import lineage, migration_breaks, way_out
 from machines.spec.records import derived_variables
+from machines.spec.routing import suggest
 from machines.spec.vocabulary import (
     MIGRATION_ACTOR,
     MIGRATION_TRIGGER,
@@ -347,8 +348,10 @@ def mappings(
     refusals: list[str] = []
     mapped: list[tuple[str, str, int]] = []
     given: dict[str, StateMap] = {}
+    refused: set[str] = set()  # a refused map's entities are judged no further
     for entry in maps:
         flag = f"--map {m}:{entry.old}={entry.new}"
+        before = len(refusals)
         if entry.old in given:
             refusals.append(f"{flag}: state '{entry.old}' is mapped twice")
         elif entry.old not in old.states:
@@ -359,17 +362,20 @@ def mappings(
             )
         elif entry.new not in new.states:
             refusals.append(
-                f"{flag}: the new version has no state '{entry.new}'; states: "
-                f"{', '.join(new.states)}"
+                f"{flag}: the new version has no state '{entry.new}'"
+                f"{suggest(entry.new, new.states)}; states: {', '.join(new.states)}"
             )
         elif old.states[entry.old].terminal and not new.states[entry.new].terminal:
             refusals.append(
                 f"{flag}: '{entry.old}' is terminal and '{entry.new}' is not; a "
                 "finished entity stays finished"
             )
-        given[entry.old] = entry
+        if len(refusals) > before:
+            refused.add(entry.old)
+        else:
+            given[entry.old] = entry
     for state, count in sorted(counts.items()):
-        if state in new.states or not count:
+        if state in new.states or state in refused or not count:
             continue
         found = given.get(state)
         if found is None:
