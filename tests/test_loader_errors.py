@@ -480,7 +480,21 @@ def test_document_that_is_a_list(spec_dir: Path) -> None:
     path.write_text("- a\n- b\n", encoding="utf-8")
     problem = only_problem(load_error(path))
     assert problem.startswith("line 1, at <document>: ")
-    assert "the document is list (a list), not a mapping of keys" in problem
+    assert "the document is a list, not a mapping of keys" in problem
+
+
+@pytest.mark.parametrize(
+    ("given", "said"), [("'1'", "not '1' (a text)"), ("true", "(a true or false)")]
+)
+def test_a_spec_version_that_is_not_the_number_1_says_what_was_given(
+    spec_dir: Path, given: str, said: str
+) -> None:
+    """Outsider batch 45 (b 15b): ``spec_version: '1'`` was "1 was expected", which did not
+    say that a text was given."""
+    path = spec_dir / "outcome.yaml"
+    edit(path, "spec_version: 1\n", f"spec_version: {given}\n")
+    problem = only_problem(load_error(path))
+    assert "at spec_version: 1 was expected, " in problem and said in problem, problem
 
 
 def test_every_problem_is_listed(spec_dir: Path) -> None:

@@ -723,7 +723,7 @@ def test_a_definition_linked_from_outside_is_refused_unread(
     assert main(["check", "--spec-dir", str(specs)]) != 0
     said = capsys.readouterr()
     assert "ghp_S3CRET" not in said.out + said.err
-    assert "the document is str (a text), not a mapping of keys" in said.out + said.err
+    assert "the document is a text, not a mapping of keys" in said.out + said.err
 
 
 @pytest.mark.parametrize(("variables", "refused"), [(4, False), (5, True), (6, True)])

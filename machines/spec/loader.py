@@ -332,14 +332,25 @@ def _quoting_instance(error: jsonschema.ValidationError) -> str:
     whole ``repr`` of the value, which may be most of the file."""
     if not error.absolute_path and error.validator == "type":  # the document itself
         return (
-            f"the document is {type(error.instance).__name__} ({_yaml_kind(error.instance)}), "
-            "not a mapping of keys: its text is not shown, since it is no definition"
+            f"the document is {_yaml_kind(error.instance)}, not a mapping of keys (a "
+            "definition starts with spec_version: 1 and machine: NAME); its text is not "
+            "shown, since it is no definition"
+        )
+    if error.validator == "const":  # say what was given too (outsider batch 45, b 15b)
+        return clip(
+            f"{quote(error.validator_value)} was expected, not {quote(error.instance)} "
+            f"({_yaml_kind(error.instance)})"
         )
     whole = repr(error.instance)
     return clip(error.message.replace(whole, quote(error.instance)))
 
 
 def _yaml_kind(value: object) -> str:
-    return {str: "a text", list: "a list", int: "a number", float: "a number"}.get(
-        type(value), "a value"
-    )
+    return {
+        str: "a text",
+        list: "a list",
+        int: "a number",
+        float: "a number",
+        bool: "a true or false",
+        type(None): "empty (null)",
+    }.get(type(value), "a value")
