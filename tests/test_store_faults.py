@@ -247,6 +247,31 @@ def test_a_read_only_file_is_a_store_error_and_can_still_be_read(tmp_path: Path)
         store.close()
 
 
+def test_a_store_in_a_folder_it_cannot_write_is_named_so_when_read(tmp_path: Path) -> None:
+    """Outsider batch 45 (c F1): a SQLite store in a folder the auditor cannot write was
+    "no database file is there", or "refuses every write" though nothing was written:
+    SQLite makes a store's ``-shm`` file beside it even to read one in WAL mode. The
+    message says so, and what to do."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    _a_store(folder / "effects.db")
+    if os.geteuid() == 0:  # root ignores folder modes: make it immutable instead
+        if subprocess.run(["chattr", "+i", str(folder)], check=False).returncode != 0:
+            unavailable("an unwritable folder for root (chattr +i)", "run as a user, or on ext4")
+    else:
+        os.chmod(folder, 0o555)
+    try:
+        with pytest.raises(StoreError) as refused:
+            open_store(f"sqlite:///{folder / 'effects.db'}", read_only=True)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        os.chmod(folder, 0o755)
+    said = str(refused.value)
+    assert "the file is there, but its folder is not writable by this user" in said, said
+    assert "no database file is there" not in said and "refuses every write" not in said
+
+
 def test_a_locked_database_is_a_store_error_at_open(tmp_path: Path) -> None:
     """issue 13 item 18: opening a store while another connection holds the write lock
     raised a raw "database is locked" from schema creation."""

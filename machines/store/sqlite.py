@@ -222,8 +222,16 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         code = getattr(exc, "sqlite_errorcode", None)
         name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
         primary = code & 0xFF if isinstance(code, int) else None
+        wal_blocked = self.read_only and _unwritable_folder(self.path)
         if _is_directory(self.path):
             advice = "that path is a directory, not a database file: name the store's file"
+        elif wal_blocked and primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
+            advice = (  # outsider batch 45 (c F1): blamed on a write, or a missing file
+                "the file is there, but its folder is not writable by this user, and SQLite "
+                "must make the store's -shm file beside it even to read a store in WAL mode: "
+                "let this user write to the folder, or audit a copy of the file with its -wal "
+                "and -shm files"
+            )
         elif primary == sqlite3.SQLITE_READONLY and self.read_only:
             advice = "this store was opened read-only (for an audit): it refuses every write"
         elif primary == sqlite3.SQLITE_CANTOPEN and self.read_only:
@@ -372,6 +380,15 @@ def _identity(path: str) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return found.st_dev, found.st_ino
+
+
+def _unwritable_folder(path: str) -> bool:
+    """Whether the file at ``path`` exists and its folder cannot be written by this user."""
+    file = Path(path)
+    try:
+        return file.is_file() and not os.access(file.parent, os.W_OK)
+    except (OSError, ValueError):
+        return False
 
 
 def _is_directory(path: str) -> bool:
