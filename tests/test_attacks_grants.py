@@ -146,3 +146,22 @@ def test_default_privileges_that_would_grant_it_are_refused_before_the_install(
             c.execute(f"ALTER DEFAULT PRIVILEGES {where}REVOKE ALL ON {kind} FROM {role}".encode())
             c.execute(f"DROP OWNED BY {role} CASCADE".encode())
             c.execute(f"DROP ROLE {role}".encode())
+
+
+def test_an_auditor_granted_the_tables_alone_is_told_what_else_to_grant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Outsider batch 45 (c F2): a role with SELECT on the store's tables alone could not
+    audit ("permission denied for sequence ...", exit 2) and was not told why. The
+    refusal names what a reading role needs; with the sequences granted too, it audits."""
+    with installed_with_an_application_role() as (conn, role, _, app):
+        (schema,) = conn.execute(b"SELECT current_schema()").fetchone() or ("",)
+        conn.execute(f'REVOKE ALL ON ALL SEQUENCES IN SCHEMA "{schema}" FROM {role}'.encode())
+        conn.execute(
+            f'REVOKE INSERT, UPDATE ON ALL TABLES IN SCHEMA "{schema}" FROM {role}'.encode()
+        )
+        assert main(["audit", "--from-store", app]) == 2
+        said = capsys.readouterr().err
+        assert "permission denied" in said and "GRANT SELECT ON ALL SEQUENCES IN SCHEMA" in said
+        conn.execute(f'GRANT SELECT ON ALL SEQUENCES IN SCHEMA "{schema}" TO {role}'.encode())
+        assert main(["audit", "--from-store", app]) == 0, capsys.readouterr()

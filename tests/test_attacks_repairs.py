@@ -184,3 +184,24 @@ def test_the_record_of_repairs_dropped_whole_is_named(
     capsys.readouterr()
     assert main(["audit", "--from-store", url]) == 0
     assert "table machines_repairs: missing" in capsys.readouterr().out
+
+
+def test_a_repair_given_a_machine_the_store_lacks_is_refused_changing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 45 (c F5): definitions naming a machine the store lacks were
+    repaired with that machine ignored, and the audit the repair then advised failed on
+    it. The repair refuses, naming the machine and those to give."""
+    import shutil
+
+    from machines.spec.loader import bundled_spec_dir, load
+
+    (tmp_path / "specs").mkdir()
+    for name in ("outcome", "effect"):
+        shutil.copy(bundled_spec_dir() / f"{name}.yaml", tmp_path / "specs")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    open_store(url, [load("outcome")]).close()
+    code = main(["repair", url, "--spec-dir", str(tmp_path / "specs"), "--by", "alice"])
+    said = capsys.readouterr()
+    assert code == 2, said
+    assert "the store has no machine 'effect'" in said.out and "(outcome)" in said.out

@@ -240,9 +240,10 @@ def test_a_lease_pushed_past_any_lease_parks_the_key(victims: Victims, until: st
 
     set_field(victims, "outcome_entities", "busy", "lease_until", until)
     ran: list[str] = []
-    with pytest.raises(EffectIndeterminate, match="later than any lease can"):
+    with pytest.raises(EffectIndeterminate, match="later than any lease can") as parked:
         ExactlyOnce(victims.store, worker="w").run("busy", lambda: ran.append("again"))
     assert ran == []
+    assert "or this process's clock is behind the one that wrote it" in str(parked.value)
     with victims.store.transaction() as tx:
         row = tx.get("outcome", "busy")
     assert row is not None and row.state == "indeterminate"

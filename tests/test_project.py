@@ -164,6 +164,34 @@ def test_diagrams_and_docs_never_write_the_bundled_machines_into_a_users_folders
     assert main(["docs", "--check"]) == 0
 
 
+def test_another_folders_definitions_never_replace_the_projects_own_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 45 (b 21): run in a project (this package's checkout) on another
+    folder's definitions, ``diagrams`` wrote theirs into the project's folder and removed
+    the project's own twelve. A ``--spec-dir`` other than the project's own needs ``--out``;
+    the project's own, named, still writes where the project says."""
+    root = project(tmp_path / "shop", 'spec_dir = "specs"')
+    monkeypatch.chdir(root)
+    assert main(["diagrams"]) == 0
+    before = sorted((root / "diagrams").iterdir())
+    other = tmp_path / "elsewhere"
+    shutil.copytree(root / "specs", other)
+    (other / "refund.yaml").rename(other / "refund2.yaml")
+    text = (other / "refund2.yaml").read_text().replace("machine: refund", "machine: refund2")
+    (other / "refund2.yaml").write_text(text)
+    capsys.readouterr()
+    for command in ("diagrams", "docs"):
+        assert main([command, "--spec-dir", str(other)]) == 2
+        said = capsys.readouterr().err
+        assert "names other definitions than this project's" in said and "--out" in said
+    assert sorted((root / "diagrams").iterdir()) == before
+    assert not (root / "docs").exists()
+    assert main(["diagrams", "--spec-dir", str(other), "--out", str(tmp_path / "theirs")]) == 0
+    assert main(["diagrams", "--spec-dir", str(root / "specs")]) == 0
+    assert sorted((root / "diagrams").iterdir()) == before
+
+
 def test_docs_writes_this_packages_pages_only_in_its_own_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

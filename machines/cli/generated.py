@@ -16,7 +16,7 @@ from machines.cli.command import Command, Parsers, problem, shown
 from machines.cli.output import odd_names, printable_naming
 from machines.errors import MachinesError
 from machines.spec.loader import definition_paths, read_definition
-from machines.spec.project import output_dir, project_definitions
+from machines.spec.project import output_dir, project_definitions, project_settings
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
@@ -88,6 +88,14 @@ def _generate(
         say(str(exc), sys.stderr)
         return 2
     names = odd_names(args.spec_dir, spec_dir, out)
+    if args.spec_dir is not None and args.out is None and (theirs := _other_projects(spec_dir)):
+        say(
+            f"--spec-dir {shown(str(spec_dir))} names other definitions than this project's "
+            f"({shown(str(theirs))}): their {what} would replace the project's in {out}/; "
+            "name the folder to write them to with --out",
+            sys.stderr,
+        )
+        return 2
     if out.exists() and not out.is_dir():
         say(f"--out {shown(str(out))} is not a directory", sys.stderr)
         return 2
@@ -122,6 +130,18 @@ def _generate(
     removed = f"; {len(left)} left from a machine no longer defined removed" if left else ""
     say(f"{len(changed) - len(left)} of {len(files)} files written into {out}/{removed}")
     return 0
+
+
+def _other_projects(spec_dir: Path) -> Path | None:
+    """The project's own definitions folder, when ``spec_dir`` is another one: written
+    into the project's output folder, their files would replace (and remove) the
+    project's own (outsider batch 45, b 21: run in this package's checkout on a user's
+    folder, ``diagrams`` removed the twelve committed diagrams)."""
+    settings = project_settings()
+    configured = settings.folders.get("spec_dir") if settings is not None else None
+    if configured is None or configured.resolve() == spec_dir.resolve():
+        return None
+    return configured
 
 
 def _again(what: str, args: argparse.Namespace) -> str:

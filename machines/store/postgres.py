@@ -379,11 +379,29 @@ class PostgresStore(ClosedOnExit):
             raise StoreError(f"{self.where}: {why}") from exc
         except _DIALECT.refusals as exc:
             raise refused(_DIALECT.reason(exc)) from exc
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StoreError(f"{self.where}: {exc}; {_grants(self.read_only)}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: {exc}") from exc
 
     def close(self) -> None:
         self._connections.close_all()
+
+
+def _grants(read_only: bool) -> str:
+    """What a role needs on the store's schema, for a refusal of its rights (outsider
+    batch 45, c F2: an auditor granted SELECT on the tables alone met "permission denied
+    for sequence" and was not told what to grant)."""
+    if read_only:
+        return (
+            "a role that reads a store (an audit) needs USAGE on its schema and SELECT on its "
+            "tables and sequences: GRANT SELECT ON ALL TABLES IN SCHEMA s TO role; GRANT "
+            "SELECT ON ALL SEQUENCES IN SCHEMA s TO role"
+        )
+    return (
+        "a role that runs a store needs USAGE on its schema, SELECT, INSERT and UPDATE on its "
+        "tables, and USAGE and SELECT on its sequences (its owner makes and migrates them)"
+    )
 
 
 class _PostgresDialect(Dialect):

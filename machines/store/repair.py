@@ -118,6 +118,14 @@ def _differences(
     db: Database, specs: Mapping[str, MachineSpec]
 ) -> tuple[dict[str, int], list[Difference]]:
     served, forged = db.served(specs)
+    absent = [m for m in specs if served.get(m) is None]
+    if absent:  # outsider batch 45 (c F5): ignored, and the audit it advised then failed
+        kept = [m for m in specs if m not in absent]
+        raise StoreError(
+            f"{db.where}: the store has no machine {', '.join(map(repr, absent))}; a repair "
+            "puts back the guards of the machines a store serves, with their definitions: "
+            f"give those alone ({', '.join(kept) or 'none of those given'}); nothing changed"
+        )
     for machine, version in served.items():
         fits(db.where, specs[machine], version, db.fingerprint, specs)
     versions = {m: v.version for m, v in served.items() if v is not None}

@@ -499,7 +499,8 @@ def _no_lease(row: Row, now: float) -> str | None:
     if until > now + MAX_LEASE_SECONDS:
         return (
             f"the lease of {owner} runs out at {describe(until)}, later than any lease can "
-            "(the row was changed outside machines): the effect may have run"
+            "(the row was changed outside machines, or this process's clock is behind the "
+            "one that wrote it): the effect may have run"
         )
     return None
 
