@@ -205,3 +205,30 @@ def test_a_repair_given_a_machine_the_store_lacks_is_refused_changing_nothing(
     said = capsys.readouterr()
     assert code == 2, said
     assert "the store has no machine 'effect'" in said.out and "(outcome)" in said.out
+
+
+def test_the_audit_a_repair_advises_runs_as_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 46 (b 45): a repair whose definitions came from the project (no
+    ``--spec-dir``) advised ``machines audit ... --spec-dir None``, which fails as written.
+    It names the folder it used, quoted for a shell, and the command runs."""
+    import shlex
+    import shutil
+    import sqlite3
+
+    from machines.spec.loader import bundled_spec_dir
+
+    shutil.copytree(bundled_spec_dir(), tmp_path / "specs")
+    monkeypatch.setenv("MACHINES_SPEC_DIR", str(tmp_path / "specs"))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    open_store(url).close()
+    conn = sqlite3.connect(tmp_path / "store.db")
+    conn.execute("DROP TRIGGER outcome_entities_legal_move")
+    conn.commit()
+    conn.close()
+    assert main(["repair", url, "--by", "alice"]) == 0
+    said = capsys.readouterr().out
+    advised = shlex.split(said.split("judge the data written meanwhile: ", 1)[1])
+    assert advised[:2] == ["machines", "audit"] and "None" not in advised, said
+    assert main(advised[1:]) == 0, capsys.readouterr()

@@ -185,6 +185,11 @@ def test_another_folders_definitions_never_replace_the_projects_own_output(
         assert main([command, "--spec-dir", str(other)]) == 2
         said = capsys.readouterr().err
         assert "names other definitions than this project's" in said and "--out" in said
+        monkeypatch.setenv("MACHINES_SPEC_DIR", str(other))  # batch 46 (b 48): the same
+        assert main([command]) == 2
+        assert "MACHINES_SPEC_DIR=" in capsys.readouterr().err
+        assert main([command, "--check"]) == 1  # a check writes nothing: it compares
+        monkeypatch.delenv("MACHINES_SPEC_DIR")
     assert sorted((root / "diagrams").iterdir()) == before
     assert not (root / "docs").exists()
     assert main(["diagrams", "--spec-dir", str(other), "--out", str(tmp_path / "theirs")]) == 0

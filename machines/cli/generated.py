@@ -15,8 +15,13 @@ from typing import TYPE_CHECKING, TextIO
 from machines.cli.command import Command, Parsers, problem, shown
 from machines.cli.output import odd_names, printable_naming
 from machines.errors import MachinesError
+from machines.spec.files import SPEC_DIR_VARIABLE
 from machines.spec.loader import definition_paths, read_definition
-from machines.spec.project import output_dir, project_definitions, project_settings
+from machines.spec.project import (
+    output_dir,
+    project_definitions,
+    project_settings,
+)
 
 if TYPE_CHECKING:
     from machines.spec import MachineSpec
@@ -88,9 +93,10 @@ def _generate(
         say(str(exc), sys.stderr)
         return 2
     names = odd_names(args.spec_dir, spec_dir, out)
-    if args.spec_dir is not None and args.out is None and (theirs := _other_projects(spec_dir)):
+    if not check_only and args.out is None and (theirs := _other_projects(spec_dir)):
+        named = "--spec-dir " if args.spec_dir is not None else f"{SPEC_DIR_VARIABLE}="
         say(
-            f"--spec-dir {shown(str(spec_dir))} names other definitions than this project's "
+            f"{named}{shown(str(spec_dir))} names other definitions than this project's "
             f"({shown(str(theirs))}): their {what} would replace the project's in {out}/; "
             "name the folder to write them to with --out",
             sys.stderr,
@@ -136,7 +142,8 @@ def _other_projects(spec_dir: Path) -> Path | None:
     """The project's own definitions folder, when ``spec_dir`` is another one: written
     into the project's output folder, their files would replace (and remove) the
     project's own (outsider batch 45, b 21: run in this package's checkout on a user's
-    folder, ``diagrams`` removed the twelve committed diagrams)."""
+    folder, ``diagrams`` removed the twelve committed diagrams; batch 46, b 48: the same
+    through ``MACHINES_SPEC_DIR``). A ``--check`` writes nothing, and may compare them."""
     settings = project_settings()
     configured = settings.folders.get("spec_dir") if settings is not None else None
     if configured is None or configured.resolve() == spec_dir.resolve():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import shlex
 from pathlib import Path
 
 from machines.cli.command import Command, Parsers, problem
@@ -45,15 +46,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             print("machines repair: no login name to record the repair by; give --by NAME")
             return 2
     try:
-        specs = {
-            spec.name: spec
-            for spec in map(
-                load,
-                definition_paths(
-                    project_definitions(args.spec_dir, "repair the store's guards by")
-                ),
-            )
-        }
+        spec_dir = project_definitions(args.spec_dir, "repair the store's guards by")
+        specs = {spec.name: spec for spec in map(load, definition_paths(spec_dir))}
         done = repair(args.url, specs, by=by, dry_run=args.dry_run)
     except (OSError, MachinesError) as exc:
         print(printable(f"machines repair: {problem(exc)}", lines=True))
@@ -69,8 +63,8 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     else:
         print(
             f"machines repair: {where}: repaired {len(done.differences)} differences (recorded); "
-            f"judge the data written meanwhile: machines audit --from-store '{where}' "
-            f"--spec-dir {args.spec_dir}"
+            "judge the data written meanwhile: "
+            + shlex.join(["machines", "audit", "--from-store", where, "--spec-dir", str(spec_dir)])
         )
     return 0
 
