@@ -272,6 +272,32 @@ def test_a_store_in_a_folder_it_cannot_write_is_named_so_when_read(tmp_path: Pat
     assert "no database file is there" not in said and "refuses every write" not in said
 
 
+def test_a_read_by_another_user_never_leaves_logs_its_owner_cannot_write(
+    tmp_path: Path,
+) -> None:
+    """Outsider batch 46 (b 43): an audit run as another user than the store file's owner
+    made the ``-wal`` and ``-shm`` files as that user, and the store's owner could then not
+    open it ("the file or its directory cannot be written", which was false). Such a read
+    is refused while those files are not there, and nothing is made; while its service
+    has it open (the files are there), it reads."""
+    if os.geteuid() != 0:
+        unavailable("a store file of another user (chown)", "run as root")
+    path = tmp_path / "effects.db"
+    _a_store(path)
+    os.chown(path, 65534, 65534)  # nobody's now
+    with pytest.raises(StoreError, match=r"does not own the store's file \(uid 65534\)"):
+        open_store(f"sqlite:///{path}", read_only=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["effects.db"]
+    writer = open_store(f"sqlite:///{path}")  # its service has it open: the logs are there
+    try:
+        reader = open_store(f"sqlite:///{path}", read_only=True)
+        with reader.transaction() as tx:
+            assert tx.get("outcome", "k0") is not None
+        reader.close()
+    finally:
+        writer.close()
+
+
 def test_a_locked_database_is_a_store_error_at_open(tmp_path: Path) -> None:
     """issue 13 item 18: opening a store while another connection holds the write lock
     raised a raw "database is locked" from schema creation."""

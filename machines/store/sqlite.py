@@ -148,6 +148,8 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         writer for ever."""
         _require_file_or_nothing(self.path)
         self._require_same_file()
+        if self.read_only:
+            _require_owner_or_logs(self.path)
         try:
             # check_same_thread=False only so that close() can close every thread's
             # connection; each connection is used by its own thread alone.
@@ -223,14 +225,21 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
         primary = code & 0xFF if isinstance(code, int) else None
         wal_blocked = self.read_only and _unwritable_folder(self.path)
+        theirs = _foreign_logs(self.path)
         if _is_directory(self.path):
             advice = "that path is a directory, not a database file: name the store's file"
         elif wal_blocked and primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
             advice = (  # outsider batch 45 (c F1): blamed on a write, or a missing file
                 "the file is there, but its folder is not writable by this user, and SQLite "
                 "must make the store's -shm file beside it even to read a store in WAL mode: "
-                "let this user write to the folder, or audit a copy of the file with its -wal "
-                "and -shm files"
+                "read it as the file's owner, or audit a copy of the file with its -wal and "
+                "-shm files in a folder of this user's"
+            )
+        elif theirs and primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
+            advice = (  # outsider batch 46 (b 43): "the file cannot be written", which could
+                f"the store's {theirs} cannot be written by this user (another user's read "
+                "of the store made it): remove it while nothing has the store open, or give "
+                "it to the store's owner"
             )
         elif primary == sqlite3.SQLITE_READONLY and self.read_only:
             advice = "this store was opened read-only (for an audit): it refuses every write"
@@ -380,6 +389,40 @@ def _identity(path: str) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return found.st_dev, found.st_ino
+
+
+LOGS = ("-wal", "-shm")
+"""The files SQLite keeps beside a store in WAL mode."""
+
+
+def _require_owner_or_logs(path: str) -> None:
+    """A read of a store by a user who does not own its file, while its ``-wal`` and
+    ``-shm`` files are not there, is refused: SQLite would make them as that user, and
+    the store's owner could then not write them (outsider batch 46, b 43: an audit run as
+    another user locked the service out of its store)."""
+    try:
+        owner = os.stat(path).st_uid
+    except (OSError, ValueError):
+        return  # nothing there: the open says so
+    if owner == os.geteuid() or all(os.path.exists(path + log) for log in LOGS):
+        return
+    raise StoreError(
+        f"SQLite database {_shown(path)}: this user (uid {os.geteuid()}) does not own the "
+        f"store's file (uid {owner}), and reading it would make its -wal and -shm files as "
+        "this user, which its owner could then not write; nothing was opened: read it as "
+        "the file's owner (or while its service has it open), or audit a copy"
+    )
+
+
+def _foreign_logs(path: str) -> str | None:
+    """The first of a store's ``-wal`` and ``-shm`` files that this user cannot write."""
+    for log in LOGS:
+        try:
+            if os.path.exists(path + log) and not os.access(path + log, os.W_OK):
+                return f"{Path(path).name}{log} file"
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _unwritable_folder(path: str) -> bool:
