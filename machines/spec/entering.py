@@ -31,11 +31,27 @@ def people_enter_more(
     dest: str,
     context: Mapping[str, str] | None,
 ) -> bool:
-    """Whether only people enter ``dest`` of ``new`` where automatic moves entered
-    ``source`` of ``old``: under ``context``, or under some context when it is not known."""
-    if context is not None:
-        return people_enter(new, dest, context) and not people_enter(old, source, context)
-    return not people_only(new, dest) <= people_only(old, source)
+    """Whether only people enter ``dest`` of ``new`` where something automatic may have
+    put an entity in ``source`` of ``old`` (an automatic move, or its creation in the
+    initial state): under ``context``, or under some context when it is not known. A
+    context under which nothing enters ``source`` puts no entity there (outsider batch
+    46, b 32: a state only a person entered, and only for large loans, was said to be
+    entered automatically, because nothing entered it for small ones)."""
+    if dest == new.initial:
+        return False  # every entity is created there: no person's move alone enters it
+    contexts = [context] if context is not None else [dict(v) for v in _valuations(old)]
+    return any(
+        people_enter(new, dest, c) and _automatic_may_enter(old, source, c) for c in contexts
+    )
+
+
+def _automatic_may_enter(spec: MachineSpec, state: str, context: Mapping[str, str]) -> bool:
+    """Whether something automatic may have put an entity of ``context`` in ``state``."""
+    if kept_for_people(spec, state):
+        return False
+    return state == spec.initial or any(
+        spec.actors[a].automatic for t in ways_in(spec, state, context) for a in t.actors
+    )
 
 
 def people_only_always(spec: MachineSpec, state: str) -> bool:

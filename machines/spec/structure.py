@@ -298,8 +298,8 @@ def _fail_closed_terminal(spec: MachineSpec) -> Iterator[Violation]:
     happened there, and nothing leaves it, so no person can ever settle it. (A terminal
     ``needs-human`` state is a person's repair outside the machine, as the effect log's
     ``compensation_failed``; outsider batch 45, b 16, asked what such a tag means.)"""
-    for name, state in spec.states.items():
-        if state.terminal and FAIL_CLOSED in state.tags:
+    for name in sorted(spec.states_tagged(FAIL_CLOSED)):
+        if spec.states[name].terminal:
             yield Violation(
                 spec.name,
                 "fail-closed-terminal",
