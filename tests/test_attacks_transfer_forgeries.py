@@ -726,3 +726,54 @@ def test_b45_a_late_pending_of_a_node_the_venue_failed_meanwhile_is_dropped(answ
     else:
         drive(one, "r", 6)
     assert one.nodes("r")["d"].state.value == "failed"
+
+
+def test_b46_a_venue_answer_that_keeps_losing_races_is_raised_never_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outsider batch 46 (c 6): with six engines stepping forty nodes of one request on
+    PostgreSQL, a node's move recording the venue's "completed" lost five races for the
+    request row in a row and was dropped without a trace; the node later went unknown and
+    a person had to ask the venue again. A move is now made again up to ``APPLY_ATTEMPTS``
+    times, with a growing random pause, and one that still cannot be recorded is a
+    ``StoreError`` naming the answer, never silence."""
+    from contextlib import contextmanager
+
+    from machines.store.records import StaleWrite, StoreError
+    from machines.systems.transfer import TransferEngine, driver
+
+    store = open_store("memory://")
+    racing = [False]
+
+    class Venue:
+        def prepare(self, node: Any) -> str:
+            return "submit"
+
+        def submit(self, node: Any) -> str:
+            racing[0] = True  # from now on every session loses to another engine
+            return "completed"
+
+        def observe(self, node: Any) -> str:
+            return "completed"
+
+    engine = TransferEngine(store, {"venue": Venue()})
+    real = driver.Driver._session
+
+    @contextmanager
+    def losing(self: Any, request_id: str) -> Any:
+        if racing[0]:
+            raise StaleWrite("another engine moved the request first")
+        with real(self, request_id) as session:
+            yield session
+
+    monkeypatch.setattr(driver.Driver, "_session", losing)
+    monkeypatch.setattr(driver, "APPLY_ATTEMPTS", 3)
+    engine.submit("r", [node("w", "action", True)])
+    engine.validate("r")
+    engine.request_approval("r")
+    engine.approve("r", by="olivia")
+    engine.start("r")
+    with pytest.raises(StoreError, match=r"complete by executor .* could not be recorded"):
+        drive(engine, "r", 4)
+    racing[0] = False
+    assert engine.nodes("r")["w"].state.value == "submitting"  # not taken for silent

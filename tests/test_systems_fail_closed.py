@@ -217,6 +217,8 @@ def test_compensate_takes_a_session_on_every_store(store: Store, session: Any) -
         lambda s: EffectLog(s, clock="now"),
         lambda s: EffectLog(None),
         # outsider batch 19 (b01): raw TypeError / ValueError, or pairs taken as a mapping
+        lambda s: TransferEngine(s, {}, engine_id="a\x00b"),  # batch 46 (c 11)
+        lambda s: TransferEngine(s, {}, engine_id="\ud800"),
         lambda s: TransferEngine(s, {}, 5),
         lambda s: TransferEngine(s, {}, "ab"),
         lambda s: TransferEngine(s, {}, b"xy"),

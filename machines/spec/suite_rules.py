@@ -54,6 +54,14 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
         "exactly-once suite",
     ),
     invariant(
+        "failed-has-cause",
+        """A caller is told its effect failed only with a cause: the effect raised the
+        proof that nothing was sent, a write of the call failed, or the failure was
+        recorded before (replayed) or decided by a person; never for an effect nobody
+        ran.""",
+        "exactly-once suite",
+    ),
+    invariant(
         "indeterminate-stays",
         """A key any caller was told is indeterminate stays indeterminate for every
         later caller until an explicit reclaim or decision (a late holder cannot settle
@@ -127,7 +135,8 @@ SUITE_INVARIANTS: tuple[Invariant, ...] = (
     invariant(
         "typed-answer",
         """Every answer is a result, EffectFailed, EffectIndeterminate or
-        EffectInProgress, a refusal is a MachinesError, only an interrupt the effect
+        EffectInProgress (or StoreError, when a write of the call was made to fail before
+        anything was sent), a refusal is a MachinesError, only an interrupt the effect
         raised passes through, and advance_clock, fail_next_write and restart raise
         nothing.""",
         "exactly-once suite",

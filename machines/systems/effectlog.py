@@ -163,7 +163,9 @@ class EffectLog:
         """Run ``fn`` under ``signature`` at most once; replay or refuse otherwise.
 
         A signature belongs to one tier, one tool and one session: asking for it with another
-        raises ``RecordExists``."""
+        raises ``RecordExists``. A ``safe`` call is refused so once the log holds the
+        signature; it writes nothing, so one racing the first logged call of the same
+        signature is not fenced by it (keep a signature to one tier)."""
         signature = arguments.text(signature, "signature")
         arguments.function(fn, "fn")
         tier = arguments.text(tier, "tier")  # what is checked is what is used: plain texts

@@ -221,13 +221,19 @@ class Oracle:
             if holder:
                 record.phase, record.holder = Phase.HELD, None
             return None
+        if kind == "unavailable" and call.sent:  # interrupted or not (batch 46, a 6)
+            return "failed-means-not-sent", (
+                f"was told {told.describe()} after its effect sent in claim "
+                f"{record.claim}: a caller whose effect may have landed is told indeterminate"
+            )
+        if kind == "unavailable" and not call.fault_armed:  # batch 46, a 1 and a 2
+            if phase in SETTLED:
+                return self._replay_problem(record, told)
+            return "typed-answer", (
+                f"was told {told.describe()}, though no write of this call was made to fail: "
+                "a StoreError says the store failed, and nothing failed"
+            )
         if kind == "unavailable" and not call.interrupted:
-            if call.sent:
-                return "failed-means-not-sent", (
-                    f"was told {told.describe()} after its effect sent in claim "
-                    f"{record.claim}: a caller whose effect may have landed is told "
-                    "indeterminate"
-                )
             if holder:  # its claim may stand, with its lease, until it runs out
                 record.phase, record.holder = Phase.HELD, None
             return None
@@ -273,6 +279,11 @@ class Oracle:
             if record.sends > 0:
                 return "failed-means-not-sent", (
                     f"was told {told.describe()} although claim {record.claim} sent"
+                )
+            if call.invocations == 0:  # outsider batch 46, a 3
+                return "failed-has-cause", (
+                    f"was told {told.describe()}, though its effect never ran, no write "
+                    "failed and no earlier failure or decision was recorded"
                 )
             record.phase, record.holder, record.error = Phase.FAILED, None, told.value
             record.freed = FAILURE_KEPT not in self.policies

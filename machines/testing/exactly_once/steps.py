@@ -35,6 +35,7 @@ class Behaviour(enum.Enum):
     CLAIM_FAILS = "its claim's write fails"
     CLAIM_FAILS_DUPLICATE = "its claim's write fails; if it runs, a duplicate caller arrives"
     CLAIM_DIES = "the process dies at its claim's write"
+    CLAIM_FAILS_THEN_DIES = "its claim's write fails; if it runs, the process dies after sending"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}.{self.name}"

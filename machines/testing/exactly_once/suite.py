@@ -225,15 +225,18 @@ class ReferenceAdapter(ExactlyOnceAdapter):
 _FAULTS: dict[Behaviour, Fault] = {
     Behaviour.CRASH_AFTER_SENDING: "crash",
     Behaviour.STORE_FAILS_AFTER: "error",
+    Behaviour.CLAIM_FAILS_THEN_DIES: "crash",
 }
 """The behaviours that make the executor's next durable write fail, and how."""
 _FIRST_WRITES: dict[Behaviour, Fault] = {
     Behaviour.CLAIM_FAILS: "error",
     Behaviour.CLAIM_FAILS_DUPLICATE: "error",
     Behaviour.CLAIM_DIES: "crash",
+    Behaviour.CLAIM_FAILS_THEN_DIES: "error",
 }
 """The behaviours whose call's first durable write (its claim) fails, and how (outsider
-batch 45, a 6: an executor that ran its effect unclaimed when that write failed passed)."""
+batch 45, a 6: an executor that ran its effect unclaimed when that write failed passed;
+batch 46, a 4: one that guarded such a run in memory alone, lost when the process died)."""
 
 
 _KEY = st.sampled_from(KEYS)
