@@ -193,6 +193,21 @@ def test_a_log_that_keeps_a_proven_failure_fails_only_on_that_policy() -> None:
     run_suite(type("KeepsItsPolicy", (suite,), {"policies": kept}), EFFECT_LOG_HUNT.hunting())
 
 
+def test_a_log_that_keeps_every_proven_failure_passes_with_that_policy_left_out() -> None:
+    """Outsider batch 46 (a 14): a log that keeps a not-sent failure of an irreversible
+    call too (and so refuses a later approval of it) failed ``decisions``, a guarantee,
+    with ``not-sent-runs-again`` left out. Refusing a decision on a call the log closed
+    is that policy's choice."""
+    from machines.testing._harness.sizes import EFFECT_LOG_HUNT
+    from tests.test_zoo_effectlog import suite_for as on_log
+    from tests.zoo import effectlog
+
+    keeps = effectlog.Bug(effectlog.KeepsEveryNotSentFailure, ("not-sent-runs-again",))
+    suite = on_log(effectlog.adapter_for(keeps))
+    kept = type("KeepsEveryFailure", (suite,), {"policies": frozenset({"saga-newest-first"})})
+    kept.run(EFFECT_LOG_HUNT.hunting())
+
+
 def backs_off(seconds: float) -> type[Any]:
     """The reference engine, asking the venue about a request at most once every
     ``seconds`` on the suite's clock (a step inside the window does nothing)."""
@@ -284,3 +299,62 @@ def test_an_engine_that_never_follows_is_caught_with_the_policy_left_out() -> No
     with pytest.raises(RuleBroken) as caught:
         run_suite(left_out, TRANSFER_HUNT.hunting())
     assert caught.value.rule == "in-flight-asked" and caught.value.kind == GUARANTEE
+    # outsider batch 46 (a 17): a bound of an hour was never reached by the suite's waits,
+    # and the engine that never asks passed whatever its suite class was called
+    for bound in (300.0, 3600.0):
+        declared = type("PaymentsEngineSuite", (left_out,), {"follow_within": bound})
+        with pytest.raises(RuleBroken) as caught:
+            run_suite(declared, TRANSFER_HUNT.hunting())
+        assert caught.value.rule == "in-flight-asked", str(caught.value)
+        assert f"over {bound:g} s" in str(caught.value)
+
+
+def test_suite_settings_are_checked_wherever_they_are_set() -> None:
+    """Outsider batch 46 (a 19): a float's subclass (numpy's float64) was refused as "not
+    a finite number"; ``minimise_seconds`` on the effect-log and transfer suites was not
+    checked (a text there replaced a report with a raw ``TypeError``); a setting assigned
+    after the class was defined was used unchecked."""
+    from machines.testing.contract import AdapterContractError
+    from machines.testing.effectlog.suite import EffectLogSuite
+    from machines.testing.transfer import TransferSuite
+
+    class Seconds(float):
+        pass
+
+    kept = type("Numpy", (TransferSuite,), {"follow_within": Seconds(90.0)})
+    assert kept.follow_within == 90.0
+    for base in (EffectLogSuite, TransferSuite):
+        with pytest.raises(AdapterContractError, match="sets minimise_seconds to 'x'"):
+            type("Bad", (base,), {"minimise_seconds": "x"})
+        assert type("Quick", (base,), {"minimise_seconds": 0}).minimise_seconds == 0.0
+    late = type("Late", (ExactlyOnceSuite,), {})
+    late.lease_seconds = 500.0
+    with pytest.raises(AdapterContractError, match="Late sets lease_seconds to 500"):
+        late()
+
+
+@pytest.mark.parametrize(
+    ("base", "name", "says"),
+    [
+        ("ExactlyOnceSuite", "lease_second", "did you mean 'lease_seconds'"),
+        ("ExactlyOnceSuite", "follow_within", "another suite's setting"),
+        ("TransferSuite", "follow_with", "did you mean 'follow_within'"),
+        ("TransferSuite", "policy", "did you mean 'policies'"),
+        ("EffectLogSuite", "lease_seconds", "another suite's setting"),
+    ],
+)
+def test_a_setting_the_suite_does_not_read_is_refused_not_ignored(
+    base: str, name: str, says: str
+) -> None:
+    """Outsider batch 46 (a 19b): a misspelt setting, or another suite's, was accepted and
+    silently ignored (a parameter accepted and ignored is a bug)."""
+    from machines.testing import EffectLogSuite, TransferSuite
+
+    suites = {
+        "ExactlyOnceSuite": ExactlyOnceSuite,
+        "TransferSuite": TransferSuite,
+        "EffectLogSuite": EffectLogSuite,
+    }
+    with pytest.raises(AdapterContractError, match=f"Mine sets {name}, which {base} .*{says}"):
+        type("Mine", (suites[base],), {name: 60.0})
+    type("Mine", (suites[base],), {"our_own_constant": 60.0})  # the user's own names

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import inspect
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from machines.errors import InvalidArgument, MachinesError
@@ -136,20 +137,60 @@ def chosen_policies(suite: type, policies: object, known: frozenset[str]) -> fro
     return frozenset(policies)
 
 
-def chosen_seconds(suite: type, name: str, seconds: object, most: float = math.inf) -> float:
+SETTINGS: Mapping[str, frozenset[str]] = {
+    "ExactlyOnceSuite": frozenset({"policies", "lease_seconds"}),
+    "EffectLogSuite": frozenset({"policies", "minimise_seconds"}),
+    "TransferSuite": frozenset({"policies", "follow_within", "minimise_seconds", "starts"}),
+}
+"""The settings each adapter suite reads from a subclass (the conformance suite checks its
+own, by name, where it is defined)."""
+
+
+def unknown_settings(suite: type, base: str) -> None:
+    """``AdapterContractError`` for a class attribute of ``suite`` that looks like a setting
+    its base ``base`` does not read: another suite's (``lease_seconds`` on the transfer
+    suite), or a misspelt one of its own (``follow_with``), which would be silently
+    ignored (outsider batch 46, a 19b). Other names are the user's own."""
+    own = SETTINGS[base]
+    every = frozenset().union(*SETTINGS.values())
+    for name, value in vars(suite).items():
+        if (
+            name.startswith("_")
+            or name in own
+            or callable(value)
+            or isinstance(value, classmethod | staticmethod | property)
+        ):
+            continue
+        if name in every:
+            raise AdapterContractError(
+                f"suite class {suite.__qualname__} sets {name}, which {base} does not read "
+                f"(another suite's setting); its settings: {', '.join(sorted(own))}"
+            )
+        if hint := suggest(name, own):
+            raise AdapterContractError(
+                f"suite class {suite.__qualname__} sets {name}, which {base} does not "
+                f"read{hint}; its settings: {', '.join(sorted(own))}"
+            )
+
+
+def chosen_seconds(
+    suite: type, name: str, seconds: object, most: float = math.inf, *, zero: bool = False
+) -> float:
     """A duration a suite class declares (``name``), in seconds on the suite's clock: a
-    finite number above zero and at most ``most``, else ``AdapterContractError`` where the
-    class is defined. An infinite bound would turn the guarantee it sets into one that
-    cannot fail."""
-    try:
-        value = float(seconds) if type(seconds) is int or type(seconds) is float else math.nan
-    except OverflowError:  # an int too large for a float
+    finite number above zero (or zero, with ``zero``) and at most ``most``, else
+    ``AdapterContractError`` where the class is defined. An infinite bound would turn the
+    guarantee it sets into one that cannot fail."""
+    least = 0.0
+    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    try:  # a float's subclass too (numpy.float64: outsider batch 46, a 19a)
+        value = float(seconds) if number else math.nan  # type: ignore[arg-type]
+    except (OverflowError, TypeError, ValueError):  # an int too large for a float
         value = math.inf
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value < least or (value == least and not zero):
         raise AdapterContractError(
             f"suite class {suite.__qualname__} sets {name} to {describe(seconds)}, not a "
-            "finite number of seconds above zero: declare the longest your implementation "
-            "waits, on the suite's clock"
+            f"finite number of seconds {'of zero or more' if zero else 'above zero'}: "
+            "declare it in seconds of the suite's clock"
         )
     if value > most:
         raise AdapterContractError(

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine
 
 from machines.errors import MachinesError, message_of
+from machines.testing.contract import chosen_seconds
 from machines.testing.minimise import MINIMISE_SECONDS, ddmin
 from machines.testing.profiles import run_suite
 from machines.testing.verdict import RuleBroken
@@ -165,6 +166,14 @@ class RecordedSuite(RuleBasedStateMachine):
     that let the venue's ConnectionError out of ``step()`` was reported raw, with no
     steps to replay)."""
     last: ClassVar[list[_Taking] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Checks ``minimise_seconds`` where the class is defined (outsider batch 46, a 19c:
+        a text there replaced a report with a raw ``TypeError``)."""
+        super().__init_subclass__(**kwargs)
+        cls.minimise_seconds = chosen_seconds(
+            cls, "minimise_seconds", cls.minimise_seconds, zero=True
+        )
 
     def __init__(self) -> None:
         super().__init__()

@@ -416,6 +416,26 @@ class KeepsNotSentFailures(CarefulLog):
             raise
 
 
+class KeepsEveryNotSentFailure(KeepsNotSentFailures):
+    """Safe, by the same policy, for both tiers: an irreversible call whose tool proved
+    nothing was sent is closed for good too, and a later approval of it is refused
+    (outsider batch 46, a 14: failed as a break of ``decisions``, a guarantee)."""
+
+    def _run(self, signature: str, record: Record, fn: Callable[[], Any]) -> Any:
+        try:
+            return CarefulLog._run(self, signature, record, fn)
+        except NotSent:
+            record["not_sent"] = True
+            self.disk.write(signature, record)
+            raise
+
+    def decide(self, signature: str, approve: bool) -> None:
+        record = self.disk.read(signature)
+        if record is not None and record.get("not_sent"):
+            raise BadDecision(signature)
+        super().decide(signature, approve)
+
+
 class UndoesOldestFirst(CarefulLog):
     """Undoes a session in the order its calls were made."""
 

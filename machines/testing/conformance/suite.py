@@ -68,7 +68,7 @@ from machines.testing.conformance.oracle import (
 )
 from machines.testing.conformance.run import breaks, roll_dice, take_tour
 from machines.testing.conformance.steps import Action, Create, Fire, checked_steps
-from machines.testing.contract import Adapter, AdapterContractError, check_adapter
+from machines.testing.contract import Adapter, AdapterContractError, check_adapter, chosen_seconds
 from machines.testing.coverage import Coverage
 from machines.testing.minimise import MINIMISE_SECONDS
 from machines.testing.profiles import SUPPRESSED
@@ -236,17 +236,9 @@ class ConformanceSuite(RuleBasedStateMachine):
                 f"suite class {cls.__qualname__} sets tour_first to "
                 f"{describe(cls.tour_first)}, not True or False"
             )
-        seconds = cls.minimise_seconds
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not (0 <= seconds < float("inf"))
-        ):
-            raise AdapterContractError(
-                f"suite class {cls.__qualname__} sets minimise_seconds to "
-                f"{describe(seconds)}: give a number of seconds, 0 or more (0: report the "
-                "run as found)"
-            )
+        cls.minimise_seconds = chosen_seconds(
+            cls, "minimise_seconds", cls.minimise_seconds, zero=True
+        )
         if cls.make_adapter is ConformanceSuite.make_adapter:
             raise AdapterContractError(
                 f"suite class {cls.__qualname__} does not implement make_adapter: return "

@@ -334,7 +334,15 @@ class Observer:
                 signature,
                 f"the log accepted a human who {verb} a {belief.call.tier} call that is {state}",
             )
-        elif not accepted and waits and belief.waiting and not belief.approved:
+        elif (
+            not accepted
+            and waits
+            and belief.waiting
+            and not belief.approved
+            # a log that keeps a proven failure (the policy left out) closes the call for
+            # good, and may refuse a decision on it (outsider batch 46, a 14)
+            and not (belief.not_sent and RUNS_AGAIN in self.left_out)
+        ):
             self.breach(
                 "decisions", signature, f"the log refused a human who {verb} a waiting call"
             )

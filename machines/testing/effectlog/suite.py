@@ -55,7 +55,7 @@ from machines.store.records import Row
 from machines.systems.effectlog import EffectLog
 from machines.systems.exactly_once import not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
-from machines.testing.contract import Adapter, check_adapter, chosen_policies
+from machines.testing.contract import Adapter, check_adapter, chosen_policies, unknown_settings
 from machines.testing.coverage import Coverage
 from machines.testing.effectlog.oracle import Attempt, Observer
 from machines.testing.effectlog.rules import (
@@ -249,6 +249,7 @@ class EffectLogSuite(RecordedSuite):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        unknown_settings(cls, "EffectLogSuite")
         cls.policies = chosen_policies(cls, cls.policies, POLICIES)
 
     @classmethod

@@ -202,6 +202,7 @@ class Oracle:
 
     def _fresh_claim(self, call: CallSeen, record: KeyRecord) -> None:
         record.claim, record.sends, record.answer, record.error = record.claim + 1, 0, None, None
+        record.unsent_trouble = False
         record.phase, record.holder, record.freed = Phase.RUNNING, call.number, False
         record.decided = False
         record.lease_until = self.clock + self.lease
@@ -217,6 +218,8 @@ class Oracle:
     ) -> tuple[str, str] | None:
         kind, phase = told.kind, record.phase
         holder = record.holder == call.number
+        if holder and record.sends == 0 and call.troubled:
+            record.unsent_trouble = True
         if kind == "crashed":
             if holder:
                 record.phase, record.holder = Phase.HELD, None
@@ -280,7 +283,7 @@ class Oracle:
                 return "failed-means-not-sent", (
                     f"was told {told.describe()} although claim {record.claim} sent"
                 )
-            if call.invocations == 0:  # outsider batch 46, a 3
+            if call.invocations == 0 and not record.unsent_trouble:  # batch 46, a 3
                 return "failed-has-cause", (
                     f"was told {told.describe()}, though its effect never ran, no write "
                     "failed and no earlier failure or decision was recorded"
@@ -393,6 +396,7 @@ class Oracle:
         elif phase in (Phase.PARKED, Phase.HELD):
             if decision is None:
                 record.claim, record.sends, record.answer = record.claim + 1, 0, None
+                record.unsent_trouble = False
                 record.phase, record.holder = Phase.FREE, None
             else:
                 landed, result = decision

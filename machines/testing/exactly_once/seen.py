@@ -116,6 +116,9 @@ class KeyRecord:
     freed: bool = False
     """Failed, with ``failure-replayed`` left out: the executor may have freed the key, and
     its history may start a new chain."""
+    unsent_trouble: bool = False
+    """A call of this claim ended in trouble before anything was sent (an interrupt, an
+    error that proved nothing): the executor may have recorded a failure for it."""
 
 
 class StopRun(BaseException):

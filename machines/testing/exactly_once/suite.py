@@ -48,7 +48,13 @@ from machines.store import open_store
 from machines.store.records import StoreError
 from machines.systems.exactly_once import ExactlyOnce, not_sent
 from machines.testing._harness.stores import FaultyStore, Specs, StoreWatch
-from machines.testing.contract import Adapter, check_adapter, chosen_policies, chosen_seconds
+from machines.testing.contract import (
+    Adapter,
+    check_adapter,
+    chosen_policies,
+    chosen_seconds,
+    unknown_settings,
+)
 from machines.testing.coverage import Coverage
 from machines.testing.exactly_once.oracle import (
     POLICIES,
@@ -274,6 +280,7 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        unknown_settings(cls, "ExactlyOnceSuite")
         cls.policies = chosen_policies(cls, cls.policies, POLICIES)
         cls.lease_seconds = chosen_seconds(cls, "lease_seconds", cls.lease_seconds, most=LEASE)
 
@@ -291,7 +298,8 @@ class ExactlyOnceSuite(RuleBasedStateMachine):
         adapter = self.make_adapter()
         check_adapter(adapter, ExactlyOnceAdapter)
         self.adapter = adapter
-        self.oracle = Oracle(KEYS, self.lease_seconds, policies=self.policies)
+        lease = chosen_seconds(type(self), "lease_seconds", self.lease_seconds, most=LEASE)
+        self.oracle = Oracle(KEYS, lease, policies=self.policies)  # set after the class, too
 
     # -- the one rule -------------------------------------------------------------------
 
