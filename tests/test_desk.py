@@ -721,6 +721,10 @@ def test_a_refused_move_is_answered_by_whose_fault_it_is(tmp_path: Path) -> None
             ({"trigger": "approve", "actor": "aprover"}, 400, "did you mean 'approver'"),
             ({"trigger": "send", "actor": "service"}, 403, "service is none of your roles"),
             ({"trigger": "approve", "actor": "approver"}, 409, "in sending"),
+            # outsider batch 46 (b 15, b 16, b 21)
+            ({"trigger": "send", "actor": "service", "version": 1}, 403, "none of your roles"),
+            ({"trigger": "approve", "actor": "approver", "version": 99}, 409, "none it has had"),
+            ({"trigger": "confirm", "actor": "approver"}, 403, "make confirm from no state"),
         ):
             answer = client.post("/api/act", headers=bearer, json={**body, **fields})
             assert answer.status_code == status and said in answer.json()["error"], answer.text

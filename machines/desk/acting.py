@@ -282,11 +282,17 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
         read = None if row is None else page_version(specs, tx, row)
     if row is None:
         raise DeskNotFound(f"no {d.machine} {d.key!r} in this store")
+    never = _never_allowed(specs[d.machine], d, roles)  # whatever the version (batch 46, b 15)
+    if never is not None:
+        raise never
     if read != d.version:
-        raise _changed(d, row)
+        raise _changed(d, row, read)
     allowed = {(m.trigger, m.actor, m.gate) for m in offered(store, row, roles)}
     if (d.trigger, d.actor, d.gate) not in allowed:
-        raise _not_allowed(specs[d.machine], d, row, roles)
+        raise DeskNotNow(
+            f"you may not {_moving(d)} in {row.state}: the definition does not let that move "
+            "be made from there now; look at the entity again"
+        )
     route = ROUTES.get((d.machine, d.trigger))
     try:
         if route is not None and _system_runs(store, d.machine):
@@ -306,32 +312,43 @@ def act(store: Store, d: Decision, roles: frozenset[str]) -> Row:
     return after
 
 
-def _not_allowed(spec: MachineSpec, d: Decision, row: Row, roles: frozenset[str]) -> DeskError:
-    """Why the desk will not make move ``d`` on ``row``, by its status (outsider batch 45,
-    b 32: a misspelt trigger and a move the state refuses were both "your roles may not"):
-    a trigger or actor the definition lacks is the request's fault (400), an actor that is
-    none of the person's roles is theirs (403), and a move of their role that the entity's
-    state refuses now is the entity's (409)."""
-    for what, name, known in (
-        ("trigger", d.trigger, spec.triggers),
-        ("actor", d.actor, spec.actors),
-    ):
+def _never_allowed(spec: MachineSpec, d: Decision, roles: frozenset[str]) -> DeskError | None:
+    """Why the desk will never make move ``d``, by its status (outsider batch 45, b 32: a
+    misspelt trigger and a move the state refuses were both "your roles may not"), or
+    None: a trigger or actor the definition lacks is the request's fault (400); an actor
+    that is none of the person's roles, or a move the definition gives that actor nowhere
+    (batch 46, b 21: "look at the entity again", for a move that can never be made), is
+    the person's (403). A move of their role that the entity's state refuses now is the
+    entity's (409, ``DeskNotNow``)."""
+    named = (("trigger", d.trigger, spec.triggers), ("actor", d.actor, spec.actors))
+    for what, name, known in named:
         if name not in known:
             return DeskError(f"{d.machine} has no {what} {name!r}{suggest(name, sorted(known))}")
-    moving = f"{d.trigger} {d.machine} {d.key!r} as {d.actor}" + (
-        f" by gate {d.gate!r}" if d.gate else ""
-    )
     if d.actor not in roles:
         return DeskForbidden(
-            f"you may not {moving}: {d.actor} is none of your roles ({', '.join(sorted(roles))})"
+            f"you may not {_moving(d)}: {d.actor} is none of your roles "
+            f"({', '.join(sorted(roles))})"
         )
-    return DeskNotNow(
-        f"you may not {moving} in {row.state}: the definition does not let that move be made "
-        "from there now; look at the entity again"
+    if not any(t.trigger == d.trigger and d.actor in t.actors for t in spec.transitions):
+        return DeskForbidden(
+            f"you may not {_moving(d)}: the definition lets {d.actor} make {d.trigger} from "
+            "no state"
+        )
+    return None
+
+
+def _moving(d: Decision) -> str:
+    return f"{d.trigger} {d.machine} {d.key!r} as {d.actor}" + (
+        f" by gate {d.gate!r}" if d.gate else ""
     )
 
 
-def _changed(d: Decision, now: Row) -> DeskError:
+def _changed(d: Decision, now: Row, read: int | None = None) -> DeskError:
+    if read is not None and d.version > read:  # batch 46, b 16: "changed since", of a future
+        return DeskChanged(
+            f"{d.machine} {d.key!r} is at version {read}, and version {d.version} is none it "
+            f"has had; it is {now.state}: look at it again"
+        )
     return DeskChanged(
         f"{d.machine} {d.key!r} changed since the page was shown: it is now {now.state} "
         "(someone else acted, or its system moved it); look at it again"
