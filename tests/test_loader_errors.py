@@ -497,6 +497,16 @@ def test_a_spec_version_that_is_not_the_number_1_says_what_was_given(
     assert "at spec_version: 1 was expected, " in problem and said in problem, problem
 
 
+def test_a_tag_written_in_snake_case_is_told_the_tag_meant(spec_dir: Path) -> None:
+    """Outsider batch 46 (b 4): ``needs_human`` was "not a kebab-case id" with no guess,
+    where ``needs-humans`` got one."""
+    path = spec_dir / "outcome.yaml"
+    edit(path, "effect-started, fail-closed,", "effect-started, fail_closed,")
+    problem = only_problem(load_error(path))
+    assert "'fail_closed' is not a kebab-case id" in problem
+    assert "(did you mean 'fail-closed'?)" in problem
+
+
 def test_every_problem_is_listed(spec_dir: Path) -> None:
     path = spec_dir / "effect.yaml"
     edit(path, "    dest: committed\n", "    dest: comitted\n")

@@ -31,6 +31,7 @@ from machines.spec.records import KeyPath, MachineSpec
 from machines.spec.routing import suggest
 from machines.spec.structure import check_structure
 from machines.spec.visible import draws_something, shown
+from machines.spec.vocabulary import TAGS
 from machines.spec.yamlsource import (
     YamlSource,
     bounded,
@@ -246,7 +247,11 @@ def _schema_message(source: YamlSource, error: jsonschema.ValidationError) -> st
     if error.validator in ("pattern", "format") and isinstance(described, str):
         wanted = described[0].lower() + described[1:].rstrip(".")
         said = shown(error.instance) if isinstance(error.instance, str) else quote(error.instance)
-        return f"{where}: {said} is not {wanted} ({see_format()})"
+        hint = ""
+        if "tags" in error.absolute_path and isinstance(error.instance, str):
+            kebab = error.instance.strip().lower().replace("_", "-").replace(" ", "-")
+            hint = suggest(kebab, TAGS)  # batch 46, b 4: needs_human met no guess
+        return f"{where}: {said} is not {wanted}{hint} ({see_format()})"
     if (
         error.validator == "uniqueItems"
         and isinstance(error.instance, list)
