@@ -257,7 +257,7 @@ def test_an_audit_with_other_definitions_than_the_stores_current_ones_is_refused
     assert "machine 'outcome' is stored at definition version 2" in err, err
     assert "the definition given is its version 1, which the store was migrated away" in err
     assert "what changed since: 0 breaking, 1 widening (transition" in err, err
-    assert "to audit it without migrating it, give those with --spec-dir" in err, err
+    assert "an audit judges a store by the definitions it serves now: give those" in err, err
 
 
 # -- forgeries ----------------------------------------------------------------------------
@@ -599,3 +599,21 @@ def test_a_migration_event_in_a_log_names_what_no_definition_has(versions: Versi
     events = [*HELD, migration("k", 2, "on_hold", "indeterminate", 3, 4)]
     found = {b.invariant for b in audit_events(events, versions.specs[2])}
     assert found == {"known-names"}
+
+
+def test_an_audit_that_fell_back_on_the_bundled_definitions_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outsider batch 46 (b 44): outside any project, an audit of a store of the user's
+    own machine said "no tables for machine 'effect'", not that it judged by this
+    package's bundled definitions for want of the project's."""
+    from machines.spec.loader import load as load_definition
+
+    refund = load_definition(Path(__file__).parent / "user_project" / "specs" / "refund.yaml")
+    url = f"sqlite:///{tmp_path / 'refunds.db'}"
+    open_store(url, [refund]).close()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINES_SPEC_DIR", raising=False)
+    assert main(["audit", "--from-store", url]) == 2
+    err = capsys.readouterr().err
+    assert "no tables for machine" in err and "bundled definitions, for want of a project's" in err

@@ -402,8 +402,8 @@ def judge_store(
         store = open_store(url, specs, read_only=True)
     except DefinitionChanged as changed:
         raise DefinitionChanged(
-            f"{changed}; an audit judges a store by the definitions it serves: to audit it "
-            "without migrating it, give those with --spec-dir"
+            f"{changed}; an audit judges a store by the definitions it serves now: give "
+            "those with --spec-dir"
         ) from changed
     try:
         report = guards_report(store)

@@ -77,8 +77,10 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
     people: list[Document] = []
     said_people: list[str] = []
     spec_dir: Path | None = None
+    bundled = False
     try:
-        spec_dir = definitions_dir(args.spec_dir).spec_dir
+        found_dir = definitions_dir(args.spec_dir)
+        spec_dir, bundled = found_dir.spec_dir, found_dir.bundled
         paths = definition_paths(spec_dir)
         specs = {spec.name: spec for spec in map(read_definition, paths)}
         if file is not None:
@@ -114,7 +116,14 @@ def _run(args: argparse.Namespace, parsers: Parsers) -> int:
             said_people = [m.describe() for m in found.people]
             what = f"the store {shown_url(url)}, judged by {found.judged_by()}"
     except (OSError, MachinesError) as exc:
-        return failed(args, problem(exc), 2, odd_names(args.spec_dir, spec_dir, file))
+        message = problem(exc)
+        if bundled:  # outsider batch 46 (b 44): the fallback was not named
+            message += (
+                "; the store was judged by this package's bundled definitions, for want of "
+                "a project's (no --spec-dir, $MACHINES_SPEC_DIR or [tool.machines] spec_dir):"
+                " give yours with --spec-dir"
+            )
+        return failed(args, message, 2, odd_names(args.spec_dir, spec_dir, file))
     code = 1 if breaches else 0
     if is_json(args):
         write_json(
