@@ -417,3 +417,15 @@ def test_a_rename_is_judged_by_what_the_new_version_forbids_not_how_it_is_writte
     assert code == 0 and "automatic ones entered" not in out, out  # a person's, kept so
     code, out = migrate(capsys, url, tmp_path / "v2", *maps("loan:second=second_approval"))
     assert code == 0 and "migrated" in out, out
+
+
+def test_the_way_out_of_a_removed_terminal_state_is_no_settling() -> None:
+    """Outsider batch 46 (b 38): a refused map out of a removed terminal state advised
+    "settle them first through the definition", which a finished entity cannot be."""
+    from machines.spec.loader import load as load_definition
+    from machines.spec.migration_moves import way_out
+
+    refund = load_definition(Path(__file__).parent / "user_project" / "specs" / "refund.yaml")
+    said = way_out(refund, "declined")
+    assert "finished" in said and "keep 'declined'" in said and "settle" not in said
+    assert "settle them first" in way_out(refund, "awaiting_approval")

@@ -155,7 +155,14 @@ def lineage(
 
 
 def way_out(old: MachineSpec, source: str) -> str:
-    """How such entities can leave ``source`` instead: its moves by people, or nothing."""
+    """How such entities can leave ``source`` instead: its moves by people, or nothing; a
+    finished entity is settled already (outsider batch 46, b 38: "settle them first" for
+    a removed terminal state), so the new version keeps the state, or a new name for it."""
+    if source in old.states and old.states[source].terminal:
+        return (
+            f"its entities are finished: keep '{source}' in the new version, or map them to "
+            "a new terminal state of the same tags and rules (a rename)"
+        )
     people = [
         f"{t.trigger} by {'/'.join(a for a in t.actors if not old.actors[a].automatic)}"
         for t in old.transitions
