@@ -113,6 +113,7 @@ def test_the_pages_of_a_removed_machine_are_left_over_and_removed(
     said = capsys.readouterr().out
     assert "no longer defined" in said and "refund" in said, said
     assert main([command]) == 0
-    assert "removed" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "removed: " in said and all(str(p) in said for p in made), said  # batch 46 (b 50)
     assert not any(p.exists() for p in made) and mine.exists()
     assert main([command, "--check"]) == 0

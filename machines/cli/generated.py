@@ -133,7 +133,10 @@ def _generate(
             return 1
         say(f"{len(files)} generated files in {out}/ are current")
         return 0
-    removed = f"; {len(left)} left from a machine no longer defined removed" if left else ""
+    names_left = ", ".join(str(p) for p in left[:10]) + (", ..." if len(left) > 10 else "")
+    removed = (  # named (outsider batch 46, b 50: a count alone)
+        f"; {len(left)} left from a machine no longer defined removed: {names_left}" if left else ""
+    )
     say(f"{len(changed) - len(left)} of {len(files)} files written into {out}/{removed}")
     return 0
 
