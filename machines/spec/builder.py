@@ -342,6 +342,8 @@ class Builder:
             a, b = transitions[i], transitions[j]
             if len(self.problems) > MAX_PROBLEMS or not _guards_overlap(a.when, b.when):
                 continue
+            if any(var not in self.context for var in (*a.when, *b.when)):
+                continue  # a guard on an unknown variable is reported already (batch 46, b 5)
             first, second = self.transition_index[i], self.transition_index[j]
             self.problem(
                 ("transitions", second),
