@@ -512,12 +512,13 @@ def test_a_guard_on_an_unknown_variable_is_one_problem_not_an_ambiguity_too(
 ) -> None:
     """Outsider batch 46 (b 5): a guard naming an unknown variable was reported, and then
     again as an ambiguity of the move it no longer told apart from its twin."""
-    refund = (Path(__file__).parent / "user_project" / "specs" / "refund.yaml").read_text()
-    assert "when: {size: [small]}" in refund
-    path = tmp_path / "refund.yaml"
-    path.write_text(refund.replace("when: {size: [small]}", "when: {sise: [small]}", 1))
+    from tests.test_migration import LOAN
+
+    assert "when: {amount: [small]}" in LOAN  # the twin of approve's large branch
+    path = tmp_path / "loan.yaml"
+    path.write_text(LOAN.replace("when: {amount: [small]}", "when: {amout: [small]}", 1))
     problem = only_problem(load_error(path))
-    assert "'sise' is not a context variable (did you mean 'size'?)" in problem
+    assert "'amout' is not a context variable (did you mean 'amount'?)" in problem
 
 
 def test_every_problem_is_listed(spec_dir: Path) -> None:
