@@ -253,12 +253,11 @@ def test_an_engine_that_backs_off_longer_than_the_timeout_declares_its_bound() -
     """Outsider batch 44 (c B5): an engine polling every 120 s never stops asking, but
     in-flight-asked held it to the suite's submit timeout (60 s) as a guarantee. The bound
     is the engine's to declare (``follow_within``); the rule holds it to what it declares."""
-    from machines.testing._harness.sizes import TRANSFER_HUNT
     from machines.testing.profiles import hunting
 
     slow = type("PollsEvery120s", (backs_off(120.0),), {"policies": frozenset()})
     with pytest.raises(RuleBroken) as caught:
-        run_suite(slow, TRANSFER_HUNT.hunting())
+        run_suite(slow, hunting(300, 60))
     assert caught.value.rule == "in-flight-asked" and caught.value.kind == GUARANTEE
     assert "over 60 s" in str(caught.value)
     declared = type("DeclaresItsBound", (slow,), {"follow_within": 121})
@@ -266,7 +265,7 @@ def test_an_engine_that_backs_off_longer_than_the_timeout_declares_its_bound() -
     too_slow = type("PollsEvery300s", (backs_off(300.0),), {"policies": frozenset()})
     understated = type("UnderstatesItsBound", (too_slow,), {"follow_within": 121.0})
     with pytest.raises(RuleBroken) as caught:
-        run_suite(understated, TRANSFER_HUNT.hunting())
+        run_suite(understated, hunting(300, 60))
     assert caught.value.rule == "in-flight-asked" and "over 121 s" in str(caught.value)
 
 

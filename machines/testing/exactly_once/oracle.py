@@ -224,6 +224,10 @@ class Oracle:
             if holder:
                 record.phase, record.holder = Phase.HELD, None
             return None
+        if kind == "failed" and call.sent and phase not in SETTLED:  # interrupted or not
+            return "failed-means-not-sent", (
+                f"was told {told.describe()} although its effect sent in claim {record.claim}"
+            )
         if kind == "unavailable" and call.sent:  # interrupted or not (batch 46, a 6)
             return "failed-means-not-sent", (
                 f"was told {told.describe()} after its effect sent in claim "
