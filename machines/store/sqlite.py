@@ -41,6 +41,16 @@ from machines.store.integrity import Difference, repair_lines, tampered
 from machines.store.integrity_sqlite import guard_differences, served_versions
 from machines.store.records import ClosedOnExit, OneWriteTransactions, StoreError, closed_store
 from machines.store.sql import Dialect, SQLTransaction, current_versions, record_version
+from machines.store.sqlite_files import (
+    foreign_logs,
+    identity,
+    is_directory,
+    require_file_or_nothing,
+    require_owner_or_logs,
+    second_name,
+    shown_path,
+    unwritable_folder,
+)
 from machines.store.stored_json import decode
 from machines.store.versions import legacy, no_registry, no_store, no_tables
 
@@ -92,9 +102,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                         raise no_store(self.url)  # before anything is written to the file
                     conn.execute("PRAGMA journal_mode=WAL")
                     self._ensure_schema(conn, create)
-            if self._opened is None or _identity(self.path) != self._opened:
+            if self._opened is None or identity(self.path) != self._opened:
                 raise StoreError(
-                    f"SQLite database {_shown(self.path)}: the file at this path was replaced "
+                    f"SQLite database {shown_path(self.path)}: the file at this path was replaced "
                     "while the store opened it (its guards were checked on the one it opened "
                     "first); nothing was written. Open the store again"
                 )
@@ -126,7 +136,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         beside the old name, while a process that opens the new one logs beside that, and
         neither sees the other's claims (batch 42, a 2: an effect ran twice). Opening the
         store again checks it. A file with a second name is refused too
-        (``_second_name``); one ``stat`` answers both."""
+        (``second_name``); one ``stat`` answers both."""
         try:
             found: os.stat_result | None = os.stat(self.path)
         except (OSError, ValueError):
@@ -134,22 +144,22 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         identity = None if found is None else (found.st_dev, found.st_ino)
         if self._file is not None and identity != self._file:
             raise StoreError(
-                f"SQLite database {_shown(self.path)}: the file at this path is not the one "
+                f"SQLite database {shown_path(self.path)}: the file at this path is not the one "
                 "this store opened and checked (it was replaced, moved or removed since); "
                 "nothing was written. Open the store again, which checks its guards"
             )
         if found is not None and stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
-            raise _second_name(self.path, found.st_nlink)
+            raise second_name(self.path, found.st_nlink)
 
     def _open(self) -> sqlite3.Connection:
         """A new connection, set up; read-only stores open the file ``mode=ro`` (never
         created, never written). Something at the path that is no file or folder (a FIFO,
         a device, a socket) is refused before SQLite opens it: opening a FIFO waits for a
         writer for ever."""
-        _require_file_or_nothing(self.path)
+        require_file_or_nothing(self.path)
         self._require_same_file()
         if self.read_only:
-            _require_owner_or_logs(self.path)
+            require_owner_or_logs(self.path)
         try:
             # check_same_thread=False only so that close() can close every thread's
             # connection; each connection is used by its own thread alone.
@@ -163,14 +173,14 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         except sqlite3.Error as exc:
             raise self._fault("open it", exc) from exc
         except ValueError as exc:  # a NUL or a lone surrogate in the path
-            raise StoreError(f"{_shown(self.path)!r} cannot be a file name: {exc}") from exc
+            raise StoreError(f"{shown_path(self.path)!r} cannot be a file name: {exc}") from exc
         try:
             self._require_same_file()
         except StoreError:
             conn.close()
             raise
         if self._file is None and self._opened is None:
-            self._opened = _identity(self.path)  # the file the first connection opened
+            self._opened = identity(self.path)  # the file the first connection opened
         try:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -224,9 +234,9 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         code = getattr(exc, "sqlite_errorcode", None)
         name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
         primary = code & 0xFF if isinstance(code, int) else None
-        wal_blocked = self.read_only and _unwritable_folder(self.path)
-        theirs = _foreign_logs(self.path)
-        if _is_directory(self.path):
+        wal_blocked = self.read_only and unwritable_folder(self.path)
+        theirs = foreign_logs(self.path)
+        if is_directory(self.path):
             advice = "that path is a directory, not a database file: name the store's file"
         elif wal_blocked and primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
             advice = (  # outsider batch 45 (c F1): blamed on a write, or a missing file
@@ -248,7 +258,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         else:
             advice = _ADVICE.get(primary, "check the file and the disk it is on")
         return StoreError(
-            f"SQLite database {_shown(self.path)}: cannot {doing}: {exc} ({name}); {advice}"
+            f"SQLite database {shown_path(self.path)}: cannot {doing}: {exc} ({name}); {advice}"
         )
 
     def _ensure_schema(self, conn: sqlite3.Connection, create: bool = True) -> None:
@@ -299,7 +309,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
         with self._connection() as conn:
             if conn.in_transaction:  # a misuse, not a fault: the outer one stays intact
                 raise StoreError(
-                    f"SQLite database {_shown(self.path)}: a transaction is already open in "
+                    f"SQLite database {shown_path(self.path)}: a transaction is already open in "
                     "this thread; transactions do not nest"
                 )
             self._execute(conn, "BEGIN" if self.read_only else "BEGIN IMMEDIATE", "begin")
@@ -318,7 +328,7 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
                 self._rollback(conn)
                 raise
             finally:
-                tx.end(f"SQLite database {_shown(self.path)}")
+                tx.end(f"SQLite database {shown_path(self.path)}")
             self._execute(conn, "COMMIT", "commit")
 
     def _execute(self, conn: sqlite3.Connection, statement: str, doing: str) -> None:
@@ -349,101 +359,6 @@ _ADVICE: Mapping[int | None, str] = {
     sqlite3.SQLITE_PERM: "the operating system denied access to the file",
 }
 """What to do about each kind of fault, by SQLite's primary result code."""
-
-
-def _require_file_or_nothing(path: str) -> None:
-    """The database file and the files SQLite keeps beside it (its rollback journal, its
-    write-ahead log and its index) are regular files or nothing: a FIFO there would make
-    SQLite wait for a writer for ever."""
-    for each in (path, *(path + suffix for suffix in ("-journal", "-wal", "-shm"))):
-        try:
-            mode = os.stat(each).st_mode
-        except (OSError, ValueError):
-            continue  # nothing there (SQLite makes it), or a name SQLite refuses itself
-        if not (stat.S_ISREG(mode) or (each == path and stat.S_ISDIR(mode))):
-            raise StoreError(
-                f"SQLite database {_shown(path)}: {_shown(each)} is not a file (a FIFO, a "
-                "device or a socket); remove it, or name the store's database file"
-            )
-
-
-def _second_name(path: str, links: int) -> StoreError:
-    """The refusal of a database file with more than one name (a hard link): SQLite keeps
-    its lock and its write-ahead log beside each name, so two processes opening the file by
-    two names take two write locks and keep two logs, neither sees the other's claim, and
-    one log is later written over the other (outsider batch 41, a 13: an effect ran twice,
-    one acknowledged result was lost, and the audit said OK). A symbolic link is not such
-    a name: SQLite follows it to the file."""
-    return StoreError(
-        f"SQLite database {_shown(path)}: the file has {links} names (hard links), and "
-        "SQLite locks and logs it beside each name, so a writer under another name "
-        "would not see this one's writes; nothing was written. Remove the other names "
-        f"(find them with: find / -xdev -samefile {_shown(path)}), or copy the file"
-    )
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    """The (device, inode) of the file at ``path``; ``None`` when there is none."""
-    try:
-        found = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return found.st_dev, found.st_ino
-
-
-LOGS = ("-wal", "-shm")
-"""The files SQLite keeps beside a store in WAL mode."""
-
-
-def _require_owner_or_logs(path: str) -> None:
-    """A read of a store by a user who does not own its file, while its ``-wal`` and
-    ``-shm`` files are not there, is refused: SQLite would make them as that user, and
-    the store's owner could then not write them (outsider batch 46, b 43: an audit run as
-    another user locked the service out of its store)."""
-    try:
-        owner = os.stat(path).st_uid
-    except (OSError, ValueError):
-        return  # nothing there: the open says so
-    if owner == os.geteuid() or all(os.path.exists(path + log) for log in LOGS):
-        return
-    raise StoreError(
-        f"SQLite database {_shown(path)}: this user (uid {os.geteuid()}) does not own the "
-        f"store's file (uid {owner}), and reading it would make its -wal and -shm files as "
-        "this user, which its owner could then not write; nothing was opened: read it as "
-        "the file's owner (or while its service has it open), or audit a copy"
-    )
-
-
-def _foreign_logs(path: str) -> str | None:
-    """The first of a store's ``-wal`` and ``-shm`` files that this user cannot write."""
-    for log in LOGS:
-        try:
-            if os.path.exists(path + log) and not os.access(path + log, os.W_OK):
-                return f"{Path(path).name}{log} file"
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _unwritable_folder(path: str) -> bool:
-    """Whether the file at ``path`` exists and its folder cannot be written by this user."""
-    file = Path(path)
-    try:
-        return file.is_file() and not os.access(file.parent, os.W_OK)
-    except (OSError, ValueError):
-        return False
-
-
-def _is_directory(path: str) -> bool:
-    try:
-        return Path(path).is_dir()
-    except (OSError, ValueError):
-        return False
-
-
-def _shown(path: str, limit: int = 200) -> str:
-    """A path for a message, cut: it may be thousands of characters long."""
-    return path if len(path) <= limit else f"{path[: limit - 3]}..."
 
 
 def _has_table(conn: sqlite3.Connection, table: str) -> bool:
