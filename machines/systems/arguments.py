@@ -14,13 +14,12 @@ from typing import Any, cast
 
 from machines.errors import InvalidArgument, MachinesError
 from machines.runtime.templates import is_async
-from machines.spec.jsonvalue import describe, encodable
+from machines.spec.jsonvalue import describe
 from machines.spec.visible import says_something
+from machines.store.arguments import check_key
 from machines.store.records import MAX_STORED_INT, Row, StaleWrite, Store, StoreError
 from machines.systems.reliance import require_reliable
 
-MAX_NAME = 1000
-"""The longest name of a worker or a tool, in characters."""
 MAX_RETRIES = 1_000
 """The most retries a system makes of one call (``ExactlyOnce``'s effect, ``compensate``'s
 compensation)."""
@@ -63,22 +62,16 @@ def optional_text(value: object, what: str) -> str | None:
     return None if value is None else text(value, what)
 
 
-def name(value: object, what: str) -> str:
-    """Who or what did it (a worker, a tool): a ``text`` that can be stored as it is (no
-    NUL, no lone surrogate) and at most ``MAX_NAME`` characters, refused where it is given
-    rather than at the first write (outsider batch 45, a 17: a worker holding a NUL was
-    refused only by ``run``, as the data's fault)."""
-    checked = text(value, what)
-    if "\x00" in checked or not encodable(checked) or len(checked) > MAX_NAME:
-        raise InvalidArgument(
-            f"{what} must be at most {MAX_NAME} characters of UTF-8 without NUL, not "
-            f"{describe(value)}"
-        )
-    return checked
+def name(value: object, what: str, system: str) -> str:
+    """Who or what did it (a worker, a tool, an engine): a ``text`` held to the one key
+    rule (``store.arguments.check_key``: no NUL, UTF-8, at most ``MAX_KEY_BYTES``), refused
+    where it is given rather than at the first write (outsider batch 45, a 17: a worker
+    holding a NUL was refused only by ``run``, as the data's fault)."""
+    return check_key(text(value, what), system, what)
 
 
-def optional_name(value: object, what: str) -> str | None:
-    return None if value is None else name(value, what)
+def optional_name(value: object, what: str, system: str) -> str | None:
+    return None if value is None else name(value, what, system)
 
 
 def flag(value: object, what: str) -> bool:

@@ -148,7 +148,7 @@ class EffectLog:
         self.store = arguments.store_with(store, MACHINE, "EffectLog")
         self.classify = arguments.function(classify, "classify")
         self.clock = checked_clock(clock, "EffectLog", consequence="nothing was written")
-        self.worker = arguments.optional_name(worker, "worker") or process_identity()
+        self.worker = arguments.optional_name(worker, "worker", "EffectLog") or process_identity()
 
     # -- the intercept path ----------------------------------------------------------------
 
@@ -169,7 +169,7 @@ class EffectLog:
         signature = arguments.text(signature, "signature")
         arguments.function(fn, "fn")
         tier = arguments.text(tier, "tier")  # what is checked is what is used: plain texts
-        tool = arguments.optional_name(tool, "tool")
+        tool = arguments.optional_name(tool, "tool", "EffectLog")
         session = arguments.optional_text(session, "session")
         if tier == SAFE:
             self._never_logged(signature)

@@ -117,7 +117,7 @@ class ExactlyOnce:
             )
         self.on_indeterminate = on_indeterminate
         self.clock = checked_clock(clock, "ExactlyOnce", consequence="nothing was written")
-        self.worker = arguments.optional_name(worker, "worker") or process_identity()
+        self.worker = arguments.optional_name(worker, "worker", "ExactlyOnce") or process_identity()
 
     # -- the two ways to run ------------------------------------------------------------
 

@@ -146,7 +146,9 @@ class TransferEngine(Driver):
             )
         self._started_plans = {}
         self.submit_timeout = arguments.seconds(submit_timeout, "submit_timeout")
-        engine_id = arguments.optional_name(engine_id, "engine_id")  # batch 46, c 11
+        engine_id = arguments.optional_name(
+            engine_id, "engine_id", "TransferEngine"
+        )  # batch 46, c 11
         self.store = store
         self.executors = dict(executors)
         self.callbacks = dict(callbacks) if callbacks is not None else {}
