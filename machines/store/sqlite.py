@@ -141,8 +141,8 @@ class SQLiteStore(OneWriteTransactions, ClosedOnExit):
             found: os.stat_result | None = os.stat(self.path)
         except (OSError, ValueError):
             found = None  # nothing there yet: SQLite makes it, with one name
-        identity = None if found is None else (found.st_dev, found.st_ino)
-        if self._file is not None and identity != self._file:
+        this_file = None if found is None else (found.st_dev, found.st_ino)
+        if self._file is not None and this_file != self._file:
             raise StoreError(
                 f"SQLite database {shown_path(self.path)}: the file at this path is not the one "
                 "this store opened and checked (it was replaced, moved or removed since); "
